@@ -1,0 +1,61 @@
+"""Value objects shared by several topics."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ReplyTarget(BaseModel):
+    """Where the answer of a run is delivered."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    platform: str
+    chat_id: str
+    thread_id: str | None = None
+    reply_to_id: str | None = Field(default=None, description="Platform message id to reply to.")
+
+
+class ToolCallSpec(BaseModel):
+    """A tool call as the model made it (inside an assistant message)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: str
+    name: str
+    arguments: str = Field(default="{}", description="Raw JSON arguments.")
+
+
+class ChatMessage(BaseModel):
+    """One message of a model conversation (OpenAI-style roles)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    name: str | None = None
+    tool_call_id: str | None = Field(default=None, description="role=tool: the call this answers.")
+    tool_calls: list[ToolCallSpec] = Field(default_factory=list, description="role=assistant: calls made.")
+
+
+class Usage(BaseModel):
+    """Token usage, summed over every LLM call of a run."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            llm_calls=self.llm_calls + other.llm_calls,
+        )

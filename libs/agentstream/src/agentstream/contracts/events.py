@@ -1,0 +1,156 @@
+"""`events` topic: everything that happens in a run. Key: conversation key.
+
+Every event carries its run's identity and ``seq``, strictly increasing per root
+run (``run.queued`` from ingress is seq 0; the runner continues from 1). Child runs
+(delegation) stream into the root's stream with their own ``run_id`` and ``depth``
+and never emit ``run.started``/``run.finished`` of their own.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from agentstream.contracts.base import Record
+from agentstream.contracts.common import ChatMessage, ReplyTarget, Usage
+
+RunStatus = Literal["completed", "failed", "interrupted"]
+StepType = Literal["hook_create", "llm", "tool", "hook_next", "delegate"]
+
+
+class EventBase(Record):
+    run_id: str
+    root_run_id: str
+    parent_run_id: str | None = None
+    depth: int = 0
+    conversation_key: str
+    seq: int = Field(ge=0, description="Strictly increasing per root run.")
+    epoch: int = Field(default=0, description="Runner ownership epoch (fences stale writers).")
+
+
+class RunQueued(EventBase):
+    type: Literal["run.queued"] = "run.queued"
+    assistant_id: str
+    reply_target: ReplyTarget
+    text: str = ""
+    user_id: str | None = None
+
+
+class RunStarted(EventBase):
+    type: Literal["run.started"] = "run.started"
+    assistant_id: str
+    connector_id: str
+    reply_target: ReplyTarget
+    input: list[ChatMessage] = Field(default_factory=list, description="The new input messages of this run.")
+    user_id: str | None = None
+    session_id: str | None = None
+
+
+class MessageStarted(EventBase):
+    type: Literal["message.started"] = "message.started"
+    message_id: str
+
+
+class MessageDelta(EventBase):
+    type: Literal["message.delta"] = "message.delta"
+    message_id: str
+    text: str
+    kind: Literal["text", "thinking"] = "text"
+
+
+class MessageCompleted(EventBase):
+    type: Literal["message.completed"] = "message.completed"
+    message_id: str
+    text: str
+
+
+class ToolCall(EventBase):
+    type: Literal["tool.call"] = "tool.call"
+    call_id: str
+    tool: str
+    arguments: str
+    attempt: int = 1
+
+
+class ToolResult(EventBase):
+    type: Literal["tool.result"] = "tool.result"
+    call_id: str
+    tool: str
+    ok: bool
+    content: str = ""
+    error: str | None = None
+    retryable: bool = False
+    duration_ms: float = 0.0
+
+
+class SegmentBreak(EventBase):
+    type: Literal["segment.break"] = "segment.break"
+    reason: str = "tool"
+
+
+class StepStarted(EventBase):
+    type: Literal["step.started"] = "step.started"
+    step_id: str
+    step_type: StepType
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class StepCompleted(EventBase):
+    type: Literal["step.completed"] = "step.completed"
+    step_id: str
+    step_type: StepType
+    input: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] = Field(default_factory=dict)
+    memory: list[ChatMessage] = Field(default_factory=list, description="Snapshot for resume.")
+
+
+class StepFailed(EventBase):
+    type: Literal["step.failed"] = "step.failed"
+    step_id: str
+    step_type: StepType
+    input: dict[str, Any] = Field(default_factory=dict)
+    error: str
+
+
+class RunHeartbeat(EventBase):
+    type: Literal["run.heartbeat"] = "run.heartbeat"
+
+
+class Notice(EventBase):
+    """A message for the user that is not model output (command replies, errors)."""
+
+    type: Literal["notice"] = "notice"
+    level: Literal["info", "warning", "error"] = "info"
+    text: str
+    reply_target: ReplyTarget | None = None
+
+
+class RunFinished(EventBase):
+    type: Literal["run.finished"] = "run.finished"
+    status: RunStatus
+    error: str | None = None
+    reason: str | None = Field(default=None, description="Machine-readable cause, e.g. rebalanced, runner_lost.")
+    text: str = Field(default="", description="The final answer text of the root run.")
+    usage: Usage = Field(default_factory=Usage)
+    duration_ms: float = 0.0
+
+
+RunEvent = Annotated[
+    RunQueued
+    | RunStarted
+    | MessageStarted
+    | MessageDelta
+    | MessageCompleted
+    | ToolCall
+    | ToolResult
+    | SegmentBreak
+    | StepStarted
+    | StepCompleted
+    | StepFailed
+    | RunHeartbeat
+    | Notice
+    | RunFinished,
+    Field(discriminator="type"),
+]
+RunEventAdapter: TypeAdapter[RunEvent] = TypeAdapter(RunEvent)

@@ -1,0 +1,49 @@
+"""`tool-calls` and `tool-results` topics. Key: conversation key."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field, TypeAdapter
+
+from agentstream.contracts.base import Record
+
+
+class ToolCallRequest(Record):
+    """Ask the tool-executor to run one tool call."""
+
+    type: Literal["tool.call_request"] = "tool.call_request"
+    run_id: str
+    root_run_id: str
+    conversation_key: str
+    call_id: str
+    tool: str
+    arguments: str = Field(description="Raw JSON arguments exactly as the model produced them.")
+    attempt: int = 1
+    deadline: datetime | None = Field(default=None, description="After this the result is useless.")
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.run_id}:{self.call_id}"
+
+
+class ToolCallResult(Record):
+    """The outcome of one tool call."""
+
+    type: Literal["tool.call_result"] = "tool.call_result"
+    run_id: str
+    root_run_id: str
+    conversation_key: str
+    call_id: str
+    tool: str
+    ok: bool
+    content: str = ""
+    error: str | None = None
+    retryable: bool = Field(default=False, description="True when the model can fix the call (bad arguments).")
+    duration_ms: float = 0.0
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+ToolCallRequestAdapter: TypeAdapter[ToolCallRequest] = TypeAdapter(ToolCallRequest)
+ToolCallResultAdapter: TypeAdapter[ToolCallResult] = TypeAdapter(ToolCallResult)

@@ -1,0 +1,63 @@
+"""Engine and session factory, and the programmatic `alembic upgrade head`."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+
+MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+
+
+def _ensure_sqlite_dir(url: str) -> None:
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:":
+        Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+
+
+def create_engine(url: str, echo: bool = False) -> AsyncEngine:
+    _ensure_sqlite_dir(url)
+    engine = create_async_engine(url, echo=echo, pool_pre_ping=True)
+    if engine.dialect.name == "sqlite":
+        @event.listens_for(engine.sync_engine, "connect")
+        def _pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")  # readers do not block the writer
+            cur.execute("PRAGMA busy_timeout=5000")
+            cur.close()
+    return engine
+
+
+def session_factory(engine: AsyncEngine) -> async_sessionmaker:  # type: ignore[type-arg]
+    return async_sessionmaker(engine, expire_on_commit=False)
+
+
+def sync_url(url: str) -> str:
+    """The same database through a synchronous driver (for Alembic)."""
+    u = make_url(url)
+    if u.drivername == "sqlite+aiosqlite":
+        u = u.set(drivername="sqlite")
+    elif u.drivername in ("postgresql+asyncpg", "postgresql"):
+        u = u.set(drivername="postgresql+psycopg")
+    return u.render_as_string(hide_password=False)
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("sqlalchemy.url", sync_url(url).replace("%", "%%"))
+    return cfg
+
+
+def upgrade_sync(url: str, revision: str = "head") -> None:
+    _ensure_sqlite_dir(url)
+    command.upgrade(alembic_config(url), revision)
+
+
+async def upgrade(url: str, revision: str = "head") -> None:
+    await asyncio.to_thread(upgrade_sync, url, revision)

@@ -1,0 +1,83 @@
+"""Run one or more services in this process: HTTP servers first, then brokers.
+
+`/healthz` answers as soon as the HTTP server is up; `/readyz` turns ready when the
+broker has joined its group. Shutdown runs in reverse order, whatever happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Iterator, Sequence
+
+import uvicorn
+
+from agentstream.service import Service
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without its own signal handlers: the host owns shutdown."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class ServiceHost:
+    def __init__(self, services: Sequence[Service], http_host: str, ports: dict[str, int]) -> None:
+        self.services = list(services)
+        self.http_host = http_host
+        self.ports = ports
+        self._servers: list[tuple[_QuietServer, asyncio.Task[None]]] = []
+        self._started: list[Service] = []
+
+    def url(self, service: str) -> str:
+        return f"http://{self.http_host}:{self.ports[service]}"
+
+    async def start(self) -> None:
+        for svc in self.services:
+            port = self.ports[svc.name]
+            cfg = uvicorn.Config(svc.http, host=self.http_host, port=port, log_config=None,
+                                 lifespan="off", access_log=False)
+            server = _QuietServer(cfg)
+            task = asyncio.create_task(server.serve(), name=f"http-{svc.name}")
+            self._servers.append((server, task))
+            while not server.started:
+                if task.done():
+                    task.result()  # raises the bind error
+                    raise RuntimeError(f"HTTP server of {svc.name} stopped during startup")
+                await asyncio.sleep(0.01)
+        # Group joins take seconds (Tansu ~5 s): start every broker concurrently.
+        results = await asyncio.gather(*(svc.start() for svc in self.services), return_exceptions=True)
+        self._started = [s for s, r in zip(self.services, results, strict=True) if not isinstance(r, BaseException)]
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(s.stop() for s in reversed(self._started)), return_exceptions=True)
+        self._started = []
+        for server, _ in self._servers:
+            server.should_exit = True
+        await asyncio.gather(*(t for _, t in self._servers), return_exceptions=True)
+        self._servers = []
+
+    async def __aenter__(self) -> ServiceHost:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+def install_stop_signals(stop: asyncio.Event) -> None:
+    """SIGINT and SIGTERM set `stop` (a second SIGINT still interrupts hard)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)

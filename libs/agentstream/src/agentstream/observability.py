@@ -1,0 +1,90 @@
+"""Structured logs (structlog, JSON) and the per-service HTTP surface.
+
+Every service exposes ``/healthz`` (liveness: the process answers; no Kafka),
+``/readyz`` (broker reachable and database answering) and ``/metrics`` (Prometheus).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+
+import structlog
+from fastapi import FastAPI, Response
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+ReadyCheck = Callable[[], Awaitable[bool]]
+
+_configured = False
+
+
+def configure_logging(level: str = "INFO", json: bool = True) -> None:
+    """Route stdlib and structlog output through one JSON renderer on stderr."""
+    global _configured
+    lvl = logging.getLevelName(level.upper()) if isinstance(level, str) else level
+    renderer: structlog.types.Processor = (
+        structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    shared: list[structlog.types.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared,
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                renderer,
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(lvl)
+    for noisy in ("aiokafka", "uvicorn.access", "alembic"):
+        logging.getLogger(noisy).setLevel(max(lvl, logging.WARNING))
+    _configured = True
+
+
+def get_logger(name: str, **bound: object) -> structlog.stdlib.BoundLogger:
+    return structlog.get_logger(name).bind(**bound)  # type: ignore[no-any-return]
+
+
+def http_app(
+    service: str, registry: CollectorRegistry, checks: dict[str, ReadyCheck]
+) -> FastAPI:
+    """The operational endpoints; services add their own routes to the returned app."""
+    app = FastAPI(title=f"agentstream {service}", docs_url=None, redoc_url=None)
+
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok", "service": service}
+
+    @app.get("/readyz", tags=["ops"])
+    async def readyz() -> JSONResponse:
+        results: dict[str, bool] = {}
+        for name, check in checks.items():
+            try:
+                results[name] = bool(await check())
+            except Exception:  # a failing check means "not ready", never a 500
+                results[name] = False
+        ok = all(results.values())
+        return JSONResponse({"ready": ok, "service": service, "checks": results}, status_code=200 if ok else 503)
+
+    @app.get("/metrics", tags=["ops"])
+    async def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app

@@ -1,0 +1,139 @@
+"""What every service is made of, wired in one place.
+
+A service owns a FastStream `KafkaBroker` (its subscribers and publishers), a
+Prometheus registry, an optional database engine and a FastAPI app with the ops
+endpoints. Subclasses register subscribers in `setup()` and keep handlers thin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar, TypeVar
+
+from faststream.kafka import KafkaBroker
+from faststream.kafka.message import KafkaMessage
+from prometheus_client import CollectorRegistry, Counter
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
+
+from agentstream.config import Settings
+from agentstream.contracts import DeadLetter
+from agentstream.db import create_engine, session_factory
+from agentstream.kafka import Topics, consumer_options, make_broker
+from agentstream.observability import get_logger, http_app
+
+
+T = TypeVar("T")
+
+
+def describe_validation_error(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(record)"
+        parts.append(f"{loc}: {e['msg']}")
+    return "; ".join(parts)
+
+
+class Service:
+    """Base of the five services. `name` is the service name (`agent-runner`, …)."""
+
+    name: ClassVar[str]
+    uses_database: ClassVar[bool] = False
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.topics = Topics(settings.kafka.topic_prefix)
+        self.registry = CollectorRegistry()
+        self.log = get_logger(f"agentstream.{self.name}", service=self.name)
+        self.broker: KafkaBroker = make_broker(
+            settings.kafka, registry=self.registry, client_id=f"{settings.kafka.client_id}-{self.name}"
+        )
+        self.engine: AsyncEngine | None = None
+        self.sessions: async_sessionmaker | None = None  # type: ignore[type-arg]
+        self.started = False
+        self.dead_letters = Counter(
+            "agentstream_dead_letters_total", "Records sent to the dlq", ["service", "topic"], registry=self.registry
+        )
+        checks = {"broker": self._broker_ready}
+        if self.uses_database:
+            checks["database"] = self._db_ready
+        self.http = http_app(self.name, self.registry, checks)
+        self.setup()
+
+    # -- to override -------------------------------------------------------------
+    def setup(self) -> None:
+        """Register subscribers and HTTP routes."""
+
+    async def on_start(self) -> None:
+        """Open resources before the broker starts consuming."""
+
+    async def on_stop(self) -> None:
+        """Close resources after the broker stopped."""
+
+    # -- lifecycle ---------------------------------------------------------------
+    @property
+    def group_id(self) -> str:
+        return f"{self.settings.kafka.topic_prefix}{self.name}"
+
+    def subscriber_options(self) -> dict[str, Any]:
+        return {"group_id": self.group_id, **consumer_options(self.settings.kafka)}
+
+    async def start(self) -> None:
+        if self.uses_database:
+            self.engine = create_engine(self.settings.database.url, echo=self.settings.database.echo)
+            self.sessions = session_factory(self.engine)
+        await self.on_start()
+        await self.broker.start()
+        self.started = True
+        self.log.info("service started", bootstrap=self.settings.kafka.bootstrap_servers)
+
+    async def stop(self) -> None:
+        self.started = False
+        try:
+            await self.broker.stop()
+        finally:
+            await self.on_stop()
+            if self.engine is not None:
+                await self.engine.dispose()
+        self.log.info("service stopped")
+
+    async def _broker_ready(self) -> bool:
+        return self.started and await self.broker.ping(timeout=2.0)
+
+    async def _db_ready(self) -> bool:
+        if self.engine is None:
+            return False
+        async with asyncio.timeout(2.0), self.engine.connect() as conn:
+            await conn.execute(text("SELECT 1"))
+        return True
+
+    # -- helpers for handlers ----------------------------------------------------
+    async def publish(self, topic: str, record: BaseModel, key: str) -> None:
+        await self.broker.publish(
+            record.model_dump_json().encode(), topic, key=key.encode(),
+            headers={"content-type": "application/json", "type": str(getattr(record, "type", ""))},
+        )
+
+    def decode(self, msg: KafkaMessage, adapter: TypeAdapter[T]) -> T | ValidationError:
+        try:
+            return adapter.validate_json(msg.body)
+        except ValidationError as err:
+            return err
+
+    async def dead_letter(self, msg: KafkaMessage, error: str) -> None:
+        """Send the raw record to `dlq` with the reason; never raises on bad bytes."""
+        raw = msg.raw_message
+        key = raw.key.decode("utf-8", "replace") if getattr(raw, "key", None) else None
+        letter = DeadLetter(
+            source_topic=getattr(raw, "topic", ""),
+            source_partition=getattr(raw, "partition", None),
+            source_offset=getattr(raw, "offset", None),
+            key=key,
+            raw_value=bytes(msg.body).decode("utf-8", "replace"),
+            error=error,
+            service=self.name,
+        )
+        await self.publish(self.topics.dlq, letter, key or "")
+        self.dead_letters.labels(self.name, letter.source_topic).inc()
+        self.log.warning("dead letter", topic=letter.source_topic, offset=letter.source_offset, error=error)

@@ -1,0 +1,1 @@
+"""Test support: fixtures (pytest plugin `agentstream.testing.fixtures`) and fakes."""

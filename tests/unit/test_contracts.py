@@ -1,0 +1,57 @@
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from agentstream.contracts import (
+    InboundMessage,
+    MessageDelta,
+    RunCommandAdapter,
+    RunEventAdapter,
+    RunFinished,
+    StartRun,
+    ReplyTarget,
+    Usage,
+    conversation_key,
+)
+
+
+def test_inbound_minimal_and_unknown_fields_ignored():
+    raw = {"id": "m1", "platform": "web", "chat_id": "c1", "user": {"id": "u1"}, "text": "hi", "extra": 1}
+    msg = InboundMessage.model_validate_json(json.dumps(raw))
+    assert msg.conversation_key == "web:c1"
+    assert msg.type == "inbound.message" and msg.v == 1
+
+
+def test_inbound_missing_chat_id_names_field():
+    with pytest.raises(ValidationError) as err:
+        InboundMessage.model_validate({"id": "m1", "platform": "web", "user": {"id": "u"}, "text": "x"})
+    assert any(e["loc"] == ("chat_id",) for e in err.value.errors())
+
+
+def test_conversation_key_with_thread():
+    assert conversation_key("slack", "C1", "T9") == "slack:C1:T9"
+    assert conversation_key("slack", "C1") == "slack:C1"
+
+
+def test_event_union_round_trip():
+    ev = MessageDelta(run_id="r", root_run_id="r", conversation_key="k", seq=3, message_id="m", text="he")
+    back = RunEventAdapter.validate_json(ev.to_json())
+    assert back == ev and isinstance(back, MessageDelta)
+    fin = RunFinished(run_id="r", root_run_id="r", conversation_key="k", seq=9, status="completed",
+                      usage=Usage(prompt_tokens=1, completion_tokens=2, llm_calls=1))
+    assert RunEventAdapter.validate_json(fin.to_json()).usage.total_tokens == 3
+
+
+def test_run_command_union_discriminates():
+    cmd = StartRun(run_id="r", conversation_key="k", assistant_id="a", text="t",
+                   reply_target=ReplyTarget(platform="web", chat_id="c"))
+    assert isinstance(RunCommandAdapter.validate_json(cmd.to_json()), StartRun)
+    with pytest.raises(ValidationError):
+        RunCommandAdapter.validate_json(b'{"type": "nope"}')
+
+
+def test_usage_adds():
+    assert (Usage(prompt_tokens=1, completion_tokens=1, llm_calls=1) + Usage(prompt_tokens=2, llm_calls=1)) == Usage(
+        prompt_tokens=3, completion_tokens=1, llm_calls=2
+    )

@@ -20,8 +20,8 @@ ReadyCheck = Callable[[], Awaitable[bool]]
 _configured = False
 
 
-def configure_logging(level: str = "INFO", json: bool = True) -> None:
-    """Route stdlib and structlog output through one JSON renderer on stderr."""
+def configure_logging(level: str = "INFO", json: bool = True, log_file: str | None = None) -> None:
+    """Route stdlib and structlog output through one JSON renderer (stderr or `log_file`)."""
     global _configured
     lvl = logging.getLevelName(level.upper()) if isinstance(level, str) else level
     renderer: structlog.types.Processor = (
@@ -39,7 +39,7 @@ def configure_logging(level: str = "INFO", json: bool = True) -> None:
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
     )
-    handler = logging.StreamHandler(sys.stderr)
+    handler: logging.Handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,

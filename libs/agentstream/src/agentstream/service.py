@@ -11,7 +11,7 @@ import asyncio
 from typing import Any, ClassVar, TypeVar
 
 from faststream.kafka import KafkaBroker
-from faststream.kafka.message import KafkaMessage
+from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from sqlalchemy import text

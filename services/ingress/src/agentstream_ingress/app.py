@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from faststream.kafka.message import KafkaMessage
+from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter
 
 from agentstream.contracts import Notice, conversation_key, new_id

@@ -82,7 +82,7 @@ def decide(raw: bytes, settings: Settings) -> Decision:
         inbound_id=msg.id, reply_target=target, metadata=msg.metadata,
     )
     queued = RunQueued(
-        run_id=run_id, root_run_id=run_id, conversation_key=key, seq=0, assistant_id=assistant,
+        run_id=run_id, root_run_id=run_id, conversation_key=key, seq=0, assistant_id=assistant, inbound_id=msg.id,
         reply_target=target, text=msg.text, user_id=msg.user.id,
     )
     return StartDecision(message=msg, start=start, queued=queued)

@@ -31,6 +31,7 @@ class EventBase(Record):
 
 class RunQueued(EventBase):
     type: Literal["run.queued"] = "run.queued"
+    inbound_id: str | None = Field(default=None, description="The InboundMessage id that caused this run.")
     assistant_id: str
     reply_target: ReplyTarget
     text: str = ""

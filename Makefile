@@ -1,0 +1,33 @@
+# The two commands for a fresh machine: `make run` and `make test`.
+UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
+
+.PHONY: setup run test test-fast lint demo docs bench clean
+
+setup:  ## install uv if missing, then the locked environment
+	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	$(UV) sync --frozen
+
+run: setup  ## start the embedded stack: Tansu broker, SQLite, all five services, demo model
+	$(UV) run agentstream up
+
+test: setup  ## the whole suite (unit, integration on the embedded broker, e2e), SQLite and PostgreSQL
+	$(UV) run pytest
+
+test-fast: setup  ## unit tests only
+	$(UV) run pytest tests/unit
+
+lint: setup
+	$(UV) run ruff check .
+	$(UV) run mypy libs/agentstream/src
+
+demo: setup  ## one scripted conversation with a tool, end to end, then exit
+	$(UV) run agentstream demo
+
+docs: setup  ## regenerate docs/asyncapi.json from the contracts
+	$(UV) run python -m agentstream.asyncapi docs/asyncapi.json
+
+bench: setup  ## the raw-Kafka baseline every other benchmark is compared to
+	$(UV) run python bench/kafka_baseline.py
+
+clean:
+	rm -rf .agentstream .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,61 @@
+"""Plain-aiokafka helpers for tests: produce raw bytes, read a topic from the start.
+
+No consumer groups (manual assignment), so nothing waits for a group join.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+async def produce_raw(bootstrap: str, topic: str, value: bytes, key: bytes | None = None) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, value, key=key)
+    finally:
+        await producer.stop()
+
+
+async def read_until(
+    bootstrap: str,
+    topic: str,
+    done: Callable[[list[RawRecord]], bool],
+    timeout: float = 30.0,
+) -> list[RawRecord]:
+    """Read `topic` from the beginning until `done(records)` is true; TimeoutError otherwise."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                fetch_max_wait_ms=10)
+    await consumer.start()
+    records: list[RawRecord] = []
+    try:
+        parts = consumer.partitions_for_topic(topic)
+        if not parts:
+            await consumer._client.force_metadata_update()  # noqa: SLF001
+            parts = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(parts)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        async with asyncio.timeout(timeout):
+            while not done(records):
+                batch = await consumer.getmany(timeout_ms=100)
+                for tp_records in batch.values():
+                    records.extend(
+                        RawRecord(r.topic, r.partition, r.offset, r.key, r.value) for r in tp_records
+                    )
+        return records
+    finally:
+        await consumer.stop()

@@ -1,0 +1,230 @@
+"""The `agentstream` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Annotated
+
+import httpx
+import typer
+from rich.console import Console
+
+from agentstream.config import SERVICES, ConfigError, Settings, load_settings
+from agentstream.contracts import InboundMessage, RunFinished, User
+from agentstream.db import upgrade
+from agentstream.host import ServiceHost, install_stop_signals
+from agentstream.kafka import create_topics
+from agentstream.observability import configure_logging
+from agentstream_stack.client import RunFollower
+from agentstream_stack.embedded import embedded_stack, free_ports, read_state
+from agentstream_stack.render import StreamPrinter
+from agentstream_stack.services import build_service
+
+app = typer.Typer(help="agentstream: a Kafka-native runtime for AI agents.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
+db_app = typer.Typer(help="The database.", no_args_is_help=True)
+app.add_typer(topics_app, name="topics")
+app.add_typer(db_app, name="db")
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file (or AGENTSTREAM_CONFIG).",
+                                                 exists=False)]
+out = Console()
+err = Console(stderr=True)
+
+
+def _settings(config: Path | None, **overrides: object) -> Settings:
+    try:
+        return load_settings(config, **overrides)
+    except ConfigError as e:
+        err.print(f"[red]{e}[/]")
+        raise typer.Exit(2) from None
+
+
+@app.command()
+def up(
+    config: ConfigOpt = None,
+    broker: Annotated[bool, typer.Option(help="Start the embedded Tansu broker (else use kafka.bootstrap_servers).")] = True,
+    chat: Annotated[bool | None, typer.Option(help="Chat in this terminal (default: when stdin is a TTY).")] = None,
+) -> None:
+    """Start the embedded stack (broker, database, all five services) in this process."""
+    settings = _settings(config)
+    state_dir = Path(".agentstream")
+    state_dir.mkdir(exist_ok=True)
+    interactive = sys.stdin.isatty() if chat is None else chat
+    log_file = str(state_dir / "agentstream.log") if interactive else None
+    configure_logging(settings.log_level, log_file=log_file)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        install_stop_signals(stop)
+        out.print("[dim]starting the embedded stack (broker, topics, database, 5 services)…[/]")
+        async with embedded_stack(settings, start_broker=broker, console=out,
+                                  broker_log=state_dir / "broker.log") as stack:
+            d = stack.describe()
+            out.print(f"[green]agentstream is up[/]  kafka [bold]{d['kafka']}[/] (prefix {d['topic_prefix']})"
+                      f"  database [bold]{d['database']}[/]")
+            for name, url in d["services"].items():
+                out.print(f"  {name:<14} {url}  (/healthz /readyz /metrics)")
+            if log_file:
+                out.print(f"  logs           {log_file}")
+            out.print('[dim]send from another terminal: agentstream send "calculate 6*7"   ·   Ctrl-C stops[/]')
+            if interactive:
+                from agentstream_stack.console_chat import chat_loop
+
+                await chat_loop(stack.services["ingress"], stack.services["delivery"], out, stop)
+            await stop.wait()
+            out.print("[dim]stopping…[/]")
+        out.print("[green]stopped[/]")
+
+    asyncio.run(main())
+
+
+@app.command()
+def serve(
+    service: Annotated[str, typer.Argument(help=f"One of: {', '.join(SERVICES)}")],
+    config: ConfigOpt = None,
+    host: Annotated[str | None, typer.Option(help="HTTP bind address (default http.host).")] = None,
+    port: Annotated[int | None, typer.Option(help="HTTP port (default http.<service>).")] = None,
+) -> None:
+    """Run one service (for docker-compose / Kubernetes / separate processes)."""
+    if service not in SERVICES:
+        err.print(f"[red]unknown service {service!r}; choose one of: {', '.join(SERVICES)}[/]")
+        raise typer.Exit(2)
+    settings = _settings(config)
+    configure_logging(settings.log_level)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        install_stop_signals(stop)
+        if settings.kafka.auto_create_topics:
+            await create_topics(settings.kafka)
+        svc = build_service(service, settings)
+        ports = {service: port or settings.http.port_for(service)}
+        async with ServiceHost([svc], host or settings.http.host, ports):
+            await stop.wait()
+
+    asyncio.run(main())
+
+
+def _client_settings(config: Path | None) -> Settings:
+    """Config/env first; else the running `agentstream up` of this directory."""
+    settings = _settings(config)
+    explicit = config or os.environ.get("AGENTSTREAM_CONFIG") or os.environ.get("AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS")
+    state = read_state()
+    if not explicit and state:
+        kafka = settings.kafka.model_copy(update={"bootstrap_servers": state["kafka"], "embedded": True,
+                                                  "topic_prefix": state["topic_prefix"]})
+        settings = settings.model_copy(update={"kafka": kafka})
+    return settings
+
+
+async def _send(settings: Settings, message: InboundMessage, timeout: float, console: Console) -> RunFinished | None:
+    printer = StreamPrinter(console)
+    async with RunFollower(settings.kafka) as follower:
+        await follower.send(message)
+        async with asyncio.timeout(timeout):
+            async for event in follower.follow(message):
+                printer(event)
+                if isinstance(event, RunFinished):
+                    return event
+    return None
+
+
+@app.command()
+def send(
+    text: Annotated[str, typer.Argument(help="The message text.")],
+    chat: Annotated[str, typer.Option(help="Chat id.")] = "cli",
+    platform: Annotated[str, typer.Option(help="Platform of the message.")] = "console",
+    user: Annotated[str, typer.Option(help="User id.")] = "cli-user",
+    assistant: Annotated[str | None, typer.Option(help="Assistant id.")] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 120.0,
+    config: ConfigOpt = None,
+) -> None:
+    """Produce one InboundMessage and print the streamed reply as it arrives."""
+    settings = _client_settings(config)
+    msg = InboundMessage(id=str(uuid.uuid4()), platform=platform, chat_id=chat, user=User(id=user), text=text,
+                         assistant_id=assistant)
+    try:
+        finished = asyncio.run(_send(settings, msg, timeout, out))
+    except TimeoutError:
+        err.print(f"[red]no answer within {timeout:.0f} s[/]")
+        raise typer.Exit(1) from None
+    except Exception as e:  # e.g. broker unreachable
+        err.print(f"[red]{type(e).__name__}: {e}[/]")
+        raise typer.Exit(1) from None
+    if finished is None or finished.status != "completed":
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo(config: ConfigOpt = None) -> None:
+    """Start the embedded stack, run one scripted conversation with a tool, show what was stored, stop."""
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="agentstream-demo-") as tmp:
+        settings = _settings(config, database={"url": f"sqlite+aiosqlite:///{tmp}/demo.db"})
+        configure_logging("WARNING")
+
+        async def main() -> RunFinished | None:
+            out.print("[dim]starting the embedded stack…[/]")
+            async with embedded_stack(settings, ports=free_ports(), state_file=None) as stack:
+                out.print(f"[dim]up in {time.monotonic() - t0:.1f} s; asking the demo assistant[/]")
+                msg = InboundMessage(id=str(uuid.uuid4()), platform="memory", chat_id="demo",
+                                     user=User(id="demo-user", name="Demo"), text="calculate 6*7")
+                out.print(f"[bold cyan]you>[/] {msg.text}")
+                out.print("[bold green]assistant>[/] ", end="")
+                finished = await _send(stack.settings, msg, 60, out)
+                if finished is None:
+                    return None
+                await _print_persisted(stack.urls["persistence"], finished, msg.conversation_key)
+                return finished
+
+        finished = asyncio.run(main())
+    if finished is None or finished.status != "completed":
+        err.print("[red]the demo run did not complete[/]")
+        raise typer.Exit(1)
+    out.print(f"[green]demo finished in {time.monotonic() - t0:.1f} s[/]")
+
+
+async def _print_persisted(persistence_url: str, finished: RunFinished, key: str) -> None:
+    async with httpx.AsyncClient(base_url=persistence_url, timeout=5) as http:
+        for _ in range(100):  # the flush follows run.finished by a few milliseconds
+            resp = await http.get(f"/v1/runs/{finished.root_run_id}")
+            if resp.status_code == 200:
+                break
+            await asyncio.sleep(0.1)
+        resp.raise_for_status()
+        run = resp.json()
+        out.print(f"[bold]persisted run[/] {run['run_id']}: status={run['status']} "
+                  f"llm_calls={run['llm_calls']} text={run['text']!r}")
+        messages = (await http.get(f"/v1/conversations/{key}/messages")).json()
+        for m in messages:
+            out.print(f"  [dim]{m['role']:>9}[/] {m['content']}")
+
+
+@topics_app.command("create")
+def topics_create(config: ConfigOpt = None) -> None:
+    """Create every topic with the configured partition count (existing ones are kept)."""
+    settings = _settings(config)
+    created = asyncio.run(create_topics(settings.kafka))
+    out.print(json.dumps({"created": created, "prefix": settings.kafka.topic_prefix,
+                          "partitions": settings.kafka.partitions}))
+
+
+@db_app.command("upgrade")
+def db_upgrade(config: ConfigOpt = None) -> None:
+    """Apply every database migration (alembic upgrade head)."""
+    settings = _settings(config)
+    asyncio.run(upgrade(settings.database.url))
+    out.print(f"database at head: {settings.database.url}")
+
+
+def main() -> None:
+    app()

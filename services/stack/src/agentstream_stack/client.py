@@ -1,0 +1,95 @@
+"""A plain Kafka client for `agentstream send`: produce one message, follow its run.
+
+It uses no consumer group (manual assignment of every `events` partition, positioned
+at the end before producing), so it starts in milliseconds and commits nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from types import TracebackType
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from pydantic import ValidationError
+
+from agentstream.config import KafkaSettings
+from agentstream.contracts import InboundMessage, Notice, RunEvent, RunEventAdapter, RunFinished, RunQueued, RunStarted
+from agentstream.kafka import Topics
+
+
+class RunFollower:
+    """Produce `InboundMessage`s and yield the events of the runs they cause."""
+
+    def __init__(self, kafka: KafkaSettings) -> None:
+        self.kafka = kafka
+        self.topics = Topics(kafka.topic_prefix)
+        self._producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap_servers, enable_idempotence=kafka.idempotence)
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=kafka.bootstrap_servers, enable_auto_commit=False,
+            fetch_max_wait_ms=kafka.fetch_wait_ms, group_id=None,
+        )
+
+    async def __aenter__(self) -> RunFollower:
+        await self._producer.start()
+        await self._consumer.start()
+        parts = self._consumer.partitions_for_topic(self.topics.events)
+        if not parts:
+            await self._consumer._client.force_metadata_update()  # noqa: SLF001 - first contact with the topic
+            parts = self._consumer.partitions_for_topic(self.topics.events) or set()
+        if not parts:
+            raise RuntimeError(f"topic {self.topics.events} does not exist: is the stack running?")
+        tps = [TopicPartition(self.topics.events, p) for p in sorted(parts)]
+        self._consumer.assign(tps)
+        await self._consumer.seek_to_end(*tps)
+        for tp in tps:  # resolve the positions now, before the message is produced
+            await self._consumer.position(tp)
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+        await self._consumer.stop()
+        await self._producer.stop()
+
+    async def send(self, message: InboundMessage) -> None:
+        await self._producer.send_and_wait(
+            self.topics.inbound, message.model_dump_json().encode(), key=message.conversation_key.encode()
+        )
+
+    async def follow(self, message: InboundMessage) -> AsyncIterator[RunEvent]:
+        """Events of the run caused by `message`, up to its `run.finished`.
+
+        Also ends on a notice for the run before it started (e.g. a refusal) or a notice
+        about the message itself (e.g. it was invalid).
+        """
+        key = message.conversation_key
+        root: str | None = None
+        started = False
+        async for record in self._consumer:
+            if record.key is None or record.key.decode() != key or record.value is None:
+                continue
+            try:
+                event = RunEventAdapter.validate_json(record.value)
+            except ValidationError:
+                continue
+            if root is None:
+                if isinstance(event, RunQueued) and event.inbound_id == message.id:
+                    root = event.root_run_id
+                    yield event
+                continue
+            if event.root_run_id != root:
+                continue
+            yield event
+            started = started or isinstance(event, RunStarted)
+            if isinstance(event, RunFinished) or (isinstance(event, Notice) and not started):
+                return
+
+
+async def send_and_follow(kafka: KafkaSettings, message: InboundMessage, timeout: float) -> list[RunEvent]:
+    """Convenience for tests and scripts: all events of the run, in order."""
+    events: list[RunEvent] = []
+    async with RunFollower(kafka) as follower:
+        await follower.send(message)
+        async with asyncio.timeout(timeout):
+            async for event in follower.follow(message):
+                events.append(event)
+    return events

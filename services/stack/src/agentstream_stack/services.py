@@ -1,0 +1,34 @@
+"""Which class implements which service — the one place that imports them all."""
+
+from __future__ import annotations
+
+from agentstream.config import SERVICES, Settings
+from agentstream.service import Service
+
+
+def build_service(name: str, settings: Settings, **kwargs: object) -> Service:
+    if name == "ingress":
+        from agentstream_ingress import IngressService
+
+        return IngressService(settings)
+    if name == "agent-runner":
+        from agentstream_runner import AgentRunnerService
+
+        return AgentRunnerService(settings)
+    if name == "tool-executor":
+        from agentstream_tools import ToolExecutorService
+
+        return ToolExecutorService(settings)
+    if name == "delivery":
+        from agentstream_delivery import DeliveryService
+
+        return DeliveryService(settings, **kwargs)  # type: ignore[arg-type]
+    if name == "persistence":
+        from agentstream_persistence import PersistenceService
+
+        return PersistenceService(settings)
+    raise ValueError(f"unknown service {name!r}; choose one of: {', '.join(SERVICES)}")
+
+
+def build_all(settings: Settings, **delivery_kwargs: object) -> list[Service]:
+    return [build_service(n, settings, **(delivery_kwargs if n == "delivery" else {})) for n in SERVICES]

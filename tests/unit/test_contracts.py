@@ -6,11 +6,11 @@ from pydantic import ValidationError
 from agentstream.contracts import (
     InboundMessage,
     MessageDelta,
+    ReplyTarget,
     RunCommandAdapter,
     RunEventAdapter,
     RunFinished,
     StartRun,
-    ReplyTarget,
     Usage,
     conversation_key,
 )

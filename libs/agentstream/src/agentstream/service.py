@@ -23,7 +23,6 @@ from agentstream.db import create_engine, session_factory
 from agentstream.kafka import Topics, consumer_options, make_broker
 from agentstream.observability import get_logger, http_app
 
-
 T = TypeVar("T")
 
 

@@ -62,7 +62,13 @@ def up(
     log_file = str(state_dir / "agentstream.log") if interactive else None
     configure_logging(settings.log_level, log_file=log_file)
 
-    async def main() -> None:
+    async def _masked(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def main() -> None:
         stop = asyncio.Event()
         install_stop_signals(stop)
         out.print("[dim]starting the embedded stack (broker, topics, database, 5 services)…[/]")
@@ -70,7 +76,7 @@ def up(
                                   broker_log=state_dir / "broker.log") as stack:
             d = stack.describe()
             out.print(f"[green]agentstream is up[/]  kafka [bold]{d['kafka']}[/] (prefix {d['topic_prefix']})"
-                      f"  database [bold]{d['database']}[/]")
+                      f"  database [bold]{_masked(d['database'])}[/]")
             for name, url in d["services"].items():
                 out.print(f"  {name:<14} {url}  (/healthz /readyz /metrics)")
             if log_file:
@@ -101,7 +107,13 @@ def serve(
     settings = _settings(config)
     configure_logging(settings.log_level)
 
-    async def main() -> None:
+    async def _masked(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def main() -> None:
         stop = asyncio.Event()
         install_stop_signals(stop)
         if settings.kafka.auto_create_topics:
@@ -223,7 +235,13 @@ def db_upgrade(config: ConfigOpt = None) -> None:
     """Apply every database migration (alembic upgrade head)."""
     settings = _settings(config)
     asyncio.run(upgrade(settings.database.url))
-    out.print(f"database at head: {settings.database.url}")
+    out.print(f"database at head: {_masked(settings.database.url)}")
+
+
+def _masked(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def main() -> None:

@@ -68,16 +68,21 @@ async def embedded_stack(
             stack = RunningStack(settings, host, {s.name: s for s in services}, broker,
                                  urls={n: host.url(n) for n in SERVICES})
             if state_file is not None:
-                state_file.parent.mkdir(parents=True, exist_ok=True)
-                state_file.write_text(json.dumps(stack.describe(), indent=2))
+                _write_state(state_file, stack.describe())
             try:
                 yield stack
             finally:
                 if state_file is not None:
-                    state_file.unlink(missing_ok=True)
+                    state_file.unlink(missing_ok=True)  # noqa: ASYNC240 - tiny local file
     finally:
         if broker is not None:
             broker.stop()
+
+
+def _write_state(state_file: Path, state: dict[str, Any]) -> None:
+    """Where `agentstream send` finds the running stack of this directory."""
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    state_file.write_text(json.dumps(state, indent=2))
 
 
 def free_ports() -> dict[str, int]:

@@ -54,10 +54,10 @@ def alembic_config(url: str) -> Config:
     return cfg
 
 
-def upgrade_sync(url: str, revision: str = "head") -> None:
+def upgrade_sync(url: str, revision: str = "heads") -> None:
     _ensure_sqlite_dir(url)
     command.upgrade(alembic_config(url), revision)
 
 
-async def upgrade(url: str, revision: str = "head") -> None:
+async def upgrade(url: str, revision: str = "heads") -> None:
     await asyncio.to_thread(upgrade_sync, url, revision)

@@ -7,6 +7,7 @@ number → same runner).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -76,10 +77,8 @@ async def create_topics(kafka: KafkaSettings) -> list[str]:
             if name not in existing
         ]
         if wanted:
-            try:
+            with contextlib.suppress(TopicAlreadyExistsError):  # another service created them concurrently
                 await admin.create_topics(wanted)
-            except TopicAlreadyExistsError:
-                pass  # another service created them concurrently
         return [t.name for t in wanted]
     finally:
         await admin.close()

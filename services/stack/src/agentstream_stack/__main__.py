@@ -1,0 +1,3 @@
+from agentstream_stack.cli import main
+
+main()

@@ -24,6 +24,7 @@ from agentstream.kafka import Topics, consumer_options, make_broker
 from agentstream.observability import get_logger, http_app
 
 T = TypeVar("T")
+STOP_TIMEOUT_S = 10.0
 
 
 def describe_validation_error(err: ValidationError) -> str:
@@ -90,7 +91,11 @@ class Service:
     async def stop(self) -> None:
         self.started = False
         try:
-            await self.broker.stop()
+            # aiokafka can retry forever against a dead broker; a shutdown must end.
+            async with asyncio.timeout(STOP_TIMEOUT_S):
+                await self.broker.stop()
+        except TimeoutError:
+            self.log.warning("broker did not stop in time; abandoning it", timeout_s=STOP_TIMEOUT_S)
         finally:
             await self.on_stop()
             if self.engine is not None:

@@ -62,13 +62,7 @@ def up(
     log_file = str(state_dir / "agentstream.log") if interactive else None
     configure_logging(settings.log_level, log_file=log_file)
 
-    async def _masked(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
-
-
-def main() -> None:
+    async def main() -> None:
         stop = asyncio.Event()
         install_stop_signals(stop)
         out.print("[dim]starting the embedded stack (broker, topics, database, 5 services)…[/]")
@@ -107,13 +101,7 @@ def serve(
     settings = _settings(config)
     configure_logging(settings.log_level)
 
-    async def _masked(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
-
-
-def main() -> None:
+    async def main() -> None:
         stop = asyncio.Event()
         install_stop_signals(stop)
         if settings.kafka.auto_create_topics:

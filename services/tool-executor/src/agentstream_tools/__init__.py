@@ -1,1 +1,5 @@
-"""tool-executor service package."""
+"""tool-executor: consumes `tool-calls`, produces `tool-results`."""
+
+from agentstream_tools.app import ToolExecutorService
+
+__all__ = ["ToolExecutorService"]

@@ -1,0 +1,49 @@
+"""What a run needs from the outside world, as plain objects.
+
+The pipeline never touches Kafka: it gets `RunPorts` (publish an event, call a
+tool) so unit tests pass a fake and the service passes its broker-backed ports.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agentstream.config import RunnerSettings
+from agentstream.contracts import EventBase, ToolCallRequest, ToolCallResult
+from agentstream_runner.assistants import Assistants
+from agentstream_runner.connectors import Connectors
+
+
+class RunPorts(Protocol):
+    async def publish_event(self, event: EventBase) -> None:
+        """Publish to `events`, keyed by the event's conversation key."""
+        ...
+
+    async def call_tool(self, request: ToolCallRequest) -> ToolCallResult:
+        """Publish the request to `tool-calls` and wait for its result.
+
+        Waits without limit: the caller bounds the wait (and cancels it).
+        """
+        ...
+
+
+@dataclass
+class RunControl:
+    """Written by the conversation owner before it cancels the run's task, read by
+    the pipeline to tell why it was cancelled."""
+
+    stop_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class RunContext:
+    ports: RunPorts
+    connectors: Connectors
+    assistants: Assistants
+    runner: RunnerSettings
+    control: RunControl = field(default_factory=RunControl)
+    epoch: int = 0
+    clock: Callable[[], float] = time.monotonic

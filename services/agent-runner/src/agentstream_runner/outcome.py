@@ -1,0 +1,67 @@
+"""How a root run ends: a small state machine feeding the one `run.finished`.
+
+RUNNING → COMPLETED | FAILED | INTERRUPTED, exactly once. The pipeline records
+usage and the latest assistant text while running; `finished_fields` turns the
+final state into the fields of `RunFinished`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from agentstream.contracts import Usage
+
+
+class RunState(StrEnum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+class InvalidTransition(RuntimeError):
+    pass
+
+
+class RunOutcome:
+    def __init__(self, started_at: float) -> None:
+        self.state = RunState.RUNNING
+        self.started_at = started_at
+        self.error: str | None = None
+        self.reason: str | None = None
+        self.text = ""
+        self.usage = Usage()
+
+    # -- while running -----------------------------------------------------------
+    def add_usage(self, usage: Usage) -> None:
+        self.usage = self.usage + usage
+
+    def set_answer(self, text: str) -> None:
+        """The text of the latest assistant message of the root run."""
+        self.text = text
+
+    # -- transitions -------------------------------------------------------------
+    def complete(self) -> None:
+        self._end(RunState.COMPLETED)
+
+    def fail(self, error: str, reason: str | None = None) -> None:
+        self._end(RunState.FAILED, error=error, reason=reason)
+
+    def interrupt(self, reason: str | None) -> None:
+        self._end(RunState.INTERRUPTED, reason=reason)
+
+    def _end(self, state: RunState, error: str | None = None, reason: str | None = None) -> None:
+        if self.state is not RunState.RUNNING:
+            raise InvalidTransition(f"run already ended as {self.state}, cannot end as {state}")
+        self.state, self.error, self.reason = state, error, reason
+
+    # -- the end -----------------------------------------------------------------
+    def finished_fields(self, now: float) -> dict[str, Any]:
+        if self.state is RunState.RUNNING:
+            # Only a BaseException the pipeline does not handle gets here (e.g. GeneratorExit).
+            self.fail("run ended unexpectedly", reason="aborted")
+        return {
+            "status": self.state.value, "error": self.error, "reason": self.reason, "text": self.text,
+            "usage": self.usage, "duration_ms": round((now - self.started_at) * 1000, 3),
+        }

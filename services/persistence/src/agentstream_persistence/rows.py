@@ -1,0 +1,110 @@
+"""What a finished buffer becomes in the database, as plain row dicts (no I/O).
+
+Every message row is keyed by (root_run_id, seq, part): `seq` of the event it came
+from, `part` its index inside that event. A re-read stream rebuilds the same keys,
+so the flush can skip what is already stored.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from agentstream.contracts import ChatMessage, ReplyTarget
+from agentstream_persistence.buffers import RunBuffer, ToolExchange
+
+SUMMARY_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class FlushRows:
+    run: dict[str, Any]
+    messages: list[dict[str, Any]]
+    conversation: dict[str, Any]
+
+
+def shorten(text: str, limit: int = SUMMARY_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def tool_summary(exchange: ToolExchange) -> str:
+    """`calculator({"expression": "6*7"}) → 42`: what history replays instead of the raw exchange."""
+    call, result = exchange.call, exchange.result
+    try:
+        args = json.dumps(json.loads(call.arguments), ensure_ascii=False)
+    except ValueError:
+        args = call.arguments  # keep what the model wrote, even if it is not JSON
+    if result is None:
+        outcome = "(no result)"
+    elif result.ok:
+        outcome = result.content
+    else:
+        outcome = f"error: {result.error or result.content}"
+    return f"{call.tool}({shorten(args)}) → {shorten(outcome)}"
+
+
+def _target(buf: RunBuffer) -> ReplyTarget:
+    source = buf.started or buf.queued
+    if source is not None:
+        return source.reply_target
+    platform, _, rest = buf.conversation_key.partition(":")  # platform:chat_id[:thread_id]
+    chat, _, thread = rest.partition(":")
+    return ReplyTarget(platform=platform, chat_id=chat, thread_id=thread or None)
+
+
+def _user_input(buf: RunBuffer) -> list[tuple[int, int, ChatMessage, datetime]]:
+    """(seq, part, message, ts): run.started's input, else the queued text."""
+    if buf.started is not None and buf.started.input:
+        s = buf.started
+        return [(s.seq, i, m, s.ts) for i, m in enumerate(s.input)]
+    if buf.queued is not None and buf.queued.text:
+        q = buf.queued
+        return [(q.seq, 0, ChatMessage(role="user", content=q.text), q.ts)]
+    return []
+
+
+def rows_for(buf: RunBuffer) -> FlushRows:
+    fin = buf.finished
+    if fin is None:
+        raise ValueError(f"run {buf.root_run_id} is not finished")
+    started, queued = buf.started, buf.queued
+    session_id = started.session_id if started else None
+    base = {"conversation_key": buf.conversation_key, "session_id": session_id, "root_run_id": buf.root_run_id}
+
+    messages = [
+        {**base, "run_id": buf.root_run_id, "seq": seq, "part": part, "role": m.role, "content": m.content,
+         "name": m.name, "tool_call_id": m.tool_call_id, "created_at": ts}
+        for seq, part, m, ts in _user_input(buf)
+    ]
+    messages += [
+        {**base, "run_id": m.run_id, "seq": m.seq, "part": 0, "role": "assistant", "content": m.text,
+         "name": None, "tool_call_id": None, "created_at": m.ts}
+        for m in buf.assistant if m.text  # a turn that only called tools has no text worth keeping
+    ]
+    messages += [
+        {**base, "run_id": t.call.run_id, "seq": t.call.seq, "part": 0, "role": "tool", "content": tool_summary(t),
+         "name": t.call.tool, "tool_call_id": t.call.call_id, "created_at": t.call.ts}
+        for t in buf.tools
+    ]
+    messages.sort(key=lambda r: (r["seq"], r["part"]))
+
+    started_at = started.ts if started else (queued.ts if queued else fin.ts)
+    run = {
+        "run_id": buf.root_run_id, "root_run_id": buf.root_run_id, "parent_run_id": None,
+        "conversation_key": buf.conversation_key, "session_id": session_id,
+        "assistant_id": started.assistant_id if started else (queued.assistant_id if queued else None),
+        "connector_id": started.connector_id if started else None,
+        "user_id": (started.user_id if started else None) or (queued.user_id if queued else None),
+        "status": fin.status, "error": fin.error, "reason": fin.reason, "text": fin.text,
+        "prompt_tokens": fin.usage.prompt_tokens, "completion_tokens": fin.usage.completion_tokens,
+        "llm_calls": fin.usage.llm_calls, "duration_ms": fin.duration_ms,
+        "started_at": started_at, "finished_at": fin.ts,
+    }
+    target = _target(buf)
+    conversation = {
+        "key": buf.conversation_key, "platform": target.platform, "chat_id": target.chat_id,
+        "thread_id": target.thread_id, "session_id": session_id, "created_at": started_at, "updated_at": fin.ts,
+    }
+    return FlushRows(run=run, messages=messages, conversation=conversation)

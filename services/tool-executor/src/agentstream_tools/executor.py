@@ -1,0 +1,59 @@
+"""Executing one tool call: lookup → arguments → run under a timeout → result.
+
+Every outcome, good or bad, becomes a `ToolCallResult`; failures are classified
+by `validation.classify`. `duration_ms` covers the whole call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agentstream.contracts import ToolCallRequest, ToolCallResult, utcnow
+from agentstream_tools.registry import ToolRegistry
+from agentstream_tools.validation import ToolTimeout, classify, lookup, parse_arguments
+
+
+def _time_left(request: ToolCallRequest, timeout_s: float) -> float:
+    """The tool's timeout, shortened to the request's deadline."""
+    if request.deadline is None:
+        return timeout_s
+    left = (request.deadline - utcnow()).total_seconds()
+    if left <= 0:
+        raise ToolTimeout(f"deadline of {request.tool} passed before it ran")
+    return min(timeout_s, left)
+
+
+async def _run(registry: ToolRegistry, request: ToolCallRequest, default_timeout_s: float) -> str:
+    tool = lookup(registry, request.tool)
+    args = parse_arguments(tool, request.arguments)
+    timeout_s = _time_left(request, tool.timeout_s or default_timeout_s)
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await tool.run(args)
+    except TimeoutError:
+        raise ToolTimeout(f"tool {tool.name} timed out after {timeout_s:g} s") from None
+
+
+async def execute(
+    registry: ToolRegistry,
+    request: ToolCallRequest,
+    default_timeout_s: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> ToolCallResult:
+    started = clock()
+    fields: dict[str, Any] = {
+        "run_id": request.run_id, "root_run_id": request.root_run_id, "conversation_key": request.conversation_key,
+        "call_id": request.call_id, "tool": request.tool,
+    }
+    try:
+        content = await _run(registry, request, default_timeout_s)
+    except Exception as err:  # every failure is an answer for the model, classified by type
+        failure = classify(err)
+        return ToolCallResult(
+            **fields, ok=False, error=failure.message, retryable=failure.retryable,
+            duration_ms=(clock() - started) * 1000,
+        )
+    return ToolCallResult(**fields, ok=True, content=content, duration_ms=(clock() - started) * 1000)

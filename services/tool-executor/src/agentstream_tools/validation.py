@@ -1,0 +1,80 @@
+"""Failure classification by error type, and argument validation.
+
+The type of the exception says whether the model can fix the call by itself:
+- `ArgumentError` (invalid JSON, schema violation, a bad value a tool rejects) and
+  `UnknownTool` are retryable: the model gets a message saying what was wrong;
+- `ToolTimeout`, `ToolError` (a tool's own clean failure) and any other exception
+  raised by a tool are not.
+Messages never decide the class.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from jsonschema.exceptions import best_match
+
+from agentstream_tools.registry import Tool, ToolRegistry
+
+
+class ToolFailure(Exception):
+    retryable: ClassVar[bool] = False
+
+
+class ArgumentError(ToolFailure):
+    """The call's arguments are wrong; tools raise it for values they reject."""
+
+    retryable = True
+
+
+class UnknownTool(ToolFailure):
+    retryable = True
+
+    def __init__(self, name: str, registry: ToolRegistry) -> None:
+        super().__init__(f"unknown tool {name!r}; available tools: {', '.join(registry.names()) or '(none)'}")
+
+
+class ToolTimeout(ToolFailure):
+    retryable = False
+
+
+class ToolError(ToolFailure):
+    """A tool's own failure with a message fit for the model (e.g. division by zero)."""
+
+    retryable = False
+
+
+@dataclass(frozen=True)
+class Failure:
+    message: str
+    retryable: bool
+
+
+def classify(err: Exception) -> Failure:
+    if isinstance(err, ToolFailure):
+        return Failure(str(err), type(err).retryable)
+    return Failure(f"tool raised {type(err).__name__}: {err}", retryable=False)
+
+
+def lookup(registry: ToolRegistry, name: str) -> Tool:
+    tool = registry.get(name)
+    if tool is None:
+        raise UnknownTool(name, registry)
+    return tool
+
+
+def parse_arguments(tool: Tool, raw: str) -> dict[str, Any]:
+    """The call's arguments as a dict that satisfies the tool's schema."""
+    try:
+        args = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as err:
+        raise ArgumentError(f"arguments of {tool.name} are not valid JSON: {err.msg} at position {err.pos}") from None
+    if not isinstance(args, dict):
+        raise ArgumentError(f"arguments of {tool.name} must be a JSON object, got {type(args).__name__}")
+    error = best_match(tool.validator.iter_errors(args))
+    if error is not None:
+        where = "/".join(str(p) for p in error.absolute_path)
+        raise ArgumentError(f"invalid arguments for {tool.name}: {error.message}" + (f" (at {where})" if where else ""))
+    return args

@@ -1,0 +1,237 @@
+"""The stream state machine, transition by transition, with a fake clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentstream.contracts import MessageDelta, RunFinished, SegmentBreak, ToolCall
+from agentstream_delivery.consumer import (
+    Break,
+    Cadence,
+    Edit,
+    Finish,
+    Send,
+    StreamModel,
+    StreamState,
+    TextCompleted,
+    TextDelta,
+    Tick,
+    stream_input,
+    transition,
+)
+
+CURSOR = " ▉"
+INTERVAL = 1.0
+
+
+def model(**kw: object) -> StreamModel:
+    return StreamModel(Cadence(edit_interval=INTERVAL, **kw))  # type: ignore[arg-type]
+
+
+def feed(m: StreamModel, *steps: tuple[float, object]) -> tuple[StreamModel, list[object]]:
+    ops: list[object] = []
+    for now, inp in steps:
+        m, out = transition(m, inp, now)  # type: ignore[arg-type]
+        ops.extend(out)
+    return m, ops
+
+
+def previewing(text: str = "Hello", at: float = 0.0) -> StreamModel:
+    m, ops = feed(model(), (at, TextDelta("m1", text)))
+    assert m.state is StreamState.PREVIEWING and ops == [Send(0, text + CURSOR, final=False)]
+    return m
+
+
+# -- IDLE ----------------------------------------------------------------------------
+def test_no_platform_message_before_four_visible_chars():
+    m, ops = feed(model(), (0.0, TextDelta("m1", "Hi ")), (0.1, TextDelta("m1", "\n t")))
+    assert ops == [] and m.state is StreamState.IDLE  # "Hi \n t" has 3 visible chars
+    m, ops = feed(m, (0.2, TextDelta("m1", "o")))
+    assert ops == [Send(0, "Hi \n to" + CURSOR, final=False)]
+    assert m.state is StreamState.PREVIEWING
+
+
+def test_first_send_is_immediate_regardless_of_interval():
+    _, ops = feed(model(), (0.0, TextDelta("m1", "abcd")))
+    assert ops == [Send(0, "abcd" + CURSOR, final=False)]
+
+
+def test_break_in_idle_sends_short_pending_text_as_final():
+    m, ops = feed(model(), (0.0, TextDelta("m1", "Ok")), (0.1, Break()))
+    assert ops == [Send(0, "Ok", final=True)]
+    assert m.state is StreamState.SEALED and m.segment.index == 1
+
+
+def test_break_without_text_changes_nothing():
+    m0 = model()
+    m, ops = feed(m0, (0.0, Break()))
+    assert ops == [] and m == m0
+
+
+def test_tick_in_idle_is_ignored():
+    m0 = model()
+    assert transition(m0, Tick(), 5.0) == (m0, [])
+
+
+# -- PREVIEWING: cadence ----------------------------------------------------------------
+def test_at_most_one_edit_per_interval_and_held_frame_flushed_by_timer():
+    m = previewing("Hello", at=0.0)
+    m, ops = feed(m, (0.3, TextDelta("m1", " wor")), (0.6, TextDelta("m1", "ld")))
+    assert ops == []  # interval not passed: held back
+    assert m.flush_at == pytest.approx(INTERVAL)  # the timer is armed for when it may go out
+    m, ops = feed(m, (0.99, Tick()))
+    assert ops == []  # an early tick does not send
+    m, ops = feed(m, (1.0, Tick()))
+    assert ops == [Edit(0, "Hello world" + CURSOR, final=False)]
+    assert m.flush_at is None
+
+
+def test_edit_goes_out_at_once_when_interval_has_passed():
+    m = previewing("Hello", at=0.0)
+    m, ops = feed(m, (1.5, TextDelta("m1", " there")))
+    assert ops == [Edit(0, "Hello there" + CURSOR, final=False)]
+    m, ops = feed(m, (2.0, TextDelta("m1", "!")))
+    assert ops == [] and m.flush_at == pytest.approx(2.5)  # interval counts from the last edit
+
+
+def test_identical_frames_are_never_sent():
+    m = previewing("Hello world", at=0.0)
+    # message.completed with the text the deltas already built: nothing new to show
+    m, ops = feed(m, (2.0, TextCompleted("m1", "Hello world")), (3.0, Tick()))
+    assert ops == []
+    m, ops = feed(m, (4.0, TextDelta("m1", "")))
+    assert ops == []
+
+
+def test_completed_text_replaces_the_deltas_of_that_message():
+    m = previewing("Hell", at=0.0)
+    m, _ = feed(m, (0.0, TextDelta("m1", "o wrld")))
+    m, ops = feed(m, (2.0, TextCompleted("m1", "Hello world")))
+    assert ops == [Edit(0, "Hello world" + CURSOR, final=False)]
+
+
+def test_two_messages_in_one_segment_are_separated_by_a_blank_line():
+    m = previewing("First", at=0.0)
+    m, ops = feed(m, (2.0, TextDelta("m2", "Second")))
+    assert ops == [Edit(0, "First\n\nSecond" + CURSOR, final=False)]
+
+
+# -- segment breaks ---------------------------------------------------------------------
+def test_segment_break_seals_message_and_later_text_opens_a_new_one():
+    m = previewing("Let me check", at=0.0)
+    m, ops = feed(m, (0.1, Break()))
+    assert ops == [Edit(0, "Let me check", final=True)]  # sealed even inside the interval, no cursor
+    assert m.state is StreamState.SEALED
+    m, ops = feed(m, (0.2, TextDelta("m2", "The")))
+    assert ops == [] and m.state is StreamState.SEALED
+    m, ops = feed(m, (0.3, TextDelta("m2", " answer")))
+    assert ops == [Send(1, "The answer" + CURSOR, final=False)]
+    assert m.state is StreamState.PREVIEWING
+
+
+def test_text_of_a_sealed_message_is_not_shown_again():
+    m = previewing("Let me check", at=0.0)
+    m, _ = feed(m, (0.1, Break()))
+    m, ops = feed(m, (0.2, TextCompleted("m1", "Let me check")), (0.3, Finish("completed")))
+    assert ops == [] and m.state is StreamState.DELIVERED
+
+
+# -- run.finished -------------------------------------------------------------------------
+def test_completed_final_edit_is_the_exact_text_without_cursor():
+    m = previewing("Hello", at=0.0)
+    m, _ = feed(m, (0.1, TextDelta("m1", " world  ")))
+    m, ops = feed(m, (0.2, Finish("completed", text="Hello world")))
+    assert ops == [Edit(0, "Hello world  ", final=True)]
+    assert m.state is StreamState.DELIVERED and m.flush_at is None
+
+
+def test_completed_with_short_pending_text_sends_it():
+    m, ops = feed(model(), (0.0, TextDelta("m1", "42")), (0.1, Finish("completed", text="42")))
+    assert ops == [Send(0, "42", final=True)]
+
+
+def test_completed_with_nothing_streamed_sends_the_answer_text():
+    _, ops = feed(model(), (0.0, Finish("completed", text="The answer")))
+    assert ops == [Send(0, "The answer", final=True)]
+
+
+def test_completed_after_seal_sends_nothing_more():
+    m, _ = feed(previewing("Done."), (0.1, Break()))
+    m, ops = feed(m, (0.2, Finish("completed", text="Done.")))
+    assert ops == [] and m.state is StreamState.DELIVERED
+
+
+def test_interrupted_appends_stop_marker_to_open_message():
+    m, ops = feed(previewing("Partial answ"), (0.1, Finish("interrupted")))
+    assert ops == [Edit(0, "Partial answ ⏹ stopped", final=True)]
+    assert m.state is StreamState.INTERRUPTED
+
+
+def test_interrupted_after_seal_marks_the_last_sealed_message():
+    m, _ = feed(previewing("Calling a tool"), (0.1, Break()))
+    _, ops = feed(m, (0.2, Finish("interrupted")))
+    assert ops == [Edit(0, "Calling a tool ⏹ stopped", final=True)]
+
+
+def test_interrupted_with_nothing_shown_sends_nothing():
+    m, ops = feed(model(), (0.0, Finish("interrupted")))
+    assert ops == [] and m.state is StreamState.INTERRUPTED
+
+
+def test_failed_with_nothing_shown_sends_failure_notice():
+    m, ops = feed(model(), (0.0, Finish("failed", error="connector not specified")))
+    assert ops == [Send(0, "⚠️ The run failed: connector not specified", final=True)]
+    assert m.state is StreamState.FAILED
+
+
+def test_failed_with_short_pending_text_keeps_text_and_explains():
+    _, ops = feed(model(), (0.0, TextDelta("m1", "So")), (0.1, Finish("failed", error="boom")))
+    assert ops == [Send(0, "So", final=True), Send(1, "⚠️ The run failed: boom", final=True)]
+
+
+def test_failed_after_text_was_shown_only_finalizes_it():
+    m, ops = feed(previewing("Half an ans"), (0.1, Finish("failed", error="boom")))
+    assert ops == [Edit(0, "Half an ans", final=True)]
+    assert m.state is StreamState.FAILED
+
+
+@pytest.mark.parametrize("status", ["completed", "interrupted", "failed"])
+def test_terminal_states_ignore_everything(status: str):
+    m, _ = feed(previewing("Hello"), (0.1, Finish(status)))  # type: ignore[arg-type]
+    for inp in (TextDelta("m1", "more"), Break(), Tick(), Finish("completed", text="x")):
+        assert transition(m, inp, 9.0) == (m, [])
+
+
+def test_cursor_only_on_intermediate_frames():
+    m = model()
+    steps = [(0.0, TextDelta("m1", "Hello")), (1.0, TextDelta("m1", " big")), (1.5, TextDelta("m1", " world")),
+             (2.0, Tick()), (2.1, Break()), (2.2, TextDelta("m2", "Second part")), (4.0, TextDelta("m2", "!")),
+             (4.1, Finish("completed"))]
+    _, ops = feed(m, *steps)
+    assert len(ops) == 7  # send, edit, timer edit, seal; send, edit, final
+    for op in ops:
+        assert isinstance(op, Send | Edit)
+        assert op.text.endswith(CURSOR) is (not op.final)
+    assert [op.text for op in ops if op.final] == ["Hello big world", "Second part!"]
+
+
+# -- platforms that cannot edit -----------------------------------------------------------
+def test_platform_without_edit_gets_final_texts_only():
+    m = model(can_edit=False)
+    m, ops = feed(m, (0.0, TextDelta("m1", "Let me check")), (5.0, Break()),
+                  (6.0, TextDelta("m2", "The answer is 42")), (9.0, Finish("completed")))
+    assert ops == [Send(0, "Let me check", final=True), Send(1, "The answer is 42", final=True)]
+
+
+# -- event → input ----------------------------------------------------------------------------
+def _ids() -> dict[str, object]:
+    return {"run_id": "r", "root_run_id": "r", "conversation_key": "memory:c", "seq": 1}
+
+
+def test_stream_input_mapping():
+    assert stream_input(MessageDelta(**_ids(), message_id="m", text="hi")) == TextDelta("m", "hi")
+    assert stream_input(MessageDelta(**_ids(), message_id="m", text="hmm", kind="thinking")) is None
+    assert stream_input(SegmentBreak(**_ids())) == Break()
+    assert stream_input(ToolCall(**_ids(), call_id="c", tool="t", arguments="{}")) is None
+    fin = RunFinished(**_ids(), status="failed", reason="runner_lost")
+    assert stream_input(fin) == Finish("failed", "runner_lost", "")

@@ -1,0 +1,93 @@
+import asyncio
+import time
+
+import pytest
+
+from agentstream_runner.coalescer import Coalescer, CoalescingSender
+
+
+def test_first_text_goes_out_at_once_then_batches_within_the_window():
+    c = Coalescer(window=0.05)
+    assert c.push("Hel", now=0.0) == "Hel"
+    assert c.push("lo", now=0.01) is None
+    assert c.push(" wor", now=0.03) is None
+    assert c.deadline == pytest.approx(0.05)
+    assert c.take(now=0.049) is None
+    assert c.take(now=0.05) == "lo wor"
+    assert c.deadline is None
+    # within the new window again: buffered
+    assert c.push("ld", now=0.06) is None
+    assert c.drain() == "ld"
+    assert c.drain() == ""
+
+
+def test_text_after_a_quiet_window_is_sent_at_once():
+    c = Coalescer(window=0.05)
+    assert c.push("a", now=0.0) == "a"
+    assert c.push("b", now=0.2) == "b"
+
+
+def test_late_push_carries_the_overdue_buffer():
+    c = Coalescer(window=0.05)
+    c.push("a", now=0.0)
+    assert c.push("b", now=0.01) is None
+    # the timer was late: the next push finds the window over and sends both, in order
+    assert c.push("c", now=0.07) == "bc"
+
+
+def test_zero_window_sends_everything_at_once():
+    c = Coalescer(window=0)
+    assert [c.push(t, now=0.0) for t in "abc"] == ["a", "b", "c"]
+
+
+async def test_sender_latency_first_then_timer_flush():
+    sent: list[tuple[str, float]] = []
+    t0 = time.monotonic()
+
+    async def send(text: str) -> None:
+        sent.append((text, time.monotonic() - t0))
+
+    async with CoalescingSender(0.05, send) as sender:
+        await sender.push("a")
+        assert [s for s, _ in sent] == ["a"]  # at once
+        await sender.push("b")
+        await sender.push("c")
+        assert [s for s, _ in sent] == ["a"]  # batched
+        # no further text: the timer alone must flush the batch after the window
+        await asyncio.sleep(0.12)
+        assert [s for s, _ in sent] == ["a", "bc"]
+        assert 0.045 <= sent[1][1] < 0.11
+        await sender.push("d")  # quiet window passed: at once again
+        await sender.push("e")
+    assert [s for s, _ in sent] == ["a", "bc", "d", "e"]  # leaving the block flushed "e"
+
+
+async def test_sender_many_fast_deltas_are_few_sends_and_keep_order():
+    sent: list[str] = []
+
+    async def send(text: str) -> None:
+        await asyncio.sleep(0.001)  # a publish takes time
+        sent.append(text)
+
+    words = [f"w{i} " for i in range(40)]
+    async with CoalescingSender(0.03, send) as sender:
+        for w in words:
+            await sender.push(w)
+            await asyncio.sleep(0.005)
+    assert "".join(sent) == "".join(words)
+    assert 3 <= len(sent) <= 15
+
+
+async def test_sender_drops_buffer_when_the_block_fails():
+    sent: list[str] = []
+
+    async def send(text: str) -> None:
+        sent.append(text)
+
+    with pytest.raises(asyncio.CancelledError):
+        async with CoalescingSender(0.05, send) as sender:
+            await sender.push("a")
+            await sender.push("b")
+            raise asyncio.CancelledError
+    await asyncio.sleep(0.08)
+    assert sent == ["a"]  # the timer was stopped too

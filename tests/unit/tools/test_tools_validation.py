@@ -1,0 +1,116 @@
+"""Execution results and their classification: by error type, never by message."""
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from agentstream.contracts import ToolCallRequest, utcnow
+from agentstream_tools.builtin import builtin_tools
+from agentstream_tools.executor import execute
+from agentstream_tools.registry import Tool, ToolRegistry
+from agentstream_tools.validation import ArgumentError
+
+OBJECT = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+async def _slow(args):
+    await asyncio.sleep(10)
+    return "never"
+
+
+async def _boom(args):
+    # The message looks like an argument problem; the type (RuntimeError) decides: not retryable.
+    raise RuntimeError("invalid arguments, please retry")
+
+
+async def _rejects(args):
+    raise ArgumentError("n must be even")
+
+
+def registry() -> ToolRegistry:
+    return ToolRegistry([
+        *builtin_tools(),
+        Tool("slow", "sleeps", OBJECT, _slow, timeout_s=0.05),
+        Tool("boom", "raises", OBJECT, _boom),
+        Tool("picky", "rejects", OBJECT, _rejects),
+    ])
+
+
+def request(tool: str, arguments: str, **kw) -> ToolCallRequest:
+    return ToolCallRequest(run_id="r1", root_run_id="r1", conversation_key="web:c1", call_id="call_1",
+                           tool=tool, arguments=arguments, **kw)
+
+
+async def run(tool: str, arguments: str = "{}", **kw):
+    return await execute(registry(), request(tool, arguments, **kw), default_timeout_s=5)
+
+
+async def test_success_carries_the_call_identity():
+    result = await run("calculator", '{"expression": "6*7"}')
+    assert (result.ok, result.content, result.error) == (True, "42", None)
+    assert (result.run_id, result.root_run_id, result.call_id, result.tool) == ("r1", "r1", "call_1", "calculator")
+    assert result.conversation_key == "web:c1"
+
+
+async def test_unknown_tool_is_retryable_and_lists_the_tools():
+    result = await run("weather")
+    assert not result.ok and result.retryable
+    assert result.error == "unknown tool 'weather'; available tools: boom, calculator, clock, picky, slow"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "says"),
+    [
+        ('{"expression": ', "not valid JSON"),
+        ("[1]", "must be a JSON object"),
+        ("{}", "'expression' is a required property"),
+        ('{"expression": 5}', "5 is not of type 'string' (at expression)"),
+        ('{"expression": "1", "x": 1}', "Additional properties are not allowed"),
+    ],
+)
+async def test_bad_arguments_are_retryable_with_the_reason(arguments, says):
+    result = await run("calculator", arguments)
+    assert not result.ok and result.retryable
+    assert says in result.error
+
+
+async def test_argument_error_raised_by_a_tool_is_retryable():
+    result = await run("picky")
+    assert not result.ok and result.retryable and result.error == "n must be even"
+
+
+async def test_tool_exception_is_not_retryable_whatever_its_message():
+    result = await run("boom")
+    assert not result.ok and not result.retryable
+    assert result.error == "tool raised RuntimeError: invalid arguments, please retry"
+
+
+async def test_division_by_zero_is_not_retryable():
+    result = await run("calculator", '{"expression": "1/0"}')
+    assert (result.ok, result.retryable, result.error) == (False, False, "division by zero")
+
+
+async def test_timeout_is_not_retryable_and_bounded():
+    result = await run("slow")
+    assert not result.ok and not result.retryable
+    assert "timed out" in result.error
+    assert 40 <= result.duration_ms < 1000
+
+
+async def test_passed_deadline_is_not_run():
+    result = await run("calculator", '{"expression": "1+1"}', deadline=utcnow() - timedelta(seconds=1))
+    assert not result.ok and not result.retryable and "deadline" in result.error
+
+
+async def test_duration_is_measured():
+    ticks = iter([10.0, 10.25])
+    result = await execute(registry(), request("calculator", '{"expression": "1"}'), 5, clock=lambda: next(ticks))
+    assert result.duration_ms == pytest.approx(250.0)
+
+
+def test_registry_rejects_duplicates_and_bad_schemas():
+    with pytest.raises(ValueError, match="twice"):
+        ToolRegistry([*builtin_tools(), *builtin_tools()])
+    with pytest.raises(Exception, match="is not valid"):
+        ToolRegistry([Tool("bad", "bad schema", {"type": 5}, _boom)])

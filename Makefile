@@ -18,7 +18,7 @@ test-fast: setup  ## unit tests only
 
 lint: setup
 	$(UV) run ruff check .
-	$(UV) run mypy libs/agentstream/src
+	for p in libs/agentstream/src services/*/src; do $(UV) run mypy $$p || exit 1; done
 
 demo: setup  ## one scripted conversation with a tool, end to end, then exit
 	$(UV) run agentstream demo

@@ -21,7 +21,7 @@ from agentstream.config import Settings
 from agentstream.contracts import DeadLetter
 from agentstream.db import create_engine, session_factory
 from agentstream.kafka import Topics, consumer_options, make_broker
-from agentstream.observability import get_logger, http_app
+from agentstream.observability import ReadyCheck, get_logger, http_app
 
 T = TypeVar("T")
 STOP_TIMEOUT_S = 10.0
@@ -55,7 +55,7 @@ class Service:
         self.dead_letters = Counter(
             "agentstream_dead_letters_total", "Records sent to the dlq", ["service", "topic"], registry=self.registry
         )
-        checks = {"broker": self._broker_ready}
+        checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
         if self.uses_database:
             checks["database"] = self._db_ready
         self.http = http_app(self.name, self.registry, checks)
@@ -128,7 +128,8 @@ class Service:
     async def dead_letter(self, msg: KafkaMessage, error: str) -> None:
         """Send the raw record to `dlq` with the reason; never raises on bad bytes."""
         raw = msg.raw_message
-        key = raw.key.decode("utf-8", "replace") if getattr(raw, "key", None) else None
+        raw_key = getattr(raw, "key", None)
+        key = raw_key.decode("utf-8", "replace") if isinstance(raw_key, bytes) else None
         letter = DeadLetter(
             source_topic=getattr(raw, "topic", ""),
             source_partition=getattr(raw, "partition", None),

@@ -1,0 +1,7 @@
+"""persistence sections (resume, watchdog): typed models live here."""
+
+from __future__ import annotations
+
+from agentstream.config.core import Section
+
+__all__ = ["Section"]

@@ -1,0 +1,35 @@
+"""agent-runner sections: connectors, runner tuning."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import Field
+
+from agentstream.config.core import Section
+
+Capability = Literal["tools", "vision", "reasoning", "streaming"]
+DEFAULT_CAPABILITIES: tuple[Capability, ...] = ("tools", "streaming")
+
+
+class ConnectorSettings(Section):
+    id: str
+    type: Literal["openai", "anthropic", "scripted"]
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = Field(default=None, description="Name of the env var holding the API key.")
+    capabilities: list[Capability] = Field(default_factory=lambda: list(DEFAULT_CAPABILITIES))
+    script: str | None = Field(default=None, description="scripted: path of a YAML script (default: built-in demo).")
+    token_delay_ms: float = Field(default=20.0, ge=0, description="scripted: pause between streamed tokens.")
+
+    def api_key(self) -> str | None:
+        return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+
+class RunnerSettings(Section):
+    coalesce_ms: float = Field(default=50.0, ge=0, description="Window in which text deltas are merged.")
+    tool_timeout_s: float = Field(default=30.0, gt=0)
+    heartbeat_s: float = Field(default=5.0, gt=0)
+
+

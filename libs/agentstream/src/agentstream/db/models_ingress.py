@@ -1,0 +1,7 @@
+"""Tables owned by the ingress area (add models here; migrations in migrations/versions)."""
+
+from __future__ import annotations
+
+from agentstream.db.models import Base
+
+__all__ = ["Base"]

@@ -105,6 +105,11 @@ async def test_run_is_streamed_once_per_segment(settings_factory: Callable[..., 
         assert all(not frame.endswith(" ▉") for frame in (first.text, answer.text))
         assert all("thinking" not in frame for m in msgs for frame in m.history)
         assert len(set(answer.history)) == len(answer.history)  # never the same frame twice
+        async with asyncio.timeout(10):  # listeners hear of the run once its stream closed (ledger written)
+            while True:
+                if finished:
+                    break
+                await asyncio.sleep(0.05)
         assert finished == ["run-d"]
 
         async with httpx.AsyncClient(base_url=host.url(svc.name), timeout=5) as http:

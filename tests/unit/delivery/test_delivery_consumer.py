@@ -16,6 +16,7 @@ from agentstream_delivery.consumer import (
     TextCompleted,
     TextDelta,
     Tick,
+    ToolStarted,
     stream_input,
     transition,
 )
@@ -59,7 +60,7 @@ def test_first_send_is_immediate_regardless_of_interval():
 def test_break_in_idle_sends_short_pending_text_as_final():
     m, ops = feed(model(), (0.0, TextDelta("m1", "Ok")), (0.1, Break()))
     assert ops == [Send(0, "Ok", final=True)]
-    assert m.state is StreamState.SEALED and m.segment.index == 1
+    assert m.state is StreamState.SEALED and m.msg == 1
 
 
 def test_break_without_text_changes_nothing():
@@ -180,13 +181,13 @@ def test_interrupted_with_nothing_shown_sends_nothing():
 
 def test_failed_with_nothing_shown_sends_failure_notice():
     m, ops = feed(model(), (0.0, Finish("failed", error="connector not specified")))
-    assert ops == [Send(0, "⚠️ The run failed: connector not specified", final=True)]
+    assert ops == [Send(0, "⚠️ The run failed: connector not specified", final=True, role="notice")]
     assert m.state is StreamState.FAILED
 
 
 def test_failed_with_short_pending_text_keeps_text_and_explains():
     _, ops = feed(model(), (0.0, TextDelta("m1", "So")), (0.1, Finish("failed", error="boom")))
-    assert ops == [Send(0, "So", final=True), Send(1, "⚠️ The run failed: boom", final=True)]
+    assert ops == [Send(0, "So", final=True), Send(1, "⚠️ The run failed: boom", final=True, role="notice")]
 
 
 def test_failed_after_text_was_shown_only_finalizes_it():
@@ -232,6 +233,7 @@ def test_stream_input_mapping():
     assert stream_input(MessageDelta(**_ids(), message_id="m", text="hi")) == TextDelta("m", "hi")
     assert stream_input(MessageDelta(**_ids(), message_id="m", text="hmm", kind="thinking")) is None
     assert stream_input(SegmentBreak(**_ids())) == Break()
-    assert stream_input(ToolCall(**_ids(), call_id="c", tool="t", arguments="{}")) is None
+    assert stream_input(ToolCall(**_ids(), call_id="c", tool="t", arguments="{}")) == ToolStarted("t")
+    assert stream_input(ToolCall(**_ids(), call_id="c", tool="t", arguments="{}", attempt=2)) is None
     fin = RunFinished(**_ids(), status="failed", reason="runner_lost")
     assert stream_input(fin) == Finish("failed", "runner_lost", "")

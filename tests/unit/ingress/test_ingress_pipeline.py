@@ -1,55 +1,170 @@
+"""The ordered pipeline: each step's decision, and that nothing else happened."""
+
 import json
 
+import pytest
+
 from agentstream.config import load_settings
-from agentstream_ingress.pipeline import DeadLetterDecision, StartDecision, decide
+from agentstream.contracts import InterruptRun, ResetConversation
+from agentstream_ingress.decisions import (
+    CommandDecision,
+    DeadLetterDecision,
+    DropDecision,
+    DropReason,
+    NoticeDecision,
+    NoticeReason,
+    StartDecision,
+)
+from agentstream_ingress.pipeline import Pipeline
 
-SETTINGS = load_settings()
+HOOKS = "tests.unit.ingress.hookfns"
 
 
-def valid(**over):
-    body = {"id": "m-1", "platform": "telegram", "chat_id": "42", "user": {"id": "u-1"}, "text": "hello"}
-    body.update(over)
-    return json.dumps(body).encode()
+def pipeline(ports, **overrides):  # type: ignore[no-untyped-def]
+    return Pipeline(load_settings(**overrides), ports)
 
 
-def test_valid_message_starts_a_run_keyed_by_conversation():
-    d = decide(valid(thread_id="7"), SETTINGS)
+async def test_valid_message_starts_a_run_keyed_by_conversation(ports, raw):
+    d = await pipeline(ports).decide(raw(thread_id="7"))
     assert isinstance(d, StartDecision)
     assert d.start.conversation_key == "telegram:42:7" == d.queued.conversation_key
     assert d.start.run_id == d.queued.run_id == d.queued.root_run_id
     assert d.queued.seq == 0 and d.queued.inbound_id == "m-1"
-    assert d.start.assistant_id == SETTINGS.default_assistant
-    assert d.start.reply_target.platform == "telegram" and d.start.reply_target.thread_id == "7"
-    assert d.start.user is not None and d.start.user.id == "u-1"
+    assert d.start.assistant_id == "default" and d.start.metadata["profile"] == "default"
+    assert d.start.reply_target.thread_id == "7"
+    assert ports.started == [("hello", d.start.run_id)]
 
 
-def test_explicit_assistant_wins():
-    d = decide(valid(assistant_id="helper"), SETTINGS)
-    assert isinstance(d, StartDecision) and d.start.assistant_id == "helper"
-
-
-def test_not_json_is_dead_letter_without_notice():
-    d = decide(b"\xff not json", SETTINGS)
-    assert isinstance(d, DeadLetterDecision)
-    assert d.error.startswith("not valid JSON") and d.notify is None
-
-
-def test_missing_chat_id_names_the_field_and_cannot_notify():
-    body = json.loads(valid())
+async def test_not_json_and_invalid_records_are_dead_letters(ports, raw):
+    p = pipeline(ports)
+    d = await p.decide(b"\xff not json")
+    assert isinstance(d, DeadLetterDecision) and d.error.startswith("not valid JSON") and d.notify is None
+    d = await p.decide(raw(user="not-an-object"))
+    assert isinstance(d, DeadLetterDecision) and "user" in d.error
+    assert d.notify is not None and d.notify.chat_id == "42"
+    body = json.loads(raw())
     del body["chat_id"]
-    d = decide(json.dumps(body).encode(), SETTINGS)
-    assert isinstance(d, DeadLetterDecision)
-    assert "chat_id" in d.error and "Field required" in d.error
-    assert d.notify is None
+    d = await p.decide(json.dumps(body).encode())
+    assert isinstance(d, DeadLetterDecision) and "chat_id: Field required" in d.error and d.notify is None
+    assert ports.seen == set() and ports.started == []  # nothing recorded for unusable records
 
 
-def test_bad_field_with_readable_target_notifies_the_user():
-    d = decide(valid(user="not-an-object"), SETTINGS)
-    assert isinstance(d, DeadLetterDecision)
-    assert "user" in d.error
-    assert d.notify is not None and d.notify.platform == "telegram" and d.notify.chat_id == "42"
+async def test_huge_text_is_a_dead_letter_with_a_notice(ports, raw):
+    d = await pipeline(ports, ingress={"max_text_chars": 10}).decide(raw(text="x" * 11))
+    assert isinstance(d, DeadLetterDecision) and "longer than 10" in d.error and d.notify is not None
 
 
-def test_json_that_is_not_an_object_is_dead_letter():
-    d = decide(b"[1, 2]", SETTINGS)
-    assert isinstance(d, DeadLetterDecision) and d.notify is None
+async def test_the_same_message_twice_is_dropped(ports, raw):
+    p = pipeline(ports)
+    assert isinstance(await p.decide(raw()), StartDecision)
+    assert await p.decide(raw(text="changed")) == DropDecision(DropReason.DUPLICATE)
+    assert isinstance(await p.decide(raw(platform="slack")), StartDecision)  # ids are unique per platform
+    assert len(ports.started) == 2
+
+
+@pytest.mark.parametrize("over", [{"metadata": {"origin": "agentstream"}}, {"user": {"id": "bot-7"}}])
+async def test_self_echo_is_dropped(ports, raw, over):
+    p = pipeline(ports, authz={"bot_user_ids": {"telegram": ["bot-7"]}})
+    assert await p.decide(raw(**over)) == DropDecision(DropReason.SELF_ECHO)
+    assert ports.started == []
+
+
+async def test_refused_user_gets_a_notice_and_no_run(ports, raw):
+    p = pipeline(ports, authz={"platforms": {"telegram": {"users": ["alice"]}}})
+    d = await p.decide(raw(chat_id="u-1"))
+    assert isinstance(d, NoticeDecision) and d.reason is NoticeReason.REFUSED
+    assert ports.issued == []  # an allowlist exists: no pairing
+    assert isinstance(await p.decide(raw(id="m-2", user={"id": "alice"})), StartDecision)
+
+
+async def test_unknown_user_in_direct_chat_gets_a_pairing_code_then_pairing_lets_through(ports, raw):
+    p = pipeline(ports, authz={"default": {"allow_all": False}})
+    d = await p.decide(raw(chat_id="u-1"))
+    assert isinstance(d, NoticeDecision) and d.reason is NoticeReason.PAIRING and "ABCD2345" in d.text
+    assert ports.issued == [("telegram", "u-1", "u-1")]
+    group = await p.decide(raw(id="m-2", metadata={"chat_type": "group"}))
+    assert isinstance(group, NoticeDecision) and group.reason is NoticeReason.REFUSED  # groups never pair
+    ports.paired.add(("telegram", "u-1"))
+    assert isinstance(await p.decide(raw(id="m-3")), StartDecision)
+
+
+async def test_rate_limited_user_gets_a_notice(ports, raw):
+    p = pipeline(ports, authz={"rate_limit": {"capacity": 2, "refill_per_s": 0.001}})
+    decisions = [await p.decide(raw(id=f"m-{i}")) for i in range(3)]
+    assert [type(d).__name__ for d in decisions] == ["StartDecision", "StartDecision", "NoticeDecision"]
+    assert decisions[2].reason is NoticeReason.RATE_LIMITED
+    assert isinstance(await p.decide(raw(id="m-9", user={"id": "other"})), StartDecision)  # per user
+
+
+async def test_receive_hooks_deny_rewrite_handle(ports, raw):
+    p = pipeline(ports, ingress={"hooks": {"message_received": [f"{HOOKS}:receive", f"{HOOKS}:broken"]}})
+    d = await p.decide(raw(id="a", text="please deny"))
+    assert isinstance(d, NoticeDecision) and d.reason is NoticeReason.HOOK_DENIED and d.text == "denied by hook"
+    d = await p.decide(raw(id="b", text="please rewrite"))
+    assert isinstance(d, StartDecision) and d.start.text == "rewritten"
+    assert await p.decide(raw(id="c", text="please handle")) == DropDecision(DropReason.HANDLED)
+    d = await p.decide(raw(id="d", text="please answer"))
+    assert isinstance(d, NoticeDecision) and d.text == "answered by hook"
+    assert [text for text, _ in ports.started] == ["rewritten"]
+
+
+async def test_commands_produce_run_commands_not_runs(ports, raw):
+    p = pipeline(ports)
+    d = await p.decide(raw(id="a", text="/stop"))
+    assert isinstance(d, CommandDecision) and isinstance(d.commands[0], InterruptRun)
+    d = await p.decide(raw(id="b", text="/new"))
+    assert isinstance(d, CommandDecision) and isinstance(d.commands[0], ResetConversation)
+    assert d.commands[0].conversation_key == "telegram:42"
+    assert ports.started == []
+
+
+async def test_command_hooks_run_before_the_builtin(ports, raw):
+    p = pipeline(ports, ingress={"hooks": {"commands": {"stop": [f"{HOOKS}:no_stop"], "help": [f"{HOOKS}:to_text"]}}})
+    d = await p.decide(raw(id="a", text="/stop"))
+    assert isinstance(d, NoticeDecision) and d.reason is NoticeReason.HOOK_DENIED
+    d = await p.decide(raw(id="b", text="/help"))
+    assert isinstance(d, StartDecision) and d.start.text == "not a command any more"
+
+
+async def test_model_override_is_stored_and_sent_as_connector_role(ports, raw):
+    p = pipeline(ports, roles={"smart": "demo"})
+    d = await p.decide(raw(id="a", text="/model smart"))
+    assert isinstance(d, NoticeDecision) and "smart" in d.text
+    assert ports.roles == {"telegram:42": "smart"}
+    d = await p.decide(raw(id="b", text="hi"))
+    assert isinstance(d, StartDecision) and d.start.options["connector"] == "use::smart"
+
+
+async def test_profile_routing_picks_assistant_role_and_policy(ports, raw):
+    p = pipeline(ports, profiles={"support": {"assistant": "helper", "connector_role": "fast",
+                                              "double_texting": "interrupt", "delivery": {"edit_interval": 2}}},
+                 routes=[{"platform": "telegram", "chat": "42", "profile": "support"}])
+    d = await p.decide(raw())
+    assert isinstance(d, StartDecision) and d.start.assistant_id == "helper"
+    assert d.start.options == {"connector": "use::fast", "double_texting": "interrupt",
+                               "delivery": {"edit_interval": 2}}
+    assert d.start.metadata["profile"] == "support"
+
+
+async def test_profile_denylist_refuses(ports, raw):
+    p = pipeline(ports, profiles={"vip": {"authz": {"deny_users": ["u-1"]}}},
+                 routes=[{"platform": "telegram", "profile": "vip"}])
+    d = await p.decide(raw())
+    assert isinstance(d, NoticeDecision) and d.reason is NoticeReason.REFUSED
+
+
+async def test_a_batch_decides_in_order_and_dedupes_inside_itself(ports, raw):
+    p = pipeline(ports, roles={"smart": "demo"})
+    decisions = await p.decide_batch([raw(id="a"), raw(id="a"), b"nope", raw(id="b", text="/model smart"),
+                                      raw(id="c", text="after"), raw(id="d", text="/retry")])
+    kinds = [type(d).__name__ for d in decisions]
+    # (the fake's facts know no last message, so /retry answers with a notice)
+    assert kinds == ["StartDecision", "DropDecision", "DeadLetterDecision", "NoticeDecision", "StartDecision",
+                     "NoticeDecision"]
+    assert decisions[4].start.options["connector"] == "use::smart"  # the override from earlier in the batch
+    assert [text for text, _ in ports.started] == ["hello", "after"]
+
+
+def test_a_route_to_an_unknown_profile_is_a_startup_error(ports):
+    with pytest.raises(ValueError, match="unknown profiles: typo"):
+        pipeline(ports, routes=[{"platform": "web", "profile": "typo"}])

@@ -1,10 +1,9 @@
 import asyncio
 
-import pytest
-
 from agentstream.contracts import ReplyTarget, StartRun
 from agentstream_runner.context import RunControl
-from agentstream_runner.conversation import Conversation, Conversations, DoubleTextingPolicy, OwnerState
+from agentstream_runner.conversation import DoubleTextingPolicy, OwnerState
+from agentstream_runner.owners import Conversations
 
 
 def start(run_id: str, key: str = "web:c1") -> StartRun:
@@ -115,6 +114,5 @@ async def test_close_drops_queued_and_interrupts_active_as_shutdown():
     assert ("start", "b") not in runs.log and len(owners) == 0
 
 
-def test_only_enqueue_is_implemented_so_far():
-    with pytest.raises(NotImplementedError, match="'interrupt' is not implemented yet"):
-        Conversation("k", Recorder(), DoubleTextingPolicy.INTERRUPT)
+def test_the_four_policies_exist():
+    assert [p.value for p in DoubleTextingPolicy] == ["enqueue", "interrupt", "reject", "collect"]

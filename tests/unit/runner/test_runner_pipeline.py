@@ -173,9 +173,9 @@ async def test_connector_not_specified():
 async def test_unavailable_connector_type_fails_the_run():
     ports = FakePorts()
     settings = make_settings(connectors=[{"id": "gpt", "type": "openai"}])
-    await run_pipeline(make_ctx(ports, settings), start_run("hi"))
+    await run_pipeline(make_ctx(ports, settings, factories={}), start_run("hi"))
     finished = assert_one_well_formed_stream(ports)
-    assert finished.status == "failed" and "connector type openai not available yet" in finished.error
+    assert finished.status == "failed" and "connector type openai not available" in finished.error
 
 
 class BrokenConnector:
@@ -215,12 +215,13 @@ class ToolHappyConnector:
         yield UsageChunk(Usage(prompt_tokens=1, completion_tokens=1, llm_calls=1))
 
 
-async def test_tool_loop_stops_after_max_turns():
+async def test_tool_loop_stops_after_max_turns_then_the_standard_response():
     ports = FakePorts()
     await run_pipeline(make_ctx(ports, factories={"scripted": ToolHappyConnector}), start_run("time"))
     finished = assert_one_well_formed_stream(ports)
-    assert finished.status == "failed" and "stopped after 5 model calls" in finished.error
-    assert finished.usage.llm_calls == 5 and len(ports.requests) == 4
+    # 5 loop turns (each with its tool round), no fallback configured: one more call offered no tools.
+    assert finished.status == "completed"
+    assert finished.usage.llm_calls == 6 and len(ports.requests) == 5
 
 
 @pytest.mark.parametrize(("text", "wait_for"), [("calculate 6*7", "tool.call"), ("hi there", "message.delta")])
@@ -246,8 +247,8 @@ async def test_tool_timeout_becomes_a_failed_result_and_heartbeats_flow():
     await run_pipeline(make_ctx(ports, settings), start_run("calculate 6*7"))
     [result] = ports.of(ToolResult)
     assert (result.ok, result.error, result.retryable) == (False, "tool timed out", False)
-    assert ports.types.count("run.heartbeat") >= 2
-    heartbeats = [i for i, t in enumerate(ports.types) if t == "run.heartbeat"]
-    assert ports.types.index("tool.call") < heartbeats[0] and heartbeats[-1] < ports.types.index("tool.result")
+    # The run heartbeats all along (a slow step must not look lost); at least while the tool is awaited.
+    waiting = ports.types[ports.types.index("tool.call"):ports.types.index("tool.result")]
+    assert waiting.count("run.heartbeat") >= 2
     finished = assert_one_well_formed_stream(ports)
     assert (finished.status, finished.text) == ("completed", "6*7 = error: tool timed out")

@@ -4,6 +4,7 @@ import pytest
 
 from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, ToolCallSpec
+from agentstream.tools_catalog import ToolSpec
 from agentstream_runner.connectors import LLMRequest, ScriptedConnector, TextDelta, ToolCallChunk, UsageChunk
 from agentstream_runner.connectors.script import load_script
 
@@ -20,7 +21,8 @@ def connector(delay_ms: float = 0, script: str | None = None, sleeps: list | Non
 
 
 async def collect(conn: ScriptedConnector, messages: list[ChatMessage], tools=TOOLS):
-    return [c async for c in conn.stream(LLMRequest(messages=messages, tools=tools))]
+    specs = tuple(ToolSpec(name=name, description=name) for name in tools)
+    return [c async for c in conn.stream(LLMRequest(messages=messages, tools=specs))]
 
 
 def text_of(chunks) -> str:

@@ -1,15 +1,15 @@
 """agent-runner service: routes each record of `runs` + `tool-results` to its owner.
 
-The handler never waits for a run: StartRun goes to the conversation's owner,
-InterruptRun cancels its active run, a ToolCallResult resolves the waiting call.
-The service itself is the pipeline's `RunPorts` (publish events, call tools).
+The handler never waits for a run: StartRun and ResumeRun go to the conversation's
+owner, InterruptRun cancels its active run, ResetConversation opens a new session and
+stops the run, a ToolCallResult resolves the waiting call. The service itself is the
+pipeline's `RunPorts` (publish events, call tools). When a partition moves to another
+runner, the runs of its conversations end `failed(reason=rebalanced)`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
-from typing import Any
-
+from aiokafka import ConsumerRebalanceListener, TopicPartition
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
 
@@ -23,23 +23,36 @@ from agentstream.contracts import (
     ToolCallResult,
 )
 from agentstream.service import Service
+from agentstream_runner.assistant_files import load_assistants_dir
 from agentstream_runner.assistants import Assistants
 from agentstream_runner.connectors import Connectors
-from agentstream_runner.context import RunContext, RunControl
-from agentstream_runner.conversation import SHUTDOWN, Conversations
-from agentstream_runner.pipeline import run_pipeline
+from agentstream_runner.conversation import REBALANCED, SHUTDOWN
+from agentstream_runner.owners import Conversations
+from agentstream_runner.ownership import RunLauncher
 from agentstream_runner.records import Undecodable, decode_record
 from agentstream_runner.waiters import ToolWaiters
+
+# Commands are handed to their owner at once, so their offsets are committed soon after
+# reading (at most once): a runner killed right after would otherwise re-run a StartRun
+# from scratch beside its resume. A run lost in that window is not lost for good:
+# persistence's watchdog ends it and `resume.auto` rebuilds it from its `run.queued`.
+COMMIT_INTERVAL_MS = 100
 
 
 class AgentRunnerService(Service):
     name = "agent-runner"
+    uses_database = True  # history (`messages`) and role overrides (`role_settings`), read-only
 
     def setup(self) -> None:
-        self.assistants = Assistants(self.settings)  # assistants_dir: later issue, see assistants.py
+        self.assistants = self._load_assistants()
         self.connectors = Connectors(self.settings)
         self.waiters = ToolWaiters()
-        self.conversations = Conversations(self._run, log=self.log)
+        self.launcher = RunLauncher(self, self.connectors, self.assistants, self.settings.runner,
+                                    lambda: self.sessions, self.log)
+        self.conversations = Conversations(
+            self.launcher.run, self.launcher.policy_for, self.launcher.dismiss, log=self.log,
+            collect_window_s=self.settings.runner.collect_window_ms / 1000,
+        )
         self.records = Counter(
             "agentstream_runner_records_total", "Records consumed by type", ["type"], registry=self.registry
         )
@@ -48,11 +61,17 @@ class AgentRunnerService(Service):
         ).set_function(lambda: len(self.conversations))
         # One subscription for both topics: they are co-partitioned, so a conversation's
         # commands and tool results reach the same runner, in order.
-        self.broker.subscriber(self.topics.runs, self.topics.tool_results, **self.subscriber_options())(
-            self.on_record
-        )
-        if self.settings.assistants_dir:
-            self.log.warning("assistants_dir is not loaded yet; only the built-in default assistant exists")
+        self.broker.subscriber(self.topics.runs, self.topics.tool_results, **self.subscriber_options(),
+                               auto_commit_interval_ms=COMMIT_INTERVAL_MS, listener=_Revocations(self))(self.on_record)
+
+    def _load_assistants(self) -> Assistants:
+        if not self.settings.assistants_dir:
+            return Assistants(self.settings)
+        loaded = load_assistants_dir(self.settings.assistants_dir)
+        for problem in loaded.problems:  # one bad file does not stop the others
+            self.log.error("assistant file invalid", file=problem.file, field=problem.field, error=problem.message)
+        self.log.info("assistants loaded", ids=[a.id for a in loaded.assistants], invalid=len(loaded.problems))
+        return Assistants(self.settings, loaded.assistants, loaded.hooks)
 
     async def on_record(self, msg: KafkaMessage) -> None:
         record = decode_record(bytes(msg.body))
@@ -61,23 +80,20 @@ class AgentRunnerService(Service):
             case Undecodable(reason=reason):
                 await self.dead_letter(msg, reason)
             case StartRun():
-                self.conversations.submit(record)
+                self.conversations.submit(record, getattr(msg.raw_message, "partition", None))
             case InterruptRun(conversation_key=key, run_id=run_id, reason=reason):
                 if not self.conversations.interrupt(key, run_id, reason):
                     self.log.info("interrupt ignored: no matching active run", conversation=key, run_id=run_id)
-            case ResumeRun() | ResetConversation():
-                self.log.info("not implemented yet", type=record.type, conversation=record.conversation_key)
+            case ResumeRun():
+                self.conversations.resume(record, getattr(msg.raw_message, "partition", None))
+            case ResetConversation(conversation_key=key):
+                self.conversations.reset(key)
+                session_id = await self.launcher.reset_session(key)
+                self.log.info("conversation reset", conversation=key, session_id=session_id)
             case ToolCallResult():
                 if not self.waiters.resolve(record):
                     self.log.info("tool result ignored: no run waits for it", run_id=record.run_id,
                                   call_id=record.call_id)
-
-    def _run(self, start: StartRun, control: RunControl) -> Coroutine[Any, Any, None]:
-        ctx = RunContext(
-            ports=self, connectors=self.connectors, assistants=self.assistants, runner=self.settings.runner,
-            control=control,
-        )
-        return run_pipeline(ctx, start)
 
     # -- RunPorts ------------------------------------------------------------------
     async def publish_event(self, event: EventBase) -> None:
@@ -92,7 +108,27 @@ class AgentRunnerService(Service):
             self.waiters.discard(request.run_id, request.call_id)
 
     # -- lifecycle -----------------------------------------------------------------
+    async def partitions_revoked(self, partitions: set[int]) -> None:
+        keys = await self.conversations.close_partitions(partitions, REBALANCED)
+        if keys:
+            self.log.warning("partitions revoked: runs stopped", partitions=sorted(partitions), conversations=keys)
+
     async def stop(self) -> None:
         # Runs end (interrupted, reason "shutdown") while the broker can still publish run.finished.
         await self.conversations.close(SHUTDOWN)
         await super().stop()
+
+
+class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Before a partition moves, its runs end here (`failed`, reason `rebalanced`), so
+    the new owner can resume them and two runners never write one conversation."""
+
+    def __init__(self, service: AgentRunnerService) -> None:
+        self._service = service
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        runs_topic = self._service.topics.runs
+        await self._service.partitions_revoked({tp.partition for tp in revoked if tp.topic == runs_topic})
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        return None

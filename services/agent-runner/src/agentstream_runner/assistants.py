@@ -1,54 +1,92 @@
-"""Assistants: who answers a run (connector, prompt, tools, turn budget).
+"""Assistants: who answers a run (connector, prompts, sampling, tools, loop, hooks).
 
-Only the built-in `default` assistant exists today. Loading `assistants_dir`
-(one YAML per assistant) is a later issue: it adds its assistants through the
-`extra` argument of `Assistants`, nothing else changes.
+The built-in `default` assistant always exists; `assistants_dir` adds one per YAML
+file (see `assistant_files.py`). Assistants are immutable after loading.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentstream.config import Settings
+from agentstream.tools_catalog import BUILTIN_TOOL_SPECS
 from agentstream_runner.errors import UnknownAssistant
+from agentstream_runner.hooks import Hooks
 
 DEFAULT_ASSISTANT_ID = "default"
 BUILTIN_TOOLS = ("clock", "calculator")
+DEFAULT_HISTORY_SIZE = 20
+
+
+class ToolLoop(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    max_turns: int = Field(default=5, ge=1, description="LLM calls before the loop gives up.")
 
 
 class Assistant(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    id: str
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,128}$")
     name: str
-    connector: str | None = Field(default=None, description="Connector id; None = resolution defaults.")
-    system_prompt: str = ""
+    description: str = ""
+    connector: str | None = Field(default=None, description="Connector id or `use::<role>`; None = defaults.")
+    system: list[str] = Field(default_factory=list, description="System prompts; `$CTX.*` variables filled in.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Sampling options (temperature, ...).")
     tools: list[str] = Field(default_factory=list, description="Names of the tools the model may call.")
-    max_turns: int = Field(default=5, ge=1, description="LLM calls per run before the tool loop gives up.")
+    tool_loop: ToolLoop = Field(default_factory=ToolLoop)
+    history_size: int | None = Field(default=None, ge=0)
+    double_texting: Literal["enqueue", "interrupt", "reject", "collect"] = "enqueue"
+    hooks: str | None = Field(default=None, description="Module path (or .py file) with `create`/`next`.")
+    on_tool_error: Literal["answer", "fail"] = "answer"
+    fallback: str | None = Field(default=None, description="Assistant that answers when the tool loop fails.")
+
+    @field_validator("system", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("tools")
+    @classmethod
+    def _known_tools(cls, value: list[str]) -> list[str]:
+        unknown = [t for t in value if t not in BUILTIN_TOOL_SPECS]
+        if unknown:
+            raise ValueError(f"unknown tools {unknown}; available: {sorted(BUILTIN_TOOL_SPECS)}")
+        return value
+
+    @property
+    def max_turns(self) -> int:
+        return self.tool_loop.max_turns
 
 
 def default_assistant(settings: Settings) -> Assistant:
-    connector = settings.default_connector or (settings.connectors[0].id if settings.connectors else None)
     return Assistant(
         id=DEFAULT_ASSISTANT_ID,
         name="agentstream demo assistant",
-        connector=connector,
-        system_prompt="You are a helpful assistant. Use the tools when they help.",
+        connector=settings.default_connector,
+        system=["You are a helpful assistant. Use the tools when they help."],
         tools=list(BUILTIN_TOOLS),
     )
 
 
 class Assistants:
-    def __init__(self, settings: Settings, extra: Iterable[Assistant] = ()) -> None:
+    def __init__(self, settings: Settings, extra: Iterable[Assistant] = (),
+                 hooks: Mapping[str, Hooks] | None = None) -> None:
         self._by_id = {a.id: a for a in (default_assistant(settings), *extra)}
+        self._hooks = dict(hooks or {})
 
     def get(self, assistant_id: str) -> Assistant:
         try:
             return self._by_id[assistant_id]
         except KeyError:
             raise UnknownAssistant(assistant_id) from None
+
+    def hooks(self, assistant_id: str) -> Hooks:
+        return self._hooks.get(assistant_id, Hooks())
 
     def ids(self) -> list[str]:
         return sorted(self._by_id)

@@ -14,7 +14,8 @@ from typing import Protocol
 from agentstream.config import RunnerSettings
 from agentstream.contracts import EventBase, ToolCallRequest, ToolCallResult
 from agentstream_runner.assistants import Assistants
-from agentstream_runner.connectors import Connectors
+from agentstream_runner.connectors import Connectors, RoleOverrides
+from agentstream_runner.history import HistoryStore
 
 
 class RunPorts(Protocol):
@@ -27,6 +28,12 @@ class RunPorts(Protocol):
 
         Waits without limit: the caller bounds the wait (and cancels it).
         """
+        ...
+
+
+class RoleStore(Protocol):
+    async def overrides(self, user_id: str | None, team_id: str | None) -> RoleOverrides:
+        """The `role_settings` rows of this user and team."""
         ...
 
 
@@ -45,5 +52,7 @@ class RunContext:
     assistants: Assistants
     runner: RunnerSettings
     control: RunControl = field(default_factory=RunControl)
+    history: HistoryStore | None = None  # None: no database, runs without history
+    roles: RoleStore | None = None  # None: only the config's system roles
     epoch: int = 0
     clock: Callable[[], float] = time.monotonic

@@ -1,9 +1,9 @@
-"""One LLM call, streamed: `message.started`, coalesced `message.delta`s,
-`message.completed`, wrapped in an `llm` step."""
+"""One LLM call, streamed: `message.started`, coalesced `message.delta`s (text,
+and `kind=thinking` for reasoning), `message.completed`, wrapped in an `llm` step."""
 
 from __future__ import annotations
 
-from contextlib import aclosing
+from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass, field
 
 from agentstream.contracts import (
@@ -15,10 +15,10 @@ from agentstream.contracts import (
     Usage,
     new_id,
 )
-from agentstream_runner.assistants import Assistant
 from agentstream_runner.coalescer import CoalescingSender
-from agentstream_runner.connectors import Connector, LLMRequest, TextDelta, ToolCallChunk, UsageChunk
+from agentstream_runner.connectors import Connector, LLMRequest, TextDelta, ThinkingDelta, ToolCallChunk, UsageChunk
 from agentstream_runner.emitter import RunEmitter
+from agentstream_runner.scope import RunScope
 from agentstream_runner.steps import step
 
 
@@ -40,47 +40,64 @@ async def stream_completion(
     text_parts: list[str] = []
     tool_calls: list[ToolCallSpec] = []
     usage = Usage()
+    started = False
 
-    async def send_delta(text: str) -> None:
+    async def send_text(text: str) -> None:
         await events.emit(MessageDelta, message_id=message_id, text=text)
 
-    async with CoalescingSender(coalesce_s, send_delta) as deltas, aclosing(connector.stream(request)) as chunks:
+    async def send_thinking(text: str) -> None:
+        await events.emit(MessageDelta, message_id=message_id, text=text, kind="thinking")
+
+    async def start_message() -> None:
+        nonlocal started
+        if not started:
+            started = True
+            await events.emit(MessageStarted, message_id=message_id)
+
+    async with AsyncExitStack() as stack:
+        # Left in reverse order: the stream is closed first, then buffered thinking and
+        # text are flushed (on an exception they are dropped, see CoalescingSender).
+        deltas = await stack.enter_async_context(CoalescingSender(coalesce_s, send_text))
+        thoughts = await stack.enter_async_context(CoalescingSender(coalesce_s, send_thinking))
+        chunks = await stack.enter_async_context(aclosing(connector.stream(request)))
         async for chunk in chunks:
             match chunk:
                 case TextDelta(text=text) if text:
-                    if not text_parts:
-                        await events.emit(MessageStarted, message_id=message_id)
+                    await start_message()
                     text_parts.append(text)
+                    await thoughts.flush()  # reasoning precedes the answer it led to
                     await deltas.push(text)
+                case ThinkingDelta(text=text) if text:
+                    await start_message()
+                    await thoughts.push(text)
                 case ToolCallChunk(call_id=call_id, name=name, arguments=arguments):
                     tool_calls.append(ToolCallSpec(id=call_id, name=name, arguments=arguments))
                 case UsageChunk(usage=used):
                     usage = usage + used
-    # Leaving the block flushed the last coalesced delta: completed comes after it.
+    # Leaving the block flushed the last coalesced deltas: completed comes after them.
     text = "".join(text_parts)
-    if text_parts:
+    if started:
         await events.emit(MessageCompleted, message_id=message_id, text=text)
     return Completion(text=text, tool_calls=tool_calls, usage=usage)
 
 
-async def llm_turn(
-    events: RunEmitter,
-    connector: Connector,
-    assistant: Assistant,
-    memory: list[ChatMessage],
-    turn: int,
-    coalesce_s: float,
-) -> Completion:
-    """One model call over `memory`; appends the assistant message to `memory`."""
-    request = LLMRequest(messages=tuple(memory), tools=tuple(assistant.tools))
-    step_input = {"turn": turn, "connector": connector.id, "messages": len(memory)}
-    async with step(events, "llm", f"llm-{turn}", step_input) as record:
-        completion = await stream_completion(events, connector, request, coalesce_s)
-        memory.append(completion.as_message())
+async def llm_turn(scope: RunScope, *, with_tools: bool = True) -> Completion:
+    """One model call over the scope's memory; appends the assistant message to it.
+
+    Usage goes to the root's totals even when the call fails half way (a broken
+    stream still cost its tokens only if the connector reported them)."""
+    tools = scope.tool_specs() if with_tools else ()
+    request = LLMRequest(messages=tuple(scope.memory), tools=tools, options=dict(scope.options))
+    step_input = {"connector": scope.connector.id, "messages": len(scope.memory), "tools": [t.name for t in tools]}
+    async with step(scope.events, "llm", scope.step_id("llm"), step_input) as record:
+        completion = await stream_completion(
+            scope.events, scope.connector, request, scope.ctx.runner.coalesce_ms / 1000)
+        scope.totals.add(completion.usage)
+        scope.memory.append(completion.as_message())
         record.output = {
             "text": completion.text,
             "tool_calls": [c.model_dump() for c in completion.tool_calls],
             "usage": completion.usage.model_dump(),
         }
-        record.memory = memory
+        record.memory = scope.memory
     return completion

@@ -20,6 +20,9 @@ class RunState(StrEnum):
     INTERRUPTED = "interrupted"
 
 
+FAILING_STOPS = frozenset({"rebalanced"})
+
+
 class InvalidTransition(RuntimeError):
     pass
 
@@ -31,15 +34,17 @@ class RunOutcome:
         self.error: str | None = None
         self.reason: str | None = None
         self.text = ""
+        self.data: dict[str, Any] = {}
         self.usage = Usage()
 
     # -- while running -----------------------------------------------------------
     def add_usage(self, usage: Usage) -> None:
         self.usage = self.usage + usage
 
-    def set_answer(self, text: str) -> None:
-        """The text of the latest assistant message of the root run."""
+    def set_answer(self, text: str, data: dict[str, Any] | None = None) -> None:
+        """The answer of the root run, and what a `next` hook attached to it."""
         self.text = text
+        self.data = dict(data or {})
 
     # -- transitions -------------------------------------------------------------
     def complete(self) -> None:
@@ -50,6 +55,14 @@ class RunOutcome:
 
     def interrupt(self, reason: str | None) -> None:
         self._end(RunState.INTERRUPTED, reason=reason)
+
+    def stop(self, reason: str | None) -> None:
+        """Cancelled by its owner: `interrupted`, except when the runner lost the
+        conversation (rebalance): then `failed`, so it is resumed on the new owner."""
+        if reason in FAILING_STOPS:
+            self.fail(f"run stopped: {reason}", reason=reason)
+        else:
+            self.interrupt(reason)
 
     def _end(self, state: RunState, error: str | None = None, reason: str | None = None) -> None:
         if self.state is not RunState.RUNNING:
@@ -63,5 +76,5 @@ class RunOutcome:
             self.fail("run ended unexpectedly", reason="aborted")
         return {
             "status": self.state.value, "error": self.error, "reason": self.reason, "text": self.text,
-            "usage": self.usage, "duration_ms": round((now - self.started_at) * 1000, 3),
+            "usage": self.usage, "duration_ms": round((now - self.started_at) * 1000, 3), "data": self.data,
         }

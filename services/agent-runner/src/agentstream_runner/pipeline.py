@@ -1,44 +1,51 @@
 """The run pipeline, top to bottom (ARCHITECTURE §3).
 
-permission → assistant and connector → run.started → LLM turn → tool calls →
-back to the model (at most `max_turns` LLM calls) → exactly one run.finished.
+permission → options merge → connector (roles, overrides) → history → run.started
+→ Create hook → LLM → tool calls (retries) → Next hook | tool loop | standard
+response → exactly one run.finished, with usage summed over every LLM call of the
+run (retries, loop turns and delegated children included).
 
-Later issues slot in here, in this order: options merge, history, hooks, request
-build/retrieval, tool retries, delegation and resume.
+`resume` starts a run from a saved memory and usage instead of history + input
+(the seam for resuming a checkpointed run).
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+from dataclasses import dataclass, field
 
-from agentstream.contracts import ChatMessage, Notice, RunFinished, RunStarted, SegmentBreak, StartRun
-from agentstream_runner.assistants import Assistant
+from agentstream.contracts import ChatMessage, Notice, RunFinished, RunStarted, StartRun, Usage
 from agentstream_runner.context import RunContext
 from agentstream_runner.emitter import RunEmitter
 from agentstream_runner.errors import RunFailure
-from agentstream_runner.llm_step import llm_turn
+from agentstream_runner.flow import execute
+from agentstream_runner.heartbeat import heartbeat
 from agentstream_runner.outcome import RunOutcome
 from agentstream_runner.permission import NOT_AUTHORIZED, is_authorized
-from agentstream_runner.tool_step import tool_round
+from agentstream_runner.prompts import system_messages
+from agentstream_runner.run_setup import history_and_input, requested_connector, role_overrides
+from agentstream_runner.scope import RootTotals, RunScope
 
 
-def _requested_connector(start: StartRun) -> str | None:
-    value = start.options.get("connector")
-    return value if isinstance(value, str) and value else None
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a resumed run continues: its memory so far and the usage already spent."""
+
+    memory: list[ChatMessage]
+    usage: Usage = field(default_factory=Usage)
+    first_seq: int | None = None
 
 
-def _system_messages(assistant: Assistant) -> list[ChatMessage]:
-    return [ChatMessage(role="system", content=assistant.system_prompt)] if assistant.system_prompt else []
-
-
-async def run_pipeline(ctx: RunContext, start: StartRun) -> None:
+async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | None = None) -> None:
     """Run one root run. Every authorized run ends with exactly one `run.finished`.
 
     An interrupt (cancellation) ends the run `interrupted` and is not re-raised;
     an unexpected exception ends it `failed` and is re-raised after `run.finished`.
     """
     events = RunEmitter.for_start(start, ctx.ports.publish_event, epoch=ctx.epoch)
+    if resume is not None and resume.first_seq is not None:
+        events = RunEmitter(ctx.ports.publish_event, run_id=start.run_id, conversation_key=start.conversation_key,
+                            epoch=ctx.epoch, first_seq=resume.first_seq)
 
     # 1. Permission: without an identity the user gets a notice and nothing else.
     if not is_authorized(start.user):
@@ -46,42 +53,49 @@ async def run_pipeline(ctx: RunContext, start: StartRun) -> None:
         return
 
     outcome = RunOutcome(started_at=ctx.clock())
+    totals = RootTotals(usage=resume.usage if resume else Usage())
     try:
-        # 2. Who answers, through which connector (the request's option wins).
+        # 2. Who answers, with which options (the caller's win), through which connector.
         assistant = ctx.assistants.get(start.assistant_id)
-        connector = ctx.connectors.resolve(_requested_connector(start), assistant.connector)
+        options = {**assistant.options, **start.options}
+        overrides = await role_overrides(ctx, start)
+        connector = ctx.connectors.resolve(requested_connector(start.options), assistant.connector, overrides)
 
-        # 3. The run starts. Memory: the system prompt and the new user message.
-        user_message = ChatMessage(role="user", content=start.text, name=start.user.name)
-        memory = [*_system_messages(assistant), user_message]
+        # 3. Memory: system prompts, history, the new input (or the resumed memory).
+        if resume is None:
+            history, new_input = await history_and_input(ctx, start, options, assistant)
+            memory = [*system_messages(assistant, start, start.metadata), *history, *new_input]
+        else:
+            new_input, memory = [], list(resume.memory)
         await events.emit(
             RunStarted, assistant_id=assistant.id, connector_id=connector.id, reply_target=start.reply_target,
-            input=[user_message], user_id=start.user.id, session_id=start.session_id,
+            input=new_input, user_id=start.user.id if start.user else None, session_id=start.session_id,
         )
 
-        # 4. The tool loop: results go back to the model until it answers without tools.
-        for turn in itertools.count(1):
-            completion = await llm_turn(events, connector, assistant, memory, turn, ctx.runner.coalesce_ms / 1000)
-            outcome.add_usage(completion.usage)
-            outcome.set_answer(completion.text)
-            if not completion.tool_calls:
-                break
-            if turn >= assistant.max_turns:
-                raise RunFailure(f"stopped after {turn} model calls: the model kept calling tools")
-            await tool_round(events, ctx.ports, ctx.runner, start, completion.tool_calls, memory, turn)
-            await events.emit(SegmentBreak, reason="tool")
+        # 4. Create hook → model → tools → the one ending (hooks, loop, delegation).
+        scope = RunScope(
+            ctx=ctx, start=start, events=events, totals=totals, assistant=assistant,
+            hooks=ctx.assistants.hooks(assistant.id), connector=connector, overrides=overrides, memory=memory,
+            options=options, metadata=dict(start.metadata), tool_names=list(assistant.tools),
+            chain=(assistant.id,),
+        )
+        # Heartbeats while the run is alive: persistence's watchdog tells slow from lost.
+        async with heartbeat(events, ctx.runner.heartbeat_s):
+            answer = await execute(scope)
+        outcome.set_answer(answer.text, answer.data)
         outcome.complete()
     except asyncio.CancelledError:
         # An interrupt is a normal ending: recorded, not re-raised into the owner.
         # uncancel() keeps asyncio.timeout() working for the rest of this task.
         if (task := asyncio.current_task()) is not None:
             task.uncancel()
-        outcome.interrupt(ctx.control.stop_reason)
+        outcome.stop(ctx.control.stop_reason)
     except RunFailure as err:
         outcome.fail(str(err))
     except Exception as err:
         outcome.fail(f"internal error: {type(err).__name__}: {err}")
         raise  # after run.finished below; the owner logs the traceback and keeps serving
     finally:
-        # 5. Exactly one ending, however the run got here.
+        # 5. Exactly one ending, however the run got here, with the usage of every LLM call.
+        outcome.usage = totals.usage
         await events.emit(RunFinished, **outcome.finished_fields(ctx.clock()))

@@ -8,30 +8,53 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
+from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
 from pydantic import ValidationError
 from rich.console import Console
 
 from agentstream.config import Settings
-from agentstream.contracts import Notice, ReplyTarget, RunEvent, RunEventAdapter, RunFinished, RunStarted
+from agentstream.contracts import (
+    DeliveryReceipt,
+    Notice,
+    ReplyTarget,
+    RunEvent,
+    RunEventAdapter,
+    RunFinished,
+    RunQueued,
+    RunStarted,
+    conversation_key,
+)
+from agentstream.db import upgrade
 from agentstream.service import Service, describe_validation_error
 from agentstream_delivery.adapters import ConsoleAdapter, MemoryAdapter, PlatformAdapter
+from agentstream_delivery.adapters.web import WebAdapter
+from agentstream_delivery.adapters.web_http import add_web_routes
 from agentstream_delivery.api import add_routes
-from agentstream_delivery.consumer import Cadence, finish_input, stream_input
+from agentstream_delivery.consumer import Finish, finish_input, stream_input
+from agentstream_delivery.currency import RunCurrency, first_segment
+from agentstream_delivery.hooks import HookRuntime, TransformContext
+from agentstream_delivery.ledger import Ledger, MemoryLedger, SqlLedger
+from agentstream_delivery.offsets import CommitPoints, OffsetCommitter
+from agentstream_delivery.platforms import build_adapters, cadence_for, chat_interval
+from agentstream_delivery.ratelimit import RateLimiter
+from agentstream_delivery.relay import Relay
 from agentstream_delivery.streams import StreamActor, StreamKey, StreamRegistry
 
 FinishedListener = Callable[[RunFinished], Awaitable[None] | None]
-
-
+COMMIT_EVERY_S = 0.5
 class DeliveryService(Service):
     name = "delivery"
+    uses_database = True  # hooks (billing, audit) and the delivery ledger
 
     def __init__(self, settings: Settings, console: Console | None = None) -> None:
         self.memory = MemoryAdapter()
         self.console_adapter = ConsoleAdapter(console)
+        self.web = WebAdapter()
         self.streams = StreamRegistry()
         self.finished_listeners: list[FinishedListener] = []
         self._warned_platforms: set[str] = set()
@@ -40,19 +63,48 @@ class DeliveryService(Service):
 
     def setup(self) -> None:
         self.adapters: dict[str, PlatformAdapter] = {
-            a.platform: a for a in (self.memory, self.console_adapter) if self._enabled(a.platform)
+            a.platform: a for a in (self.memory, self.console_adapter, self.web) if self._enabled(a.platform)
         }
+        self.adapters.update({a.platform: a for a in build_adapters(self.settings, self.log)})
+        self.rate_limiter = RateLimiter()
+        self.ledger: Ledger = MemoryLedger()  # the database ledger replaces it on start
+        self.currency = RunCurrency()
+        self.commit_points = CommitPoints()
+        self.committer = OffsetCommitter(self.commit_points, self.topics.events, self.log)
+        self._receipts: asyncio.Queue[DeliveryReceipt] = asyncio.Queue()
+        self.hooks = HookRuntime(self.settings, self.registry, self.log, lambda: self.sessions)
+        self.relay = Relay(self.settings.relay)
         self.platform_calls = Counter(
             "agentstream_delivery_platform_calls_total", "Platform API calls", ["platform", "op", "outcome"],
             registry=self.registry,
         )
         open_streams = Gauge("agentstream_delivery_open_streams", "Streams being delivered", registry=self.registry)
         open_streams.set_function(lambda: len(self.streams.all()))
-        self.broker.subscriber(self.topics.events, **self.subscriber_options())(self.on_event)
+        # Offsets are committed by hand (see offsets.py): never past an unfinished stream.
+        self.broker.subscriber(self.topics.events, **self.subscriber_options(),
+                               ack_policy=AckPolicy.MANUAL)(self.on_event)
         add_routes(self.http, self.streams, self.memory)
+        if "web" in self.adapters:
+            add_web_routes(self.http, self.web, self._ingress_url())
+        if self.hooks.observing:
+            # Observers get their own consumer group: they read the same records at their own
+            # pace, so a slow hook lags only itself and never holds back a stream.
+            self.broker.subscriber(
+                self.topics.events, self.topics.deliveries,
+                **{**self.subscriber_options(), "group_id": f"{self.group_id}-hooks"},
+            )(self.on_hook_record)
+
+    async def on_start(self) -> None:
+        await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
+        assert self.sessions is not None
+        self.ledger = SqlLedger(self.sessions, self._publish_receipt)
+        self._spawn(self.committer.run(COMMIT_EVERY_S))
+        self._spawn(self._receipt_loop())
+        self.hooks.start()
 
     async def on_stop(self) -> None:
         await self.streams.cancel_all()
+        await self.hooks.stop()
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -61,18 +113,34 @@ class DeliveryService(Service):
 
     # -- the handler -----------------------------------------------------------------
     async def on_event(self, msg: KafkaMessage) -> None:
+        raw = msg.raw_message
+        partition, offset = getattr(raw, "partition", None), getattr(raw, "offset", None)
+        origin = (partition, offset) if partition is not None and offset is not None else None
+        self.committer.consumer = getattr(msg, "consumer", None)
         event = self.decode(msg, RunEventAdapter)
         if isinstance(event, ValidationError):
             await self.dead_letter(msg, "invalid RunEvent: " + describe_validation_error(event))
-            return
-        await self.handle(event)
+        else:
+            await self.handle(event, origin)
+        if origin is not None:
+            self.commit_points.read(*origin)
 
-    async def handle(self, event: RunEvent) -> None:
+    async def on_hook_record(self, msg: KafkaMessage) -> None:
+        await self.hooks.on_record(bytes(msg.body))
+
+    async def handle(self, event: RunEvent, origin: tuple[int, int] | None = None) -> None:
+        resumed = isinstance(event, RunStarted) and self.currency.resumes(event.root_run_id, event.seq)
+        if not isinstance(event, Notice) and self.currency.is_over(event.root_run_id) and not resumed:
+            self.log.debug("event of a run no longer current dropped", type=event.type,
+                           root_run_id=event.root_run_id)
+            return
         match event:
             case Notice():
                 await self._deliver_notice(event)
+            case RunQueued():
+                self.relay.note_queued(event)
             case RunStarted():
-                self._open(event)
+                self._open(event, origin)
             case RunFinished():
                 self._finish(event)
             case _:
@@ -86,24 +154,47 @@ class DeliveryService(Service):
                     actor.feed(inp)
 
     # -- stream lifecycle --------------------------------------------------------------
-    def _open(self, event: RunStarted) -> None:
+    def _open(self, event: RunStarted, origin: tuple[int, int] | None = None) -> None:
         if event.run_id != event.root_run_id:
             return  # only the root run owns the stream
-        adapter = self._adapter(event.reply_target.platform)
+        superseded = self.currency.start(event.conversation_key, event.root_run_id, event.seq)
+        if superseded is not None:  # a newer run took the conversation: the old stream ends here
+            self.log.info("stream superseded by a newer run", root_run_id=superseded, by=event.root_run_id)
+            for actor in self.streams.pop(superseded):
+                actor.feed(Finish("interrupted"))
+        # Relay mirrors are more targets of the same run: same consumer, same state machine.
+        for target in (event.reply_target, *self.relay.mirrors(event.reply_target)):
+            self._open_target(event, target, origin)
+
+    def _open_target(self, event: RunStarted, target: ReplyTarget, origin: tuple[int, int] | None = None) -> None:
+        adapter = self._adapter(target.platform)
         if adapter is None:
             return
+        bot = str(getattr(adapter, "bot", ""))
         actor = StreamActor(
-            StreamKey.of(event.root_run_id, event.reply_target), event.reply_target, adapter, self._cadence(adapter),
-            self.log, observe=lambda platform, op, ok: self.platform_calls.labels(
-                platform, op, "ok" if ok else "error").inc(),
+            StreamKey.of(event.root_run_id, target), target, adapter,
+            cadence_for(adapter, self.settings.platforms.get(adapter.platform)), self.log,
+            observe=lambda platform, op, outcome: self.platform_calls.labels(platform, op, outcome).inc(),
+            outgoing=None if self.hooks.transform.empty else self.hooks.transform,
+            ledger=self.ledger, conversation_key=event.conversation_key, origin=origin,
+            gate=self.rate_limiter.gate(target.platform, bot, target.chat_id, chat_interval(adapter)),
+            first_segment=first_segment(event),
         )
         if not self.streams.add(actor):
             self.log.info("run.started for an open stream ignored", root_run_id=event.root_run_id)
+            return
+        if origin is not None and actor.task is not None:
+            self.commit_points.hold(*origin)
+            # A stream cancelled by a shutdown is unfinished: its hold stays, the next start re-reads it.
+            actor.task.add_done_callback(lambda t: None if t.cancelled() else self.commit_points.release(*origin))
 
     def _finish(self, event: RunFinished) -> None:
+        self.currency.end(event.root_run_id, event.seq)
         actors = self.streams.pop(event.root_run_id)
         for actor in actors:
             actor.feed(finish_input(event))
+        if actors:
+            self._spawn(self._forward(actors[0].target, event))
         task = asyncio.create_task(self._after_finish(actors, event))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -123,6 +214,16 @@ class DeliveryService(Service):
             except Exception:  # one broken listener must not hide the run from the others
                 self.log.exception("finished listener failed", root_run_id=event.root_run_id)
 
+    async def _forward(self, source: ReplyTarget, event: RunFinished) -> None:
+        """Relay forwards: the finished answer becomes an inbound message for another profile."""
+        for message in self.relay.forwards(source, event):
+            key = conversation_key(message.platform, message.chat_id, message.thread_id)
+            try:
+                await self.publish(self.topics.inbound, message, key)
+                self.log.info("run forwarded", root_run_id=event.root_run_id, to=key, profile=message.profile)
+            except Exception as err:
+                self.log.warning("relay forward failed", root_run_id=event.root_run_id, to=key, error=repr(err))
+
     async def _deliver_notice(self, event: Notice) -> None:
         target = event.reply_target or self._target_of(event.root_run_id)
         if target is None:
@@ -131,8 +232,10 @@ class DeliveryService(Service):
         adapter = self._adapter(target.platform)
         if adapter is None:
             return
+        text = await self.hooks.transform(
+            event.text, TransformContext(target.platform, target.chat_id, event.root_run_id, 0, final=True))
         try:
-            await adapter.send(target, event.text, final=True)
+            await adapter.send(target, text, final=True)
             self.platform_calls.labels(target.platform, "send", "ok").inc()
         except Exception as err:
             self.platform_calls.labels(target.platform, "send", "error").inc()
@@ -150,11 +253,32 @@ class DeliveryService(Service):
             self.log.warning("no adapter for platform; its messages are dropped", platform=platform)
         return adapter
 
-    def _cadence(self, adapter: PlatformAdapter) -> Cadence:
-        conf = self.settings.platforms.get(adapter.platform)
-        interval = conf.edit_interval if conf is not None and conf.edit_interval else adapter.edit_interval
-        return Cadence(edit_interval=interval, can_edit=adapter.can_edit)
+    def _ingress_url(self) -> str:
+        """Where the web page's messages go: `platforms.web.api_url`, else this host's ingress."""
+        conf = self.settings.platforms.get("web")
+        if conf is not None and conf.api_url:
+            return conf.api_url
+        host = self.settings.http.host
+        return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{self.settings.http.ingress}"
 
     def _target_of(self, root_run_id: str) -> ReplyTarget | None:
         actors = self.streams.of(root_run_id)
         return actors[0].target if actors else None
+
+    # -- ledger receipts and offsets ---------------------------------------------------
+    async def _publish_receipt(self, receipt: DeliveryReceipt) -> None:
+        """Queued, in order: a stream waits for its ledger row (crash safety), never for Kafka."""
+        self._receipts.put_nowait(receipt)
+
+    async def _receipt_loop(self) -> None:
+        while True:
+            receipt = await self._receipts.get()
+            try:
+                await self.publish(self.topics.deliveries, receipt, receipt.conversation_key)
+            except Exception as err:  # the ledger row is the truth; a lost receipt must not stop delivery
+                self.log.warning("delivery receipt not published", error=repr(err))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)

@@ -1,189 +1,72 @@
 """The stream consumer of one (root run, target): an explicit state machine, no I/O.
 
-`transition(model, input, now)` returns the next model and the platform operations to
-carry out (`Send`/`Edit`). Time comes in as `now`, so cadence is testable with a fake
-clock; the caller owns the clock, the timer (`model.flush_at`) and the adapter calls.
+`transition(model, input, now)` returns the next model (`model.py`) and the platform
+operations to carry out (`Send`/`Edit`, numbered by the run's platform message index).
+Time comes in as `now`, so cadence is testable with a fake clock; the caller owns the
+clock, the timer (`model.flush_at`) and the adapter calls.
 
 States and transitions (anything not listed leaves the model unchanged):
 
-    IDLE        nothing on the platform yet
+    IDLE        nothing of the current segment on the platform yet
       text          → IDLE        while fewer than 4 visible chars (or the platform cannot edit)
       text          → PREVIEWING  Send(frame + cursor)
-      break         → SEALED      Send(final text) if any text is pending
-      finish        → DELIVERED | INTERRUPTED | FAILED
+      tool          → IDLE        the tool is remembered for the progress line
+      break         → SEALED      Send(final text) if any is pending; the tool line below it
     PREVIEWING  a platform message is open and edited with a cursor
-      text, tick    → PREVIEWING  Edit(frame + cursor) at most once per edit_interval, never twice the same
-      break         → SEALED      Edit(final text, no cursor)
-      finish        → DELIVERED | INTERRUPTED | FAILED
-    SEALED      the last platform message was finalized at a segment break
+      text, tick    → PREVIEWING  Edit(frame + cursor) at most once per edit_interval (earlier once
+                                  buffer_threshold new chars wait), never the same frame twice;
+                                  past the safe length the head is finalized and a new message opened
+      break         → SEALED      Edit(final text, no cursor); the tool line below it
+    SEALED      the last text message was finalized at a segment break
       text          → SEALED | PREVIEWING   as IDLE, on a new platform message
-      break         → SEALED      Send(final text) if any text is pending
-      finish        → DELIVERED | INTERRUPTED | FAILED
+      tool          → SEALED      the tool line is updated
+    DEGRADED    rate-limit strikes: no previews any more; texts are sent final, split by length
+      text          → DEGRADED    full heads past the safe length are sent
+      break         → DEGRADED    the missing tail of the segment is sent
+    any live state:
+      degrade       → DEGRADED    the open preview is left as shown; its missing tail comes at the end
+      finish        → DELIVERED | INTERRUPTED (stopped marker) | FAILED (notice when needed)
     DELIVERED, INTERRUPTED, FAILED are terminal: every input is ignored.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from enum import Enum
+from dataclasses import replace
 
-from agentstream.contracts import (
-    MessageCompleted,
-    MessageDelta,
-    RunEvent,
-    RunFinished,
-    RunStatus,
-    SegmentBreak,
+from agentstream_delivery.inputs import (
+    Break,
+    Degrade,
+    Edit,
+    Finish,
+    Op,
+    OpRole,
+    Send,
+    StreamInput,
+    TextCompleted,
+    TextDelta,
+    Tick,
+    ToolStarted,
+    finish_input,
+    stream_input,
 )
+from agentstream_delivery.model import END_STATE, Cadence, Segment, StreamModel, StreamState, ToolProgress
 from agentstream_delivery.render import (
-    FIRST_SEND_MIN_CHARS,
+    CURSOR,
+    RUNNER_LOST,
+    STOPPED_MARKER,
     failure_text,
-    preview_frame,
     stopped_frame,
+    tool_line,
     visible_chars,
 )
+from agentstream_delivery.splitting import MEASURES, cut, open_fence
 
-
-class StreamState(Enum):
-    IDLE = "idle"
-    PREVIEWING = "previewing"
-    SEALED = "sealed"
-    DELIVERED = "delivered"
-    INTERRUPTED = "interrupted"
-    FAILED = "failed"
-
-    @property
-    def terminal(self) -> bool:
-        return self in (StreamState.DELIVERED, StreamState.INTERRUPTED, StreamState.FAILED)
-
-
-_END_STATE: dict[RunStatus, StreamState] = {
-    "completed": StreamState.DELIVERED,
-    "interrupted": StreamState.INTERRUPTED,
-    "failed": StreamState.FAILED,
-}
-
-
-@dataclass(frozen=True)
-class Cadence:
-    """How one platform wants to be streamed to (adapter defaults, settings override)."""
-
-    edit_interval: float
-    can_edit: bool = True
-    min_first_chars: int = FIRST_SEND_MIN_CHARS
-
-
-# -- inputs ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TextDelta:
-    message_id: str
-    text: str
-
-
-@dataclass(frozen=True)
-class TextCompleted:
-    """The full text of a message: it replaces what the deltas of that message built."""
-
-    message_id: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Break:
-    pass
-
-
-@dataclass(frozen=True)
-class Tick:
-    """The stream's timer fired: a held-back frame may now be due."""
-
-
-@dataclass(frozen=True)
-class Finish:
-    status: RunStatus
-    error: str | None = None
-    text: str = ""
-
-
-StreamInput = TextDelta | TextCompleted | Break | Tick | Finish
-
-
-def stream_input(event: RunEvent) -> StreamInput | None:
-    """The machine's view of a run event; None for events that do not change the stream."""
-    match event:
-        case MessageDelta(kind="text", message_id=mid, text=text):
-            return TextDelta(mid, text)
-        case MessageCompleted(message_id=mid, text=text):
-            return TextCompleted(mid, text)
-        case SegmentBreak():
-            return Break()
-        case RunFinished():
-            return finish_input(event)
-    return None  # thinking deltas, tool events, steps, heartbeats: not shown (tool progress: later)
-
-
-def finish_input(event: RunFinished) -> Finish:
-    return Finish(event.status, event.error or event.reason, event.text)
-
-
-# -- operations --------------------------------------------------------------------
-@dataclass(frozen=True)
-class Send:
-    """Post a new platform message; it becomes platform message number `segment`."""
-
-    segment: int
-    text: str
-    final: bool
-
-
-@dataclass(frozen=True)
-class Edit:
-    segment: int
-    text: str
-    final: bool
-
-
-Op = Send | Edit
-
-
-# -- the model ---------------------------------------------------------------------
-@dataclass(frozen=True)
-class Segment:
-    """The text of one platform message: the messages streamed into it, in arrival order."""
-
-    index: int = 0
-    parts: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def text(self) -> str:
-        return "\n\n".join(t for _, t in self.parts if t)
-
-    def has(self, message_id: str) -> bool:
-        return any(mid == message_id for mid, _ in self.parts)
-
-    def append(self, message_id: str, text: str) -> Segment:
-        if not self.has(message_id):
-            return replace(self, parts=(*self.parts, (message_id, text)))
-        return replace(self, parts=tuple((m, t + text if m == message_id else t) for m, t in self.parts))
-
-    def complete(self, message_id: str, text: str) -> Segment:
-        if not self.has(message_id):
-            return replace(self, parts=(*self.parts, (message_id, text)))
-        return replace(self, parts=tuple((m, text if m == message_id else t) for m, t in self.parts))
-
-
-@dataclass(frozen=True)
-class StreamModel:
-    cadence: Cadence
-    state: StreamState = StreamState.IDLE
-    segment: Segment = field(default_factory=Segment)
-    frame: str | None = None  # last text put on the platform for the current segment
-    sealed_text: str | None = None  # final text of the previous segment (gets the stop marker)
-    sealed_ids: frozenset[str] = frozenset()  # messages whose segment is sealed
-    sent_at: float | None = None  # when the last send/edit of the current segment went out
-    flush_at: float | None = None  # the stream's timer: a held-back frame is due then
-
+__all__ = [
+    "Break", "Cadence", "Degrade", "Edit", "Finish", "Op", "Send", "StreamInput", "StreamModel", "StreamState",
+    "TextCompleted", "TextDelta", "Tick", "ToolProgress", "ToolStarted", "finish_input", "stream_input",
+    "transition",
+]
 
 Step = tuple[StreamModel, list[Op]]
 
@@ -195,6 +78,56 @@ def transition(model: StreamModel, inp: StreamInput, now: float) -> Step:
     return handler(model, inp, now)
 
 
+# -- the shared step: put the current text on the platform ---------------------------
+def _put(model: StreamModel, text: str, final: bool, role: OpRole = "text") -> Op:
+    return Edit(model.msg, text, final, role) if model.frame is not None else Send(model.msg, text, final, role)
+
+
+def _split_heads(model: StreamModel, final: bool) -> Step:
+    """Finalize every full head past the safe length; each opens the next platform message."""
+    ops: list[Op] = []
+    measure = MEASURES[model.cadence.measure]
+    while (c := cut(model.body(final=final), model.cadence.safe, measure)) is not None:
+        ops.append(_put(model, c.head, final=True))
+        model = replace(model, msg=model.msg + 1, base=model.base + c.consumed - len(model.carry), carry=c.carry,
+                        frame=None, shown=0, sealed=(model.msg, c.head), sent_at=None, flush_at=None)
+    return model, ops
+
+
+def _sync(model: StreamModel, now: float) -> Step:
+    """Text changed or the timer fired: splits, then the first frame or a due edit."""
+    model, ops = _split_heads(model, final=False)
+    if not model.live_preview:
+        return model, ops
+    body = model.body(final=False)
+    frame = body + CURSOR
+    if model.frame is None:
+        if visible_chars(body) < model.cadence.min_first_chars:
+            return model, ops
+        return replace(model, state=StreamState.PREVIEWING, frame=frame, shown=len(body), sent_at=now,
+                       flush_at=None), [*ops, Send(model.msg, frame, final=False)]
+    if frame == model.frame:
+        return replace(model, flush_at=None), ops
+    due = (now if model.sent_at is None else model.sent_at) + model.cadence.edit_interval
+    if now < due and len(body) - model.shown < model.cadence.buffer_threshold:
+        return replace(model, flush_at=due), ops
+    return replace(model, frame=frame, shown=len(body), sent_at=now, flush_at=None), [
+        *ops, Edit(model.msg, frame, final=False)]
+
+
+def _finalize(model: StreamModel, suffix: str = "") -> Step:
+    """The segment's last text, exact and without cursor; the model moves past its message."""
+    model, ops = _split_heads(model, final=True)
+    body = model.body(final=True)
+    if model.frame is None and not visible_chars(body):
+        return replace(model, carry="", flush_at=None), ops
+    text = body + suffix
+    if text != model.frame:
+        ops.append(_put(model, text, final=True))
+    return replace(model, msg=model.msg + 1, base=0, carry="", frame=None, shown=0, sealed=(model.msg, text),
+                   sent_at=None, flush_at=None), ops
+
+
 # -- handlers ----------------------------------------------------------------------
 def _add_text(model: StreamModel, inp: StreamInput, now: float) -> Step:
     assert isinstance(inp, TextDelta | TextCompleted)
@@ -203,91 +136,103 @@ def _add_text(model: StreamModel, inp: StreamInput, now: float) -> Step:
     seg = model.segment.append(inp.message_id, inp.text) if isinstance(inp, TextDelta) \
         else model.segment.complete(inp.message_id, inp.text)
     model = replace(model, segment=seg)
-    if model.state is StreamState.PREVIEWING:
-        return _refresh(model, now)
-    return _maybe_open(model, now)
-
-
-def _maybe_open(model: StreamModel, now: float) -> Step:
-    """IDLE/SEALED: the first platform message of a segment, once there is enough to show."""
-    text = model.segment.text
-    if not model.cadence.can_edit or visible_chars(text) < model.cadence.min_first_chars:
-        return model, []
-    frame = preview_frame(text)
-    return replace(model, state=StreamState.PREVIEWING, frame=frame, sent_at=now, flush_at=None), [
-        Send(model.segment.index, frame, final=False)
-    ]
-
-
-def _refresh(model: StreamModel, now: float) -> Step:
-    """PREVIEWING: edit now if the interval has passed, else arm the timer."""
-    frame = preview_frame(model.segment.text)
-    if frame == model.frame:
-        return replace(model, flush_at=None), []
-    last = now if model.sent_at is None else model.sent_at
-    due = last + model.cadence.edit_interval
-    if now < due:
-        return replace(model, flush_at=due), []
-    return replace(model, frame=frame, sent_at=now, flush_at=None), [Edit(model.segment.index, frame, final=False)]
+    if model.tools and visible_chars(seg.visible(final=False)):
+        model = replace(model, tools=(), progress=None)  # the tool phase is over: its line stays as it is
+    return _sync(model, now)
 
 
 def _tick(model: StreamModel, inp: StreamInput, now: float) -> Step:
     if model.flush_at is None:
         return model, []
-    return _refresh(model, now)
-
-
-def _final_op(model: StreamModel, text: str) -> list[Op]:
-    """The last frame of the current segment: an edit if it is on the platform, else a send."""
-    if model.state is StreamState.PREVIEWING:
-        return [] if text == model.frame else [Edit(model.segment.index, text, final=True)]
-    return [Send(model.segment.index, text, final=True)]
+    return _sync(model, now)
 
 
 def _seal(model: StreamModel, inp: StreamInput, now: float) -> Step:
-    text = model.segment.text
-    if model.state is not StreamState.PREVIEWING and not visible_chars(text):
+    if model.frame is None and not visible_chars(model.body(final=True)) and not model.tools:
         return model, []  # nothing to seal: later text simply continues this segment
-    ops = _final_op(model, text)
-    sealed = model.sealed_ids | {mid for mid, _ in model.segment.parts}
-    return replace(
-        model, state=StreamState.SEALED, segment=Segment(model.segment.index + 1), frame=None,
-        sealed_text=text, sealed_ids=sealed, sent_at=None, flush_at=None,
-    ), ops
+    sealed_ids = model.sealed_ids | {mid for mid, _ in model.segment.parts}
+    model, ops = _finalize(model)
+    state = model.state if model.state is StreamState.DEGRADED else StreamState.SEALED
+    model = replace(model, state=state, segment=Segment(), sealed_ids=sealed_ids)
+    model, progress_ops = _progress_line(model)
+    return model, ops + progress_ops
+
+
+def _tool(model: StreamModel, inp: StreamInput, now: float) -> Step:
+    assert isinstance(inp, ToolStarted)
+    mode = model.cadence.tool_progress
+    if mode == "off" or not model.live_preview:
+        return model, []  # a platform that cannot render progress eats it
+    if mode == "new" and model.tools and model.tools[-1] == inp.tool:
+        return model, []
+    model = replace(model, tools=(*model.tools, inp.tool))
+    if model.state is not StreamState.SEALED or model.frame is not None:
+        return model, []  # shown once the text before the tool call is sealed
+    return _progress_line(model)
+
+
+def _progress_line(model: StreamModel) -> Step:
+    if not model.tools or not model.live_preview:
+        return model, []
+    text = tool_line(model.tools)
+    if model.progress is None:
+        return replace(model, progress=(model.msg, text), msg=model.msg + 1), [
+            Send(model.msg, text, final=True, role="progress")]
+    index, shown = model.progress
+    if shown == text:
+        return model, []
+    return replace(model, progress=(index, text)), [Edit(index, text, final=True, role="progress")]
+
+
+def _degrade(model: StreamModel, inp: StreamInput, now: float) -> Step:
+    """Leave the open preview as the platform shows it; its missing tail is sent at the end."""
+    assert isinstance(inp, Degrade)
+    model = replace(model, state=StreamState.DEGRADED, flush_at=None)
+    if model.frame is None:
+        return model, []
+    if inp.shown is None:  # the preview never landed: the whole message is still missing
+        return replace(model, frame=None, shown=0), []
+    covered = max(0, inp.shown - len(model.carry))
+    visible = model.segment.visible(final=False)
+    base = model.base + covered
+    lang = open_fence(model.carry + visible[model.base:base])
+    carry = "" if lang is None else f"```{lang}\n"
+    return replace(model, msg=model.msg + 1, base=base, carry=carry, frame=None, shown=0), []
 
 
 def _finish(model: StreamModel, inp: StreamInput, now: float) -> Step:
     assert isinstance(inp, Finish)
-    text = model.segment.text
-    pending = model.state is StreamState.PREVIEWING or visible_chars(text) > 0
+    if not model.segment.parts and inp.text and model.sealed is None and model.frame is None \
+            and inp.status == "completed":
+        model = replace(model, segment=Segment((("final", inp.text),)))  # nothing streamed: the answer itself
+    pending = model.frame is not None or visible_chars(model.body(final=True)) > 0
     ops: list[Op] = []
     match inp.status:
         case "completed":
-            if pending:
-                ops = _final_op(model, text)
-            elif model.state is StreamState.IDLE and inp.text:
-                ops = [Send(model.segment.index, inp.text, final=True)]  # nothing streamed: the answer itself
+            model, ops = _finalize(model)
         case "interrupted":
             if pending:
-                ops = _final_op(model, stopped_frame(text))
-            elif model.state is StreamState.SEALED and model.sealed_text is not None:
-                ops = [Edit(model.segment.index - 1, stopped_frame(model.sealed_text), final=True)]
+                model, ops = _finalize(model, STOPPED_MARKER)
+            elif model.sealed is not None:
+                index, text = model.sealed
+                ops = [Edit(index, stopped_frame(text), final=True)]
         case "failed":
-            if pending:
-                ops = _final_op(model, text)
-            if model.state is StreamState.IDLE:  # the user saw nothing (but maybe that text): say why
-                after_text = model.segment.index + (1 if pending else 0)
-                ops.append(Send(after_text, failure_text(inp.error), final=True))
-    return replace(model, state=_END_STATE[inp.status], frame=None, flush_at=None), ops
+            saw_something = model.sealed is not None or model.frame is not None
+            model, ops = _finalize(model)
+            if inp.error == RUNNER_LOST or not saw_something:  # say why the answer ends here
+                ops.append(Send(model.msg, failure_text(inp.error), final=True, role="notice"))
+    return replace(model, state=END_STATE[inp.status], frame=None, flush_at=None), ops
 
 
 Handler = Callable[[StreamModel, StreamInput, float], Step]
 
-_LIVE = (StreamState.IDLE, StreamState.PREVIEWING, StreamState.SEALED)
+_LIVE = (StreamState.IDLE, StreamState.PREVIEWING, StreamState.SEALED, StreamState.DEGRADED)
 _TABLE: dict[tuple[StreamState, type], Handler] = {
     **{(s, TextDelta): _add_text for s in _LIVE},
     **{(s, TextCompleted): _add_text for s in _LIVE},
     **{(s, Break): _seal for s in _LIVE},
+    **{(s, ToolStarted): _tool for s in _LIVE},
+    **{(s, Degrade): _degrade for s in _LIVE if s is not StreamState.DEGRADED},
     **{(s, Finish): _finish for s in _LIVE},
     (StreamState.PREVIEWING, Tick): _tick,
 }

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 CURSOR = " ▉"
 STOPPED_MARKER = " ⏹ stopped"
+TOOL_LINE_PREFIX = "🔧 "
 FIRST_SEND_MIN_CHARS = 4
+RUNNER_LOST = "runner_lost"
 
 
 def visible_chars(text: str) -> int:
@@ -22,4 +24,11 @@ def stopped_frame(text: str) -> str:
 
 
 def failure_text(error: str | None) -> str:
+    if error == RUNNER_LOST:
+        return "⚠️ The assistant stopped answering (its worker was lost). Please send your message again."
     return f"⚠️ The run failed: {error or 'unknown error'}"
+
+
+def tool_line(tools: tuple[str, ...]) -> str:
+    """The one tool progress line of a tool phase: every tool shown, in call order."""
+    return TOOL_LINE_PREFIX + " → ".join(tools) + " …"

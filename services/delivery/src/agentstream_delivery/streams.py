@@ -1,10 +1,13 @@
 """The I/O side of a stream: one task per (root run, target) drives the state machine.
 
 The task takes inputs from its inbox in order, asks `consumer.transition` what to do
-and carries the operations out on the adapter. Its wait on the inbox ends at the
-model's `flush_at`, which is the per-stream timer: a frame held back by the edit
-interval is sent even when no further text arrives. A slow platform only delays its
-own stream, never the Kafka consumer or other chats.
+and hands the operations to its `Deliverer` (ledger, flood control, error classes).
+Inputs that queued up while a call was in flight are all applied before the next call,
+and the resulting operations are coalesced, so a slow or rate-limited chat gets the
+newest frame instead of a backlog. The inbox wait ends at the model's `flush_at`, the
+per-stream timer: a frame held back by the edit interval goes out even when no more
+text arrives. A slow platform only delays its own stream, never the Kafka consumer or
+other chats.
 """
 
 from __future__ import annotations
@@ -12,27 +15,23 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 
 import structlog
 
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters import PlatformAdapter
-from agentstream_delivery.consumer import (
-    Cadence,
-    Edit,
-    Op,
-    Send,
-    StreamInput,
-    StreamModel,
-    StreamState,
-    Tick,
-    transition,
-)
+from agentstream_delivery.consumer import Cadence, Op, StreamInput, StreamModel, StreamState, Tick, transition
+from agentstream_delivery.delivering import CallObserver, Deliverer
+from agentstream_delivery.hooks.base import TransformContext
+from agentstream_delivery.inputs import Degrade, Edit, coalesce
+from agentstream_delivery.ledger import Ledger, LedgerScope, MemoryLedger
+from agentstream_delivery.ratelimit import ChatGate
 
 Clock = Callable[[], float]
-OpObserver = Callable[[str, str, bool], None]  # (platform, "send"|"edit", ok)
+# The inline transform hooks (security filter last) applied to every frame before it leaves.
+Outgoing = Callable[[str, TransformContext], Awaitable[str]]
 
 
 @dataclass(frozen=True)
@@ -50,16 +49,22 @@ class StreamKey:
 class StreamActor:
     def __init__(
         self, key: StreamKey, target: ReplyTarget, adapter: PlatformAdapter, cadence: Cadence,
-        log: structlog.stdlib.BoundLogger, clock: Clock = time.monotonic, observe: OpObserver | None = None,
+        log: structlog.stdlib.BoundLogger, clock: Clock = time.monotonic, observe: CallObserver | None = None,
+        outgoing: Outgoing | None = None, *, ledger: Ledger | None = None, gate: ChatGate | None = None,
+        conversation_key: str = "", origin: tuple[int, int] | None = None, first_segment: int = 0,
     ) -> None:
         self.key = key
         self.target = target
         self.adapter = adapter
-        self.model = StreamModel(cadence)
+        self.model = StreamModel(cadence, msg=first_segment)
         self.log = log.bind(root_run_id=key.root_run_id, platform=key.platform, chat_id=key.chat_id)
         self.clock = clock
-        self.observe = observe
-        self.message_ids: dict[int, str] = {}  # segment index → platform message id
+        self.outgoing = outgoing
+        self.origin = origin  # (partition, offset) of the event that opened the stream: the commit seam
+        self._shown: dict[int, str] = {}  # segment → the transformed text the platform shows
+        scope = LedgerScope(key.platform, key.chat_id, key.root_run_id, conversation_key)
+        self.deliverer = Deliverer(scope, target, adapter, gate or ChatGate(0.0, clock), ledger or MemoryLedger(),
+                                   self.log, observe)
         self._inbox: deque[StreamInput] = deque()
         self._wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
@@ -67,6 +72,11 @@ class StreamActor:
     @property
     def state(self) -> StreamState:
         return self.model.state
+
+    @property
+    def message_ids(self) -> dict[int, str]:
+        """segment index → platform message id, of the messages that landed."""
+        return {s: e.message_id for s, e in self.deliverer.entries.items() if e.message_id is not None}
 
     def start(self) -> asyncio.Task[None]:
         self.task = asyncio.create_task(self.run(), name=f"stream-{self.key.root_run_id}")
@@ -82,15 +92,31 @@ class StreamActor:
         self._wake.set()
 
     async def run(self) -> None:
+        await self.deliverer.recover()
         while not self.model.state.terminal:
-            inp = await self._next_input()
-            before = self.model.state
-            self.model, ops = transition(self.model, inp, self.clock())
-            if self.model.state is not before:
-                self.log.debug("stream transition", before=before.value, after=self.model.state.value)
-            for op in ops:
-                await self._apply(op)
+            ops = self._step(await self._next_input())
+            while self._inbox and not self.model.state.terminal:  # what queued up during the last call
+                ops += self._step(self._inbox.popleft())
+            await self._apply_all(coalesce(ops))
         self.log.info("stream closed", state=self.model.state.value, messages=len(self.message_ids))
+
+    def _step(self, inp: StreamInput) -> list[Op]:
+        before = self.model.state
+        self.model, ops = transition(self.model, inp, self.clock())
+        if self.model.state is not before:
+            self.log.debug("stream transition", before=before.value, after=self.model.state.value)
+        return ops
+
+    async def _apply_all(self, ops: list[Op]) -> None:
+        queue = deque(ops)
+        while queue:
+            op = queue.popleft()
+            was_degraded = self.deliverer.degraded
+            await self._apply(op)
+            if self.deliverer.degraded and not was_degraded:
+                # The model learns what the platform shows of its open message; the rest of the
+                # queue's previews are dropped by the deliverer, the missing tail comes at the end.
+                queue.extend(self._step(Degrade(self.deliverer.shown(self.model.msg))))
 
     async def _next_input(self) -> StreamInput:
         while True:
@@ -108,29 +134,33 @@ class StreamActor:
                 pass
 
     async def _apply(self, op: Op) -> None:
-        kind = "send" if isinstance(op, Send) else "edit"
-        try:
-            message_id = self.message_ids.get(op.segment)
-            if isinstance(op, Edit) and message_id is not None:
-                await self.adapter.edit(self.target, message_id, op.text, final=op.final)
-            else:
-                # An Edit without a message id means its send failed: sending now still shows the text.
-                self.message_ids[op.segment] = await self.adapter.send(self.target, op.text, final=op.final)
-        except Exception as err:  # the platform's failure must not end the stream (ledger/retries: later)
-            self.log.warning("platform call failed", op=kind, segment=op.segment, error=repr(err))
-            self._observe(kind, False)
+        text = await self._outgoing_text(op)
+        if text is None:
             return
-        self._observe(kind, True)
+        op = replace(op, text=text)
+        await self.deliverer.deliver(op, op.text)
 
-    def _observe(self, kind: str, ok: bool) -> None:
-        if self.observe is not None:
-            self.observe(self.key.platform, kind, ok)
+    async def _outgoing_text(self, op: Op) -> str | None:
+        """The frame as it may leave delivery (hooks applied); None when the platform already shows it.
+
+        Transforms see the whole frame, never a delta, so a secret split across deltas is
+        whole when it is redacted. Two frames can become equal after a transform (the
+        security filter holds back a token); such a non-final edit is skipped.
+        """
+        if self.outgoing is None:
+            return op.text
+        ctx = TransformContext(self.key.platform, self.key.chat_id, self.key.root_run_id, op.segment, op.final)
+        text = await self.outgoing(op.text, ctx)
+        if isinstance(op, Edit) and not op.final and self._shown.get(op.segment) == text:
+            return None
+        self._shown[op.segment] = text
+        return text
 
     def describe(self) -> dict[str, object]:
         return {
             "root_run_id": self.key.root_run_id, "platform": self.key.platform, "chat_id": self.key.chat_id,
-            "thread_id": self.key.thread_id, "state": self.model.state.value, "segment": self.model.segment.index,
-            "message_ids": list(self.message_ids.values()),
+            "thread_id": self.key.thread_id, "state": self.model.state.value, "segment": self.model.msg,
+            "message_ids": list(self.message_ids.values()), "degraded": self.deliverer.degraded,
         }
 
 

@@ -1,88 +1,171 @@
-"""The ordered decisions for one inbound record, as a pure function.
+"""The ordered decisions for one inbound record (issue 5, steps 1–9), top to bottom.
 
-parse → (later: dedupe, self-echo, authz, rate limit, hooks, commands, routing) → start.
-Each step returns a `Decision`; the app only carries decisions out.
+parse → dedupe → self-echo → authz/pairing → rate limit → receive hooks → commands →
+routing → start. Every step either returns a final `Decision` or hands the message on.
+The pipeline reads and records state through `IngressPorts` (the database) but never
+publishes: the app carries the returned decision out.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
 
-from pydantic import ValidationError
+import structlog
 
 from agentstream.config import Settings
-from agentstream.contracts import (
-    InboundMessage,
-    ReplyTarget,
-    RunQueued,
-    StartRun,
-    new_id,
+from agentstream.contracts import InboundMessage
+from agentstream_ingress import commands
+from agentstream_ingress.authz import Verdict, authorize, is_direct_chat, is_self_echo
+from agentstream_ingress.decisions import (
+    DeadLetterDecision,
+    Decision,
+    DropDecision,
+    DropReason,
+    NoticeDecision,
+    NoticeReason,
+    StartDecision,
+    target_of,
 )
-from agentstream.service import describe_validation_error
+from agentstream_ingress.hooks import Deny, Handled, Hook, Rewrite, call_hook, load_hook, rewritten
+from agentstream_ingress.pairing import Issue, notice_text
+from agentstream_ingress.parsing import parse
+from agentstream_ingress.ratelimit import RateLimiter
+from agentstream_ingress.routing import Routed, route
+from agentstream_ingress.starting import build_start
+
+REFUSED = "You are not authorized to use this assistant."
+RATE_LIMITED = "You are sending messages too fast; please wait a moment."
+log = structlog.get_logger("agentstream.ingress.hooks")
 
 
-@dataclass(frozen=True)
-class DeadLetterDecision:
-    """Unusable record: to `dlq`; `notify` is where the user can be told, if known."""
+@dataclass
+class Batch:
+    """What one batch of records shares: the `/model` overrides, the runs started so far."""
 
-    error: str
-    notify: ReplyTarget | None
-
-
-@dataclass(frozen=True)
-class StartDecision:
-    message: InboundMessage
-    start: StartRun
-    queued: RunQueued
+    roles: dict[str, str | None]
+    started: list[tuple[InboundMessage, str]] = field(default_factory=list)
 
 
-Decision = DeadLetterDecision | StartDecision
+class IngressPorts(Protocol):
+    async def first_sightings(self, idents: Sequence[tuple[str, str]]) -> set[tuple[str, str]]: ...
+    async def is_paired(self, platform: str, user_id: str) -> bool: ...
+    async def issue_pairing(self, platform: str, user_id: str, chat_id: str) -> Issue: ...
+    async def role_overrides(self, keys: Collection[str]) -> dict[str, str | None]: ...
+    async def facts(self, key: str) -> commands.ConversationFacts: ...
+    async def set_role(self, key: str, role: str | None) -> None: ...
+    async def remember_starts(self, started: Sequence[tuple[InboundMessage, str]]) -> None: ...
 
 
-def reply_target_of(raw: bytes) -> ReplyTarget | None:
-    """Best effort: where to tell the user their message was bad."""
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    platform, chat = data.get("platform"), data.get("chat_id")
-    if isinstance(platform, str) and platform and isinstance(chat, str | int) and str(chat):
-        thread = data.get("thread_id")
-        return ReplyTarget(platform=platform, chat_id=str(chat), thread_id=str(thread) if thread else None)
-    return None
+class Pipeline:
+    def __init__(self, settings: Settings, ports: IngressPorts, limiter: RateLimiter | None = None) -> None:
+        unknown = sorted({r.profile for r in settings.routes} - set(settings.profiles))
+        if unknown:  # a typo in a route would silently send its chats to the default profile
+            raise ValueError(f"routes name unknown profiles: {', '.join(unknown)}")
+        self.settings = settings
+        self.ports = ports
+        self.limiter = limiter or RateLimiter(settings.authz.rate_limit)
+        hooks = settings.ingress.hooks
+        self.receive_hooks: list[Hook] = [load_hook(p) for p in hooks.message_received]
+        self.command_hooks: dict[str, list[Hook]] = {
+            name.removeprefix("/").lower(): [load_hook(p) for p in paths] for name, paths in hooks.commands.items()
+        }
 
+    async def decide(self, raw: bytes) -> Decision:
+        return (await self.decide_batch([raw]))[0]
 
-def parse(raw: bytes) -> InboundMessage | DeadLetterDecision:
-    try:
-        return InboundMessage.model_validate_json(raw)
-    except ValidationError as err:
-        if any(e["type"] == "json_invalid" for e in err.errors()):
-            return DeadLetterDecision("not valid JSON: " + describe_validation_error(err), None)
-        return DeadLetterDecision(
-            "invalid InboundMessage: " + describe_validation_error(err), reply_target_of(raw)
-        )
+    async def decide_batch(self, raws: Sequence[bytes]) -> list[Decision]:
+        """One decision per record, in order. The database is asked once per batch for
+        dedupe (step 2) and the `/model` overrides, and told once about the runs started."""
+        parsed = [parse(raw, self.settings.ingress.max_text_chars) for raw in raws]  # 1
+        messages = [p for p in parsed if isinstance(p, InboundMessage)]
+        fresh = await self.ports.first_sightings([(m.platform, m.id) for m in messages])  # 2
+        batch = Batch(roles=await self.ports.role_overrides({m.conversation_key for m in messages}))
+        decisions: list[Decision] = []
+        for item in parsed:
+            if isinstance(item, DeadLetterDecision):
+                decisions.append(item)
+                continue
+            ident = (item.platform, item.id)
+            if ident not in fresh:  # seen before, or earlier in this batch
+                decisions.append(DropDecision(DropReason.DUPLICATE))
+                continue
+            fresh.discard(ident)
+            decision = await self._decide(item, batch)
+            if isinstance(decision, StartDecision):  # what /retry repeats and /status reports
+                batch.started.append((decision.message, decision.start.run_id))
+            decisions.append(decision)
+        await self._remember(batch)
+        return decisions
 
+    async def _remember(self, batch: Batch) -> None:
+        if batch.started:
+            await self.ports.remember_starts(batch.started)
+            batch.started = []
 
-def decide(raw: bytes, settings: Settings) -> Decision:
-    parsed = parse(raw)
-    if isinstance(parsed, DeadLetterDecision):
-        return parsed
-    msg = parsed
-    key = msg.conversation_key
-    run_id = new_id()
-    assistant = msg.assistant_id or settings.default_assistant
-    target = ReplyTarget(
-        platform=msg.platform, chat_id=msg.chat_id, thread_id=msg.thread_id, reply_to_id=msg.reply_to_id
-    )
-    start = StartRun(
-        run_id=run_id, conversation_key=key, assistant_id=assistant, user=msg.user, text=msg.text,
-        inbound_id=msg.id, reply_target=target, metadata=msg.metadata,
-    )
-    queued = RunQueued(
-        run_id=run_id, root_run_id=run_id, conversation_key=key, seq=0, assistant_id=assistant, inbound_id=msg.id,
-        reply_target=target, text=msg.text, user_id=msg.user.id,
-    )
-    return StartDecision(message=msg, start=start, queued=queued)
+    async def _decide(self, msg: InboundMessage, batch: Batch) -> Decision:
+        if is_self_echo(msg, self.settings.authz):  # 3
+            return DropDecision(DropReason.SELF_ECHO)
+        routed = route(msg, self.settings)  # 8 (computed early: the profile has allow/deny lists)
+        refusal = await self.authorize(msg, routed)  # 4
+        if refusal is not None:
+            return refusal
+        if not self.limiter.allow(msg.platform, msg.user.id):  # 5
+            return NoticeDecision(NoticeReason.RATE_LIMITED, RATE_LIMITED, target_of(msg), "warning")
+        hooked = await self.run_hooks(self.receive_hooks, msg)  # 6
+        if not isinstance(hooked, InboundMessage):
+            return hooked
+        msg = hooked
+        command = commands.parse_command(msg.text)  # 7
+        if command is not None:
+            return await self.command(command, msg, routed, batch)
+        return build_start(msg, routed, batch.roles.get(msg.conversation_key), self.settings)  # 9
+
+    async def authorize(self, msg: InboundMessage, routed: Routed) -> NoticeDecision | None:
+        verdict = authorize(msg, self.settings.authz.rule_for(msg.platform), routed.profile.authz)
+        if verdict is Verdict.ALLOWED:
+            return None
+        if verdict is Verdict.UNKNOWN:
+            if await self.ports.is_paired(msg.platform, msg.user.id):
+                return None
+            pairing = self.settings.authz.pairing
+            if pairing.enabled and is_direct_chat(msg):
+                issue = await self.ports.issue_pairing(msg.platform, msg.user.id, msg.chat_id)
+                return NoticeDecision(NoticeReason.PAIRING, notice_text(issue, pairing), target_of(msg))
+        return NoticeDecision(NoticeReason.REFUSED, REFUSED, target_of(msg), "warning")
+
+    async def run_hooks(self, hooks: list[Hook], msg: InboundMessage, *extra: object) -> InboundMessage | Decision:
+        for hook in hooks:
+            try:
+                result = await call_hook(hook, msg, *extra)
+            except Exception as err:  # a broken hook must not take the front door down
+                log.error("hook failed", hook=getattr(hook, "__name__", str(hook)), error=repr(err))
+                continue
+            match result:
+                case Deny(text=text):
+                    return NoticeDecision(NoticeReason.HOOK_DENIED, text, target_of(msg), "warning")
+                case Handled(reply=None):
+                    return DropDecision(DropReason.HANDLED)
+                case Handled(reply=reply):
+                    return NoticeDecision(NoticeReason.HOOK_HANDLED, reply or "", target_of(msg))
+                case Rewrite(text=text):
+                    msg = rewritten(msg, text)
+        return msg
+
+    async def command(self, cmd: commands.Command, msg: InboundMessage, routed: Routed, batch: Batch) -> Decision:
+        hooked = await self.run_hooks(self.command_hooks.get(cmd.name, []), msg, cmd)
+        if not isinstance(hooked, InboundMessage):
+            return hooked
+        key = hooked.conversation_key
+        rewritten_cmd = commands.parse_command(hooked.text)
+        if rewritten_cmd is None:  # a hook turned the command into an ordinary message
+            return build_start(hooked, routed, batch.roles.get(key), self.settings)
+        await self._remember(batch)  # /retry and /status must see the runs started earlier in this batch
+        facts = await self.ports.facts(key)
+        decision = commands.handle(rewritten_cmd, hooked, routed, facts, self.settings)
+        if isinstance(decision, commands.RoleDecision):
+            await self.ports.set_role(key, decision.role)
+            batch.roles[key] = decision.role
+            return decision.notice
+        return decision

@@ -1,10 +1,10 @@
-"""Read API: runs and a conversation's messages, straight from the database."""
+"""Read API: runs, a conversation's messages, a run's resume checkpoint, straight from the database."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException
 from pydantic import AfterValidator, BaseModel, ConfigDict
@@ -12,6 +12,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.db import Message, Run
+from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
 
 SessionsGetter = Callable[[], async_sessionmaker[AsyncSession] | None]
 
@@ -62,6 +63,37 @@ class MessageOut(BaseModel):
     created_at: UtcDatetime
 
 
+class ResumeStepOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    run_id: str
+    seq: int
+    step_id: str
+    step_type: str
+    input: dict[str, Any]
+    output: dict[str, Any]
+    memory: list[dict[str, Any]]
+    created_at: UtcDatetime
+
+
+class CheckpointOut(BaseModel):
+    """How a not-completed run ended, its usage so far, and its completed steps in order."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    root_run_id: str
+    conversation_key: str
+    status: str
+    reason: str | None
+    error: str | None
+    last_seq: int
+    usage: dict[str, Any]
+    start: dict[str, Any]
+    resume_attempts: int
+    updated_at: UtcDatetime
+    steps: list[ResumeStepOut] = []
+
+
 def add_routes(app: FastAPI, sessions: SessionsGetter) -> None:
     def db() -> async_sessionmaker[AsyncSession]:
         factory = sessions()
@@ -93,3 +125,16 @@ def add_routes(app: FastAPI, sessions: SessionsGetter) -> None:
                  .order_by(run_start, Message.root_run_id, Message.seq, Message.part))
         async with db()() as session:
             return [MessageOut.model_validate(m) for m in (await session.scalars(query)).all()]
+
+    @app.get("/v1/runs/{run_id}/resume-steps", tags=["persistence"])
+    async def resume_steps(run_id: str) -> CheckpointOut:
+        """404 when the run has no checkpoint: it completed (or was resumed to completion) or is unknown."""
+        async with db()() as session:
+            checkpoint = await session.get(RunCheckpoint, run_id)
+            if checkpoint is None:
+                raise HTTPException(404, f"run {run_id} has no resume checkpoint")
+            steps = (await session.scalars(
+                select(ResumeStep).where(ResumeStep.root_run_id == run_id).order_by(ResumeStep.seq))).all()
+        out = CheckpointOut.model_validate(checkpoint)
+        out.steps = [ResumeStepOut.model_validate(s) for s in steps]
+        return out

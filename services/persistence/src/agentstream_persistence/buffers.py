@@ -9,21 +9,32 @@ what was only in memory.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 
 from agentstream.contracts import (
     MessageCompleted,
+    MessageDelta,
+    Notice,
     RunEvent,
     RunFinished,
     RunQueued,
     RunStarted,
+    StepCompleted,
     ToolCall,
     ToolResult,
 )
 
-BufferedEvent = RunQueued | RunStarted | MessageCompleted | ToolCall | ToolResult | RunFinished
-BUFFERED_TYPES = (RunQueued, RunStarted, MessageCompleted, ToolCall, ToolResult, RunFinished)
+BufferedEvent = RunQueued | RunStarted | MessageCompleted | ToolCall | ToolResult | StepCompleted | RunFinished
+BUFFERED_TYPES = (RunQueued, RunStarted, MessageCompleted, ToolCall, ToolResult, StepCompleted, RunFinished)
+
+
+class BufferState(StrEnum):
+    OPEN = "open"  # events arrive; the run has not finished
+    LOST = "lost"  # the watchdog published a run.finished for it and waits to read it back
+    FINISHED = "finished"  # its run.finished was read: ready to flush
 
 
 @dataclass(frozen=True)
@@ -51,13 +62,35 @@ class RunBuffer:
     started: RunStarted | None = None
     assistant: list[MessageCompleted] = field(default_factory=list)
     tools: list[ToolExchange] = field(default_factory=list)
+    steps: list[StepCompleted] = field(default_factory=list)
+    # Text streamed by messages that never completed (interrupt, lost runner): kept, not dropped.
+    partial: dict[str, list[MessageDelta]] = field(default_factory=dict)
     finished: RunFinished | None = None
-    last_event_at: datetime | None = None  # for the stale-run watchdog (later)
+    state: BufferState = BufferState.OPEN
+    # A notice before any run.started: the runner refused the run (no identity) and
+    # will send nothing more. Not a lost run: the watchdog forgets it, nothing is stored.
+    refused: bool = False
+    last_event_at: datetime | None = None
+    # Local arrival time, not the event's ts: after a restart a re-read run gets a fresh
+    # `stale_after` window, in which the rest of its stream (maybe its end) is re-read too.
+    last_seen_at: float = field(default_factory=time.monotonic)
+    max_seq: int = -1
     seen: set[int] = field(default_factory=set)  # seqs already applied: a re-read event is a no-op
 
-    def add(self, event: RunEvent) -> None:
+    def add(self, event: RunEvent, now: float | None = None) -> None:
         self.last_event_at = event.ts
-        if event.seq in self.seen or not isinstance(event, BUFFERED_TYPES):
+        self.last_seen_at = time.monotonic() if now is None else now
+        self.max_seq = max(self.max_seq, event.seq)
+        if event.seq in self.seen:
+            return
+        if isinstance(event, Notice) and self.started is None:
+            self.refused = True
+            return
+        if isinstance(event, MessageDelta):
+            self.seen.add(event.seq)
+            self.partial.setdefault(event.message_id, []).append(event)
+            return
+        if not isinstance(event, BUFFERED_TYPES):
             return
         self.seen.add(event.seq)
         match event:
@@ -67,12 +100,35 @@ class RunBuffer:
                 self.started = event
             case MessageCompleted():
                 self.assistant.append(event)
+                self.partial.pop(event.message_id, None)  # its full text is in the event
             case ToolCall():
                 self.tools.append(ToolExchange(event))
             case ToolResult():
                 self._attach(event)
+            case StepCompleted():
+                self.steps.append(event)
             case RunFinished():
                 self.finished = event
+                self.state = BufferState.FINISHED
+
+    def mark_lost(self) -> None:
+        """OPEN → LOST: the watchdog published its ending; no second one until it is read back."""
+        if self.state is BufferState.OPEN:
+            self.state = BufferState.LOST
+
+    def reopen(self) -> None:
+        """LOST → OPEN: publishing the ending failed; the watchdog tries again later."""
+        if self.state is BufferState.LOST:
+            self.state = BufferState.OPEN
+
+    def incomplete_messages(self) -> list[MessageDelta]:
+        """One delta per message that streamed text but never completed, carrying all its text."""
+        merged = []
+        for deltas in self.partial.values():
+            text = "".join(d.text for d in deltas if d.kind == "text")
+            if text:
+                merged.append(deltas[0].model_copy(update={"text": text}))
+        return merged
 
     def _attach(self, result: ToolResult) -> None:
         # The latest call with that id still waiting (a retried call reuses its id).
@@ -88,7 +144,7 @@ class BufferSet:
     def __init__(self) -> None:
         self._buffers: dict[str, RunBuffer] = {}
 
-    def add(self, event: RunEvent, origin: Origin | None = None) -> RunBuffer | None:
+    def add(self, event: RunEvent, origin: Origin | None = None, now: float | None = None) -> RunBuffer | None:
         """Applies the event; returns its buffer (None for events that open nothing)."""
         buf = self._buffers.get(event.root_run_id)
         if buf is None:
@@ -96,15 +152,23 @@ class BufferSet:
                 return None  # deltas, notices, heartbeats of unknown runs carry nothing to store
             buf = RunBuffer(event.root_run_id, event.conversation_key, origin)
             self._buffers[event.root_run_id] = buf
-        buf.add(event)
+        buf.add(event, now)
         return buf
 
     def get(self, root_run_id: str) -> RunBuffer | None:
         return self._buffers.get(root_run_id)
 
+    def stale(self, now: float, stale_after_s: float) -> list[RunBuffer]:
+        """Open runs that have been silent for `stale_after_s`: lost with their runner."""
+        return [b for b in self._buffers.values()
+                if b.state is BufferState.OPEN and now - b.last_seen_at >= stale_after_s]
+
     def discard(self, root_run_id: str) -> None:
         """The run is in the database: forget it (and let the commit point move past it)."""
         self._buffers.pop(root_run_id, None)
+
+    def from_partitions(self, partitions: set[int]) -> list[RunBuffer]:
+        return [b for b in self._buffers.values() if b.origin is not None and b.origin.partition in partitions]
 
     def oldest_origin(self, partition: int) -> int | None:
         """Lowest first-event offset of the unflushed runs read from `partition`."""

@@ -14,8 +14,12 @@ from typing import Any
 
 from agentstream.contracts import ChatMessage, ReplyTarget
 from agentstream_persistence.buffers import RunBuffer, ToolExchange
+from agentstream_persistence.checkpoint import CheckpointRows, checkpoint_rows
 
 SUMMARY_LIMIT = 200
+# Runs the runner ended without running them (double texting): a merged message is
+# stored with the run it was merged into; a rejected one never reached the model.
+NOT_RUN = frozenset({"merged", "rejected"})
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,12 @@ class FlushRows:
     run: dict[str, Any]
     messages: list[dict[str, Any]]
     conversation: dict[str, Any]
+    # Not completed: the checkpoint to write. Completed: None, and any older checkpoint is deleted.
+    checkpoint: CheckpointRows | None = None
+
+    @property
+    def completed(self) -> bool:
+        return self.run["status"] == "completed"
 
 
 def shorten(text: str, limit: int = SUMMARY_LIMIT) -> str:
@@ -76,7 +86,7 @@ def rows_for(buf: RunBuffer) -> FlushRows:
     messages = [
         {**base, "run_id": buf.root_run_id, "seq": seq, "part": part, "role": m.role, "content": m.content,
          "name": m.name, "tool_call_id": m.tool_call_id, "created_at": ts}
-        for seq, part, m, ts in _user_input(buf)
+        for seq, part, m, ts in (_user_input(buf) if fin.reason not in NOT_RUN else [])
     ]
     messages += [
         {**base, "run_id": m.run_id, "seq": m.seq, "part": 0, "role": "assistant", "content": m.text,
@@ -87,6 +97,12 @@ def rows_for(buf: RunBuffer) -> FlushRows:
         {**base, "run_id": t.call.run_id, "seq": t.call.seq, "part": 0, "role": "tool", "content": tool_summary(t),
          "name": t.call.tool, "tool_call_id": t.call.call_id, "created_at": t.call.ts}
         for t in buf.tools
+    ]
+    # Text streamed before an interrupt or a lost runner is kept: what the user saw.
+    messages += [
+        {**base, "run_id": d.run_id, "seq": d.seq, "part": 0, "role": "assistant", "content": d.text,
+         "name": None, "tool_call_id": None, "created_at": d.ts}
+        for d in buf.incomplete_messages()
     ]
     messages.sort(key=lambda r: (r["seq"], r["part"]))
 
@@ -107,4 +123,6 @@ def rows_for(buf: RunBuffer) -> FlushRows:
         "key": buf.conversation_key, "platform": target.platform, "chat_id": target.chat_id,
         "thread_id": target.thread_id, "session_id": session_id, "created_at": started_at, "updated_at": fin.ts,
     }
-    return FlushRows(run=run, messages=messages, conversation=conversation)
+    resumable = fin.status != "completed" and fin.reason not in NOT_RUN
+    checkpoint = checkpoint_rows(buf, fin) if resumable else None
+    return FlushRows(run=run, messages=messages, conversation=conversation, checkpoint=checkpoint)

@@ -33,6 +33,8 @@ topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
 db_app = typer.Typer(help="The database.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
 app.add_typer(db_app, name="db")
+pairing_app = typer.Typer(help="Pairing codes of unknown users (ingress authz).", no_args_is_help=True)
+app.add_typer(pairing_app, name="pairing")
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file (or AGENTSTREAM_CONFIG).",
                                                  exists=False)]
@@ -224,6 +226,23 @@ def db_upgrade(config: ConfigOpt = None) -> None:
     settings = _settings(config)
     asyncio.run(upgrade(settings.database.url))
     out.print(f"database at head: {_masked(settings.database.url)}")
+
+
+@pairing_app.command("approve")
+def pairing_approve(
+    code: Annotated[str, typer.Argument(help="The code the user was given.")],
+    platform: Annotated[str | None, typer.Option(help="Only accept a code issued on this platform.")] = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Let the user who was given CODE through (5 wrong codes lock pairing for an hour)."""
+    from agentstream_ingress.pairing import ApproveOutcome
+    from agentstream_ingress.pairing_store import approve_with_settings
+
+    result = asyncio.run(approve_with_settings(_settings(config), code, platform))
+    if result.outcome is not ApproveOutcome.APPROVED:
+        err.print(f"[red]not approved: {result.outcome.value}[/]")
+        raise typer.Exit(1)
+    out.print(f"approved {result.platform} user {result.user_id}")
 
 
 def _masked(url: str) -> str:

@@ -14,6 +14,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from agentstream.tools_catalog import ToolSpec
+
 ToolFn = Callable[[dict[str, Any]], Awaitable[str]]
 
 
@@ -28,6 +30,12 @@ class Tool:
     @cached_property
     def validator(self) -> Draft202012Validator:
         return Draft202012Validator(self.parameters)
+
+    @classmethod
+    def from_spec(cls, spec: ToolSpec, run: ToolFn, timeout_s: float | None = None) -> Tool:
+        """A tool whose model-facing description lives in `agentstream.tools_catalog`."""
+        return cls(name=spec.name, description=spec.description, parameters=spec.parameters, run=run,
+                   timeout_s=timeout_s)
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI-style function description a model gets."""

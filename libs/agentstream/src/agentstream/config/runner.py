@@ -22,6 +22,10 @@ class ConnectorSettings(Section):
     capabilities: list[Capability] = Field(default_factory=lambda: list(DEFAULT_CAPABILITIES))
     script: str | None = Field(default=None, description="scripted: path of a YAML script (default: built-in demo).")
     token_delay_ms: float = Field(default=20.0, ge=0, description="scripted: pause between streamed tokens.")
+    timeout_s: float = Field(default=60.0, gt=0, description="openai/anthropic: timeout of one HTTP request.")
+    retry_attempts: int = Field(default=3, ge=1, description="openai/anthropic: attempts for transient errors.")
+    retry_base_delay_s: float = Field(default=0.5, ge=0, description="Backoff base when no Retry-After is sent.")
+    max_tokens: int = Field(default=1024, ge=1, description="anthropic: default max_tokens of a request.")
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -31,5 +35,8 @@ class RunnerSettings(Section):
     coalesce_ms: float = Field(default=50.0, ge=0, description="Window in which text deltas are merged.")
     tool_timeout_s: float = Field(default=30.0, gt=0)
     heartbeat_s: float = Field(default=5.0, gt=0)
+    collect_window_ms: float = Field(
+        default=1000.0, ge=0, description="double_texting collect: how long to wait for more messages."
+    )
 
 

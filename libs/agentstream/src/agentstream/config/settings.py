@@ -21,7 +21,9 @@ from pydantic_settings import (
 )
 
 from agentstream.config.core import DatabaseSettings, HttpSettings, KafkaSettings
-from agentstream.config.delivery import PlatformSettings
+from agentstream.config.delivery import HooksSettings, PlatformSettings, RelayRule
+from agentstream.config.ingress import AuthzSettings, IngressSettings, ProfileSettings, RouteSettings
+from agentstream.config.persistence import ResumeSettings
 from agentstream.config.runner import ConnectorSettings, RunnerSettings
 
 CONFIG_ENV_VAR = "AGENTSTREAM_CONFIG"
@@ -57,12 +59,13 @@ class Settings(BaseSettings):
     default_assistant: str = "default"
     tools: dict[str, Any] = Field(default_factory=dict)
     platforms: dict[str, PlatformSettings] = Field(default_factory=dict)
-    profiles: dict[str, Any] = Field(default_factory=dict)
-    routes: list[dict[str, Any]] = Field(default_factory=list)
-    authz: dict[str, Any] = Field(default_factory=dict)
-    hooks: dict[str, Any] = Field(default_factory=dict)
-    relay: list[dict[str, Any]] = Field(default_factory=list)
-    resume: dict[str, Any] = Field(default_factory=dict)
+    profiles: dict[str, ProfileSettings] = Field(default_factory=dict)
+    routes: list[RouteSettings] = Field(default_factory=list)
+    authz: AuthzSettings = Field(default_factory=AuthzSettings)
+    ingress: IngressSettings = Field(default_factory=IngressSettings)
+    hooks: HooksSettings = Field(default_factory=HooksSettings)
+    relay: list[RelayRule] = Field(default_factory=list)
+    resume: ResumeSettings = Field(default_factory=ResumeSettings)
     runner: RunnerSettings = Field(default_factory=RunnerSettings)
     log_level: str = "INFO"
 

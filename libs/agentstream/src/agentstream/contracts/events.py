@@ -46,6 +46,7 @@ class RunStarted(EventBase):
     input: list[ChatMessage] = Field(default_factory=list, description="The new input messages of this run.")
     user_id: str | None = None
     session_id: str | None = None
+    tenant_id: str | None = Field(default=None, description="The user's tenant (billing, isolation).")
 
 
 class MessageStarted(EventBase):
@@ -125,6 +126,7 @@ class Notice(EventBase):
     level: Literal["info", "warning", "error"] = "info"
     text: str
     reply_target: ReplyTarget | None = None
+    command: str | None = Field(default=None, description="The slash command this notice answers (`new`, `stop`, …).")
 
 
 class RunFinished(EventBase):
@@ -135,6 +137,7 @@ class RunFinished(EventBase):
     text: str = Field(default="", description="The final answer text of the root run.")
     usage: Usage = Field(default_factory=Usage)
     duration_ms: float = 0.0
+    data: dict[str, Any] = Field(default_factory=dict, description="Data a `next` hook attached to the result.")
 
 
 RunEvent = Annotated[

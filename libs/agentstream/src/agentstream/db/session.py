@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from alembic import command
@@ -54,9 +58,33 @@ def alembic_config(url: str) -> Config:
     return cfg
 
 
+# Alembic's command API keeps module-level state (the `op`/`context` proxies): two
+# services upgrading at once in one process (the embedded stack) would corrupt it.
+_upgrade_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _sqlite_migration_lock(url: str) -> Iterator[None]:
+    """Several service processes migrate on start: a file lock per SQLite database serialises them.
+
+    (PostgreSQL takes an advisory lock in migrations/env.py instead.)
+    """
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
+        yield
+        return
+    with open(f"{u.database}.migrate.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def upgrade_sync(url: str, revision: str = "heads") -> None:
     _ensure_sqlite_dir(url)
-    command.upgrade(alembic_config(url), revision)
+    with _upgrade_lock, _sqlite_migration_lock(url):
+        command.upgrade(alembic_config(url), revision)
 
 
 async def upgrade(url: str, revision: str = "heads") -> None:

@@ -12,17 +12,29 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from agentstream.contracts import ChatMessage, Usage
+from agentstream.tools_catalog import ToolSpec
 
 
 @dataclass(frozen=True)
 class LLMRequest:
     messages: Sequence[ChatMessage]
-    tools: Sequence[str] = ()
-    options: dict[str, Any] = field(default_factory=dict)
+    tools: Sequence[ToolSpec] = ()  # empty when the connector lacks the `tools` capability
+    options: dict[str, Any] = field(default_factory=dict)  # sampling options (temperature, max_tokens, ...)
+
+    @property
+    def tool_names(self) -> frozenset[str]:
+        return frozenset(t.name for t in self.tools)
 
 
 @dataclass(frozen=True)
 class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ThinkingDelta:
+    """Reasoning text, for models that stream it (`message.delta kind=thinking`)."""
+
     text: str
 
 
@@ -38,7 +50,7 @@ class UsageChunk:
     usage: Usage
 
 
-Chunk = TextDelta | ToolCallChunk | UsageChunk
+Chunk = TextDelta | ThinkingDelta | ToolCallChunk | UsageChunk
 
 
 @runtime_checkable

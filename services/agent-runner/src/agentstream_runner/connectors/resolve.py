@@ -1,47 +1,82 @@
-"""Connector resolution: which configured connector a run uses, and opening it.
+"""Which connector answers a run (ARCHITECTURE §3.4), and the open connectors.
 
-Order (ARCHITECTURE §3 step 4): the request's `connector` option, else the
-assistant's; an explicit id never falls back. Without one: the configured
-`default_connector`, then the first connector (in configuration order) whose
-capabilities include tools, else the error "connector not specified".
+`resolve_connector` is the pure decision:
+1. the request's `connector` option, else the assistant's connector;
+   - an explicit id is used as is and never falls back (unknown id → error);
+   - `use::<role>` resolves the role for the user, then the team, then the system
+     (`roles` config), then the `default` role the same way;
+2. nothing named (or the role resolved nowhere): the `default` role chain, then
+   `default_connector`, then the first connector with the `tools` capability
+   (config order, so deterministic);
+3. else the error "connector not specified".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 
 from agentstream.config import ConnectorSettings, Settings
+from agentstream_runner.connectors.anthropic_connector import AnthropicConnector
 from agentstream_runner.connectors.base import Connector
+from agentstream_runner.connectors.openai_connector import OpenAIConnector
 from agentstream_runner.connectors.scripted import ScriptedConnector
 from agentstream_runner.errors import ConnectorError
 
 ConnectorFactory = Callable[[ConnectorSettings], Connector]
 
-# openai and anthropic arrive with a later issue; their configs already validate.
-DEFAULT_FACTORIES: Mapping[str, ConnectorFactory] = {"scripted": ScriptedConnector}
+DEFAULT_FACTORIES: Mapping[str, ConnectorFactory] = {
+    "scripted": ScriptedConnector, "openai": OpenAIConnector, "anthropic": AnthropicConnector,
+}
 
 ROLE_PREFIX = "use::"
+DEFAULT_ROLE = "default"
+NOT_SPECIFIED = "connector not specified"
 
 
-def _configured(settings: Settings, connector_id: str, what: str) -> ConnectorSettings:
-    if connector_id.startswith(ROLE_PREFIX):
-        raise ConnectorError(f"{what} {connector_id!r}: connector roles are not supported yet")
-    found = settings.connector(connector_id)
-    if found is None:
-        raise ConnectorError(f"{what} {connector_id!r} is not configured")
-    return found
+@dataclass(frozen=True)
+class RoleOverrides:
+    """role → connector id for this run's user and team (`role_settings` rows)."""
+
+    user: Mapping[str, str] = field(default_factory=dict)
+    team: Mapping[str, str] = field(default_factory=dict)
 
 
-def resolve_connector(settings: Settings, requested: str | None, assistant_connector: str | None) -> ConnectorSettings:
-    explicit = requested or assistant_connector
-    if explicit:
-        return _configured(settings, explicit, "connector")
-    if settings.default_connector:
-        return _configured(settings, settings.default_connector, "default_connector")
+def _role_candidates(settings: Settings, role: str, overrides: RoleOverrides) -> Iterator[str]:
+    for name in dict.fromkeys((role, DEFAULT_ROLE)):  # the role, then `default` (once)
+        for level in (overrides.user, overrides.team, settings.roles):
+            if (connector_id := level.get(name)) is not None:
+                yield connector_id
+
+
+def _by_role(settings: Settings, role: str, overrides: RoleOverrides) -> ConnectorSettings | None:
+    # A role pointing at a connector that is not configured is skipped like an unset one.
+    found = (settings.connector(c) for c in _role_candidates(settings, role, overrides))
+    return next((c for c in found if c is not None), None)
+
+
+def resolve_connector(
+    settings: Settings,
+    requested: str | None,
+    assistant_connector: str | None,
+    overrides: RoleOverrides | None = None,
+) -> ConnectorSettings:
+    overrides = overrides or RoleOverrides()
+    named = requested or assistant_connector
+    if named and not named.startswith(ROLE_PREFIX):
+        found = settings.connector(named)
+        if found is None:
+            raise ConnectorError(f"connector {named!r} is not configured")
+        return found
+    role = named[len(ROLE_PREFIX):] if named else DEFAULT_ROLE
+    if (by_role := _by_role(settings, role, overrides)) is not None:
+        return by_role
+    if settings.default_connector and (default := settings.connector(settings.default_connector)):
+        return default
     with_tools = next((c for c in settings.connectors if "tools" in c.capabilities), None)
     if with_tools is not None:
         return with_tools
-    raise ConnectorError("connector not specified")
+    raise ConnectorError(NOT_SPECIFIED)
 
 
 class Connectors:
@@ -52,12 +87,15 @@ class Connectors:
         self._factories = factories
         self._open: dict[str, Connector] = {}
 
-    def resolve(self, requested: str | None, assistant_connector: str | None) -> Connector:
-        config = resolve_connector(self._settings, requested, assistant_connector)
+    def resolve(self, requested: str | None, assistant_connector: str | None,
+                overrides: RoleOverrides | None = None) -> Connector:
+        return self.open(resolve_connector(self._settings, requested, assistant_connector, overrides))
+
+    def open(self, config: ConnectorSettings) -> Connector:
         if config.id not in self._open:
             factory = self._factories.get(config.type)
             if factory is None:
-                raise ConnectorError(f"connector type {config.type} not available yet (connector {config.id!r})")
+                raise ConnectorError(f"connector type {config.type} not available (connector {config.id!r})")
             try:
                 self._open[config.id] = factory(config)
             except (OSError, ValueError) as err:  # e.g. a missing or invalid script file

@@ -95,7 +95,7 @@ def plan_reply(script: Script, messages: list[ChatMessage], tools: frozenset[str
 
     A tool rule answers with the tool call while no tool result follows the user
     message, then with its reply template filled with the latest result. A rule
-    whose tool is not offered in this request is skipped, like a real model would.
+    whose tool is not offered and has no result yet is skipped.
     """
     user_at = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
     if user_at is None:
@@ -104,7 +104,9 @@ def plan_reply(script: Script, messages: list[ChatMessage], tools: frozenset[str
     results = [m.content for m in messages[user_at + 1:] if m.role == "tool"]
     for rule in script.rules:
         found = rule.pattern.search(text)
-        if found is None or (rule.tool and rule.tool not in tools):
+        # A tool rule whose tool is not offered is skipped, like a real model would,
+        # unless its result is already there (then it only answers from it).
+        if found is None or (rule.tool and rule.tool not in tools and not results):
             continue
         values = {"text": text, **{k: v or "" for k, v in found.groupdict().items()}}
         if rule.tool and not results:

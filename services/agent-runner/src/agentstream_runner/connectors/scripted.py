@@ -55,7 +55,7 @@ class ScriptedConnector:
 
     async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         messages = list(request.messages)
-        reply = plan_reply(self._script, messages, frozenset(request.tools))
+        reply = plan_reply(self._script, messages, request.tool_names)
         tokens = tokenize(reply.text)
         for i, token in enumerate(tokens):
             if i and self._delay_s:

@@ -13,6 +13,8 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+from agentstream.tools_catalog import CALCULATOR as CALCULATOR_SPEC
+from agentstream.tools_catalog import CALCULATOR_SUPPORTED
 from agentstream_tools.registry import Tool
 from agentstream_tools.validation import ArgumentError, ToolError
 
@@ -27,7 +29,7 @@ _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
 }
 _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 
-SUPPORTED = "numbers, + - * / // % **, unary minus and parentheses"
+SUPPORTED = CALCULATOR_SUPPORTED
 
 
 def _check_power(base: Number, exponent: Number) -> None:
@@ -88,14 +90,4 @@ async def calculator(args: dict[str, Any]) -> str:
     return format_number(evaluate(args["expression"]))
 
 
-CALCULATOR = Tool(
-    name="calculator",
-    description="Evaluate an arithmetic expression: " + SUPPORTED + ".",
-    parameters={
-        "type": "object",
-        "properties": {"expression": {"type": "string", "minLength": 1, "description": "e.g. (2 + 3) * 4 / 5"}},
-        "required": ["expression"],
-        "additionalProperties": False,
-    },
-    run=calculator,
-)
+CALCULATOR = Tool.from_spec(CALCULATOR_SPEC, calculator)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from agentstream.tools_catalog import CLOCK
 from agentstream_tools.registry import Tool, ToolFn
 from agentstream_tools.validation import ArgumentError
 
@@ -24,13 +25,4 @@ def make_clock(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> ToolF
 
 
 def clock_tool(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> Tool:
-    return Tool(
-        name="clock",
-        description="The current date and time (ISO-8601), in UTC or the given time zone.",
-        parameters={
-            "type": "object",
-            "properties": {"timezone": {"type": "string", "description": "IANA time zone, e.g. Europe/Paris"}},
-            "additionalProperties": False,
-        },
-        run=make_clock(now),
-    )
+    return Tool.from_spec(CLOCK, make_clock(now))

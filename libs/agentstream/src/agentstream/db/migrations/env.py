@@ -6,6 +6,7 @@ from sqlalchemy import create_engine, pool
 from agentstream.db.models import Base
 
 config = context.config
+MIGRATION_LOCK_ID = 0x61676E74  # "agnt"
 target_metadata = Base.metadata
 
 
@@ -21,6 +22,10 @@ def run_migrations_online() -> None:
     with engine.connect() as connection:
         context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
         with context.begin_transaction():
+            if connection.dialect.name == "postgresql":
+                # Several services migrate on start; the first one migrates, the others wait
+                # and then find the database at head. Released at commit.
+                connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_ID})")
             context.run_migrations()
     engine.dispose()
 

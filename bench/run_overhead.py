@@ -1,0 +1,275 @@
+"""Run overhead: what the agent-runner adds between the model and Kafka, beside the
+raw broker round trip measured in the same run.
+
+    uv run python -m bench.run_overhead                      # embedded Tansu, levels 1, 50, 200
+    uv run python -m bench.run_overhead --levels 1 10 --json
+
+The model is the fake OpenAI-compatible server (real HTTP on 127.0.0.1, real SSE),
+streaming each run's text at `--rate` tokens per second. The agent-runner runs in this
+process against the broker; StartRun records are produced straight to `runs` and the
+`events` topic is read with a plain consumer. For each run (times are all
+`time.monotonic()` in this process):
+
+- first-token overhead: the server sent the first token → the first `message.delta`
+  of the run is read from Kafka;
+- last-token overhead: the server sent the last token → `run.finished` is read.
+
+Reported as p50 / p99 per concurrency level, each beside the raw produce→consume round
+trip of `bench/kafka_baseline.py` (same broker, same run), and Kafka records written per
+generated token for one long run at `--rate` tokens/s. Targets: p50 overhead ≤ 3× the
+raw round trip; ≤ 0.25 records per token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import structlog
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from agentstream.config import Settings, load_settings
+from agentstream.contracts import ReplyTarget, RunEventAdapter, StartRun, User
+from agentstream.db import upgrade
+from agentstream.host import ServiceHost
+from agentstream.kafka import EmbeddedBroker, create_topics, free_port
+from agentstream.testing.fake_openai import FakeOpenAI, ReceivedRequest
+from agentstream_runner import AgentRunnerService
+from bench.kafka_baseline import measure_baseline, percentile
+
+
+@dataclass
+class RunTimes:
+    first_delta_at: float | None = None
+    finished_at: float | None = None
+    records: int = 0
+    types: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    concurrency: int
+    runs: int
+    first_p50_ms: float
+    first_p99_ms: float
+    last_p50_ms: float
+    last_p99_ms: float
+
+
+@dataclass(frozen=True)
+class OverheadReport:
+    baseline_p50_ms: float
+    baseline_p99_ms: float
+    levels: list[LevelResult]
+    tokens: int
+    token_rate: float
+    records_per_token: float
+    extras: dict[str, float] = field(default_factory=dict)
+
+    def ratio(self, ms: float) -> float:
+        return ms / self.baseline_p50_ms
+
+
+class EventWatch:
+    """Reads `events` (every partition, manual assignment) and times each run's milestones."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, fetch_wait_ms: int) -> None:
+        self._consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                          fetch_max_wait_ms=fetch_wait_ms, auto_offset_reset="earliest")
+        self._topic, self._partitions = topic, partitions
+        self.runs: dict[str, RunTimes] = {}
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self._consumer.start()
+        self._consumer.assign([TopicPartition(self._topic, p) for p in range(self._partitions)])
+        self._task = asyncio.create_task(self._read())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait({self._task})
+        await self._consumer.stop()
+
+    async def _read(self) -> None:
+        while True:
+            batches = await self._consumer.getmany(timeout_ms=50)
+            now = time.monotonic()
+            for records in batches.values():
+                for record in records:
+                    event = RunEventAdapter.validate_json(record.value)
+                    times = self.runs.setdefault(event.root_run_id, RunTimes())
+                    times.records += 1
+                    times.types[event.type] += 1
+                    if event.type == "message.delta" and times.first_delta_at is None:
+                        times.first_delta_at = now
+                    elif event.type == "run.finished":
+                        times.finished_at = now
+            self._changed.set()
+
+    async def wait_finished(self, run_ids: Sequence[str], timeout_s: float) -> None:
+        async with asyncio.timeout(timeout_s):
+            while not all(self.runs.get(r, RunTimes()).finished_at for r in run_ids):
+                self._changed.clear()
+                await self._changed.wait()
+
+
+def _start(run_id: str, text: str) -> StartRun:
+    key = f"bench:{run_id}"
+    return StartRun(run_id=run_id, conversation_key=key, assistant_id="default", user=User(id="bench"), text=text,
+                    reply_target=ReplyTarget(platform="bench", chat_id=run_id), options={"skip": ["history"]})
+
+
+def _text(run_id: str, tokens: int) -> str:
+    # The fake server echoes the user text: the run id marks which request is whose.
+    return " ".join([run_id, *(["token"] * (tokens - 1))])
+
+
+def _request_of(fake: FakeOpenAI, run_id: str) -> ReceivedRequest:
+    for request in fake.requests:
+        users = [m for m in request.messages if m.get("role") == "user"]
+        if users and str(users[-1].get("content", "")).startswith(run_id + " "):
+            return request
+    raise LookupError(f"no model request for {run_id}")
+
+
+class Bench:
+    def __init__(self, settings: Settings, fake: FakeOpenAI, watch: EventWatch, producer: AIOKafkaProducer) -> None:
+        self.settings, self.fake, self.watch, self.producer = settings, fake, watch, producer
+        self.runs_topic = f"{settings.kafka.topic_prefix}runs"
+
+    async def launch(self, count: int, tokens: int, timeout_s: float) -> list[str]:
+        run_ids = [f"r{uuid.uuid4().hex[:10]}" for _ in range(count)]
+        for run_id in run_ids:
+            start = _start(run_id, _text(run_id, tokens))
+            await self.producer.send(self.runs_topic, start.to_json(), key=start.conversation_key.encode())
+        await self.producer.flush()
+        await self.watch.wait_finished(run_ids, timeout_s)
+        return run_ids
+
+    def overheads(self, run_ids: Sequence[str]) -> tuple[list[float], list[float]]:
+        first, last = [], []
+        for run_id in run_ids:
+            times, request = self.watch.runs[run_id], _request_of(self.fake, run_id)
+            if times.first_delta_at is None or request.first_token_at is None or request.last_token_at is None:
+                raise RuntimeError(f"run {run_id} streamed nothing")
+            assert times.finished_at is not None
+            first.append((times.first_delta_at - request.first_token_at) * 1000)
+            last.append((times.finished_at - request.last_token_at) * 1000)
+        return first, last
+
+    async def level(self, concurrency: int, tokens: int, min_runs: int, timeout_s: float) -> LevelResult:
+        run_ids: list[str] = []
+        while len(run_ids) < max(min_runs, concurrency):
+            run_ids += await self.launch(concurrency, tokens, timeout_s)
+        first, last = self.overheads(run_ids)
+        return LevelResult(concurrency, len(run_ids), percentile(first, 50), percentile(first, 99),
+                           percentile(last, 50), percentile(last, 99))
+
+
+async def run_bench(
+    bootstrap: str,
+    *,
+    embedded: bool = True,
+    levels: Sequence[int] = (1, 50, 200),
+    tokens: int = 20,
+    rate: float = 100.0,
+    long_tokens: int = 200,
+    min_runs: int = 20,
+    baseline_messages: int = 500,
+    timeout_s: float = 120.0,
+) -> OverheadReport:
+    baseline = await measure_baseline(bootstrap, baseline_messages, embedded=embedded)
+    workdir = Path(tempfile.mkdtemp(prefix="agentstream-bench-"))
+    db_url = f"sqlite+aiosqlite:///{workdir / 'bench.db'}"
+    await upgrade(db_url)
+    async with FakeOpenAI(echo_token_delay_s=1 / rate) as fake:
+        settings = load_settings(
+            kafka={"bootstrap_servers": bootstrap, "embedded": embedded,
+                   "topic_prefix": f"bench-{uuid.uuid4().hex[:6]}."},
+            database={"url": db_url}, log_level="WARNING", default_connector="fake",
+            connectors=[{"id": "fake", "type": "openai", "base_url": fake.base_url, "model": "bench"}],
+        )
+        await create_topics(settings.kafka)
+        runner = AgentRunnerService(settings)
+        watch = EventWatch(bootstrap, f"{settings.kafka.topic_prefix}events", settings.kafka.partitions,
+                           settings.kafka.fetch_wait_ms)
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=settings.kafka.idempotence,
+                                    linger_ms=0)
+        await producer.start()
+        await watch.start()
+        try:
+            async with ServiceHost([runner], "127.0.0.1", {runner.name: free_port()}):
+                bench = Bench(settings, fake, watch, producer)
+                await bench.launch(1, 3, timeout_s)  # warm-up: group join, connections
+                results = [await bench.level(c, tokens, min_runs, timeout_s) for c in levels]
+                [long_run] = await bench.launch(1, long_tokens, timeout_s)
+        finally:
+            await watch.stop()
+            await producer.stop()
+    long = watch.runs[long_run]
+    return OverheadReport(baseline.p50_ms, baseline.p99_ms, results, long_tokens, rate, long.records / long_tokens,
+                          {"long_run_records": float(long.records),
+                           **{f"long_run.{kind}": float(n) for kind, n in sorted(long.types.items())}})
+
+
+def format_report(report: OverheadReport) -> str:
+    lines = [
+        "Run overhead: fake model token -> Kafka event (agent-runner in the path)",
+        "-" * 74,
+        f"raw Kafka round trip (same run): p50 {report.baseline_p50_ms:.2f} ms, p99 {report.baseline_p99_ms:.2f} ms",
+        "",
+        f"{'concurrent':>10} {'runs':>5}  {'first token p50/p99 (ms)':>26}  {'last token p50/p99 (ms)':>26}",
+    ]
+    for r in report.levels:
+        first = f"{r.first_p50_ms:.1f}/{r.first_p99_ms:.1f} ({report.ratio(r.first_p50_ms):.1f}x)"
+        last = f"{r.last_p50_ms:.1f}/{r.last_p99_ms:.1f} ({report.ratio(r.last_p50_ms):.1f}x)"
+        lines.append(f"{r.concurrency:>10} {r.runs:>5}  {first:>26}  {last:>26}")
+    lines += [
+        "",
+        f"Kafka records per generated token at {report.token_rate:g} tokens/s: "
+        f"{report.records_per_token:.3f} ({int(report.extras['long_run_records'])} records / {report.tokens} tokens)",
+        "  by type: " + ", ".join(f"{k.removeprefix('long_run.')} {int(v)}" for k, v in report.extras.items()
+                                  if k.startswith("long_run.")),
+        "targets: p50 overhead <= 3x the raw round trip; <= 0.25 records per token",
+    ]
+    return "\n".join(lines)
+
+
+async def _main(args: argparse.Namespace) -> OverheadReport:
+    options = {"levels": args.levels, "tokens": args.tokens, "rate": args.rate, "min_runs": args.min_runs,
+               "baseline_messages": args.baseline_messages}
+    if args.bootstrap:
+        return await run_bench(args.bootstrap, embedded=args.embedded, **options)
+    async with EmbeddedBroker() as broker:
+        return await run_bench(broker.bootstrap_servers, embedded=True, **options)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run_overhead", description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap", help="broker to use (default: an embedded Tansu)")
+    parser.add_argument("--embedded", action="store_true", help="the --bootstrap broker is Tansu")
+    parser.add_argument("--levels", type=int, nargs="+", default=[1, 50, 200], help="concurrent runs")
+    parser.add_argument("--tokens", type=int, default=20, help="tokens per run in the latency levels")
+    parser.add_argument("--rate", type=float, default=100.0, help="tokens per second per stream")
+    parser.add_argument("--min-runs", type=int, default=20, help="runs measured per level at least")
+    parser.add_argument("--baseline-messages", type=int, default=500)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings and up
+    report = asyncio.run(_main(args))
+    print(json.dumps(asdict(report)) if args.json else format_report(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,310 @@
+"""A fake OpenAI-compatible LLM server for tests: real HTTP on 127.0.0.1, real SSE.
+
+`POST /v1/chat/completions` answers each request with the next scripted `Turn`
+(or echoes the last user message when none is queued): text deltas, tool-call
+deltas split across chunks like real servers send them, `reasoning_content`
+deltas, a usage chunk when `stream_options.include_usage` is set, HTTP errors
+(`mode="429"`, `"500"`, any status) and slow streams (`mode="slow"`).
+
+Every request is recorded (`requests`): its body and, measured at the server with
+`time.monotonic()`, when its first and last token went out and when the client
+dropped the connection early — so a test can assert how fast an interrupt closed
+the stream. A raw ASGI app (no framework) keeps the disconnect watch explicit.
+
+    async with FakeOpenAI() as fake:
+        fake.add_turn(text="hi", tool_calls=[("calculator", {"expression": "1+1"})])
+        client = AsyncOpenAI(base_url=fake.base_url, api_key="x")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import socket
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+_TOKEN = re.compile(r"\s*\S+|\s+$")
+SLOW_TOKEN_DELAY_S = 0.2
+
+
+def tokenize(text: str) -> list[str]:
+    """Words with the whitespace before them: the tokens join back to the text."""
+    return _TOKEN.findall(text)
+
+
+@dataclass
+class Turn:
+    """One scripted answer. `mode`: "ok", "slow", or an HTTP status ("429", "500", "400", ...)."""
+
+    text: str = ""
+    tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    reasoning: str = ""
+    mode: str = "ok"
+    retry_after: float | None = None
+    token_delay_s: float | None = None
+    usage: tuple[int, int] | None = None  # (prompt, completion); counted from words when None
+
+    @property
+    def status(self) -> int:
+        return int(self.mode) if self.mode.isdigit() else 200
+
+    @property
+    def delay_s(self) -> float:
+        if self.token_delay_s is not None:
+            return self.token_delay_s
+        return SLOW_TOKEN_DELAY_S if self.mode == "slow" else 0.0
+
+
+@dataclass
+class ReceivedRequest:
+    """One request as the server saw it (times are `time.monotonic()`)."""
+
+    body: dict[str, Any]
+    received_at: float
+    turn: Turn
+    first_token_at: float | None = None
+    last_token_at: float | None = None
+    completed_at: float | None = None
+    closed_at: float | None = None  # the client dropped the connection before the end
+
+    @property
+    def closed_early(self) -> bool:
+        return self.closed_at is not None
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages", []))
+
+
+def _words(messages: list[dict[str, Any]]) -> int:
+    return sum(len(str(m.get("content") or "").split()) for m in messages)
+
+
+def _echo(body: dict[str, Any]) -> str:
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    return str(users[-1].get("content") or "") if users else ""
+
+
+def _arg_pieces(arguments: str, parts: int = 3) -> list[str]:
+    size = max(1, -(-len(arguments) // parts))
+    return [arguments[i:i + size] for i in range(0, len(arguments), size)] or [""]
+
+
+class _Chunks:
+    """Builds the OpenAI `chat.completion.chunk` payloads of one streamed answer."""
+
+    def __init__(self, model: str, seq: int) -> None:
+        self.base = {"id": f"chatcmpl-{seq}", "object": "chat.completion.chunk", "created": int(time.time()),
+                     "model": model}
+
+    def delta(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**self.base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    def usage(self, prompt: int, completion: int) -> dict[str, Any]:
+        return {**self.base, "choices": [], "usage": {
+            "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
+
+
+class FakeOpenAI:
+    def __init__(self, model: str = "fake-model", echo_token_delay_s: float = 0.0) -> None:
+        self.model = model
+        self.echo_token_delay_s = echo_token_delay_s
+        self.requests: list[ReceivedRequest] = []
+        self._turns: deque[Turn] = deque()
+        self._changed = asyncio.Event()  # set whenever a request record changes
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.port = 0
+
+    # -- script ----------------------------------------------------------------------
+    def add_turn(self, text: str = "", tool_calls: list[tuple[str, dict[str, Any]]] | None = None, *,
+                 reasoning: str = "", mode: str = "ok", retry_after: float | None = None,
+                 token_delay_s: float | None = None, usage: tuple[int, int] | None = None) -> Turn:
+        turn = Turn(text, list(tool_calls or []), reasoning, mode, retry_after, token_delay_s, usage)
+        self._turns.append(turn)
+        return turn
+
+    @property
+    def pending_turns(self) -> int:
+        return len(self._turns)
+
+    @property
+    def request_count(self) -> int:
+        return len(self.requests)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def wait_for(self, predicate: Callable[[FakeOpenAI], bool], timeout: float = 5.0) -> None:
+        """Until `predicate(self)` holds (checked at every change of a request); TimeoutError after `timeout`."""
+        async with asyncio.timeout(timeout):
+            while not predicate(self):
+                self._changed.clear()
+                await self._changed.wait()
+
+    def _touch(self) -> None:
+        self._changed.set()
+
+    def _next_turn(self, body: dict[str, Any]) -> Turn:
+        if self._turns:
+            return self._turns.popleft()
+        return Turn(text=_echo(body), token_delay_s=self.echo_token_delay_s)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def __aenter__(self) -> FakeOpenAI:
+        sock = socket.socket()
+        # Accepted sockets inherit it (Linux): without it, Nagle holds a token written right
+        # after the headers until the client's delayed ACK (~40 ms), which is not the model's doing.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind(("127.0.0.1", 0))
+        self.port = int(sock.getsockname()[1])
+        config = uvicorn.Config(self._app, log_level="warning", lifespan="off", interface="asgi3",
+                                timeout_graceful_shutdown=1)
+        self._server = uvicorn.Server(config)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="fake-openai")
+        while not self._server.started:
+            if self._task.done():
+                await self._task  # raises the startup error
+            await asyncio.sleep(0.01)
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            await self._task
+
+    # -- HTTP --------------------------------------------------------------------------
+    async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["method"] != "POST" or not scope["path"].endswith("/chat/completions"):
+            await self._json(send, 404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+            return
+        raw = b""
+        while True:
+            message = await receive()
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        body = json.loads(raw or b"{}")
+        turn = self._next_turn(body)
+        record = ReceivedRequest(body=body, received_at=time.monotonic(), turn=turn)
+        self.requests.append(record)
+        self._touch()
+        if turn.status != 200:
+            await self._error(send, turn)
+        elif body.get("stream"):
+            await self._watch_disconnect(receive, record, self._stream(send, record))
+        else:
+            await self._json(send, 200, self._completion(record))
+            record.completed_at = time.monotonic()
+        self._touch()
+
+    async def _watch_disconnect(self, receive: Receive, record: ReceivedRequest, stream: Awaitable[None]) -> None:
+        """Stream, and note the moment the client hangs up (the stream is then cancelled)."""
+        streaming = asyncio.ensure_future(stream)
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            if not streaming.done():
+                record.closed_at = time.monotonic()
+                self._touch()
+                streaming.cancel()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            with contextlib.suppress(asyncio.CancelledError, OSError):
+                await streaming
+        finally:
+            watcher.cancel()
+
+    async def _stream(self, send: Send, record: ReceivedRequest) -> None:
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+        chunks = _Chunks(self.model, len(self.requests))
+        turn = record.turn
+        completion = 0
+        first = True
+        for payload in self._deltas(chunks, turn):
+            if not first and turn.delay_s:
+                await asyncio.sleep(turn.delay_s)
+            await self._sse(send, payload)
+            now = time.monotonic()
+            record.first_token_at = record.first_token_at or now
+            record.last_token_at = now
+            self._touch()
+            first = False
+            completion += 1
+        finish = "tool_calls" if turn.tool_calls else "stop"
+        await self._sse(send, chunks.delta({}, finish))
+        if (record.body.get("stream_options") or {}).get("include_usage"):
+            prompt, used = turn.usage or (_words(record.messages), completion)
+            await self._sse(send, chunks.usage(prompt, used))
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": False})
+        record.completed_at = time.monotonic()
+
+    def _deltas(self, chunks: _Chunks, turn: Turn) -> Iterator[dict[str, Any]]:
+        role_sent = False
+        for token in tokenize(turn.reasoning):
+            yield chunks.delta({"role": "assistant", "reasoning_content": token} if not role_sent
+                               else {"reasoning_content": token})
+            role_sent = True
+        for token in tokenize(turn.text):
+            yield chunks.delta({"role": "assistant", "content": token} if not role_sent else {"content": token})
+            role_sent = True
+        for index, (name, args) in enumerate(turn.tool_calls):
+            call_id = f"call_{index + 1}"
+            head = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+            yield chunks.delta({"role": "assistant", "tool_calls": [head]} if not role_sent else {"tool_calls": [head]})
+            role_sent = True
+            for piece in _arg_pieces(json.dumps(args)):
+                yield chunks.delta({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+
+    def _completion(self, record: ReceivedRequest) -> dict[str, Any]:
+        turn = record.turn
+        message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
+        if turn.reasoning:
+            message["reasoning_content"] = turn.reasoning
+        if turn.tool_calls:
+            message["tool_calls"] = [
+                {"id": f"call_{i + 1}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                for i, (n, a) in enumerate(turn.tool_calls)]
+        prompt, used = turn.usage or (_words(record.messages), len(tokenize(turn.text)))
+        return {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
+                "model": self.model,
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": "tool_calls" if turn.tool_calls else "stop"}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": used, "total_tokens": prompt + used}}
+
+    async def _error(self, send: Send, turn: Turn) -> None:
+        kind = {429: "rate_limit_error", 400: "invalid_request_error"}.get(turn.status, "server_error")
+        headers = [(b"retry-after", str(turn.retry_after).encode())] if turn.retry_after is not None else []
+        await self._json(send, turn.status, {"error": {"message": f"fake {turn.status}", "type": kind}}, headers)
+
+    @staticmethod
+    async def _sse(send: Send, payload: dict[str, Any]) -> None:
+        data = b"data: " + json.dumps(payload).encode() + b"\n\n"
+        await send({"type": "http.response.body", "body": data, "more_body": True})
+
+    @staticmethod
+    async def _json(send: Send, status: int, payload: dict[str, Any],
+                    headers: list[tuple[bytes, bytes]] | None = None) -> None:
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), *(headers or [])]})
+        await send({"type": "http.response.body", "body": json.dumps(payload).encode()})

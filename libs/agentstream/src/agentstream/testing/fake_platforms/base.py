@@ -1,0 +1,152 @@
+"""What every fake platform shares: a real HTTP server on 127.0.0.1, call records,
+messages per chat, a per-chat rate limit and scripted failures.
+
+Subclasses add the platform's routes and say how it spells a rate limit and an error.
+Every request is recorded as a `Call` (method, chat, body, status, arrival time), so
+tests prove what reached the platform: how many calls, how far apart per chat, and
+that no message was posted twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+import uvicorn
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+
+RATE_TOLERANCE_S = 0.05  # calls this much early still pass (clock jitter between client and server)
+
+
+@dataclass
+class Call:
+    method: str
+    chat_id: str
+    body: dict[str, Any]
+    status: int = 200
+    at: float = field(default_factory=time.monotonic)
+    message_id: str | None = None
+
+
+@dataclass
+class FakeMessage:
+    message_id: str
+    chat_id: str
+    text: str
+    history: list[str] = field(default_factory=list)
+    deleted: bool = False
+
+    @property
+    def edits(self) -> int:
+        return len(self.history) - 1
+
+
+@dataclass
+class Failure:
+    """A scripted answer for the next matching call: an HTTP status and body, or a stall."""
+
+    status: int = 500
+    body: dict[str, Any] | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0  # sleep before answering (longer than the client's timeout = a timeout)
+    apply: bool = False  # the call still takes effect (a send that landed but whose answer was lost)
+
+
+class FakePlatform:
+    name = "fake"
+
+    def __init__(self, *, per_chat_interval: float | None = None, retry_after: float = 1.0) -> None:
+        self.per_chat_interval = per_chat_interval
+        self.retry_after = retry_after
+        self.calls: list[Call] = []
+        self.chats: dict[str, list[FakeMessage]] = defaultdict(list)
+        self._failures: list[tuple[str, str | None, Failure]] = []
+        self._last_call: dict[str, float] = {}
+        self._ids = 0
+        self.app = FastAPI()
+        self.routes(self.app)
+        self.port = 0
+        self._server: uvicorn.Server | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    # -- to override -------------------------------------------------------------------
+    def routes(self, app: FastAPI) -> None:
+        raise NotImplementedError
+
+    def rate_limited(self, retry_after: float) -> Response:
+        raise NotImplementedError
+
+    # -- test API --------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def fail_next(self, method: str, failure: Failure, *, chat_id: str | None = None, count: int = 1) -> None:
+        self._failures.extend((method, chat_id, failure) for _ in range(count))
+
+    def messages(self, chat_id: str) -> list[FakeMessage]:
+        return [m for m in self.chats.get(chat_id, []) if not m.deleted]
+
+    def texts(self, chat_id: str) -> list[str]:
+        return [m.text for m in self.messages(chat_id)]
+
+    def calls_to(self, chat_id: str, *methods: str) -> list[Call]:
+        return [c for c in self.calls if c.chat_id == chat_id and (not methods or c.method in methods)]
+
+    def count(self, status: int | None = None) -> int:
+        return sum(1 for c in self.calls if status is None or c.status == status)
+
+    # -- helpers for routes --------------------------------------------------------------
+    async def admit(self, method: str, chat_id: str, body: dict[str, Any]) -> tuple[Call, Response | None, bool]:
+        """Record the call; returns (call, a response to answer instead, whether to apply it anyway)."""
+        call = Call(method, chat_id, body)
+        self.calls.append(call)
+        for i, (m, chat, failure) in enumerate(self._failures):
+            if m == method and chat in (None, chat_id):
+                del self._failures[i]
+                if failure.delay_s:
+                    await asyncio.sleep(failure.delay_s)
+                call.status = failure.status
+                return call, JSONResponse(failure.body or {}, failure.status, failure.headers), failure.apply
+        if self.per_chat_interval is not None:
+            last = self._last_call.get(chat_id)
+            if last is not None and call.at - last < self.per_chat_interval - RATE_TOLERANCE_S:
+                call.status = 429
+                return call, self.rate_limited(self.retry_after), False
+            self._last_call[chat_id] = call.at
+        return call, None, False
+
+    def post(self, chat_id: str, text: str) -> FakeMessage:
+        self._ids += 1
+        msg = FakeMessage(str(self._ids), chat_id, text, [text])
+        self.chats[chat_id].append(msg)
+        return msg
+
+    def find(self, chat_id: str, message_id: str) -> FakeMessage | None:
+        return next((m for m in self.chats.get(chat_id, []) if m.message_id == message_id and not m.deleted), None)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", self.port))
+        self.port = int(sock.getsockname()[1])
+        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
+        self._server = uvicorn.Server(config)
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name=f"fake-{self.name}")
+        while not self._server.started:
+            if self._task.done():
+                await self._task
+            await asyncio.sleep(0.01)
+        return self
+
+    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self._server is not None and self._task is not None:
+            self._server.should_exit = True
+            await self._task

@@ -1,0 +1,140 @@
+"""What the conversation owner runs: a new run, a resumed one, or the ending of a run
+that never ran (refused, merged, dropped).
+
+Kept out of the service class so the service stays a thin router of records. The
+pipeline itself does not change for a resume: it gets a `ResumePoint` (memory, usage
+so far, the seq to continue after) built from the checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agentstream.config import RunnerSettings
+from agentstream.contracts import Notice, ResumeRun, RunFinished, StartRun
+from agentstream_runner.assistants import Assistants
+from agentstream_runner.chat_sessions import SessionStore
+from agentstream_runner.connectors import Connectors
+from agentstream_runner.context import RunContext, RunControl, RunPorts
+from agentstream_runner.conversation import REBALANCED, Dismissal, DoubleTextingPolicy, Work
+from agentstream_runner.emitter import RunEmitter
+from agentstream_runner.pipeline import ResumePoint, run_pipeline
+from agentstream_runner.prompts import system_messages
+from agentstream_runner.resume import (
+    Checkpoint,
+    HistoryWithout,
+    callable_memory,
+    load_checkpoint,
+    saved_input,
+    start_of,
+)
+from agentstream_runner.run_setup import load_history
+from agentstream_runner.stores import SqlStores
+
+REJECTED_TEXT = "Still working on your previous message; this one was not sent. Try again when it is done."
+
+SessionsGetter = Callable[[], async_sessionmaker[AsyncSession] | None]
+
+
+def policy_of(assistants: Assistants, start: StartRun) -> DoubleTextingPolicy:
+    """The request's `double_texting` option, else the assistant's, else enqueue."""
+    requested = start.options.get("double_texting")
+    if isinstance(requested, str) and requested in {p.value for p in DoubleTextingPolicy}:
+        return DoubleTextingPolicy(requested)
+    try:
+        return DoubleTextingPolicy(getattr(assistants.get(start.assistant_id), "double_texting", "enqueue"))
+    except Exception:  # an unknown assistant fails in its run; here it just waits its turn
+        return DoubleTextingPolicy.ENQUEUE
+
+
+class RunLauncher:
+    def __init__(self, ports: RunPorts, connectors: Connectors, assistants: Assistants, runner: RunnerSettings,
+                 sessions: SessionsGetter, log: structlog.stdlib.BoundLogger) -> None:
+        self._ports = ports
+        self._connectors = connectors
+        self._assistants = assistants
+        self._runner = runner
+        self._sessions = sessions
+        self._log = log
+
+    def policy_for(self, start: StartRun) -> DoubleTextingPolicy:
+        return policy_of(self._assistants, start)
+
+    def _context(self, control: RunControl, history: Any = None) -> RunContext:
+        factory = self._sessions()
+        stores = SqlStores(factory) if factory is not None else None
+        return RunContext(ports=self._ports, connectors=self._connectors, assistants=self._assistants,
+                          runner=self._runner, control=control, history=history or stores, roles=stores)
+
+    async def run(self, work: Work, control: RunControl) -> None:
+        if isinstance(work, ResumeRun):
+            await self.resume(work, control)
+            return
+        await run_pipeline(self._context(control), await self._with_session(work))
+
+    async def _with_session(self, start: StartRun) -> StartRun:
+        factory = self._sessions()
+        if start.session_id is not None or factory is None:
+            return start
+        try:
+            session_id = await SessionStore(factory).current(start.conversation_key)
+        except Exception as err:  # history by conversation still works without a session
+            self._log.warning("session not resolved", run_id=start.run_id, error=repr(err))
+            return start
+        return start.model_copy(update={"session_id": session_id})
+
+    async def reset_session(self, conversation_key: str) -> str | None:
+        """A new history session; None when there is no database to record it in."""
+        factory = self._sessions()
+        if factory is None:
+            return None
+        try:
+            return await SessionStore(factory).reset(conversation_key)
+        except Exception as err:
+            self._log.warning("session not reset", conversation=conversation_key, error=repr(err))
+            return None
+
+    # -- resume --------------------------------------------------------------------
+    async def resume(self, command: ResumeRun, control: RunControl) -> None:
+        factory = self._sessions()
+        checkpoint = await load_checkpoint(factory, command.run_id) if factory is not None else None
+        if checkpoint is None:
+            self._log.warning("resume ignored: no checkpoint (completed, or unknown run)", run_id=command.run_id)
+            return
+        start = start_of(command, checkpoint)
+        assert factory is not None
+        ctx = self._context(control, history=HistoryWithout(factory, command.run_id))
+        point = ResumePoint(memory=await self._memory(ctx, start, checkpoint), usage=checkpoint.usage,
+                            first_seq=checkpoint.last_seq + 1)
+        self._log.info("resuming run", run_id=command.run_id, steps=len(checkpoint.steps),
+                       from_seq=point.first_seq)
+        await run_pipeline(ctx, start, point)
+
+    async def _memory(self, ctx: RunContext, start: StartRun, checkpoint: Checkpoint) -> list[Any]:
+        memory = callable_memory(checkpoint.steps)
+        if memory is not None:
+            return memory
+        # Nothing usable was saved: the memory the run began with.
+        assistant = self._assistants.get(start.assistant_id)
+        options = {**assistant.options, **start.options}
+        history = await load_history(ctx, start, options, assistant)
+        return [*system_messages(assistant, start, start.metadata), *history, *saved_input(checkpoint, start)]
+
+    # -- runs that never ran ---------------------------------------------------------
+    async def dismiss(self, start: StartRun, why: Dismissal, detail: str) -> None:
+        """Their `run.queued` opened a stream: close it, so delivery and persistence end it."""
+        events = RunEmitter.for_start(start, self._ports.publish_event)
+        match why:
+            case Dismissal.REJECTED:
+                await events.emit(Notice, level="warning", text=REJECTED_TEXT, reply_target=start.reply_target)
+                await events.emit(RunFinished, status="failed", reason="rejected", error=detail)
+            case Dismissal.MERGED:
+                # Its text runs inside run `detail` and is stored there.
+                await events.emit(RunFinished, status="completed", reason="merged", error=None)
+            case Dismissal.DROPPED:
+                status = "failed" if detail == REBALANCED else "interrupted"
+                await events.emit(RunFinished, status=status, reason=detail, error=f"not started: {detail}")

@@ -1,0 +1,137 @@
+"""Resume: rebuild a failed or interrupted run from its checkpoint (ARCHITECTURE §3).
+
+persistence writes the checkpoint when the run ends not `completed`: how it ended,
+the usage already spent, the last seq, what started it, and every completed step
+with its memory snapshot. A resume continues under the same run id, numbering its
+events after the last seq, from the newest memory the model can be called with:
+- after a `tool` step: the tool results are in memory, the next model call follows;
+- after an `llm` step that called tools whose round did not complete: its memory ends
+  in an assistant message with unanswered tool calls, which no model API accepts, so
+  the resume goes back to the step before it (that one call is made again);
+- with no usable step: system prompts + history (without this run's own rows) + the
+  run's input, as the run first saw them.
+Completed model and tool calls are never requested again; their usage is carried
+over (`ResumePoint.usage`), so `run.finished` reports the whole run's usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agentstream.contracts import ChatMessage, ReplyTarget, ResumeRun, StartRun, Usage, User
+from agentstream.db.models import Message
+from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
+from agentstream_runner.history import StoredMessage
+
+CHECKPOINT_WAIT_S = 5.0  # a resume may arrive before persistence has written the checkpoint
+
+
+@dataclass(frozen=True)
+class SavedStep:
+    step_id: str
+    step_type: str
+    memory: list[ChatMessage]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    root_run_id: str
+    conversation_key: str
+    status: str
+    last_seq: int
+    usage: Usage
+    start: dict[str, Any]
+    steps: list[SavedStep] = field(default_factory=list)
+
+
+def callable_memory(steps: list[SavedStep]) -> list[ChatMessage] | None:
+    """The newest snapshot a model call can continue from (see the module doc)."""
+    for saved in reversed(steps):
+        if not saved.memory:
+            continue
+        last = saved.memory[-1]
+        if last.role == "assistant" and last.tool_calls:
+            continue  # its tool round never completed
+        return list(saved.memory)
+    return None
+
+
+def start_of(command: ResumeRun, checkpoint: Checkpoint) -> StartRun:
+    """The StartRun the run began with, as far as the checkpoint remembers it."""
+    info = checkpoint.start
+    user_id = info.get("user_id")
+    inputs = [ChatMessage.model_validate(m) for m in info.get("input") or []]
+    text = next((m.content for m in inputs if m.role == "user"), None) or info.get("text") or ""
+    target = info.get("reply_target") or _target_of(command.conversation_key)
+    return StartRun(
+        run_id=command.run_id, conversation_key=command.conversation_key, session_id=info.get("session_id"),
+        assistant_id=info.get("assistant_id") or "default", user=User(id=user_id) if user_id else None,
+        text=text, reply_target=ReplyTarget.model_validate(target),
+        options={"connector": info["connector_id"]} if info.get("connector_id") else {},
+    )
+
+
+def saved_input(checkpoint: Checkpoint, start: StartRun) -> list[ChatMessage]:
+    inputs = [ChatMessage.model_validate(m) for m in checkpoint.start.get("input") or []]
+    return inputs or [ChatMessage(role="user", content=start.text)]
+
+
+def _target_of(conversation_key: str) -> dict[str, Any]:
+    platform, _, rest = conversation_key.partition(":")
+    chat, _, thread = rest.partition(":")
+    return {"platform": platform, "chat_id": chat, "thread_id": thread or None}
+
+
+# -- database reads ------------------------------------------------------------------
+async def read_checkpoint(sessions: async_sessionmaker[AsyncSession], run_id: str) -> Checkpoint | None:
+    async with sessions() as session:
+        row = await session.get(RunCheckpoint, run_id)
+        if row is None:
+            return None
+        steps = (await session.scalars(
+            select(ResumeStep).where(ResumeStep.root_run_id == run_id).order_by(ResumeStep.seq))).all()
+    return Checkpoint(
+        root_run_id=row.root_run_id, conversation_key=row.conversation_key, status=row.status,
+        last_seq=row.last_seq, usage=Usage.model_validate(row.usage or {}), start=dict(row.start or {}),
+        steps=[SavedStep(s.step_id, s.step_type, [ChatMessage.model_validate(m) for m in s.memory])
+               for s in steps],
+    )
+
+
+async def load_checkpoint(
+    sessions: async_sessionmaker[AsyncSession], run_id: str, wait_s: float = CHECKPOINT_WAIT_S
+) -> Checkpoint | None:
+    """The run's checkpoint, waiting up to `wait_s` for persistence to write it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        checkpoint = await read_checkpoint(sessions, run_id)
+        if checkpoint is not None or loop.time() >= deadline:
+            return checkpoint
+        await asyncio.sleep(0.2)
+
+
+class HistoryWithout:
+    """History as the run first saw it: the session's messages minus this run's own rows
+    (its input and partial answer were stored when it ended)."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], root_run_id: str) -> None:
+        self._sessions = sessions
+        self._root_run_id = root_run_id
+
+    async def recent(self, conversation_key: str, session_id: str | None, limit: int) -> list[StoredMessage]:
+        if limit <= 0:
+            return []
+        query = select(Message.role, Message.content, Message.name).where(
+            Message.conversation_key == conversation_key, Message.root_run_id != self._root_run_id)
+        if session_id is not None:
+            query = query.where(Message.session_id == session_id)
+        query = query.order_by(Message.id.desc()).limit(limit)
+        async with self._sessions() as session:
+            rows = (await session.execute(query)).all()
+        return [StoredMessage(role=r.role, content=r.content or "", name=r.name) for r in reversed(rows)]

@@ -1,0 +1,71 @@
+"""One run in progress (root or delegated child) and what its root shares.
+
+`RunScope` is what the pipeline's steps read and update: the assistant and its
+hooks, the connector (and so the capabilities), the memory sent to the model,
+sampling options and tool names. `RootTotals` is shared by a root run and all of
+its children: the usage of every LLM call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentstream.contracts import ChatMessage, StartRun, Usage
+from agentstream.tools_catalog import ToolSpec, tool_spec
+from agentstream_runner.assistants import Assistant
+from agentstream_runner.connectors import Connector, RoleOverrides
+from agentstream_runner.context import RunContext
+from agentstream_runner.emitter import RunEmitter
+from agentstream_runner.hooks import Hooks
+
+MAX_DEPTH = 5
+MAX_TOOL_ATTEMPTS = 3
+
+
+@dataclass
+class RootTotals:
+    usage: Usage = field(default_factory=Usage)
+
+    def add(self, usage: Usage) -> None:
+        self.usage = self.usage + usage
+
+
+@dataclass(frozen=True)
+class Answer:
+    """How a run (or child run) ended well: its answer text and hook data."""
+
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunScope:
+    ctx: RunContext
+    start: StartRun
+    events: RunEmitter
+    totals: RootTotals
+    assistant: Assistant
+    hooks: Hooks
+    connector: Connector
+    overrides: RoleOverrides
+    memory: list[ChatMessage]
+    options: dict[str, Any]
+    metadata: dict[str, Any]
+    tool_names: list[str]
+    chain: tuple[str, ...]  # assistant ids from the root down to this run: cycle detection
+
+    @property
+    def run_id(self) -> str:
+        return self.events.run_id
+
+    def step_id(self, kind: str) -> str:
+        """Unique within the root run, children and resumed attempts included: the seq
+        its `step.started` gets (seqs only increase, also across a resume)."""
+        return f"{kind}-{self.events.next_seq}"
+
+    def tool_specs(self) -> tuple[ToolSpec, ...]:
+        """What the model is offered: nothing when the connector cannot call tools."""
+        if "tools" not in self.connector.capabilities:
+            return ()
+        return tuple(spec for name in self.tool_names if (spec := tool_spec(name)) is not None)

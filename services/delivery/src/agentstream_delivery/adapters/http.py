@@ -1,0 +1,72 @@
+"""What the HTTP platform adapters share: one httpx client, transport errors classified.
+
+A connection that could not be opened never reached the platform (`Transient`, safe
+to retry). A timeout or a broken connection after the request went out may have
+landed (`OutcomeUnknown`): the caller records it and never resends a message blindly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from agentstream_delivery.adapters.base import (
+    AdapterError,
+    BadFormat,
+    Capabilities,
+    Forbidden,
+    NotFound,
+    OutcomeUnknown,
+    Transient,
+)
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class HttpAdapter:
+    platform = "http"
+    capabilities = Capabilities()
+
+    def __init__(self, api_url: str, *, timeout: float = DEFAULT_TIMEOUT_S, bot: str = "",
+                 capabilities: Capabilities | None = None) -> None:
+        self.api_url = api_url.rstrip("/")
+        self.bot = bot  # the rate-limit budget is per (bot, chat)
+        if capabilities is not None:
+            self.capabilities = capabilities
+        self.client = httpx.AsyncClient(timeout=timeout)
+
+    # the PlatformAdapter protocol's plain fields, read from the capabilities
+    @property
+    def can_edit(self) -> bool:
+        return self.capabilities.can_edit
+
+    @property
+    def max_length(self) -> int:
+        return self.capabilities.max_length
+
+    @property
+    def edit_interval(self) -> float:
+        return self.capabilities.edit_interval
+
+    async def request(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        try:
+            return await self.client.request(method, url, **kw)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as err:
+            raise Transient(f"{self.platform}: cannot connect: {err!r}") from err
+        except (httpx.TimeoutException, httpx.TransportError) as err:
+            raise OutcomeUnknown(f"{self.platform}: no answer: {err!r}") from err
+
+    async def close(self) -> None:
+        await self.client.aclose()
+
+
+def by_status(status: int, message: str) -> AdapterError:
+    """The error class of an HTTP status when the body says nothing more specific."""
+    if status in (401, 403):
+        return Forbidden(message)
+    if status == 404:
+        return NotFound(message)
+    if status >= 500:
+        return Transient(message)
+    return BadFormat(message)

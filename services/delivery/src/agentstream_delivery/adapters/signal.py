@@ -1,0 +1,34 @@
+"""Signal through a signal-cli REST endpoint: messages cannot be edited, so only final texts go out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentstream.contracts import ReplyTarget
+from agentstream_delivery.adapters.base import AdapterError, Capabilities, RateLimited
+from agentstream_delivery.adapters.http import HttpAdapter, by_status
+
+DEFAULT_API_URL = "http://127.0.0.1:8080"
+CAPABILITIES = Capabilities(max_length=2000, measure="utf16", can_edit=False, edit_interval=1.0,
+                            tool_progress="off", chat_interval=0.5)
+
+
+class SignalAdapter(HttpAdapter):
+    platform = "signal"
+    capabilities = CAPABILITIES
+
+    def __init__(self, number: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:
+        super().__init__(api_url, bot=number, **kw)
+        self.number = number
+
+    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
+        body = {"message": text, "number": self.number, "recipients": [target.chat_id]}
+        resp = await self.request("POST", f"{self.api_url}/v2/send", json=body)
+        if resp.status_code == 429:
+            raise RateLimited(float(resp.headers.get("Retry-After", "1")), "signal: rate limit")
+        if resp.status_code not in (200, 201):
+            raise by_status(resp.status_code, f"signal: {resp.text[:200]}")
+        return str(resp.json().get("timestamp", ""))
+
+    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
+        raise AdapterError("signal messages cannot be edited")

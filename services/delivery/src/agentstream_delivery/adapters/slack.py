@@ -1,0 +1,59 @@
+"""Slack Web API: chat.postMessage / chat.update (4,000 characters, Retry-After header)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentstream.contracts import ReplyTarget
+from agentstream_delivery.adapters.base import (
+    AdapterError,
+    BadFormat,
+    Capabilities,
+    Forbidden,
+    NotFound,
+    RateLimited,
+    TooLong,
+    Transient,
+)
+from agentstream_delivery.adapters.http import HttpAdapter, by_status
+
+DEFAULT_API_URL = "https://slack.com/api"
+CAPABILITIES = Capabilities(max_length=4000, measure="chars", can_edit=True, edit_interval=1.0,
+                            buffer_threshold=300, tool_progress="new", chat_interval=1.0)
+_ERRORS: dict[str, type[AdapterError]] = {
+    "msg_too_long": TooLong, "message_not_found": NotFound, "channel_not_found": NotFound,
+    "not_in_channel": Forbidden, "is_archived": Forbidden, "invalid_auth": Forbidden, "not_authed": Forbidden,
+    "account_inactive": Forbidden, "cant_update_message": Forbidden, "internal_error": Transient,
+    "fatal_error": Transient, "service_unavailable": Transient,
+}
+
+
+class SlackAdapter(HttpAdapter):
+    platform = "slack"
+    capabilities = CAPABILITIES
+
+    def __init__(self, token: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:
+        super().__init__(api_url, bot=token[-8:], **kw)
+        self._headers = {"Authorization": f"Bearer {token}"}
+
+    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
+        body: dict[str, Any] = {"channel": target.chat_id, "text": text}
+        if target.thread_id:
+            body["thread_ts"] = target.thread_id
+        return str((await self._call("chat.postMessage", body))["ts"])
+
+    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
+        await self._call("chat.update", {"channel": target.chat_id, "ts": message_id, "text": text})
+
+    async def _call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
+        resp = await self.request("POST", f"{self.api_url}/{method}", json=body, headers=self._headers)
+        if resp.status_code == 429:
+            raise RateLimited(float(resp.headers.get("Retry-After", "1")), "slack: ratelimited")
+        try:
+            data: dict[str, Any] = resp.json()
+        except ValueError:
+            raise by_status(resp.status_code, f"slack: HTTP {resp.status_code}") from None
+        if resp.status_code == 200 and data.get("ok"):
+            return data
+        code = str(data.get("error") or f"HTTP {resp.status_code}")
+        raise _ERRORS.get(code, BadFormat if resp.status_code < 500 else Transient)(f"slack: {code}")

@@ -1,0 +1,84 @@
+"""Telegram Bot API: sendMessage / editMessageText / deleteMessage, drafts in private chats.
+
+Length is counted in UTF-16 code units (4,096 per message). A 429 carries
+`parameters.retry_after`; "message is not modified" means the platform already shows
+the text, which is success. `sendMessageDraft` streams previews of a private chat
+(positive chat id) into one draft; the final text is a real message.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentstream.contracts import ReplyTarget
+from agentstream_delivery.adapters.base import (
+    AdapterError,
+    BadFormat,
+    Capabilities,
+    NotFound,
+    RateLimited,
+    TooLong,
+)
+from agentstream_delivery.adapters.http import HttpAdapter, by_status
+
+DEFAULT_API_URL = "https://api.telegram.org"
+CAPABILITIES = Capabilities(max_length=4096, measure="utf16", can_edit=True, draft_streaming=True,
+                            edit_interval=1.0, buffer_threshold=300, tool_progress="new", chat_interval=1.0)
+
+
+class TelegramAdapter(HttpAdapter):
+    platform = "telegram"
+    capabilities = CAPABILITIES
+
+    def __init__(self, token: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:
+        super().__init__(api_url, bot=token.split(":", 1)[0], **kw)
+        self._base = f"{self.api_url}/bot{token}"
+
+    def supports_drafts(self, target: ReplyTarget) -> bool:
+        return self.capabilities.draft_streaming and target.chat_id.isdigit() and int(target.chat_id) > 0
+
+    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
+        body: dict[str, Any] = {"chat_id": target.chat_id, "text": text}
+        if target.thread_id:
+            body["message_thread_id"] = int(target.thread_id) if target.thread_id.isdigit() else target.thread_id
+        if target.reply_to_id:
+            reply_to = int(target.reply_to_id) if target.reply_to_id.isdigit() else target.reply_to_id
+            body["reply_parameters"] = {"message_id": reply_to, "allow_sending_without_reply": True}
+        result = await self._call("sendMessage", body)
+        return str(result["message_id"])
+
+    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
+        try:
+            await self._call("editMessageText", {"chat_id": target.chat_id, "message_id": message_id, "text": text})
+        except BadFormat as err:
+            if "message is not modified" not in str(err):
+                raise  # otherwise: the platform already shows exactly this text
+
+    async def delete(self, target: ReplyTarget, message_id: str) -> None:
+        await self._call("deleteMessage", {"chat_id": target.chat_id, "message_id": message_id})
+
+    async def send_draft(self, target: ReplyTarget, draft_id: int, text: str) -> None:
+        await self._call("sendMessageDraft", {"chat_id": target.chat_id, "draft_id": draft_id, "text": text})
+
+    async def _call(self, method: str, body: dict[str, Any]) -> Any:
+        resp = await self.request("POST", f"{self._base}/{method}", json=body)
+        try:
+            data = resp.json()
+        except ValueError:
+            data = {}
+        if resp.status_code == 200 and data.get("ok"):
+            return data.get("result")
+        raise classify(resp.status_code, data)
+
+
+def classify(status: int, data: dict[str, Any]) -> AdapterError:
+    description = str(data.get("description") or f"HTTP {status}")
+    code = int(data.get("error_code") or status)
+    if code == 429:
+        return RateLimited(float((data.get("parameters") or {}).get("retry_after", 1)), description)
+    lowered = description.lower()
+    if "too long" in lowered:
+        return TooLong(description)
+    if "not found" in lowered and code == 400:
+        return NotFound(description)
+    return by_status(code, description)

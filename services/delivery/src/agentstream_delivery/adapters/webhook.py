@@ -1,0 +1,51 @@
+"""A generic outgoing webhook: the final text of each message POSTed as JSON, signed with HMAC-SHA256.
+
+The signature header is `X-Agentstream-Signature: sha256=<hex HMAC of the raw body>`
+under the secret named by `platforms.webhook.secret_env`, so the receiver can check
+the body came from us and was not altered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import uuid
+from typing import Any
+
+from agentstream.contracts import ReplyTarget
+from agentstream_delivery.adapters.base import AdapterError, Capabilities, RateLimited
+from agentstream_delivery.adapters.http import HttpAdapter, by_status
+
+SIGNATURE_HEADER = "X-Agentstream-Signature"
+CAPABILITIES = Capabilities(max_length=100_000, measure="chars", can_edit=False, tool_progress="off")
+
+
+def sign(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+class WebhookAdapter(HttpAdapter):
+    platform = "webhook"
+    capabilities = CAPABILITIES
+
+    def __init__(self, url: str, secret: str, **kw: Any) -> None:
+        super().__init__(url, bot="webhook", **kw)
+        self.secret = secret
+
+    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
+        body = json.dumps({"platform": target.platform, "chat_id": target.chat_id, "thread_id": target.thread_id,
+                           "text": text}).encode()
+        headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(self.secret, body)}
+        resp = await self.request("POST", self.api_url, content=body, headers=headers)
+        if resp.status_code == 429:
+            raise RateLimited(float(resp.headers.get("Retry-After", "1")), "webhook: rate limited")
+        if resp.status_code >= 300:
+            raise by_status(resp.status_code, f"webhook: HTTP {resp.status_code}")
+        try:
+            return str(resp.json().get("id") or uuid.uuid4())
+        except ValueError:
+            return str(uuid.uuid4())
+
+    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
+        raise AdapterError("webhook messages cannot be edited")

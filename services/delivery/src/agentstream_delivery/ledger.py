@@ -1,0 +1,123 @@
+"""The delivery ledger: one row per platform message of a run at a target.
+
+A row is written before each platform call (`pending → sending → sent | unknown |
+failed`) with the platform message id and the length and SHA-256 of the text that
+landed; every transition is also published on `deliveries` as a `DeliveryReceipt`.
+After a crash the rows tell a restarted stream which messages exist (edit them, never
+post them again), which are already final (leave them), and which sends may or may not
+have landed (`unknown`: never resent blindly).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Protocol
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agentstream.contracts import DeliveryReceipt
+from agentstream.contracts.deliveries import LedgerState
+from agentstream.db.models_delivery import DeliveryLedger
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class LedgerScope:
+    """The (platform, chat, root run) a stream's rows belong to."""
+
+    platform: str
+    chat_id: str
+    root_run_id: str
+    conversation_key: str
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    segment: int
+    state: LedgerState
+    message_id: str | None = None
+    text_length: int = 0
+    text_sha256: str | None = None
+    final: bool = False
+    error: str | None = None
+
+    def landed(self, text: str) -> bool:
+        """The platform already shows exactly `text` in this message."""
+        return self.state == "sent" and self.text_sha256 == sha256(text)
+
+    def with_text(self, state: LedgerState, text: str, final: bool, message_id: str | None = None) -> LedgerEntry:
+        return replace(self, state=state, message_id=message_id or self.message_id, text_length=len(text),
+                       text_sha256=sha256(text), final=final, error=None)
+
+    def receipt(self, scope: LedgerScope) -> DeliveryReceipt:
+        return DeliveryReceipt(
+            conversation_key=scope.conversation_key, root_run_id=scope.root_run_id, platform=scope.platform,
+            chat_id=scope.chat_id, segment=self.segment, state=self.state, platform_message_id=self.message_id,
+            text_length=self.text_length, text_sha256=self.text_sha256, final=self.final, error=self.error,
+        )
+
+
+ReceiptSink = Callable[[DeliveryReceipt], Awaitable[None]]
+
+
+class Ledger(Protocol):
+    async def load(self, scope: LedgerScope) -> dict[int, LedgerEntry]: ...
+
+    async def record(self, scope: LedgerScope, entry: LedgerEntry) -> None: ...
+
+
+class MemoryLedger:
+    """The ledger without a database (tests, benchmarks); still publishes receipts if given a sink."""
+
+    def __init__(self, sink: ReceiptSink | None = None) -> None:
+        self.rows: dict[tuple[str, str, str, int], LedgerEntry] = {}
+        self.sink = sink
+
+    async def load(self, scope: LedgerScope) -> dict[int, LedgerEntry]:
+        return {seg: e for (p, c, r, seg), e in self.rows.items()
+                if (p, c, r) == (scope.platform, scope.chat_id, scope.root_run_id)}
+
+    async def record(self, scope: LedgerScope, entry: LedgerEntry) -> None:
+        self.rows[(scope.platform, scope.chat_id, scope.root_run_id, entry.segment)] = entry
+        if self.sink is not None:
+            await self.sink(entry.receipt(scope))
+
+
+class SqlLedger:
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], sink: ReceiptSink | None = None) -> None:
+        self.sessions = sessions
+        self.sink = sink
+
+    async def load(self, scope: LedgerScope) -> dict[int, LedgerEntry]:
+        async with self.sessions() as session:
+            rows = (await session.scalars(select(DeliveryLedger).where(
+                DeliveryLedger.platform == scope.platform, DeliveryLedger.chat_id == scope.chat_id,
+                DeliveryLedger.root_run_id == scope.root_run_id))).all()
+        return {r.segment: LedgerEntry(r.segment, r.state, r.platform_message_id, r.text_length,  # type: ignore[arg-type]
+                                       r.text_sha256, r.final, r.error) for r in rows}
+
+    async def record(self, scope: LedgerScope, entry: LedgerEntry) -> None:
+        async with self.sessions.begin() as session:
+            row = await session.scalar(select(DeliveryLedger).where(
+                DeliveryLedger.platform == scope.platform, DeliveryLedger.chat_id == scope.chat_id,
+                DeliveryLedger.root_run_id == scope.root_run_id, DeliveryLedger.segment == entry.segment))
+            if row is None:
+                row = DeliveryLedger(platform=scope.platform, chat_id=scope.chat_id, root_run_id=scope.root_run_id,
+                                     segment=entry.segment, conversation_key=scope.conversation_key)
+                session.add(row)
+            row.state = entry.state
+            row.platform_message_id = entry.message_id
+            row.text_length = entry.text_length
+            row.text_sha256 = entry.text_sha256
+            row.final = entry.final
+            row.error = (entry.error or "")[:500] or None
+            row.updated_at = datetime.now(UTC)
+        if self.sink is not None:
+            await self.sink(entry.receipt(scope))

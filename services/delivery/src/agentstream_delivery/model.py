@@ -1,0 +1,102 @@
+"""The stream's model: its named states, the platform's cadence and the text of a segment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Literal
+
+from agentstream.contracts import RunStatus
+from agentstream_delivery.render import CURSOR, FIRST_SEND_MIN_CHARS
+from agentstream_delivery.splitting import MeasureName, safe_limit
+from agentstream_delivery.think import visible_text
+
+ToolProgress = Literal["off", "new", "all"]
+
+
+class StreamState(Enum):
+    IDLE = "idle"
+    PREVIEWING = "previewing"
+    SEALED = "sealed"
+    DEGRADED = "degraded"
+    DELIVERED = "delivered"
+    INTERRUPTED = "interrupted"
+    FAILED = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (StreamState.DELIVERED, StreamState.INTERRUPTED, StreamState.FAILED)
+
+
+END_STATE: dict[RunStatus, StreamState] = {
+    "completed": StreamState.DELIVERED,
+    "interrupted": StreamState.INTERRUPTED,
+    "failed": StreamState.FAILED,
+}
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """How one platform wants to be streamed to (adapter defaults, settings override)."""
+
+    edit_interval: float
+    can_edit: bool = True
+    min_first_chars: int = FIRST_SEND_MIN_CHARS
+    buffer_threshold: int = 300  # new visible chars that justify an edit before the interval is up
+    max_length: int = 1_000_000
+    measure: MeasureName = "chars"
+    tool_progress: ToolProgress = "off"
+
+    @property
+    def safe(self) -> int:
+        return safe_limit(self.max_length, CURSOR)
+
+
+# -- the model ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Segment:
+    """The text between two segment breaks: the messages streamed into it, in arrival order (raw)."""
+
+    parts: tuple[tuple[str, str], ...] = ()
+
+    def visible(self, *, final: bool) -> str:
+        texts = (visible_text(t, final=final) for _, t in self.parts)
+        return "\n\n".join(t for t in texts if t)
+
+    def has(self, message_id: str) -> bool:
+        return any(mid == message_id for mid, _ in self.parts)
+
+    def append(self, message_id: str, text: str) -> Segment:
+        if not self.has(message_id):
+            return replace(self, parts=(*self.parts, (message_id, text)))
+        return replace(self, parts=tuple((m, t + text if m == message_id else t) for m, t in self.parts))
+
+    def complete(self, message_id: str, text: str) -> Segment:
+        if not self.has(message_id):
+            return replace(self, parts=(*self.parts, (message_id, text)))
+        return replace(self, parts=tuple((m, text if m == message_id else t) for m, t in self.parts))
+
+
+@dataclass(frozen=True)
+class StreamModel:
+    cadence: Cadence
+    state: StreamState = StreamState.IDLE
+    segment: Segment = field(default_factory=Segment)
+    msg: int = 0  # platform message index the current text goes to
+    base: int = 0  # where that message starts in the segment's visible text (earlier ones were cut off)
+    carry: str = ""  # what that message starts with: a code fence reopened after a cut
+    frame: str | None = None  # last text put on the platform for that message
+    shown: int = 0  # length of the body that frame showed (for buffer_threshold)
+    sealed: tuple[int, str] | None = None  # (index, final text) of the last finalized text message
+    sealed_ids: frozenset[str] = frozenset()  # model messages whose segment is sealed
+    tools: tuple[str, ...] = ()  # tools of the current tool phase (progress line)
+    progress: tuple[int, str] | None = None  # (index, text) of the tool line on the platform
+    sent_at: float | None = None  # when the last send/edit of the current message went out
+    flush_at: float | None = None  # the stream's timer: a held-back frame is due then
+
+    @property
+    def live_preview(self) -> bool:
+        return self.cadence.can_edit and self.state is not StreamState.DEGRADED
+
+    def body(self, *, final: bool) -> str:
+        return self.carry + self.segment.visible(final=final)[self.base:]

@@ -1,0 +1,83 @@
+"""Flood control: one call budget per (bot, chat), shared by every stream to that chat.
+
+A stream waits on its chat's gate before each platform call; the wait is an
+`asyncio.sleep` in that stream's own task, so a rate-limited chat never delays another
+chat or the Kafka consumer. A 429 moves the chat's next slot to `now + retry_after`
+(no call reaches the chat before) and doubles the spacing between calls; a run of
+successes brings the spacing back to normal. Consecutive strikes are counted per chat:
+the stream degrades to "final text only" at `DEGRADE_AFTER_STRIKES`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+DEGRADE_AFTER_STRIKES = 3
+RECOVER_AFTER_SUCCESSES = 5
+MAX_BACKOFF_SCALE = 8.0
+BACKOFF_BASE_S = 1.0  # spacing used after a strike on platforms that declare no per-chat interval
+
+Clock = Callable[[], float]
+
+
+@dataclass
+class ChatGate:
+    min_gap: float  # the platform's per-chat spacing between calls (0: none)
+    clock: Clock = time.monotonic
+    next_at: float = 0.0
+    strikes: int = 0
+    successes: int = 0
+    scale: float = 1.0
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+
+    @property
+    def gap(self) -> float:
+        if self.scale == 1.0:
+            return self.min_gap
+        return max(self.min_gap, BACKOFF_BASE_S) * self.scale
+
+    async def acquire(self) -> None:
+        """Wait for this chat's next slot and take it (the lock keeps two streams from sharing one)."""
+        async with self._lock:
+            while (delay := self.next_at - self.clock()) > 0:  # noqa: ASYNC110 - a 429 may move next_at
+                await asyncio.sleep(delay)
+            self.next_at = self.clock() + self.gap
+
+    def succeeded(self) -> None:
+        # Spacing counts from the answer too: a call slowed down on its way must not let the
+        # next one arrive at the platform less than `gap` after it.
+        self.next_at = max(self.next_at, self.clock() + self.gap)
+        self.strikes = 0
+        self.successes += 1
+        if self.successes >= RECOVER_AFTER_SUCCESSES:
+            self.scale = 1.0
+
+    def rate_limited(self, retry_after: float) -> int:
+        """Records a 429; returns the consecutive strike count."""
+        self.next_at = max(self.next_at, self.clock() + retry_after)
+        self.strikes += 1
+        self.successes = 0
+        self.scale = min(self.scale * 2, MAX_BACKOFF_SCALE)
+        return self.strikes
+
+    @property
+    def exhausted(self) -> bool:
+        return self.strikes >= DEGRADE_AFTER_STRIKES
+
+
+class RateLimiter:
+    """The gates, by (platform, bot, chat)."""
+
+    def __init__(self, clock: Clock = time.monotonic) -> None:
+        self.clock = clock
+        self._gates: dict[tuple[str, str, str], ChatGate] = {}
+
+    def gate(self, platform: str, bot: str, chat_id: str, min_gap: float) -> ChatGate:
+        key = (platform, bot, chat_id)
+        gate = self._gates.get(key)
+        if gate is None:
+            gate = self._gates[key] = ChatGate(min_gap, self.clock)
+        return gate

@@ -1,0 +1,140 @@
+"""Length splitting, measured the way each platform counts (pure functions).
+
+A message longer than the platform allows is cut before
+`safe = max(500, limit - len(cursor) - 100)` so an intermediate frame with its cursor
+always fits. The cut prefers a paragraph, then a line, then a space (each in the
+second half of the window, so no message ends up tiny), and is never placed inside an
+inline code span. A fenced code block cut in two is closed at the end of the first
+message and reopened, with its language, at the start of the next one; `unsplit`
+undoes exactly that, so the joined platform messages equal the original text.
+
+The separator (blank line, newline, space) stays at the end of the head: nothing is
+dropped, so concatenating the pieces gives the text back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from agentstream_delivery.render import CURSOR
+
+Measure = Callable[[str], int]
+MeasureName = Literal["chars", "utf16"]
+FENCE = "```"
+FENCE_CLOSE_ROOM = len("\n" + FENCE)
+MIN_SAFE = 500
+_FENCE_LINE = re.compile(r"^\s{0,3}(`{3,}|~{3,})\s*([\w+#.-]*)", re.MULTILINE)
+
+
+def utf16_len(text: str) -> int:
+    """UTF-16 code units (how Telegram counts): characters beyond the BMP count twice."""
+    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+
+
+MEASURES: dict[MeasureName, Measure] = {"chars": len, "utf16": utf16_len}
+
+
+def safe_limit(limit: int, cursor: str = CURSOR) -> int:
+    return max(MIN_SAFE, limit - len(cursor) - 100)
+
+
+@dataclass(frozen=True)
+class Cut:
+    head: str  # the first message, fences balanced
+    consumed: int  # characters of the input the head covers (the closer added is not counted)
+    carry: str  # what the next message starts with: the reopened fence, or ""
+
+
+def open_fence(text: str) -> str | None:
+    """The language ("" if none) of a code fence left open at the end of `text`, else None."""
+    lang: str | None = None
+    for m in _FENCE_LINE.finditer(text):
+        lang = m.group(2) if lang is None else None
+    return lang
+
+
+def _in_inline_code(text: str, pos: int) -> bool:
+    """True when `pos` sits inside a `code span` of its line (fenced blocks are not spans)."""
+    line_start = text.rfind("\n", 0, pos) + 1
+    line = text[line_start:pos]
+    if open_fence(text[:line_start]) is not None:
+        return False
+    return line.count("`") % 2 == 1
+
+
+def _fit(text: str, room: int, measure: Measure) -> int:
+    """The longest prefix length whose measure is at most `room`."""
+    if measure is len:
+        return min(len(text), room)
+    total = 0
+    for i, ch in enumerate(text):
+        total += measure(ch)
+        if total > room:
+            return i
+    return len(text)
+
+
+def _cut_point(text: str, hard: int, in_fence: Callable[[int], bool]) -> int:
+    floor = hard // 2
+    candidates: list[int] = []
+    for sep in ("\n\n", "\n", " "):
+        pos = text.rfind(sep, floor, hard)
+        while pos != -1:
+            at = pos + len(sep)
+            # Inside a code block only whole lines may be cut; elsewhere never inside a code span.
+            if not _in_inline_code(text, at) and (sep != " " or not in_fence(at)):
+                candidates.append(at)
+                break
+            pos = text.rfind(sep, floor, pos)
+        if candidates:
+            return candidates[0]
+    return hard
+
+
+def cut(text: str, safe: int, measure: Measure) -> Cut | None:
+    """Where the first message ends, or None when `text` fits in one message."""
+    if measure(text) <= safe:
+        return None
+    hard = max(1, _fit(text, safe - FENCE_CLOSE_ROOM, measure))
+    at = _cut_point(text, hard, lambda pos: open_fence(text[:pos]) is not None)
+    head = text[:at]
+    lang = open_fence(head)
+    if lang is None:
+        return Cut(head, at, "")
+    closer = FENCE if head.endswith("\n") else "\n" + FENCE
+    return Cut(head + closer, at, f"{FENCE}{lang}\n")
+
+
+def split_text(text: str, limit: int, measure: Measure = len, cursor: str = CURSOR) -> list[str]:
+    """The whole text as platform messages (used for final-only platforms and in tests)."""
+    safe = safe_limit(limit, cursor)
+    pieces: list[str] = []
+    carry = ""
+    body = text
+    while (c := cut(carry + body, safe, measure)) is not None:
+        pieces.append(c.head)
+        body = (carry + body)[c.consumed:]
+        carry = c.carry
+    if body or not pieces:
+        pieces.append(carry + body)
+    return pieces
+
+
+def unsplit(pieces: list[str]) -> str:
+    """Join platform messages back into the text: removes the fence closers/openers a cut added."""
+    out = ""
+    reopen = ""
+    for i, piece in enumerate(pieces):
+        if reopen and piece.startswith(reopen):
+            piece = piece[len(reopen):]
+        reopen = ""
+        if i < len(pieces) - 1 and piece.endswith(FENCE):
+            body = piece[: -len(FENCE)]
+            lang = open_fence(out + body)
+            if lang is not None and pieces[i + 1].startswith(f"{FENCE}{lang}\n"):
+                piece, reopen = body, f"{FENCE}{lang}\n"
+        out += piece
+    return out

@@ -1,0 +1,142 @@
+"""Step 7: slash commands, as pure decisions over what is known about the conversation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agentstream.config import Settings
+from agentstream.contracts import InboundMessage, InterruptRun, ResetConversation, ResumeRun
+from agentstream_ingress.decisions import (
+    CommandDecision,
+    Decision,
+    NoticeDecision,
+    NoticeReason,
+    target_of,
+)
+from agentstream_ingress.routing import Routed
+from agentstream_ingress.starting import build_start
+
+HELP = {
+    "new": "start a new conversation (empty history; stops the current run)",
+    "reset": "same as /new",
+    "stop": "stop the current run",
+    "resume": "resume the last failed or interrupted run",
+    "retry": "run your last message again",
+    "status": "current run, queue, assistant and connector",
+    "model": "/model <role>: use this connector role here (/model default: back to the profile's)",
+    "queue": "/queue <text>: queue a message behind the current run",
+    "help": "this list",
+}
+CLEAR_ROLE = frozenset({"default", "reset", "clear"})
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    args: str
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    status: str  # completed | failed | interrupted, or "active" for a run not finished yet
+    assistant_id: str | None = None
+    connector_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ConversationFacts:
+    """What ingress knows about a conversation when it handles a command."""
+
+    role_override: str | None = None
+    last_message: InboundMessage | None = None
+    unfinished: tuple[str, ...] = ()  # runs ingress started that have not finished, oldest first
+    resumable: RunSummary | None = None  # the newest failed or interrupted root run
+    last_finished: RunSummary | None = None
+
+
+@dataclass(frozen=True)
+class RoleDecision:
+    """`/model`: store the conversation's role override (None clears it), then tell the user."""
+
+    role: str | None
+    notice: NoticeDecision = field(compare=False)
+
+
+def parse_command(text: str) -> Command | None:
+    """`/name args` → Command; `/stop@mybot` (Telegram's addressed form) is `/stop`."""
+    stripped = text.strip()
+    if not stripped.startswith("/") or len(stripped) < 2 or stripped[1].isspace():
+        return None
+    head, _, rest = stripped[1:].partition(" ")
+    return Command(head.split("@", 1)[0].lower(), rest.strip())
+
+
+def help_text(prefix: str = "") -> str:
+    return prefix + "Commands:\n" + "\n".join(f"/{name} — {text}" for name, text in HELP.items())
+
+
+def handle(cmd: Command, msg: InboundMessage, routed: Routed, facts: ConversationFacts,
+           settings: Settings) -> Decision | RoleDecision:
+    key, target = msg.conversation_key, target_of(msg)
+
+    def say(text: str) -> NoticeDecision:
+        return NoticeDecision(NoticeReason.COMMAND, text, target)
+
+    match cmd.name:
+        case "new" | "reset":
+            return CommandDecision((ResetConversation(conversation_key=key),), target, "Started a new conversation.")
+        case "stop":
+            # Always sent: the runner knows best whether something runs (a no-op if not).
+            return CommandDecision((InterruptRun(conversation_key=key, reason="user"),), target)
+        case "resume":
+            if facts.resumable is None:
+                return say("There is no failed or interrupted run to resume.")
+            run_id = facts.resumable.run_id
+            return CommandDecision((ResumeRun(conversation_key=key, run_id=run_id),), target,
+                                   f"Resuming the {facts.resumable.status} run {run_id[:8]}.")
+        case "retry":
+            if facts.last_message is None:
+                return say("There is no earlier message to retry.")
+            return build_start(facts.last_message, routed, facts.role_override, settings)
+        case "status":
+            return say(status_text(msg, routed, facts, settings))
+        case "model":
+            return model(cmd.args, facts, settings, say)
+        case "queue":
+            if not cmd.args:
+                return say("Usage: /queue <text>")
+            queued = msg.model_copy(update={"text": cmd.args})
+            return build_start(queued, routed, facts.role_override, settings, double_texting="enqueue")
+        case "help":
+            return say(help_text())
+        case _:
+            return say(help_text(f"Unknown command /{cmd.name}.\n"))
+
+
+def model(args: str, facts: ConversationFacts, settings: Settings, say) -> Decision | RoleDecision:  # type: ignore[no-untyped-def]
+    role = args.strip()
+    known = ", ".join(sorted(settings.roles)) or "(none configured)"
+    if not role:
+        return say(f"Connector role: {facts.role_override or 'profile default'}. Roles: {known}")
+    if role.lower() in CLEAR_ROLE:
+        return RoleDecision(None, say("Back to the profile's connector."))
+    if role not in settings.roles:
+        return say(f"Unknown role {role!r}. Roles: {known}")
+    return RoleDecision(role, say(f"This conversation now uses role {role} ({settings.roles[role]})."))
+
+
+def status_text(msg: InboundMessage, routed: Routed, facts: ConversationFacts, settings: Settings) -> str:
+    assistant = msg.assistant_id or routed.profile.assistant or settings.default_assistant
+    role = facts.role_override or routed.profile.connector_role
+    connector = settings.roles.get(role, role) if role else (settings.default_connector or "assistant default")
+    current = facts.unfinished[0][:8] if facts.unfinished else "none"
+    lines = [
+        f"Current run: {current}",
+        f"Queued: {max(0, len(facts.unfinished) - 1)}",
+        f"Assistant: {assistant} (profile {routed.name})",
+        f"Connector: {connector}" + (f" (role {role})" if role else ""),
+    ]
+    if facts.last_finished is not None:
+        lines.append(f"Last run: {facts.last_finished.run_id[:8]} {facts.last_finished.status}")
+    return "\n".join(lines)

@@ -1,0 +1,147 @@
+"""The HTTP front door: `POST /v1/messages` and the platform webhooks.
+
+Every endpoint only validates and writes an `InboundMessage` to `inbound`; the consumer
+pipeline makes every decision (dedupe, authz, commands, …), so a message posted here and
+one produced to Kafka are treated alike. Publishing is bounded by
+`ingress.publish_timeout_s`: when Kafka is slow the caller gets a clear 503, never a hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from fastapi import Body, FastAPI, Header, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agentstream.config import Settings
+from agentstream.contracts import InboundMessage
+from agentstream_ingress.webhooks import slack, telegram
+
+Produce = Callable[[InboundMessage], Awaitable[None]]
+
+
+class MessageAccepted(BaseModel):
+    conversation_key: str
+    message_id: str
+
+
+class Problem(BaseModel):
+    detail: str
+
+
+class BodyLimit:
+    """ASGI middleware: bodies over `limit` bytes get 413 before any handler reads them."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        length = dict(scope.get("headers", [])).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            return await _too_large(send, self.limit)
+        seen = 0
+
+        async def limited() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise BodyTooLarge
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except BodyTooLarge:
+            await _too_large(send, self.limit)
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    body = json.dumps({"detail": f"request body larger than {limit} bytes"}).encode()
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _problem(status: int, detail: str) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status)
+
+
+def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
+    cfg = settings.ingress
+    app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)
+    errors: dict[int | str, dict[str, Any]] = {
+        503: {"model": Problem, "description": "Kafka did not accept the message in time."}}
+
+    async def accept(msg: InboundMessage) -> JSONResponse:
+        try:
+            async with asyncio.timeout(cfg.publish_timeout_s):
+                await produce(msg)
+        except TimeoutError:
+            return _problem(503, f"kafka did not accept the message within {cfg.publish_timeout_s}s")
+        except Exception as err:  # broker down, not started, …: say so instead of a 500
+            return _problem(503, f"kafka unavailable: {type(err).__name__}")
+        return JSONResponse(MessageAccepted(conversation_key=msg.conversation_key, message_id=msg.id).model_dump(),
+                            status_code=202)
+
+    @app.post("/v1/messages", status_code=202, tags=["messages"], response_model=MessageAccepted,
+              responses={413: {"model": Problem}, **errors})
+    async def post_message(msg: InboundMessage) -> JSONResponse:
+        """Send a message as if produced to `inbound`; the answer streams to its reply target."""
+        return await accept(msg)
+
+    @app.post("/webhooks/telegram/{bot}", tags=["webhooks"],
+              responses={401: {"model": Problem}, 404: {"model": Problem}, **errors})
+    async def telegram_webhook(
+        bot: str,
+        update: dict[str, Any] = Body(...),  # noqa: B008 - FastAPI's way to declare a JSON body
+        secret: str | None = Header(default=None, alias=telegram.SECRET_HEADER),
+    ) -> JSONResponse:
+        """A Telegram Bot API update (`setWebhook` with `secret_token`)."""
+        hook = cfg.webhooks.telegram.get(bot)
+        if hook is None:
+            return _problem(404, f"no telegram bot {bot!r} configured")
+        if not telegram.secret_ok(hook.secret(), secret):
+            return _problem(401, "bad or missing secret token")
+        msg = telegram.to_inbound(update, bot)
+        if msg is None:
+            return JSONResponse({"ok": True, "ignored": True})
+        return await accept(msg)
+
+    @app.post("/webhooks/slack", tags=["webhooks"],
+              responses={401: {"model": Problem}, 404: {"model": Problem}, **errors},
+              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                  "schema": {"type": "object", "additionalProperties": True}}}}})
+    async def slack_webhook(request: Request) -> JSONResponse:
+        """Slack Events API (signed requests; the `url_verification` challenge is answered)."""
+        hook = cfg.webhooks.slack
+        if hook is None:
+            return _problem(404, "slack is not configured")
+        body = await request.body()
+        check = slack.check_signature(hook.secret(), request.headers.get(slack.TIMESTAMP_HEADER),
+                                      request.headers.get(slack.SIGNATURE_HEADER), body, time.time(), hook.max_age_s)
+        if check is not slack.SignatureCheck.OK:
+            return _problem(401, f"signature check failed: {check.value}")
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return _problem(400, "body is not JSON")
+        if not isinstance(payload, dict):
+            return _problem(400, "body is not a JSON object")
+        if payload.get("type") == "url_verification":
+            return JSONResponse({"challenge": payload.get("challenge")})
+        msg = slack.to_inbound(payload)
+        if msg is None:  # other events and bot-authored messages: acknowledged, dropped
+            return JSONResponse({"ok": True, "ignored": True})
+        return await accept(msg)

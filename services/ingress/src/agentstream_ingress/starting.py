@@ -1,0 +1,42 @@
+"""Step 9: the run for an accepted message — StartRun for `runs`, run.queued for `events`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentstream.config import Settings
+from agentstream.contracts import InboundMessage, RunQueued, StartRun, new_id
+from agentstream_ingress.decisions import StartDecision, target_of
+from agentstream_ingress.routing import Routed
+
+CONNECTOR_ROLE_PREFIX = "use::"
+
+
+def run_options(routed: Routed, role_override: str | None) -> dict[str, Any]:
+    """What the profile (and a `/model` override) asks of the runner and delivery."""
+    profile = routed.profile
+    options: dict[str, Any] = {}
+    role = role_override or profile.connector_role
+    if role:
+        options["connector"] = f"{CONNECTOR_ROLE_PREFIX}{role}"
+    if profile.double_texting:
+        options["double_texting"] = profile.double_texting
+    if profile.delivery:
+        options["delivery"] = dict(profile.delivery)
+    return options
+
+
+def build_start(msg: InboundMessage, routed: Routed, role_override: str | None, settings: Settings,
+                **extra_options: Any) -> StartDecision:
+    key, run_id, target = msg.conversation_key, new_id(), target_of(msg)
+    assistant = msg.assistant_id or routed.profile.assistant or settings.default_assistant
+    start = StartRun(
+        run_id=run_id, conversation_key=key, assistant_id=assistant, user=msg.user, text=msg.text,
+        inbound_id=msg.id, reply_target=target, metadata={**msg.metadata, "profile": routed.name},
+        options={**run_options(routed, role_override), **extra_options},
+    )
+    queued = RunQueued(
+        run_id=run_id, root_run_id=run_id, conversation_key=key, seq=0, assistant_id=assistant, inbound_id=msg.id,
+        reply_target=target, text=msg.text, user_id=msg.user.id,
+    )
+    return StartDecision(message=msg, start=start, queued=queued)

@@ -1,0 +1,1 @@
+"""Platform webhooks: verification and conversion to `InboundMessage`, as pure functions."""

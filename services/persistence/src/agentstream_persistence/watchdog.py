@@ -1,0 +1,43 @@
+"""The stale-run watchdog's decision, pure: the `run.finished` of a run lost with its runner.
+
+The watchdog does not write the run itself: it publishes this ending on `events`, and
+reading it back flushes the run like any other ending. Delivery reads the same event,
+closes the stream and tells the user; a restart of persistence re-reads it too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import ValidationError
+
+from agentstream.contracts import RunFinished, Usage, utcnow
+from agentstream_persistence.buffers import RunBuffer
+
+RUNNER_LOST = "runner_lost"
+
+
+def usage_so_far(buf: RunBuffer) -> Usage:
+    """Usage of the LLM steps that completed: what was billed before the runner was lost."""
+    total = Usage()
+    for step in buf.steps:
+        if step.step_type == "llm" and isinstance(step.output.get("usage"), dict):
+            try:
+                total = total + Usage.model_validate(step.output["usage"])
+            except ValidationError:
+                continue
+    return total
+
+
+def lost_run_finished(buf: RunBuffer, stale_after_s: float, now: datetime | None = None) -> RunFinished:
+    now = now or utcnow()
+    text = buf.assistant[-1].text if buf.assistant else ""
+    if partial := buf.incomplete_messages():
+        text = partial[-1].text
+    begun = buf.started.ts if buf.started else (buf.queued.ts if buf.queued else now)
+    return RunFinished(
+        run_id=buf.root_run_id, root_run_id=buf.root_run_id, conversation_key=buf.conversation_key,
+        seq=buf.max_seq + 1, status="failed", reason=RUNNER_LOST,
+        error=f"the agent runner stopped responding (no event for {stale_after_s:g} s)",
+        text=text, usage=usage_so_far(buf), duration_ms=max(0.0, (now - begun).total_seconds() * 1000),
+    )

@@ -1,0 +1,58 @@
+"""Chaos helpers: one service as a real `agentstream serve` child process, killed with SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+from tests.e2e.processes import spawn, stop
+
+from agentstream.config import Settings
+
+
+def service_env(settings: Settings, **extra: Any) -> dict[str, str]:
+    """The child's configuration, as AGENTSTREAM__ variables (lists and maps as JSON)."""
+    env = {
+        "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
+        "AGENTSTREAM__KAFKA__TOPIC_PREFIX": settings.kafka.topic_prefix,
+        "AGENTSTREAM__KAFKA__EMBEDDED": "true",
+        "AGENTSTREAM__KAFKA__PARTITIONS": str(settings.kafka.partitions),
+        "AGENTSTREAM__DATABASE__URL": settings.database.url,
+    }
+    for key, value in extra.items():
+        env[f"AGENTSTREAM__{key.upper()}"] = value if isinstance(value, str) else json.dumps(value)
+    return env
+
+
+class ServiceProcess:
+    def __init__(self, service: str, env: dict[str, str], port: int, workdir: Path, tag: str) -> None:
+        self.service, self.env, self.port, self.workdir = service, env, port, workdir
+        self.log = workdir / f"{service}-{tag}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def start(self, timeout: float = 60.0) -> None:
+        self.proc = spawn(["serve", self.service, "--port", str(self.port)], self.env, self.workdir, self.log)
+        async with httpx.AsyncClient(timeout=2) as http, asyncio.timeout(timeout):
+            while True:
+                assert self.proc.poll() is None, self.log.read_text()
+                try:
+                    if (await http.get(f"http://127.0.0.1:{self.port}/readyz")).status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.2)
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            stop(self.proc)

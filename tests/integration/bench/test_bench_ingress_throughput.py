@@ -1,0 +1,35 @@
+"""The ingress benchmark runs end to end on the real broker and PostgreSQL and reports sane figures."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = str(Path(__file__).resolve().parents[3])
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from bench.ingress_throughput import IngressResult, format_table, measure_ingress  # noqa: E402
+from bench.kafka_baseline import BaselineResult  # noqa: E402
+
+BASELINE = BaselineResult(bootstrap="x", embedded=True, messages=1, payload_bytes=1, p50_ms=1.0, p99_ms=1.0,
+                          msgs_per_s=1000.0, round_trips=1, burst_received=1)
+
+
+def test_table_reports_ratio_and_target():
+    result = IngressResult(messages=10, runs_received=10, seconds=0.02, msgs_per_s=500.0, baseline_msgs_per_s=1000.0,
+                           database="postgresql+psycopg")
+    assert result.ratio == 0.5
+    table = format_table(result)
+    assert "50% of raw (ok)" in table and "1,000 msg/s" in table
+
+
+@pytest.mark.integration
+async def test_measure_ingress_moves_every_record_to_runs(kafka_bootstrap: str, db_url: str) -> None:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("the benchmark is specified on PostgreSQL")
+    result = await measure_ingress(kafka_bootstrap, db_url, 40, embedded=True, baseline=BASELINE, warmup=5)
+    assert result.runs_received == 40 and result.msgs_per_s > 0
+    assert result.baseline_msgs_per_s == 1000.0 and result.database.startswith("postgresql")

@@ -1,0 +1,188 @@
+"""The stream consumer against fake platform servers speaking the real HTTP protocols.
+
+No Kafka here: a `StreamActor` is fed run inputs directly, with real time, and talks
+through the real adapters to the fakes; the fakes' call records are the evidence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import structlog
+
+from agentstream.contracts import ReplyTarget
+from agentstream.testing.fake_platforms import (
+    Failure,
+    FakeDiscord,
+    FakePlatform,
+    FakeSignal,
+    FakeSlack,
+    FakeTelegram,
+    FakeWebhookReceiver,
+    signature,
+)
+from agentstream_delivery.adapters import (
+    DiscordAdapter,
+    PlatformAdapter,
+    SignalAdapter,
+    SlackAdapter,
+    TelegramAdapter,
+    WebhookAdapter,
+)
+from agentstream_delivery.consumer import Break, Finish, StreamInput, TextDelta, ToolStarted
+from agentstream_delivery.ledger import MemoryLedger
+from agentstream_delivery.platforms import cadence_for, chat_interval
+from agentstream_delivery.ratelimit import RateLimiter
+from agentstream_delivery.splitting import open_fence, unsplit, utf16_len
+from agentstream_delivery.streams import StreamActor, StreamKey
+
+LOG = structlog.get_logger("test")
+
+
+def actor(adapter: PlatformAdapter, chat: str, run: str = "r1", limiter: RateLimiter | None = None,
+          ledger: MemoryLedger | None = None) -> StreamActor:
+    target = ReplyTarget(platform=adapter.platform, chat_id=chat)
+    limiter = limiter or RateLimiter()
+    a = StreamActor(StreamKey.of(run, target), target, adapter, cadence_for(adapter, None), LOG,
+                    ledger=ledger or MemoryLedger(), conversation_key=f"{adapter.platform}:{chat}",
+                    gate=limiter.gate(adapter.platform, "bot", chat, chat_interval(adapter)))
+    a.start()
+    return a
+
+
+async def stream(a: StreamActor, inputs: Sequence[StreamInput], pause: float = 0.0) -> None:
+    for inp in inputs:
+        a.feed(inp)
+        if pause:
+            await asyncio.sleep(pause)
+    assert a.task is not None
+    await asyncio.wait_for(a.task, 60)
+
+
+def deltas(text: str, size: int = 20, mid: str = "m1") -> list[StreamInput]:
+    return [TextDelta(mid, text[i:i + size]) for i in range(0, len(text), size)]
+
+
+def sends(fake: FakePlatform, chat: str, method: str) -> int:
+    return len([c for c in fake.calls_to(chat, method) if c.status in (200, 201)])
+
+
+# -- acceptance 1: two segments around a tool call ---------------------------------------------
+async def test_two_segments_around_a_tool_call_on_telegram():
+    async with FakeTelegram() as tg:
+        a = actor(TelegramAdapter(tg.token, api_url=tg.url), "-100")
+        await stream(a, [*deltas("Let me calculate that."), ToolStarted("calculator"), Break(),
+                         *deltas("6*7 is 42.", mid="m2"), Finish("completed", text="6*7 is 42.")], pause=0.05)
+    assert tg.texts("-100") == ["Let me calculate that.", "🔧 calculator …", "6*7 is 42."]
+    assert all(len(m.history) >= 1 and not m.text.endswith("▉") for m in tg.messages("-100"))
+
+
+# -- acceptance 3: length measured in UTF-16, fences balanced ----------------------------------
+async def test_telegram_split_by_utf16_and_fences_balanced():
+    rockets = "🚀" * 2200
+    code = "\n".join(f"print('line {i}')" for i in range(500))
+    answer = "Program:\n\n```python\n" + code + "\n```\n\n" + "Explained at length. " * 100
+    assert len(answer) > 9000
+    async with FakeTelegram() as tg:
+        adapter = TelegramAdapter(tg.token, api_url=tg.url)
+        await asyncio.gather(
+            stream(actor(adapter, "-1", "r1"), [*deltas(rockets, 100), Finish("completed", text=rockets)]),
+            stream(actor(adapter, "-2", "r2"), [*deltas(answer, 200), Finish("completed", text=answer)]))
+        await adapter.close()
+    assert [utf16_len(t) for t in tg.texts("-1")] == [utf16_len(t) for t in tg.texts("-1")]
+    assert len(tg.texts("-1")) == 2 and all(utf16_len(t) <= 4096 for t in tg.texts("-1"))
+    assert "".join(tg.texts("-1")) == rockets
+    texts = tg.texts("-2")
+    assert len(texts) >= 3 and all(utf16_len(t) <= 4096 and open_fence(t) is None for t in texts)
+    assert unsplit(texts) == answer
+    assert tg.count(400) == 0  # nothing too long was ever attempted
+
+
+# -- acceptance 6: "not modified" is success; a timed-out send is never resent ------------------
+async def test_not_modified_never_breaks_a_stream():
+    async with FakeTelegram() as tg:
+        tg.fail_next("editMessageText", Failure(400, {"ok": False, "error_code": 400, "description":
+                     "Bad Request: message is not modified: specified new message content and reply markup are "
+                     "exactly the same"}))
+        a = actor(TelegramAdapter(tg.token, api_url=tg.url), "-5")
+        answer = "The stream goes on regardless of what the platform says. " * 6
+        await stream(a, [*deltas(answer, 10), Finish("completed", text=answer)], pause=0.1)
+    edits = tg.calls_to("-5", "editMessageText")
+    assert edits[0].status == 400 and len(edits) >= 2  # treated as success: the stream went on
+    assert len({c.body["text"] for c in edits}) == len(edits)  # and that frame was not retried
+    assert tg.texts("-5") == [answer]
+
+
+async def test_timed_out_send_is_unknown_and_not_resent():
+    ledger = MemoryLedger()
+    async with FakeTelegram() as tg:
+        tg.fail_next("sendMessage", Failure(200, {"ok": True, "result": {"message_id": 1}}, delay_s=1.5, apply=True))
+        a = actor(TelegramAdapter(tg.token, api_url=tg.url, timeout=0.5), "-6", ledger=ledger)
+        await stream(a, [*deltas("Hello there, a send that times out."), Finish("completed")], pause=0.02)
+        await asyncio.sleep(1.2)  # the fake finishes the slow request: the message did land
+    assert len(tg.calls_to("-6", "sendMessage")) == 1
+    assert [e.state for e in ledger.rows.values()] == ["unknown"]
+
+
+# -- acceptance 7: drafts in private chats ------------------------------------------------------
+async def test_private_chat_streams_one_draft_then_a_real_message():
+    answer = "Drafted text that grows and grows while the model writes. " * 3
+    async with FakeTelegram() as tg:
+        a = actor(TelegramAdapter(tg.token, api_url=tg.url), "777")
+        await stream(a, [*deltas(answer, 10), Finish("completed", text=answer)], pause=0.1)
+    drafts = tg.calls_to("777", "sendMessageDraft")
+    assert len(drafts) >= 2 and len({c.body["draft_id"] for c in drafts}) == 1
+    assert all(c.body["text"].endswith(" ▉") for c in drafts)
+    assert [c.body["text"] for c in tg.calls_to("777", "sendMessage")] == [answer]
+    assert tg.calls_to("777", "editMessageText") == []
+
+
+async def test_first_draft_failure_switches_to_edits():
+    answer = "Edits take over once drafts are refused by the server. " * 3
+    async with FakeTelegram(drafts=False) as tg:
+        a = actor(TelegramAdapter(tg.token, api_url=tg.url), "778")
+        await stream(a, [*deltas(answer, 10), Finish("completed", text=answer)], pause=0.1)
+    assert len(tg.calls_to("778", "sendMessageDraft")) == 1
+    assert len(tg.calls_to("778", "sendMessage")) == 1 and len(tg.calls_to("778", "editMessageText")) >= 1
+    assert tg.texts("778") == [answer]
+
+
+# -- acceptance 8: platforms that cannot edit ---------------------------------------------------
+async def test_signal_gets_only_final_messages_split_by_its_limit():
+    answer = ("A paragraph that is long enough to matter. " * 12 + "\n\n") * 8
+    async with FakeSignal() as sig:
+        a = actor(SignalAdapter(sig.number, api_url=sig.url), "+15551234567")
+        await stream(a, [*deltas(answer, 25), ToolStarted("t"), Finish("completed", text=answer)], pause=0.005)
+    texts = sig.texts("+15551234567")
+    assert len(texts) >= 2 and all(utf16_len(t) <= 2000 for t in texts)
+    assert "".join(texts) == answer
+    assert len(sig.calls) == len(texts)  # every call a final message: no previews, no tool line
+
+
+async def test_webhook_receives_one_correctly_signed_post():
+    async with FakeWebhookReceiver(secret="s3cret") as hook:
+        a = actor(WebhookAdapter(hook.url + "/hook", "s3cret"), "ops")
+        await stream(a, [*deltas("Build 42 passed."), Finish("completed", text="Build 42 passed.")])
+    assert [c.body["text"] for c in hook.calls] == ["Build 42 passed."]
+    assert hook.calls[0].body["valid"] is True and hook.calls[0].status == 200
+    assert signature("s3cret", b"{}") != signature("other", b"{}")
+
+
+# -- Slack and Discord: their own shapes, their own rate-limit spelling ----------------------------
+async def test_slack_and_discord_stream_and_honour_their_429s():
+    answer = "Streaming to chat platforms with edits in place. " * 3
+    async with FakeSlack() as slack, FakeDiscord() as discord:
+        slack.fail_next("chat.update", Failure(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": "1"}))
+        discord.fail_next("edit", Failure(429, {"message": "slow", "retry_after": 0.7, "global": False}))
+        await asyncio.gather(
+            stream(actor(SlackAdapter(slack.token, api_url=slack.url), "C1"),
+                   [*deltas(answer, 8), Finish("completed", text=answer)], pause=0.08),
+            stream(actor(DiscordAdapter(discord.token, api_url=discord.url), "D1"),
+                   [*deltas(answer, 8), Finish("completed", text=answer)], pause=0.08))
+    assert slack.texts("C1") == [answer] and discord.texts("D1") == [answer]
+    for fake, chat, limited_after in ((slack, "C1", 1.0), (discord, "D1", 0.7)):
+        calls = fake.calls_to(chat)
+        hit = next(c for c in calls if c.status == 429)
+        later = [c for c in calls if c.at > hit.at]
+        assert later and later[0].at - hit.at >= limited_after - 0.05

@@ -1,0 +1,162 @@
+"""Acceptance 13: the web chat page in headless Chromium shows the streamed answer.
+
+The page (served by delivery) posts the typed message to its own origin, delivery forwards
+it to ingress `POST /v1/messages` at `platforms.web.api_url`. Here that URL is a stand-in
+ingress on 127.0.0.1 that answers 202 and produces the run a runner would — `run.started`,
+paced deltas, `run.finished` — onto `events`, so the test needs one service (delivery) and
+one consumer group. The page renders what delivery streams over SSE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import shutil
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import uvicorn
+from aiokafka import AIOKafkaProducer
+from fastapi import FastAPI
+from rich.console import Console
+
+from agentstream.config import Settings
+from agentstream.contracts import (
+    InboundMessage,
+    MessageCompleted,
+    MessageDelta,
+    MessageStarted,
+    ReplyTarget,
+    RunFinished,
+    RunStarted,
+)
+from agentstream.host import ServiceHost
+from agentstream.kafka import free_port
+from agentstream_delivery import DeliveryService
+
+pytestmark = pytest.mark.integration
+
+CHAT = "chat-web"
+CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+def chromium_path() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is missing in CI (.ci/run installs it)")
+        pytest.skip("no chromium on this machine")
+    return path
+
+
+def answer_to(text: str) -> str:
+    return f"You said: {text}. Here is a streamed answer, word by word, for the page to render."
+
+
+def stand_in_ingress(settings: Settings, received: list[InboundMessage]) -> FastAPI:
+    app = FastAPI()
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def run(msg: InboundMessage) -> None:
+        key = msg.conversation_key
+        target = ReplyTarget(platform=msg.platform, chat_id=msg.chat_id)
+        ids = {"run_id": f"run-{msg.id}", "root_run_id": f"run-{msg.id}", "conversation_key": key}
+        answer = answer_to(msg.text)
+        records = [RunStarted(**ids, seq=1, assistant_id="default", connector_id="demo", reply_target=target,
+                              user_id=msg.user.id),
+                   MessageStarted(**ids, seq=2, message_id="m1")]
+        records += [MessageDelta(**ids, seq=3 + i, message_id="m1", text=answer[p:p + 6])
+                    for i, p in enumerate(range(0, len(answer), 6))]
+        records += [MessageCompleted(**ids, seq=100, message_id="m1", text=answer),
+                    RunFinished(**ids, seq=101, status="completed", text=answer)]
+        producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers, enable_idempotence=False)
+        await producer.start()
+        try:
+            for record in records:
+                await producer.send_and_wait(f"{settings.kafka.topic_prefix}events", record.to_json(),
+                                             key=key.encode())
+                await asyncio.sleep(0.03)  # a model's pace: the page sees previews before the final
+        finally:
+            await producer.stop()
+
+    @app.post("/v1/messages", status_code=202)
+    async def post_message(msg: InboundMessage) -> dict[str, str]:
+        received.append(msg)
+        task = asyncio.create_task(run(msg))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        return {"conversation_key": msg.conversation_key, "message_id": msg.id}
+
+    return app
+
+
+@asynccontextmanager
+async def serve(app: FastAPI, port: int) -> AsyncIterator[None]:
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, lifespan="off"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110 - uvicorn offers a flag, no event
+        await asyncio.sleep(0.01)
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def test_the_chat_page_shows_the_streamed_answer(
+    settings_factory: Callable[..., Settings], topics_created: str, tmp_path: Path,
+) -> None:
+    executable = chromium_path()
+    try:
+        from playwright.async_api import async_playwright
+    except ImportError:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip("playwright is not installed")
+
+    ingress_port = free_port()
+    settings = settings_factory(platforms={"web": {"api_url": f"http://127.0.0.1:{ingress_port}"}})
+    received: list[InboundMessage] = []
+    svc = DeliveryService(settings, console=Console(file=io.StringIO()))
+    ports = {svc.name: free_port()}
+    async with (
+        ServiceHost([svc], "127.0.0.1", ports) as host,
+        serve(stand_in_ingress(settings, received), ingress_port),
+        async_playwright() as pw,
+    ):
+        browser = await pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page()
+            await page.goto(f"{host.url(svc.name)}/web/{CHAT}")
+            await page.wait_for_function("document.getElementById('status').textContent === 'connected'")
+            # every text a bot bubble shows, in order: proves the answer streamed in place
+            await page.evaluate("""() => {
+                window.frames_seen = [];
+                new MutationObserver(() => {
+                    const bot = document.querySelector('.msg.bot');
+                    if (bot) window.frames_seen.push(bot.textContent);
+                }).observe(document.getElementById('messages'),
+                           {childList: true, subtree: true, characterData: true});
+            }""")
+            await page.fill("#text", "hello from chromium")
+            await page.click("#send")
+            final = await page.wait_for_selector(".msg.bot.final", timeout=30_000)
+            assert final is not None
+            shown = await final.text_content()
+            frames = await page.evaluate("window.frames_seen")
+            user_bubbles = await page.locator(".msg.user").all_text_contents()
+            accepted = await page.locator(".msg.user.accepted").count()
+            await page.screenshot(path=str(tmp_path / "web-chat.png"))  # for a human look
+        finally:
+            await browser.close()
+
+    expected = answer_to("hello from chromium")
+    assert shown == expected
+    assert user_bubbles == ["hello from chromium"] and accepted == 1
+    assert [(m.platform, m.chat_id, m.text) for m in received] == [("web", CHAT, "hello from chromium")]
+    assert any(f.endswith(" ▉") for f in frames), frames  # previews with the cursor came first
+    assert frames[-1] == expected

@@ -1,0 +1,109 @@
+"""Platform errors are classified per platform and handled per class by the deliverer."""
+
+from __future__ import annotations
+
+import pytest
+import structlog
+
+from agentstream.contracts import ReplyTarget
+from agentstream_delivery.adapters.base import (
+    AdapterError,
+    BadFormat,
+    Forbidden,
+    NotFound,
+    RateLimited,
+    TooLong,
+    Transient,
+)
+from agentstream_delivery.adapters.telegram import classify
+from agentstream_delivery.delivering import Deliverer, Outcome
+from agentstream_delivery.inputs import Edit, Send
+from agentstream_delivery.ledger import LedgerScope, MemoryLedger
+from agentstream_delivery.ratelimit import ChatGate
+
+TARGET = ReplyTarget(platform="scripted", chat_id="c")
+
+
+@pytest.mark.parametrize(("status", "description", "kind"), [
+    (429, "Too Many Requests: retry after 5", RateLimited),
+    (400, "Bad Request: message is too long", TooLong),
+    (400, "Bad Request: message to edit not found", NotFound),
+    (400, "Bad Request: can't parse entities", BadFormat),
+    (403, "Forbidden: bot was blocked by the user", Forbidden),
+    (502, "Bad Gateway", Transient),
+])
+def test_telegram_errors_are_classified(status: int, description: str, kind: type[AdapterError]):
+    err = classify(status, {"ok": False, "error_code": status, "description": description,
+                            "parameters": {"retry_after": 5}})
+    assert type(err) is kind
+    if isinstance(err, RateLimited):
+        assert err.retry_after == 5.0
+
+
+class Scripted:
+    """An adapter that answers each call with the next scripted outcome (an error or an id)."""
+
+    platform = "scripted"
+    can_edit = True
+    max_length = 4096
+    edit_interval = 1.0
+
+    def __init__(self, *outcomes: object) -> None:
+        self.outcomes = list(outcomes)
+        self.calls: list[tuple[str, str]] = []
+
+    async def _next(self, kind: str, text: str) -> str:
+        self.calls.append((kind, text))
+        out = self.outcomes.pop(0) if self.outcomes else "ok"
+        if isinstance(out, Exception):
+            raise out
+        return str(out)
+
+    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
+        return await self._next("send", text)
+
+    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
+        await self._next("edit", text)
+
+    async def close(self) -> None:
+        pass
+
+
+def deliverer(adapter: Scripted) -> Deliverer:
+    return Deliverer(LedgerScope("scripted", "c", "r", "k"), TARGET, adapter, ChatGate(0.0), MemoryLedger(),
+                     structlog.get_logger("test"))
+
+
+async def test_deleted_message_is_posted_again():
+    adapter = Scripted("id1", NotFound("gone"), "id2")
+    d = deliverer(adapter)
+    assert await d.deliver(Send(0, "a ▉", False), "a ▉") is Outcome.DONE
+    assert await d.deliver(Edit(0, "ab", True), "ab") is Outcome.DONE
+    assert adapter.calls == [("send", "a ▉"), ("edit", "ab"), ("send", "ab")]
+    assert d.entries[0].message_id == "id2" and d.entries[0].state == "sent"
+
+
+async def test_transient_is_retried_and_too_long_fails_without_retry():
+    adapter = Scripted(Transient("502"), "id1", TooLong("too long"))
+    d = deliverer(adapter)
+    assert await d.deliver(Send(0, "x", True), "x") is Outcome.DONE
+    assert await d.deliver(Send(1, "y" * 5000, True), "y" * 5000) is Outcome.FAILED
+    assert len(adapter.calls) == 3 and d.entries[1].state == "failed"
+
+
+async def test_forbidden_ends_every_later_call():
+    adapter = Scripted(Forbidden("blocked"))
+    d = deliverer(adapter)
+    assert await d.deliver(Send(0, "x", True), "x") is Outcome.FAILED
+    assert await d.deliver(Send(1, "y", True), "y") is Outcome.SKIPPED
+    assert len(adapter.calls) == 1
+
+
+async def test_three_rate_limit_strikes_degrade_and_drop_previews():
+    adapter = Scripted("id1", *(RateLimited(0.0) for _ in range(3)))
+    d = deliverer(adapter)
+    await d.deliver(Send(0, "a ▉", False), "a ▉")
+    assert await d.deliver(Edit(0, "ab ▉", False), "ab ▉") is Outcome.SKIPPED
+    assert d.degraded and d.shown(0) == 1  # "a" is what the platform shows
+    assert await d.deliver(Edit(0, "abc ▉", False), "abc ▉") is Outcome.SKIPPED
+    assert len(adapter.calls) == 4  # the dropped preview never reached the platform

@@ -1,0 +1,48 @@
+"""The web adapter: frames per chat, late subscribers catch up, close ends every stream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from agentstream.contracts import ReplyTarget
+from agentstream_delivery.adapters import AdapterError
+from agentstream_delivery.adapters.web import WebAdapter
+
+A = ReplyTarget(platform="web", chat_id="a")
+B = ReplyTarget(platform="web", chat_id="b")
+
+
+def decode(chunk: bytes) -> dict[str, object] | None:
+    text = chunk.decode()
+    return json.loads(text[len("data: "):]) if text.startswith("data: ") else None
+
+
+async def test_frames_stream_per_chat_and_late_pages_catch_up() -> None:
+    web = WebAdapter()
+    mid = await web.send(A, "Hel ▉")
+    stream = web.frames("a")
+    assert await anext(stream) == b": connected\n\n"
+    assert decode(await anext(stream)) == {"message_id": mid, "text": "Hel ▉", "final": False, "op": "send"}
+    await web.send(B, "other chat")
+    await web.edit(A, mid, "Hello!", final=True)
+    assert decode(await anext(stream)) == {"message_id": mid, "text": "Hello!", "final": True, "op": "edit"}
+    await web.close()
+    with pytest.raises(StopAsyncIteration):
+        await anext(stream)
+    assert [m.text for m in web.messages("b")] == ["other chat"]
+
+
+async def test_edit_of_unknown_message_fails() -> None:
+    with pytest.raises(AdapterError):
+        await WebAdapter().edit(A, "nope", "x")
+
+
+async def test_heartbeat_keeps_an_idle_stream_open() -> None:
+    web = WebAdapter()
+    stream = web.frames("a", heartbeat_s=0.01)
+    await anext(stream)
+    assert await asyncio.wait_for(anext(stream), 1) == b": keep-alive\n\n"
+    await stream.aclose()

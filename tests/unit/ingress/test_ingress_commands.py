@@ -92,3 +92,15 @@ def test_help_and_unknown_list_the_commands():
     assert "/resume" in run("/help").text
     d = run("/frobnicate")
     assert d.text.startswith("Unknown command /frobnicate") and "/model" in d.text
+
+
+def test_command_replies_name_their_command_for_command_hooks():
+    # Delivery fires `command:<name>` hooks from Notice.command: every command reply must carry it.
+    reset = run("/new")
+    assert isinstance(reset, CommandDecision) and reset.command == "new"
+    assert run("/stop").command == "stop"
+    resume = run("/resume", ConversationFacts(resumable=RunSummary("r-1", "failed")))
+    assert isinstance(resume, CommandDecision) and resume.command == "resume"
+    refused = run("/resume")
+    assert isinstance(refused, NoticeDecision) and refused.command == "resume"
+    assert run("/help").command == "help"

@@ -135,3 +135,11 @@ def test_tool_summary_variants():
     long = ToolResult(**ids(5), call_id="c", tool="calculator", ok=True, content="x" * 500)
     summary = tool_summary(ToolExchange(call, long))
     assert summary.endswith("…") and len(summary) < 250
+
+
+def test_skip_history_records_the_run_but_stores_no_messages():
+    events = full_run()
+    events[1] = events[1].model_copy(update={"store_history": False})  # type: ignore[attr-defined]
+    rows = rows_for(buffered(events))
+    assert rows.run["status"] == "completed" and rows.run["text"] == "6*7 = 42"
+    assert rows.messages == []

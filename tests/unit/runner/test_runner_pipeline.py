@@ -115,6 +115,7 @@ async def test_simple_answer():
     assert set(ports.types[3:-3]) == {"message.delta"}
     started = ports.of(RunStarted)[0]
     assert (started.assistant_id, started.connector_id, started.user_id) == ("default", "demo", "u1")
+    assert started.tenant_id is None
     assert [(m.role, m.content) for m in started.input] == [("user", "hi there")]
     text = GREETING + "hi there"
     assert "".join(d.text for d in ports.of(MessageDelta)) == text
@@ -252,3 +253,19 @@ async def test_tool_timeout_becomes_a_failed_result_and_heartbeats_flow():
     assert waiting.count("run.heartbeat") >= 2
     finished = assert_one_well_formed_stream(ports)
     assert (finished.status, finished.text) == ("completed", "6*7 = error: tool timed out")
+
+
+async def test_run_started_carries_the_tenant_for_billing():
+    ports = FakePorts()
+    await run_pipeline(make_ctx(ports), start_run("hi", user=User(id="u1", tenant_id="acme")))
+    assert ports.of(RunStarted)[0].tenant_id == "acme"
+
+
+async def test_skip_history_is_announced_so_the_run_is_not_stored():
+    ports = FakePorts()
+    start = start_run("hi").model_copy(update={"options": {"skip": ["history"]}})
+    await run_pipeline(make_ctx(ports), start)
+    assert ports.of(RunStarted)[0].store_history is False
+    ports = FakePorts()
+    await run_pipeline(make_ctx(ports), start_run("hi"))
+    assert ports.of(RunStarted)[0].store_history is True

@@ -20,6 +20,7 @@ from agentstream_runner.emitter import RunEmitter
 from agentstream_runner.errors import RunFailure
 from agentstream_runner.flow import execute
 from agentstream_runner.heartbeat import heartbeat
+from agentstream_runner.history import skips_history
 from agentstream_runner.outcome import RunOutcome
 from agentstream_runner.permission import NOT_AUTHORIZED, is_authorized
 from agentstream_runner.prompts import system_messages
@@ -70,6 +71,7 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
         await events.emit(
             RunStarted, assistant_id=assistant.id, connector_id=connector.id, reply_target=start.reply_target,
             input=new_input, user_id=start.user.id if start.user else None, session_id=start.session_id,
+            tenant_id=start.user.tenant_id if start.user else None, store_history=not skips_history(options),
         )
 
         # 4. Create hook → model → tools → the one ending (hooks, loop, delegation).

@@ -94,13 +94,13 @@ class IngressService(Service):
             case DropDecision(reason=reason):
                 self.count("drop", reason)
                 return "", []
-            case NoticeDecision(reason=reason, text=text, target=target, level=level):
+            case NoticeDecision(reason=reason, text=text, target=target, level=level, command=name):
                 self.count("notice", reason)
-                return self.key_of(target), [self.notice(target, text, level)]
-            case CommandDecision(commands=commands, target=target, notice=text):
+                return self.key_of(target), [self.notice(target, text, level, command=name)]
+            case CommandDecision(commands=commands, target=target, notice=text, command=name):
                 out = [(self.topics.runs, command) for command in commands]
                 if text:
-                    out.append(self.notice(target, text))
+                    out.append(self.notice(target, text, command=name))
                 self.count("command", commands[0].type if commands else "none")
                 return self.key_of(target), out
             case StartDecision(start=start, queued=queued):
@@ -114,11 +114,13 @@ class IngressService(Service):
                           key=key or None, raw_value=(record.value or b"").decode("utf-8", "replace"), error=error,
                           service=self.name)
 
-    def notice(self, target: ReplyTarget, text: str, level: str = "info") -> tuple[str, BaseModel]:
+    def notice(
+        self, target: ReplyTarget, text: str, level: str = "info", command: str | None = None
+    ) -> tuple[str, BaseModel]:
         run_id = new_id()  # a notice outside any run gets a run id of its own
         return self.topics.events, Notice(
             run_id=run_id, root_run_id=run_id, conversation_key=self.key_of(target), seq=0,
-            level=level, text=text, reply_target=target,  # type: ignore[arg-type]
+            level=level, text=text, reply_target=target, command=command,  # type: ignore[arg-type]
         )
 
     @staticmethod

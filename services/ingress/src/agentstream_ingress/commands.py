@@ -81,20 +81,21 @@ def handle(cmd: Command, msg: InboundMessage, routed: Routed, facts: Conversatio
     key, target = msg.conversation_key, target_of(msg)
 
     def say(text: str) -> NoticeDecision:
-        return NoticeDecision(NoticeReason.COMMAND, text, target)
+        return NoticeDecision(NoticeReason.COMMAND, text, target, command=cmd.name)
 
     match cmd.name:
         case "new" | "reset":
-            return CommandDecision((ResetConversation(conversation_key=key),), target, "Started a new conversation.")
+            return CommandDecision((ResetConversation(conversation_key=key),), target, "Started a new conversation.",
+                                   command=cmd.name)
         case "stop":
             # Always sent: the runner knows best whether something runs (a no-op if not).
-            return CommandDecision((InterruptRun(conversation_key=key, reason="user"),), target)
+            return CommandDecision((InterruptRun(conversation_key=key, reason="user"),), target, command=cmd.name)
         case "resume":
             if facts.resumable is None:
                 return say("There is no failed or interrupted run to resume.")
             run_id = facts.resumable.run_id
             return CommandDecision((ResumeRun(conversation_key=key, run_id=run_id),), target,
-                                   f"Resuming the {facts.resumable.status} run {run_id[:8]}.")
+                                   f"Resuming the {facts.resumable.status} run {run_id[:8]}.", command=cmd.name)
         case "retry":
             if facts.last_message is None:
                 return say("There is no earlier message to retry.")

@@ -54,6 +54,7 @@ class NoticeDecision:
     text: str
     target: ReplyTarget
     level: str = "info"
+    command: str | None = None  # set on command replies, so `command:*` hooks in delivery see them
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,7 @@ class CommandDecision:
     commands: tuple[RunCommandRecord, ...]
     target: ReplyTarget
     notice: str | None = None
+    command: str | None = None
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,8 @@ def rows_for(buf: RunBuffer) -> FlushRows:
         for d in buf.incomplete_messages()
     ]
     messages.sort(key=lambda r: (r["seq"], r["part"]))
+    if started is not None and not started.store_history:
+        messages = []  # `skip.history`: neither loaded nor stored; the run row still records it
 
     started_at = started.ts if started else (queued.ts if queued else fin.ts)
     run = {

@@ -47,6 +47,9 @@ class RunStarted(EventBase):
     user_id: str | None = None
     session_id: str | None = None
     tenant_id: str | None = Field(default=None, description="The user's tenant (billing, isolation).")
+    store_history: bool = Field(
+        default=True, description="False when the request skipped history: the run is recorded, its messages are not."
+    )
 
 
 class MessageStarted(EventBase):

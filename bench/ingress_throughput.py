@@ -33,7 +33,13 @@ from agentstream.contracts import InboundMessage, User
 from agentstream.host import ServiceHost
 from agentstream.kafka import EmbeddedBroker, create_topics, free_port
 from agentstream_ingress import IngressService
-from bench.kafka_baseline import BaselineResult, measure_baseline
+
+if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `bench` importable
+    import sys as _sys
+    from pathlib import Path as _Path
+
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+from bench.kafka_baseline import BaselineResult, measure_baseline  # noqa: E402
 
 PG_ADMIN_ENV = "AGENTSTREAM_TEST_PG"
 PG_ADMIN_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"

@@ -43,7 +43,13 @@ from agentstream.host import ServiceHost
 from agentstream.kafka import EmbeddedBroker, create_topics, free_port
 from agentstream.testing.fake_openai import FakeOpenAI, ReceivedRequest
 from agentstream_runner import AgentRunnerService
-from bench.kafka_baseline import measure_baseline, percentile
+
+if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `bench` importable
+    import sys as _sys
+    from pathlib import Path as _Path
+
+    _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+from bench.kafka_baseline import measure_baseline, percentile  # noqa: E402
 
 
 @dataclass

@@ -12,12 +12,12 @@ from rich.console import Console
 
 from agentstream.config import load_settings
 from agentstream.contracts import MessageDelta, ReplyTarget, RunFinished, RunStarted
+from agentstream.kafka.offsets import CommitPoints
 from agentstream_delivery import DeliveryService
 from agentstream_delivery.adapters import MemoryAdapter
 from agentstream_delivery.consumer import Cadence, Finish, TextDelta
 from agentstream_delivery.currency import RunCurrency
 from agentstream_delivery.ledger import LedgerEntry, LedgerScope, MemoryLedger, sha256
-from agentstream_delivery.offsets import CommitPoints
 from agentstream_delivery.ratelimit import ChatGate
 from agentstream_delivery.streams import StreamActor, StreamKey
 

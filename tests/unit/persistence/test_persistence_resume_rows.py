@@ -19,8 +19,8 @@ from agentstream.contracts import (
     StepCompleted,
     Usage,
 )
+from agentstream.kafka.offsets import CommitPoints
 from agentstream_persistence.buffers import BufferSet, BufferState, Origin
-from agentstream_persistence.offsets import CommitPoints
 from agentstream_persistence.rows import rows_for
 from agentstream_persistence.watchdog import RUNNER_LOST, lost_run_finished
 
@@ -121,15 +121,15 @@ def test_commit_stops_at_the_oldest_unflushed_run():
     buffers.add(b[0], Origin(0, offset))
     points.read(0, offset)
     points.read(1, 41)
-    assert points.due(buffers) == {0: 0, 1: 42}  # r1 (first event at 0) holds partition 0
+    assert points.due(buffers.oldest_origin) == {0: 0, 1: 42}  # r1 (first event at 0) holds partition 0
     points.committed({0: 0, 1: 42})
-    assert points.due(buffers) == {}  # nothing moved
+    assert points.due(buffers.oldest_origin) == {}  # nothing moved
     buffers.discard("r1")
-    assert points.due(buffers) == {0: 3}  # now r2's first event is the oldest
+    assert points.due(buffers.oldest_origin) == {0: 3}  # now r2's first event is the oldest
     buffers.discard("r2")
-    assert points.due(buffers) == {0: 4}
+    assert points.due(buffers.oldest_origin) == {0: 4}
     points.forget({0})
-    assert points.due(buffers) == {}
+    assert points.due(buffers.oldest_origin) == {}
 
 
 def test_a_refused_run_is_marked_so_the_watchdog_does_not_call_it_lost():

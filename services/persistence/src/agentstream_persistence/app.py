@@ -19,11 +19,11 @@ from pydantic import ValidationError
 
 from agentstream.contracts import ResumeRun, RunEventAdapter, RunFinished
 from agentstream.db import upgrade
+from agentstream.kafka.offsets import CommitPoints
 from agentstream.service import Service, describe_validation_error
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet, Origin, RunBuffer
 from agentstream_persistence.flush import claim_resume, write_run
-from agentstream_persistence.offsets import CommitPoints
 from agentstream_persistence.rows import rows_for
 from agentstream_persistence.watchdog import RUNNER_LOST, lost_run_finished
 
@@ -120,7 +120,7 @@ class PersistenceService(Service):
     # -- offsets -------------------------------------------------------------------
     async def commit(self) -> None:
         consumer = getattr(self.subscriber, "consumer", None)
-        due = self.commit_points.due(self.buffers)
+        due = self.commit_points.due(self.buffers.oldest_origin)
         if consumer is None or not due:
             return
         try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 import tempfile
 import time
@@ -16,15 +15,20 @@ import httpx
 import typer
 from rich.console import Console
 
-from agentstream.config import SERVICES, ConfigError, Settings, load_settings
+from agentstream.config import SERVICES, Settings
 from agentstream.contracts import InboundMessage, RunFinished, User
 from agentstream.db import upgrade
 from agentstream.host import ServiceHost, install_stop_signals
 from agentstream.kafka import create_topics
 from agentstream.observability import configure_logging
+from agentstream_stack.cli_support import ConfigOpt, err, out
+from agentstream_stack.cli_support import client_settings as _client_settings
+from agentstream_stack.cli_support import load_or_exit as _settings
+from agentstream_stack.cli_support import masked as _masked
 from agentstream_stack.client import RunFollower
-from agentstream_stack.embedded import embedded_stack, free_ports, read_state
+from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.render import StreamPrinter
+from agentstream_stack.runs_cli import runs_app
 from agentstream_stack.services import build_service
 
 app = typer.Typer(help="agentstream: a Kafka-native runtime for AI agents.", no_args_is_help=True,
@@ -35,19 +39,7 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(db_app, name="db")
 pairing_app = typer.Typer(help="Pairing codes of unknown users (ingress authz).", no_args_is_help=True)
 app.add_typer(pairing_app, name="pairing")
-
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file (or AGENTSTREAM_CONFIG).",
-                                                 exists=False)]
-out = Console()
-err = Console(stderr=True)
-
-
-def _settings(config: Path | None, **overrides: object) -> Settings:
-    try:
-        return load_settings(config, **overrides)
-    except ConfigError as e:
-        err.print(f"[red]{e}[/]")
-        raise typer.Exit(2) from None
+app.add_typer(runs_app, name="runs")
 
 
 @app.command()
@@ -114,18 +106,6 @@ def serve(
             await stop.wait()
 
     asyncio.run(main())
-
-
-def _client_settings(config: Path | None) -> Settings:
-    """Config/env first; else the running `agentstream up` of this directory."""
-    settings = _settings(config)
-    explicit = config or os.environ.get("AGENTSTREAM_CONFIG") or os.environ.get("AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS")
-    state = read_state()
-    if not explicit and state:
-        kafka = settings.kafka.model_copy(update={"bootstrap_servers": state["kafka"], "embedded": True,
-                                                  "topic_prefix": state["topic_prefix"]})
-        settings = settings.model_copy(update={"kafka": kafka})
-    return settings
 
 
 async def _send(settings: Settings, message: InboundMessage, timeout: float, console: Console) -> RunFinished | None:
@@ -243,12 +223,6 @@ def pairing_approve(
         err.print(f"[red]not approved: {result.outcome.value}[/]")
         raise typer.Exit(1)
     out.print(f"approved {result.platform} user {result.user_id}")
-
-
-def _masked(url: str) -> str:
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
 
 
 def main() -> None:

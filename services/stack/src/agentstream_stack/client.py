@@ -1,4 +1,4 @@
-"""A plain Kafka client for `agentstream send`: produce one message, follow its run.
+"""A plain Kafka client for `agentstream send` and `runs resume`: produce, then follow the run.
 
 It uses no consumer group (manual assignment of every `events` partition, positioned
 at the end before producing), so it starts in milliseconds and commits nothing.
@@ -14,7 +14,16 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import ValidationError
 
 from agentstream.config import KafkaSettings
-from agentstream.contracts import InboundMessage, Notice, RunEvent, RunEventAdapter, RunFinished, RunQueued, RunStarted
+from agentstream.contracts import (
+    InboundMessage,
+    Notice,
+    ResumeRun,
+    RunEvent,
+    RunEventAdapter,
+    RunFinished,
+    RunQueued,
+    RunStarted,
+)
 from agentstream.kafka import Topics
 
 
@@ -31,8 +40,16 @@ class RunFollower:
         )
 
     async def __aenter__(self) -> RunFollower:
-        await self._producer.start()
-        await self._consumer.start()
+        try:
+            await self._producer.start()
+            await self._consumer.start()
+            await self._assign_events()
+        except BaseException:
+            await self.__aexit__(None, None, None)  # a half-started client leaves nothing open
+            raise
+        return self
+
+    async def _assign_events(self) -> None:
         parts = self._consumer.partitions_for_topic(self.topics.events)
         if not parts:
             await self._consumer._client.force_metadata_update()  # noqa: SLF001 - first contact with the topic
@@ -44,7 +61,6 @@ class RunFollower:
         await self._consumer.seek_to_end(*tps)
         for tp in tps:  # resolve the positions now, before the message is produced
             await self._consumer.position(tp)
-        return self
 
     async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         await self._consumer.stop()
@@ -55,22 +71,37 @@ class RunFollower:
             self.topics.inbound, message.model_dump_json().encode(), key=message.conversation_key.encode()
         )
 
+    async def resume(self, command: ResumeRun) -> None:
+        await self._producer.send_and_wait(self.topics.runs, command.to_json(), key=command.conversation_key.encode())
+
+    async def _events(self, key: str) -> AsyncIterator[RunEvent]:
+        """Every event of conversation `key` produced from now on."""
+        async for record in self._consumer:
+            if record.key is None or record.key.decode() != key or record.value is None:
+                continue
+            try:
+                yield RunEventAdapter.validate_json(record.value)
+            except ValidationError:
+                continue
+
+    async def follow_resumed(self, command: ResumeRun, after_seq: int) -> AsyncIterator[RunEvent]:
+        """Events of the resumed run (same root run id, seq after the checkpoint's), up to its `run.finished`."""
+        async for event in self._events(command.conversation_key):
+            if event.root_run_id != command.run_id or event.seq <= after_seq:
+                continue
+            yield event
+            if isinstance(event, RunFinished) and event.run_id == command.run_id:
+                return
+
     async def follow(self, message: InboundMessage) -> AsyncIterator[RunEvent]:
         """Events of the run caused by `message`, up to its `run.finished`.
 
         Also ends on a notice for the run before it started (e.g. a refusal) or a notice
         about the message itself (e.g. it was invalid).
         """
-        key = message.conversation_key
         root: str | None = None
         started = False
-        async for record in self._consumer:
-            if record.key is None or record.key.decode() != key or record.value is None:
-                continue
-            try:
-                event = RunEventAdapter.validate_json(record.value)
-            except ValidationError:
-                continue
+        async for event in self._events(message.conversation_key):
             if root is None:
                 if isinstance(event, RunQueued) and event.inbound_id == message.id:
                     root = event.root_run_id

@@ -1,0 +1,113 @@
+"""What `agentstream runs` reads from the database: runs, their messages, resume checkpoints.
+
+The rows are the ones persistence writes (`runs`, `messages`, `run_checkpoints`,
+`resume_steps`); the shapes are persistence's read API models, so `--json` prints what
+`GET /v1/runs/{id}` and `GET /v1/runs/{id}/resume-steps` return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from pydantic import BaseModel
+from sqlalchemy import func, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agentstream.db import Message, Run, create_engine, session_factory
+from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
+from agentstream_persistence.api import CheckpointOut, MessageOut, ResumeStepOut, RunOut
+
+
+class RunsUnavailable(Exception):
+    """The database cannot answer: not created yet, not migrated, or unreachable."""
+
+
+class AmbiguousRunId(Exception):
+    def __init__(self, prefix: str, matches: list[str]) -> None:
+        super().__init__(f"{prefix!r} matches several runs: {', '.join(matches)}")
+
+
+class RunListItem(RunOut):
+    checkpoint: bool  # a resume checkpoint exists: `agentstream runs resume` can continue the run
+
+
+class RunDetail(BaseModel):
+    run: RunOut
+    messages: list[MessageOut]
+    checkpoint: CheckpointOut | None  # with its completed steps, in order
+
+
+@asynccontextmanager
+async def open_runs_db(url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    u = make_url(url)
+    sqlite_file = u.database if u.get_backend_name() == "sqlite" and u.database != ":memory:" else None
+    if sqlite_file and not Path(sqlite_file).exists():  # noqa: ASYNC240 - one stat of a local file
+        # Connecting would create an empty file: say where the database was expected instead.
+        raise RunsUnavailable(f"no database at {sqlite_file}: start the stack (agentstream up) "
+                              "or point --config / AGENTSTREAM__DATABASE__URL at it")
+    engine = create_engine(url)
+    try:
+        yield session_factory(engine)
+    except DBAPIError as e:  # no such table / relation does not exist / connection refused
+        raise RunsUnavailable(f"{type(e.orig).__name__}: {e.orig} (is the database migrated? "
+                              "agentstream db upgrade)") from e
+    finally:
+        await engine.dispose()
+
+
+async def list_runs(url: str, *, statuses: list[str] | None = None, conversation: str | None = None,
+                    resumable: bool = False, limit: int = 20) -> list[RunListItem]:
+    """Newest ending first (a resumed run's row carries its latest ending)."""
+    query = (select(Run, RunCheckpoint.root_run_id)
+             .outerjoin(RunCheckpoint, RunCheckpoint.root_run_id == Run.run_id)
+             .order_by(func.coalesce(Run.finished_at, Run.started_at).desc(), Run.run_id.desc())
+             .limit(limit))
+    if statuses:
+        query = query.where(Run.status.in_(statuses))
+    if conversation is not None:
+        query = query.where(Run.conversation_key == conversation)
+    if resumable:
+        query = query.where(RunCheckpoint.root_run_id.is_not(None))
+    async with open_runs_db(url) as sessions, sessions() as session:
+        rows = (await session.execute(query)).all()
+    return [RunListItem.model_validate({**RunOut.model_validate(run).model_dump(), "checkpoint": cp is not None})
+            for run, cp in rows]
+
+
+async def _resolve(session: AsyncSession, run_id: str) -> str | None:
+    """The exact run id, else the one run id starting with it (ids are shown shortened, e.g. by /resume)."""
+    if await session.get(Run, run_id) is not None:
+        return run_id
+    matches = list(await session.scalars(
+        select(Run.run_id).where(Run.run_id.startswith(run_id, autoescape=True)).order_by(Run.run_id).limit(5)))
+    if len(matches) > 1:
+        raise AmbiguousRunId(run_id, matches)
+    return matches[0] if matches else None
+
+
+async def _checkpoint(session: AsyncSession, run_id: str) -> CheckpointOut | None:
+    checkpoint = await session.get(RunCheckpoint, run_id)
+    if checkpoint is None:
+        return None
+    steps = await session.scalars(select(ResumeStep).where(ResumeStep.root_run_id == run_id).order_by(ResumeStep.seq))
+    out = CheckpointOut.model_validate(checkpoint)
+    out.steps = [ResumeStepOut.model_validate(s) for s in steps]
+    return out
+
+
+async def show_run(url: str, run_id: str) -> RunDetail | None:
+    """The run, its stored messages and its checkpoint; None when no run id is or starts with `run_id`."""
+    async with open_runs_db(url) as sessions, sessions() as session:
+        resolved = await _resolve(session, run_id)
+        if resolved is None:
+            return None
+        run = await session.get(Run, resolved)
+        assert run is not None
+        messages = await session.scalars(
+            select(Message).where(Message.root_run_id == resolved).order_by(Message.seq, Message.part))
+        return RunDetail(run=RunOut.model_validate(run), messages=[MessageOut.model_validate(m) for m in messages],
+                         checkpoint=await _checkpoint(session, resolved))

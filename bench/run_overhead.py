@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import tempfile
 import time
 import uuid
@@ -32,17 +33,16 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
+import httpx
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from agentstream.config import Settings, load_settings
 from agentstream.contracts import ReplyTarget, RunEventAdapter, StartRun, User
 from agentstream.db import upgrade
-from agentstream.host import ServiceHost
-from agentstream.kafka import EmbeddedBroker, create_topics, free_port
-from agentstream.testing.fake_openai import FakeOpenAI, ReceivedRequest
-from agentstream_runner import AgentRunnerService
+from agentstream.kafka import EmbeddedBroker, create_topics
 
 if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `bench` importable
     import sys as _sys
@@ -50,6 +50,7 @@ if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `benc
 
     _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
 from bench.kafka_baseline import measure_baseline, percentile  # noqa: E402
+from bench.service_process import ServiceProcess  # noqa: E402
 
 
 @dataclass
@@ -58,6 +59,7 @@ class RunTimes:
     finished_at: float | None = None
     records: int = 0
     types: Counter[str] = field(default_factory=Counter)
+    finished: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,6 @@ class EventWatch:
                                           fetch_max_wait_ms=fetch_wait_ms, auto_offset_reset="earliest")
         self._topic, self._partitions = topic, partitions
         self.runs: dict[str, RunTimes] = {}
-        self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -120,13 +121,12 @@ class EventWatch:
                         times.first_delta_at = now
                     elif event.type == "run.finished":
                         times.finished_at = now
-            self._changed.set()
+                        times.finished.set()
 
     async def wait_finished(self, run_ids: Sequence[str], timeout_s: float) -> None:
         async with asyncio.timeout(timeout_s):
-            while not all(self.runs.get(r, RunTimes()).finished_at for r in run_ids):
-                self._changed.clear()
-                await self._changed.wait()
+            for run_id in run_ids:
+                await self.runs.setdefault(run_id, RunTimes()).finished.wait()
 
 
 def _start(run_id: str, text: str) -> StartRun:
@@ -140,16 +140,41 @@ def _text(run_id: str, tokens: int) -> str:
     return " ".join([run_id, *(["token"] * (tokens - 1))])
 
 
-def _request_of(fake: FakeOpenAI, run_id: str) -> ReceivedRequest:
-    for request in fake.requests:
-        users = [m for m in request.messages if m.get("role") == "user"]
-        if users and str(users[-1].get("content", "")).startswith(run_id + " "):
-            return request
-    raise LookupError(f"no model request for {run_id}")
+class FakeModelProcess:
+    """The fake OpenAI-compatible server in its own process (`python -m
+    agentstream.testing.fake_openai`), as a real model server would be: its CPU is not
+    the runner's. Its `time.monotonic()` is the same system clock as ours."""
+
+    def __init__(self, token_delay_s: float) -> None:
+        self._args = ["-m", "agentstream.testing.fake_openai", "--echo-token-delay", str(token_delay_s)]
+        self._process: asyncio.subprocess.Process | None = None
+        self.base_url = ""
+
+    async def __aenter__(self) -> FakeModelProcess:
+        self._process = await asyncio.create_subprocess_exec(sys.executable, *self._args,
+                                                             stdout=asyncio.subprocess.PIPE)
+        assert self._process.stdout is not None
+        self.base_url = (await self._process.stdout.readline()).decode().strip()
+        if not self.base_url.startswith("http"):
+            raise RuntimeError(f"fake model server did not start (exit code {self._process.returncode})")
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._process is not None:
+            self._process.terminate()
+            await asyncio.wait_for(self._process.wait(), 10)
+
+    async def timings(self) -> dict[str, dict[str, float | None]]:
+        """Server-side times of every request so far, by run id (the first word of the echoed text)."""
+        async with httpx.AsyncClient(timeout=30) as client:
+            answer = await client.get(self.base_url.removesuffix("/v1") + "/_fake/requests")
+        answer.raise_for_status()
+        return {str(r["user"]).split(" ", 1)[0]: r for r in answer.json()["requests"]}
 
 
 class Bench:
-    def __init__(self, settings: Settings, fake: FakeOpenAI, watch: EventWatch, producer: AIOKafkaProducer) -> None:
+    def __init__(self, settings: Settings, fake: FakeModelProcess, watch: EventWatch,
+                 producer: AIOKafkaProducer) -> None:
         self.settings, self.fake, self.watch, self.producer = settings, fake, watch, producer
         self.runs_topic = f"{settings.kafka.topic_prefix}runs"
 
@@ -162,24 +187,45 @@ class Bench:
         await self.watch.wait_finished(run_ids, timeout_s)
         return run_ids
 
-    def overheads(self, run_ids: Sequence[str]) -> tuple[list[float], list[float]]:
+    async def overheads(self, run_ids: Sequence[str]) -> tuple[list[float], list[float]]:
         first, last = [], []
+        server = await self.fake.timings()
         for run_id in run_ids:
-            times, request = self.watch.runs[run_id], _request_of(self.fake, run_id)
-            if times.first_delta_at is None or request.first_token_at is None or request.last_token_at is None:
+            times, request = self.watch.runs[run_id], server[run_id]
+            first_token, last_token = request["first_token_at"], request["last_token_at"]
+            if times.first_delta_at is None or first_token is None or last_token is None:
                 raise RuntimeError(f"run {run_id} streamed nothing")
             assert times.finished_at is not None
-            first.append((times.first_delta_at - request.first_token_at) * 1000)
-            last.append((times.finished_at - request.last_token_at) * 1000)
+            first.append((times.first_delta_at - first_token) * 1000)
+            last.append((times.finished_at - last_token) * 1000)
         return first, last
 
-    async def level(self, concurrency: int, tokens: int, min_runs: int, timeout_s: float) -> LevelResult:
-        run_ids: list[str] = []
-        while len(run_ids) < max(min_runs, concurrency):
-            run_ids += await self.launch(concurrency, tokens, timeout_s)
-        first, last = self.overheads(run_ids)
+    async def level(self, concurrency: int, tokens: int, rate: float, min_runs: int,
+                    timeout_s: float) -> LevelResult:
+        """`concurrency` runs in flight, as in steady traffic: each of `concurrency` clients
+        starts a run, waits for its `run.finished`, starts the next; their first starts are
+        spread over one run's length, so starts arrive evenly rather than all at once."""
+        rounds = -(-max(min_runs, concurrency) // concurrency)
+        spacing = tokens / rate / concurrency
+
+        async def client(index: int) -> list[str]:
+            await asyncio.sleep(index * spacing)
+            return [run_id for _ in range(rounds) for run_id in await self.launch(1, tokens, timeout_s)]
+
+        run_ids = [r for ids in await asyncio.gather(*(client(i) for i in range(concurrency))) for r in ids]
+        first, last = await self.overheads(run_ids)
         return LevelResult(concurrency, len(run_ids), percentile(first, 50), percentile(first, 99),
                            percentile(last, 50), percentile(last, 99))
+
+
+def runner_config(bootstrap: str, embedded: bool, db_url: str, model_url: str) -> dict[str, Any]:
+    """The agent-runner's config file: the fake model as the only connector."""
+    return {
+        "kafka": {"bootstrap_servers": bootstrap, "embedded": embedded,
+                  "topic_prefix": f"bench-{uuid.uuid4().hex[:6]}."},
+        "database": {"url": db_url}, "log_level": "WARNING", "default_connector": "fake",
+        "connectors": [{"id": "fake", "type": "openai", "base_url": model_url, "model": "bench"}],
+    }
 
 
 async def run_bench(
@@ -187,7 +233,7 @@ async def run_bench(
     *,
     embedded: bool = True,
     levels: Sequence[int] = (1, 50, 200),
-    tokens: int = 20,
+    tokens: int = 100,
     rate: float = 100.0,
     long_tokens: int = 200,
     min_runs: int = 20,
@@ -198,26 +244,21 @@ async def run_bench(
     workdir = Path(tempfile.mkdtemp(prefix="agentstream-bench-"))
     db_url = f"sqlite+aiosqlite:///{workdir / 'bench.db'}"
     await upgrade(db_url)
-    async with FakeOpenAI(echo_token_delay_s=1 / rate) as fake:
-        settings = load_settings(
-            kafka={"bootstrap_servers": bootstrap, "embedded": embedded,
-                   "topic_prefix": f"bench-{uuid.uuid4().hex[:6]}."},
-            database={"url": db_url}, log_level="WARNING", default_connector="fake",
-            connectors=[{"id": "fake", "type": "openai", "base_url": fake.base_url, "model": "bench"}],
-        )
+    async with FakeModelProcess(token_delay_s=1 / rate) as fake:
+        config = runner_config(bootstrap, embedded, db_url, fake.base_url)
+        settings = load_settings(**config)
         await create_topics(settings.kafka)
-        runner = AgentRunnerService(settings)
-        watch = EventWatch(bootstrap, f"{settings.kafka.topic_prefix}events", settings.kafka.partitions,
+        watch = EventWatch(bootstrap, settings.topic("events"), settings.kafka.partitions,
                            settings.kafka.fetch_wait_ms)
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=settings.kafka.idempotence,
                                     linger_ms=0)
         await producer.start()
         await watch.start()
         try:
-            async with ServiceHost([runner], "127.0.0.1", {runner.name: free_port()}):
+            async with ServiceProcess("agent-runner", config):
                 bench = Bench(settings, fake, watch, producer)
                 await bench.launch(1, 3, timeout_s)  # warm-up: group join, connections
-                results = [await bench.level(c, tokens, min_runs, timeout_s) for c in levels]
+                results = [await bench.level(c, tokens, rate, min_runs, timeout_s) for c in levels]
                 [long_run] = await bench.launch(1, long_tokens, timeout_s)
         finally:
             await watch.stop()
@@ -265,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bootstrap", help="broker to use (default: an embedded Tansu)")
     parser.add_argument("--embedded", action="store_true", help="the --bootstrap broker is Tansu")
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 50, 200], help="concurrent runs")
-    parser.add_argument("--tokens", type=int, default=20, help="tokens per run in the latency levels")
+    parser.add_argument("--tokens", type=int, default=100, help="tokens per run in the latency levels")
     parser.add_argument("--rate", type=float, default=100.0, help="tokens per second per stream")
     parser.add_argument("--min-runs", type=int, default=20, help="runs measured per level at least")
     parser.add_argument("--baseline-messages", type=int, default=500)

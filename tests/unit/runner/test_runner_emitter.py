@@ -55,3 +55,57 @@ async def test_failed_publish_never_reuses_a_seq():
         await events.emit(RunHeartbeat)
     await events.emit(RunHeartbeat)
     assert published == [2]
+
+
+class PipelinedBroker:
+    """Hands out ack futures like the producer does; the test decides when each is acked."""
+
+    def __init__(self) -> None:
+        self.acks: list[tuple[int, asyncio.Future[object]]] = []
+
+    async def publish(self, event):
+        ack: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        self.acks.append((event.seq, ack))
+        return ack
+
+
+async def test_emit_does_not_wait_for_acks_and_confirm_waits_for_all():
+    broker = PipelinedBroker()
+    events = RunEmitter.for_start(start(), broker.publish)
+    for _ in range(3):
+        await events.emit(MessageDelta, message_id="m", text="x")  # returns with nothing acked
+    assert [seq for seq, _ in broker.acks] == [1, 2, 3]
+
+    confirming = asyncio.create_task(events.confirm())
+    await asyncio.sleep(0.01)
+    broker.acks[0][1].set_result("stored")
+    broker.acks[2][1].set_result("stored")
+    await asyncio.sleep(0.01)
+    assert not confirming.done()  # seq 2 is still unacked
+    broker.acks[1][1].set_result("stored")
+    await asyncio.wait_for(confirming, 1)
+
+
+async def test_a_refused_event_fails_the_next_emit_and_confirm():
+    broker = PipelinedBroker()
+    events = RunEmitter.for_start(start(), broker.publish)
+    await events.emit(RunHeartbeat)
+    broker.acks[0][1].set_exception(ConnectionError("broker refused seq 1"))
+    with pytest.raises(ConnectionError, match="seq 1"):
+        await events.emit(RunHeartbeat)
+    # Reported once: the run goes on to emit its ending, and confirm sees only what came after.
+    await events.emit(RunHeartbeat)
+    broker.acks[-1][1].set_result("stored")
+    await events.confirm()
+
+
+async def test_child_emitters_share_the_roots_unconfirmed_acks():
+    broker = PipelinedBroker()
+    root = RunEmitter.for_start(start(), broker.publish)
+    child = root.child("r2")
+    await child.emit(RunHeartbeat)
+    confirming = asyncio.create_task(root.confirm())
+    await asyncio.sleep(0.01)
+    assert not confirming.done()
+    broker.acks[0][1].set_result("stored")
+    await asyncio.wait_for(confirming, 1)

@@ -8,7 +8,7 @@ endpoints. Subclasses register subscribers in `setup()` and keep handlers thin.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
@@ -21,6 +21,7 @@ from agentstream.config import Settings
 from agentstream.contracts import DeadLetter
 from agentstream.db import create_engine, session_factory
 from agentstream.kafka import Topics, consumer_options, make_broker
+from agentstream.kafka.producer import encode_record, producer_of
 from agentstream.observability import ReadyCheck, get_logger, http_app
 
 T = TypeVar("T")
@@ -55,6 +56,11 @@ class Service:
         self.dead_letters = Counter(
             "agentstream_dead_letters_total", "Records sent to the dlq", ["service", "topic"], registry=self.registry
         )
+        self.records_published = Counter(
+            "agentstream_records_published_total", "Records handed to the producer", ["service", "topic"],
+            registry=self.registry,
+        )
+        self._published_by_topic: dict[str, Any] = {}
         checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
         if self.uses_database:
             checks["database"] = self._db_ready
@@ -114,10 +120,28 @@ class Service:
 
     # -- helpers for handlers ----------------------------------------------------
     async def publish(self, topic: str, record: BaseModel, key: str) -> None:
-        await self.broker.publish(
-            record.model_dump_json().encode(), topic, key=key.encode(),
-            headers={"content-type": "application/json", "type": str(getattr(record, "type", ""))},
-        )
+        """Publish and wait until the broker has stored the record."""
+        ack = await self.publish_nowait(topic, record, key)
+        await ack
+
+    async def publish_nowait(self, topic: str, record: BaseModel, key: str) -> asyncio.Future[Any]:
+        """Hand the record to the producer and return the future of its ack.
+
+        Records handed over in order reach a partition in that order (the producer has one
+        request in flight per partition), so a caller can stream records without a round
+        trip each and await the futures where it needs them stored. Written with the
+        broker's aiokafka producer directly (see `agentstream.kafka.producer`).
+        """
+        raw_key, value, headers = encode_record(record, key)
+        ack = await producer_of(self.broker).send(topic, value, key=raw_key, headers=headers)
+        self._published(topic).inc()
+        return cast("asyncio.Future[Any]", ack)
+
+    def _published(self, topic: str) -> Any:
+        child = self._published_by_topic.get(topic)
+        if child is None:
+            child = self._published_by_topic[topic] = self.records_published.labels(self.name, topic)
+        return child
 
     def decode(self, msg: KafkaMessage, adapter: TypeAdapter[T]) -> T | ValidationError:
         try:

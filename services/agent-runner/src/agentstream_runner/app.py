@@ -9,6 +9,9 @@ runner, the runs of its conversations end `failed(reason=rebalanced)`.
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from aiokafka import ConsumerRebalanceListener, TopicPartition
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
@@ -96,8 +99,8 @@ class AgentRunnerService(Service):
                                   call_id=record.call_id)
 
     # -- RunPorts ------------------------------------------------------------------
-    async def publish_event(self, event: EventBase) -> None:
-        await self.publish(self.topics.events, event, event.conversation_key)
+    async def publish_event(self, event: EventBase) -> asyncio.Future[Any]:
+        return await self.publish_nowait(self.topics.events, event, event.conversation_key)
 
     async def call_tool(self, request: ToolCallRequest) -> ToolCallResult:
         result = self.waiters.expect(request.run_id, request.call_id)  # before publishing: no lost result

@@ -6,10 +6,11 @@ tool) so unit tests pass a fake and the service passes its broker-backed ports.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from agentstream.config import RunnerSettings
 from agentstream.contracts import EventBase, ToolCallRequest, ToolCallResult
@@ -19,8 +20,11 @@ from agentstream_runner.history import HistoryStore
 
 
 class RunPorts(Protocol):
-    async def publish_event(self, event: EventBase) -> None:
-        """Publish to `events`, keyed by the event's conversation key."""
+    async def publish_event(self, event: EventBase) -> asyncio.Future[Any] | None:
+        """Hand the event to `events`, keyed by its conversation key, in call order.
+
+        Returns the future of the broker's ack, or None when the event is already stored.
+        """
         ...
 
     async def call_tool(self, request: ToolCallRequest) -> ToolCallResult:

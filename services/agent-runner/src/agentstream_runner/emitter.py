@@ -1,9 +1,15 @@
 """The event emitter of one root run: identity fields and a strictly increasing seq.
 
 Ingress emitted `run.queued` with seq 0, so the runner starts at 1. Events are
-published one at a time under a lock and the seq is taken inside it, so the order
-on the (single-partition-per-key) `events` topic is the seq order even when the
-coalescer's timer and the pipeline emit concurrently.
+handed to the producer one at a time under a lock and the seq is taken inside it, so
+the order on the (single-partition-per-key) `events` topic is the seq order even when
+the coalescer's timer and the pipeline emit concurrently.
+
+Pipelined, not one round trip per event: `emit` returns once the producer has the
+event (the port returns the ack's future), so a token reaches Kafka without waiting
+for the previous event's ack. `confirm()` waits for every ack so far — the pipeline
+calls it after `run.finished` — and a failed ack fails the next `emit`. At most
+`MAX_UNCONFIRMED` events are in flight per root run.
 """
 
 from __future__ import annotations
@@ -15,17 +21,28 @@ from typing import Any, TypeVar
 from agentstream.contracts import EventBase, StartRun
 
 EventT = TypeVar("EventT", bound=EventBase)
-Publish = Callable[[EventBase], Awaitable[None]]
+Ack = asyncio.Future[Any]
+# Hands the event over; returns its ack's future, or None when it is already stored.
+Publish = Callable[[EventBase], Awaitable[Ack | None]]
 
 FIRST_RUNNER_SEQ = 1
+MAX_UNCONFIRMED = 256
 
 
 class _Sequence:
-    """The seq counter of one root run, shared with its child runs' emitters."""
+    """The seq counter and unconfirmed acks of one root run, shared with its child runs' emitters."""
 
     def __init__(self, first: int) -> None:
         self.next = first
         self.lock = asyncio.Lock()
+        self.unconfirmed: list[Ack] = []
+
+    def check_acks(self) -> None:
+        """Forget the stored events; raise the error of one the broker refused (once)."""
+        refused = [a for a in self.unconfirmed if a.done() and not a.cancelled() and a.exception() is not None]
+        self.unconfirmed = [a for a in self.unconfirmed if not a.done()]
+        if refused:
+            raise refused[0].exception()  # type: ignore[misc]
 
 
 class RunEmitter:
@@ -69,9 +86,22 @@ class RunEmitter:
         return str(self._identity["run_id"])
 
     async def emit(self, event_type: type[EventT], **fields: Any) -> EventT:
+        """Hand the event to the producer in seq order; see `confirm` for when it is stored."""
         async with self._seq.lock:
+            self._seq.check_acks()
             event = event_type(**self._identity, seq=self._seq.next, **fields)
             # Taken even if the publish fails: seq must only increase, gaps are fine.
             self._seq.next += 1
-            await self._publish(event)
+            ack = await self._publish(event)
+            if ack is not None:
+                self._seq.unconfirmed.append(ack)
+        if len(self._seq.unconfirmed) >= MAX_UNCONFIRMED:
+            await self.confirm()
         return event
+
+    async def confirm(self) -> None:
+        """Until the broker has stored every event emitted so far; raises if it refused one."""
+        if pending := [a for a in self._seq.unconfirmed if not a.done()]:
+            # wait(), not gather(): cancelling this task must not cancel the producer's futures.
+            await asyncio.wait(pending)
+        self._seq.check_acks()

@@ -138,3 +138,4 @@ class RunLauncher:
             case Dismissal.DROPPED:
                 status = "failed" if detail == REBALANCED else "interrupted"
                 await events.emit(RunFinished, status=status, reason=detail, error=f"not started: {detail}")
+        await events.confirm()

@@ -51,6 +51,7 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
     # 1. Permission: without an identity the user gets a notice and nothing else.
     if not is_authorized(start.user):
         await events.emit(Notice, level="error", text=NOT_AUTHORIZED, reply_target=start.reply_target)
+        await events.confirm()
         return
 
     outcome = RunOutcome(started_at=ctx.clock())
@@ -101,3 +102,4 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
         # 5. Exactly one ending, however the run got here, with the usage of every LLM call.
         outcome.usage = totals.usage
         await events.emit(RunFinished, **outcome.finished_fields(ctx.clock()))
+        await events.confirm()  # the run is over when its events are stored

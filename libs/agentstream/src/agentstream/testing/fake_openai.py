@@ -10,6 +10,9 @@ Every request is recorded (`requests`): its body and, measured at the server wit
 `time.monotonic()`, when its first and last token went out and when the client
 dropped the connection early — so a test can assert how fast an interrupt closed
 the stream. A raw ASGI app (no framework) keeps the disconnect watch explicit.
+`GET /_fake/requests` returns those timings as JSON, and `python -m
+agentstream.testing.fake_openai` runs the fake in its own process (benchmarks: the
+model's CPU is then not the runner's); its `time.monotonic()` is the same clock.
 
     async with FakeOpenAI() as fake:
         fake.add_turn(text="hi", tool_calls=[("calculator", {"expression": "1+1"})])
@@ -87,6 +90,11 @@ class ReceivedRequest:
     @property
     def messages(self) -> list[dict[str, Any]]:
         return list(self.body.get("messages", []))
+
+    def timings(self) -> dict[str, Any]:
+        """What `GET /_fake/requests` reports: the last user text and the server's clock readings."""
+        return {"user": _echo(self.body), "received_at": self.received_at, "first_token_at": self.first_token_at,
+                "last_token_at": self.last_token_at, "completed_at": self.completed_at, "closed_at": self.closed_at}
 
 
 def _words(messages: list[dict[str, Any]]) -> int:
@@ -192,6 +200,9 @@ class FakeOpenAI:
     async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
+        if scope["method"] == "GET" and scope["path"] == "/_fake/requests":
+            await self._json(send, 200, {"requests": [r.timings() for r in self.requests]})
+            return
         if scope["method"] != "POST" or not scope["path"].endswith("/chat/completions"):
             await self._json(send, 404, {"error": {"message": "not found", "type": "invalid_request_error"}})
             return
@@ -240,16 +251,17 @@ class FakeOpenAI:
         chunks = _Chunks(self.model, len(self.requests))
         turn = record.turn
         completion = 0
-        first = True
-        for payload in self._deltas(chunks, turn):
-            if not first and turn.delay_s:
-                await asyncio.sleep(turn.delay_s)
+        started = time.monotonic()
+        for index, payload in enumerate(self._deltas(chunks, turn)):
+            if index and turn.delay_s:
+                # Paced against the stream's start, not token to token: sleep overshoot does
+                # not accumulate, so a stream at N tokens/s really is N tokens/s.
+                await asyncio.sleep(max(0.0, started + index * turn.delay_s - time.monotonic()))
             await self._sse(send, payload)
             now = time.monotonic()
             record.first_token_at = record.first_token_at or now
             record.last_token_at = now
             self._touch()
-            first = False
             completion += 1
         finish = "tool_calls" if turn.tool_calls else "stop"
         await self._sse(send, chunks.delta({}, finish))
@@ -308,3 +320,25 @@ class FakeOpenAI:
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), *(headers or [])]})
         await send({"type": "http.response.body", "body": json.dumps(payload).encode()})
+
+
+async def _serve_forever(echo_token_delay_s: float) -> None:
+    async with FakeOpenAI(echo_token_delay_s=echo_token_delay_s) as fake:
+        print(fake.base_url, flush=True)  # the parent reads this line to find the server
+        await asyncio.Event().wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m agentstream.testing.fake_openai`: the fake in its own process (benchmarks),
+    echoing at `--echo-token-delay` seconds per token; request timings at `GET /_fake/requests`."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m agentstream.testing.fake_openai")
+    parser.add_argument("--echo-token-delay", type=float, default=0.0, help="seconds between echoed tokens")
+    args = parser.parse_args(argv)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve_forever(args.echo_token_delay))
+
+
+if __name__ == "__main__":
+    main()

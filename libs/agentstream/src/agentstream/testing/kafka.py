@@ -19,6 +19,7 @@ class RawRecord:
     offset: int
     key: bytes | None
     value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 async def produce_raw(bootstrap: str, topic: str, value: bytes, key: bytes | None = None) -> None:
@@ -54,7 +55,7 @@ async def read_until(
                 batch = await consumer.getmany(timeout_ms=100)
                 for tp_records in batch.values():
                     records.extend(
-                        RawRecord(r.topic, r.partition, r.offset, r.key, r.value) for r in tp_records
+                        RawRecord(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers)) for r in tp_records
                     )
         return records
     finally:

@@ -13,6 +13,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 import openai
+import pydantic
+from openai.types.chat import ChatCompletionChunk
 
 from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, Usage
@@ -69,10 +71,29 @@ def _usage(used: Any) -> Usage:
     return Usage(prompt_tokens=used.prompt_tokens or 0, completion_tokens=used.completion_tokens or 0, llm_calls=1)
 
 
+class ValidatingChunksClient(openai.AsyncOpenAI):
+    """The SDK client, with streamed chunks built by pydantic-core validation.
+
+    The SDK builds each chunk with `construct_type` (pure Python, ~100 µs a chunk),
+    which made chunk parsing the runner's largest cost at a few thousand tokens per
+    second. Validation gives the same `ChatCompletionChunk` in ~5 µs; a chunk that
+    does not validate (a server that leaves out a required field) takes the SDK's
+    lenient path, so any OpenAI-compatible server still works.
+    """
+
+    def _process_response_data(self, *, data: object, cast_to: type[Any], response: Any) -> Any:
+        if cast_to is ChatCompletionChunk:
+            try:
+                return ChatCompletionChunk.model_validate(data)
+            except pydantic.ValidationError:
+                pass
+        return super()._process_response_data(data=data, cast_to=cast_to, response=response)
+
+
 class OpenAIConnector:
     def __init__(self, settings: ConnectorSettings, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self._settings = settings
-        self._client = openai.AsyncOpenAI(
+        self._client = ValidatingChunksClient(
             base_url=settings.base_url, api_key=settings.api_key() or NO_KEY, max_retries=0,
             timeout=settings.timeout_s,
         )

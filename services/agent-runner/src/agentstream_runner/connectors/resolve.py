@@ -17,16 +17,27 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from agentstream.config import ConnectorSettings, Settings
-from agentstream_runner.connectors.anthropic_connector import AnthropicConnector
 from agentstream_runner.connectors.base import Connector
-from agentstream_runner.connectors.openai_connector import OpenAIConnector
 from agentstream_runner.connectors.scripted import ScriptedConnector
 from agentstream_runner.errors import ConnectorError
 
 ConnectorFactory = Callable[[ConnectorSettings], Connector]
 
+def _openai(settings: ConnectorSettings) -> Connector:
+    from agentstream_runner.connectors.openai_connector import OpenAIConnector
+
+    return OpenAIConnector(settings)
+
+
+def _anthropic(settings: ConnectorSettings) -> Connector:
+    # Imported when configured: the anthropic SDK alone takes seconds to import.
+    from agentstream_runner.connectors.anthropic_connector import AnthropicConnector
+
+    return AnthropicConnector(settings)
+
+
 DEFAULT_FACTORIES: Mapping[str, ConnectorFactory] = {
-    "scripted": ScriptedConnector, "openai": OpenAIConnector, "anthropic": AnthropicConnector,
+    "scripted": ScriptedConnector, "openai": _openai, "anthropic": _anthropic,
 }
 
 ROLE_PREFIX = "use::"

@@ -1,0 +1,86 @@
+"""One agentstream service in its own process, as it is deployed: `agentstream serve NAME`.
+
+Benchmarks run the service under test in a child process so that their own load
+generator and reader (the same work the raw baseline does) do not share its event
+loop. The child gets a YAML config written from `config` (the same keys as a user's
+config file), its HTTP port, and is ready when `/readyz` answers 200.
+
+    async with ServiceProcess("agent-runner", {"kafka": {...}, "connectors": [...]}) as svc:
+        ...  # svc.url is http://127.0.0.1:<port>
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from agentstream.kafka import free_port
+
+
+class ServiceProcess:
+    def __init__(self, service: str, config: dict[str, Any], *, ready_timeout_s: float = 60.0) -> None:
+        self.service = service
+        self.config = config
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._ready_timeout_s = ready_timeout_s
+        self._dir = Path(tempfile.mkdtemp(prefix=f"agentstream-bench-{service}-"))
+        self.log_path = self._dir / "service.log"
+        self._process: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> ServiceProcess:
+        config_path = self._dir / "config.yaml"
+        config_path.write_text(yaml.safe_dump(self.config))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSTREAM__")}
+        with self.log_path.open("wb") as log:
+            self._process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "agentstream_stack", "serve", self.service, "--config", str(config_path),
+                "--host", "127.0.0.1", "--port", str(self.port), stdout=log, stderr=log, env=env)
+        try:
+            await self._wait_ready()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self._ready_timeout_s
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                assert self._process is not None
+                if self._process.returncode is not None:
+                    raise RuntimeError(f"{self.service} exited with {self._process.returncode}:\n{self.log_tail()}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await client.get(f"{self.url}/readyz")).status_code == 200:
+                        return
+                await asyncio.sleep(0.1)
+        raise TimeoutError(f"{self.service} not ready after {self._ready_timeout_s:.0f} s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    async def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.returncode is not None:
+            return
+        process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), 15)
+        except TimeoutError:
+            process.kill()
+            await process.wait()

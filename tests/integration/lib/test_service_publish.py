@@ -1,0 +1,31 @@
+"""Service.publish / publish_nowait on the real broker: order, keys, headers, acks, the counter."""
+
+from agentstream.contracts import Notice, ReplyTarget
+from agentstream.host import ServiceHost
+from agentstream.kafka import free_port
+from agentstream.testing.kafka import read_until
+from agentstream_tools import ToolExecutorService
+
+
+def notice(seq: int) -> Notice:
+    return Notice(run_id="r1", root_run_id="r1", conversation_key="web:a", seq=seq, level="info",
+                  text=f"n{seq}", reply_target=ReplyTarget(platform="web", chat_id="a"))
+
+
+async def test_records_handed_over_without_waiting_arrive_in_order_with_their_acks(settings_factory,
+                                                                                   topics_created):
+    settings = settings_factory()
+    svc = ToolExecutorService(settings)  # any service: publishing is the base's
+    topic = svc.topics.events
+    async with ServiceHost([svc], "127.0.0.1", {svc.name: free_port()}):
+        acks = [await svc.publish_nowait(topic, notice(seq), "web:a") for seq in range(1, 51)]
+        offsets = [(await ack).offset for ack in acks]
+        await svc.publish(topic, notice(51), "web:a")
+        records = await read_until(settings.kafka.bootstrap_servers, topic, lambda rs: len(rs) >= 51)
+        published = svc.records_published.labels(svc.name, topic)._value.get()
+
+    assert offsets == sorted(offsets) and len(set(offsets)) == 50
+    assert [Notice.model_validate_json(r.value).seq for r in records] == list(range(1, 52))
+    assert {r.key for r in records} == {b"web:a"}
+    assert dict(records[0].headers) == {"content-type": b"application/json", "type": b"notice"}
+    assert published == 51

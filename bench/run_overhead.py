@@ -70,6 +70,8 @@ class LevelResult:
     first_p99_ms: float
     last_p50_ms: float
     last_p99_ms: float
+    runner_cpu_us_per_token: float = 0.0  # the runner process's CPU time / tokens streamed
+    runner_cpu_share: float = 0.0  # the runner's CPU time / the level's wall time (1.0 = one core busy)
 
 
 @dataclass(frozen=True)
@@ -174,8 +176,9 @@ class FakeModelProcess:
 
 class Bench:
     def __init__(self, settings: Settings, fake: FakeModelProcess, watch: EventWatch,
-                 producer: AIOKafkaProducer) -> None:
+                 producer: AIOKafkaProducer, runner: ServiceProcess) -> None:
         self.settings, self.fake, self.watch, self.producer = settings, fake, watch, producer
+        self.runner = runner
         self.runs_topic = f"{settings.kafka.topic_prefix}runs"
 
     async def launch(self, count: int, tokens: int, timeout_s: float) -> list[str]:
@@ -212,10 +215,13 @@ class Bench:
             await asyncio.sleep(index * spacing)
             return [run_id for _ in range(rounds) for run_id in await self.launch(1, tokens, timeout_s)]
 
+        cpu, wall = self.runner.cpu_seconds(), time.monotonic()
         run_ids = [r for ids in await asyncio.gather(*(client(i) for i in range(concurrency))) for r in ids]
+        cpu, wall = self.runner.cpu_seconds() - cpu, time.monotonic() - wall
         first, last = await self.overheads(run_ids)
         return LevelResult(concurrency, len(run_ids), percentile(first, 50), percentile(first, 99),
-                           percentile(last, 50), percentile(last, 99))
+                           percentile(last, 50), percentile(last, 99),
+                           cpu / (len(run_ids) * tokens) * 1e6, cpu / wall)
 
 
 def runner_config(bootstrap: str, embedded: bool, db_url: str, model_url: str) -> dict[str, Any]:
@@ -255,8 +261,8 @@ async def run_bench(
         await producer.start()
         await watch.start()
         try:
-            async with ServiceProcess("agent-runner", config):
-                bench = Bench(settings, fake, watch, producer)
+            async with ServiceProcess("agent-runner", config) as runner:
+                bench = Bench(settings, fake, watch, producer, runner)
                 await bench.launch(1, 3, timeout_s)  # warm-up: group join, connections
                 results = [await bench.level(c, tokens, rate, min_runs, timeout_s) for c in levels]
                 [long_run] = await bench.launch(1, long_tokens, timeout_s)
@@ -275,12 +281,14 @@ def format_report(report: OverheadReport) -> str:
         "-" * 74,
         f"raw Kafka round trip (same run): p50 {report.baseline_p50_ms:.2f} ms, p99 {report.baseline_p99_ms:.2f} ms",
         "",
-        f"{'concurrent':>10} {'runs':>5}  {'first token p50/p99 (ms)':>26}  {'last token p50/p99 (ms)':>26}",
+        f"{'concurrent':>10} {'runs':>5}  {'first token p50/p99 (ms)':>26}  {'last token p50/p99 (ms)':>26}"
+        f"  {'runner CPU':>20}",
     ]
     for r in report.levels:
         first = f"{r.first_p50_ms:.1f}/{r.first_p99_ms:.1f} ({report.ratio(r.first_p50_ms):.1f}x)"
         last = f"{r.last_p50_ms:.1f}/{r.last_p99_ms:.1f} ({report.ratio(r.last_p50_ms):.1f}x)"
-        lines.append(f"{r.concurrency:>10} {r.runs:>5}  {first:>26}  {last:>26}")
+        cpu = f"{r.runner_cpu_us_per_token:.0f} us/token, {r.runner_cpu_share:.0%}"
+        lines.append(f"{r.concurrency:>10} {r.runs:>5}  {first:>26}  {last:>26}  {cpu:>20}")
     lines += [
         "",
         f"Kafka records per generated token at {report.token_rate:g} tokens/s: "

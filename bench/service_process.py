@@ -68,6 +68,12 @@ class ServiceProcess:
                 await asyncio.sleep(0.1)
         raise TimeoutError(f"{self.service} not ready after {self._ready_timeout_s:.0f} s:\n{self.log_tail()}")
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the service process has used so far (Linux `/proc`)."""
+        assert self._process is not None
+        fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def log_tail(self, lines: int = 30) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

@@ -27,15 +27,19 @@ def connector(fake: FakeOpenAI, sleeps: list[float] | None = None, **extra) -> O
 
 
 async def collect(conn: OpenAIConnector, request: LLMRequest) -> list:
-    return [chunk async for chunk in conn.stream(request)]
+    try:
+        return [chunk async for chunk in conn.stream(request)]
+    finally:
+        await conn.aclose()
 
 
-async def test_streamed_text_reasoning_tool_calls_and_usage():
+@pytest.mark.parametrize("http_client", ["aiohttp", "httpx"])
+async def test_streamed_text_reasoning_tool_calls_and_usage(http_client):
     async with FakeOpenAI() as fake:
         fake.add_turn(text="let me compute", reasoning="think first",
                       tool_calls=[("calculator", {"expression": "6*7"}), ("clock", {"timezone": "UTC"})],
                       usage=(11, 5))
-        chunks = await collect(connector(fake), LLMRequest(messages=USER, tools=(CALCULATOR, CLOCK),
+        chunks = await collect(connector(fake, http_client=http_client), LLMRequest(messages=USER, tools=(CALCULATOR, CLOCK),
                                                             options={"temperature": 0.2, "unknown": 1}))
         body = fake.requests[0].body
     assert "".join(c.text for c in chunks if isinstance(c, ThinkingDelta)) == "think first"
@@ -102,7 +106,9 @@ async def test_connection_errors_are_transient():
     async def sleep(seconds: float) -> None:
         sleeps.append(seconds)
 
-    with pytest.raises(LLMError, match="failed after 3 attempts: APIConnectionError"):
+    # aiohttp reports a refused connection as a connect timeout (fast, not after timeout_s): both are
+    # connection errors, and transient.
+    with pytest.raises(LLMError, match="failed after 3 attempts: API(Connection|Timeout)Error"):
         await collect(OpenAIConnector(settings, sleep=sleep), LLMRequest(messages=USER))
     assert len(sleeps) == 2
 

@@ -119,6 +119,7 @@ class AgentRunnerService(Service):
     async def stop(self) -> None:
         # Runs end (interrupted, reason "shutdown") while the broker can still publish run.finished.
         await self.conversations.close(SHUTDOWN)
+        await self.connectors.close()
         await super().stop()
 
 

@@ -23,6 +23,9 @@ class ConnectorSettings(Section):
     script: str | None = Field(default=None, description="scripted: path of a YAML script (default: built-in demo).")
     token_delay_ms: float = Field(default=20.0, ge=0, description="scripted: pause between streamed tokens.")
     timeout_s: float = Field(default=60.0, gt=0, description="openai/anthropic: timeout of one HTTP request.")
+    http_client: Literal["aiohttp", "httpx"] = Field(
+        default="aiohttp", description="openai: the SDK's HTTP transport (aiohttp costs about half the CPU per chunk)."
+    )
     retry_attempts: int = Field(default=3, ge=1, description="openai/anthropic: attempts for transient errors.")
     retry_base_delay_s: float = Field(default=0.5, ge=0, description="Backoff base when no Retry-After is sent.")
     max_tokens: int = Field(default=1024, ge=1, description="anthropic: default max_tokens of a request.")

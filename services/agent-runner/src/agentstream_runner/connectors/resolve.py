@@ -112,3 +112,10 @@ class Connectors:
             except (OSError, ValueError) as err:  # e.g. a missing or invalid script file
                 raise ConnectorError(f"connector {config.id!r} could not be opened: {err}") from err
         return self._open[config.id]
+
+    async def close(self) -> None:
+        """Close the connectors that hold connections (HTTP clients)."""
+        opened, self._open = list(self._open.values()), {}
+        for connector in opened:
+            if (aclose := getattr(connector, "aclose", None)) is not None:
+                await aclose()

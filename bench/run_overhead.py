@@ -52,6 +52,8 @@ if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `benc
 from bench.kafka_baseline import measure_baseline, percentile  # noqa: E402
 from bench.service_process import ServiceProcess  # noqa: E402
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
 
 @dataclass
 class RunTimes:
@@ -143,18 +145,18 @@ def _text(run_id: str, tokens: int) -> str:
 
 
 class FakeModelProcess:
-    """The fake OpenAI-compatible server in its own process (`python -m
-    agentstream.testing.fake_openai`), as a real model server would be: its CPU is not
-    the runner's. Its `time.monotonic()` is the same system clock as ours."""
+    """The model: `bench.lean_model` (OpenAI-compatible SSE, echo, paced) in its own process,
+    as a real model server would be — its CPU is not the runner's. Its `time.monotonic()` is
+    the same system clock as ours."""
 
     def __init__(self, token_delay_s: float) -> None:
-        self._args = ["-m", "agentstream.testing.fake_openai", "--echo-token-delay", str(token_delay_s)]
+        self._args = ["-m", "bench.lean_model", "--echo-token-delay", str(token_delay_s)]
         self._process: asyncio.subprocess.Process | None = None
         self.base_url = ""
 
     async def __aenter__(self) -> FakeModelProcess:
         self._process = await asyncio.create_subprocess_exec(sys.executable, *self._args,
-                                                             stdout=asyncio.subprocess.PIPE)
+                                                             stdout=asyncio.subprocess.PIPE, cwd=REPO_ROOT)
         assert self._process.stdout is not None
         self.base_url = (await self._process.stdout.readline()).decode().strip()
         if not self.base_url.startswith("http"):

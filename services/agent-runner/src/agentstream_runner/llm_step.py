@@ -90,6 +90,9 @@ async def llm_turn(scope: RunScope, *, with_tools: bool = True) -> Completion:
     request = LLMRequest(messages=tuple(scope.memory), tools=tools, options=dict(scope.options))
     step_input = {"connector": scope.connector.id, "messages": len(scope.memory), "tools": [t.name for t in tools]}
     async with step(scope.events, "llm", scope.step_id("llm"), step_input) as record:
+        # What the run wrote so far is stored before the model is asked: its first token then
+        # goes out in a produce request of its own instead of queueing behind step.started's.
+        await scope.events.confirm()
         completion = await stream_completion(
             scope.events, scope.connector, request, scope.ctx.runner.coalesce_ms / 1000)
         scope.totals.add(completion.usage)

@@ -199,6 +199,94 @@ async def measure_baseline(
     )
 
 
+@dataclass(frozen=True)
+class LoadedRoundTrip:
+    """The raw round trip while the broker carries a background stream of records."""
+
+    records_per_s: float  # the background load, as asked
+    partitions: int
+    p50_ms: float
+    p99_ms: float
+    probes: int
+
+
+async def measure_loaded_round_trip(
+    bootstrap: str,
+    records_per_s: float,
+    *,
+    partitions: int = 4,
+    seconds: float = 3.0,
+    probe_interval_s: float = 0.01,
+    embedded: bool = False,
+    payload_bytes: int = 256,
+) -> LoadedRoundTrip:
+    """Round trips of probe records while `records_per_s` other records flow through the
+    same topic (`partitions` partitions), all read by the same consumer — raw aiokafka, the
+    load a benchmark's own records put on the broker, with no project code in the path.
+
+    Probes are sent every `probe_interval_s` without waiting for the previous one; each is
+    timed from `send` until the consumer has it."""
+    kafka = KafkaSettings(bootstrap_servers=bootstrap, embedded=embedded)
+    topic = f"agentstream-bench.loaded.{uuid.uuid4().hex[:8]}"
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=kafka.idempotence, acks="all",
+                                linger_ms=0)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                fetch_max_wait_ms=kafka.fetch_wait_ms, auto_offset_reset="earliest")
+    sent: dict[int, float] = {}
+    samples: list[float] = []
+    all_back = asyncio.Event()
+    base = 10_000_000  # probe seqs; background records count up from 0
+
+    async def read() -> None:
+        while True:
+            batches = await consumer.getmany(timeout_ms=100)
+            now = time.perf_counter()
+            for records in batches.values():
+                for record in records:
+                    if (seq := _seq(record.value)) >= base and seq in sent:
+                        samples.append((now - sent.pop(seq)) * 1000)
+                        if not sent:
+                            all_back.set()
+
+    async def background() -> None:
+        tick, seq, started = 0.01, 0, time.perf_counter()
+        while True:
+            due = int((time.perf_counter() - started) * records_per_s)
+            for _ in range(max(0, due - seq)):
+                await producer.send(topic, _payload(seq, payload_bytes), key=f"k{seq % 97}".encode())
+                seq += 1
+            await asyncio.sleep(tick)
+
+    await producer.start()
+    await consumer.start()
+    reader = asyncio.create_task(read())
+    load = asyncio.create_task(background())
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+        await asyncio.sleep(0.5)  # the load is flowing before the first probe
+        probes = int(seconds / probe_interval_s)
+        for i in range(probes):
+            sent[base + i] = time.perf_counter()
+            await producer.send(topic, _payload(base + i, payload_bytes), key=f"probe{i % 97}".encode())
+            await asyncio.sleep(probe_interval_s)
+        async with asyncio.timeout(30):
+            await all_back.wait()
+    finally:
+        for task in (load, reader):
+            task.cancel()
+        await asyncio.wait({load, reader})
+        await consumer.stop()
+        await producer.stop()
+        await _delete_topic(bootstrap, topic)
+    return LoadedRoundTrip(records_per_s, partitions, percentile(samples, 50), percentile(samples, 99), len(samples))
+
+
 def format_table(result: BaselineResult) -> str:
     broker = "embedded Tansu" if result.embedded else "Kafka"
     rows = [

@@ -49,7 +49,7 @@ if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `benc
     from pathlib import Path as _Path
 
     _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
-from bench.kafka_baseline import measure_baseline, percentile  # noqa: E402
+from bench.kafka_baseline import measure_baseline, measure_loaded_round_trip, percentile  # noqa: E402
 from bench.service_process import ServiceProcess  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -57,6 +57,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 @dataclass
 class RunTimes:
+    launched_at: float | None = None
     first_delta_at: float | None = None
     finished_at: float | None = None
     records: int = 0
@@ -74,6 +75,9 @@ class LevelResult:
     last_p99_ms: float
     runner_cpu_us_per_token: float = 0.0  # the runner process's CPU time / tokens streamed
     runner_cpu_share: float = 0.0  # the runner's CPU time / the level's wall time (1.0 = one core busy)
+    events_per_s: float = 0.0  # records the runner wrote to `events` per second during the level
+    loaded_p50_ms: float = 0.0  # raw round trip (paced probes) with that many records/s on the broker
+    start_p50_ms: float = 0.0  # StartRun produced -> the model's request received (the runner's start work)
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,7 @@ class EventWatch:
                                           fetch_max_wait_ms=fetch_wait_ms, auto_offset_reset="earliest")
         self._topic, self._partitions = topic, partitions
         self.runs: dict[str, RunTimes] = {}
+        self.total_records = 0
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -120,6 +125,7 @@ class EventWatch:
                     event = RunEventAdapter.validate_json(record.value)
                     times = self.runs.setdefault(event.root_run_id, RunTimes())
                     times.records += 1
+                    self.total_records += 1
                     times.types[event.type] += 1
                     if event.type == "message.delta" and times.first_delta_at is None:
                         times.first_delta_at = now
@@ -187,23 +193,26 @@ class Bench:
         run_ids = [f"r{uuid.uuid4().hex[:10]}" for _ in range(count)]
         for run_id in run_ids:
             start = _start(run_id, _text(run_id, tokens))
+            self.watch.runs.setdefault(run_id, RunTimes()).launched_at = time.monotonic()
             await self.producer.send(self.runs_topic, start.to_json(), key=start.conversation_key.encode())
         await self.producer.flush()
         await self.watch.wait_finished(run_ids, timeout_s)
         return run_ids
 
-    async def overheads(self, run_ids: Sequence[str]) -> tuple[list[float], list[float]]:
-        first, last = [], []
+    async def overheads(self, run_ids: Sequence[str]) -> tuple[list[float], list[float], list[float]]:
+        first, last, start = [], [], []
         server = await self.fake.timings()
         for run_id in run_ids:
             times, request = self.watch.runs[run_id], server[run_id]
             first_token, last_token = request["first_token_at"], request["last_token_at"]
             if times.first_delta_at is None or first_token is None or last_token is None:
                 raise RuntimeError(f"run {run_id} streamed nothing")
-            assert times.finished_at is not None
+            assert times.finished_at is not None and times.launched_at is not None
+            received_at = request["received_at"] or 0.0
             first.append((times.first_delta_at - first_token) * 1000)
             last.append((times.finished_at - last_token) * 1000)
-        return first, last
+            start.append((received_at - times.launched_at) * 1000)
+        return first, last, start
 
     async def level(self, concurrency: int, tokens: int, rate: float, min_runs: int,
                     timeout_s: float) -> LevelResult:
@@ -217,13 +226,19 @@ class Bench:
             await asyncio.sleep(index * spacing)
             return [run_id for _ in range(rounds) for run_id in await self.launch(1, tokens, timeout_s)]
 
-        cpu, wall = self.runner.cpu_seconds(), time.monotonic()
+        cpu, wall, records = self.runner.cpu_seconds(), time.monotonic(), self.watch.total_records
         run_ids = [r for ids in await asyncio.gather(*(client(i) for i in range(concurrency))) for r in ids]
         cpu, wall = self.runner.cpu_seconds() - cpu, time.monotonic() - wall
-        first, last = await self.overheads(run_ids)
+        events_per_s = (self.watch.total_records - records) / wall
+        first, last, start = await self.overheads(run_ids)
+        # The same broker, the same record rate, no agentstream: what Kafka alone costs at this load.
+        loaded = await measure_loaded_round_trip(self.settings.kafka.bootstrap_servers, events_per_s,
+                                                 partitions=self.settings.kafka.partitions,
+                                                 embedded=self.settings.kafka.embedded, seconds=2.0)
         return LevelResult(concurrency, len(run_ids), percentile(first, 50), percentile(first, 99),
                            percentile(last, 50), percentile(last, 99),
-                           cpu / (len(run_ids) * tokens) * 1e6, cpu / wall)
+                           cpu / (len(run_ids) * tokens) * 1e6, cpu / wall, events_per_s, loaded.p50_ms,
+                           percentile(start, 50))
 
 
 def runner_config(bootstrap: str, embedded: bool, db_url: str, model_url: str) -> dict[str, Any]:
@@ -291,6 +306,15 @@ def format_report(report: OverheadReport) -> str:
         last = f"{r.last_p50_ms:.1f}/{r.last_p99_ms:.1f} ({report.ratio(r.last_p50_ms):.1f}x)"
         cpu = f"{r.runner_cpu_us_per_token:.0f} us/token, {r.runner_cpu_share:.0%}"
         lines.append(f"{r.concurrency:>10} {r.runs:>5}  {first:>26}  {last:>26}  {cpu:>20}")
+    lines += ["", "the same levels against the raw round trip at the same broker load (paced probes while as many",
+              "records/s as the runner wrote flow through the broker; raw aiokafka, no agentstream):",
+              f"{'concurrent':>10} {'events/s':>9} {'raw p50 (ms)':>13} {'first token':>12} {'last token':>11}"
+              f"  {'StartRun -> model request p50':>30}"]
+    for r in report.levels:
+        if r.loaded_p50_ms:
+            lines.append(f"{r.concurrency:>10} {r.events_per_s:>9,.0f} {r.loaded_p50_ms:>13.2f} "
+                         f"{r.first_p50_ms / r.loaded_p50_ms:>11.1f}x {r.last_p50_ms / r.loaded_p50_ms:>10.1f}x"
+                         f"  {r.start_p50_ms:>27.1f} ms")
     lines += [
         "",
         f"Kafka records per generated token at {report.token_rate:g} tokens/s: "

@@ -12,7 +12,13 @@ ROOT = str(Path(__file__).resolve().parents[3])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.kafka_baseline import BaselineResult, format_table, measure_baseline, percentile  # noqa: E402
+from bench.kafka_baseline import (  # noqa: E402
+    BaselineResult,
+    format_table,
+    measure_baseline,
+    measure_loaded_round_trip,
+    percentile,
+)
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -37,3 +43,12 @@ async def test_measure_baseline_round_trips_every_message(kafka_bootstrap: str) 
     assert result.latency_ratio(result.p50_ms * 3) == 3.0
     table = format_table(result)
     assert "round trip p50" in table and "msg/s" in table
+
+
+@pytest.mark.integration
+async def test_loaded_round_trip_times_every_probe_under_background_load(kafka_bootstrap: str) -> None:
+    result = await measure_loaded_round_trip(kafka_bootstrap, 500, partitions=3, seconds=0.5, probe_interval_s=0.02,
+                                             embedded=True)
+    assert result.probes == 25  # every probe came back through the loaded topic
+    assert (result.records_per_s, result.partitions) == (500, 3)
+    assert 0 < result.p50_ms <= result.p99_ms < 5_000

@@ -53,3 +53,36 @@ async def test_role_overrides_for_user_and_team(sessions):
     assert dict(found.user) == {"fast": "mine"} and dict(found.team) == {"fast": "team-fast", "default": "team-def"}
     none = await stores.overrides(None, None)
     assert dict(none.user) == {} and dict(none.team) == {}
+
+
+async def test_role_overrides_are_read_once_per_ttl(sessions):
+    from agentstream_runner.stores import RoleCache
+
+    now = [100.0]
+    cache = RoleCache(ttl_s=5.0, clock=lambda: now[0])
+    roles = cache.over(SqlStores(sessions))
+    async with sessions() as s, s.begin():
+        s.add(RoleSetting(scope="user", subject_id="u1", role="default", connector_id="gpt", updated_at=T0))
+    assert (await roles.overrides("u1", None)).user == {"default": "gpt"}
+    async with sessions() as s, s.begin():
+        s.add(RoleSetting(scope="user", subject_id="u1", role="fast", connector_id="mini", updated_at=T0))
+    assert (await roles.overrides("u1", None)).user == {"default": "gpt"}  # within the TTL: the cached read
+    now[0] += 5.0
+    assert (await roles.overrides("u1", None)).user == {"default": "gpt", "fast": "mini"}
+
+
+async def test_known_sessions_read_once_follow_resets_and_are_forgotten(sessions):
+    from agentstream_runner.chat_sessions import KnownSessions, SessionStore
+
+    store, known = SessionStore(sessions), KnownSessions(limit=2)
+    first = await known.current(store, "web:a")
+    await SessionStore(sessions).reset("web:a")  # written behind the runner's back (another owner)
+    assert await known.current(store, "web:a") == first  # answered from memory
+    known.forget_all()  # the partition moved: read again
+    second = await known.current(store, "web:a")
+    assert second != first
+    assert await known.reset(store, "web:a") == await SessionStore(sessions).current("web:a")
+    await known.current(store, "web:b")
+    await known.current(store, "web:c")  # limit 2: web:a, the least recently used, is forgotten
+    await SessionStore(sessions).reset("web:a")
+    assert await known.current(store, "web:a") == await SessionStore(sessions).current("web:a")

@@ -112,6 +112,7 @@ class AgentRunnerService(Service):
 
     # -- lifecycle -----------------------------------------------------------------
     async def partitions_revoked(self, partitions: set[int]) -> None:
+        self.launcher.known_sessions.forget_all()  # their next owner may reset them
         keys = await self.conversations.close_partitions(partitions, REBALANCED)
         if keys:
             self.log.warning("partitions revoked: runs stopped", partitions=sorted(partitions), conversations=keys)

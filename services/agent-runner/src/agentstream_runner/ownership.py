@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agentstream.config import RunnerSettings
 from agentstream.contracts import Notice, ResumeRun, RunFinished, StartRun
 from agentstream_runner.assistants import Assistants
-from agentstream_runner.chat_sessions import SessionStore
+from agentstream_runner.chat_sessions import KnownSessions, SessionStore
 from agentstream_runner.connectors import Connectors
 from agentstream_runner.context import RunContext, RunControl, RunPorts
 from agentstream_runner.conversation import REBALANCED, Dismissal, DoubleTextingPolicy, Work
@@ -33,7 +33,7 @@ from agentstream_runner.resume import (
     start_of,
 )
 from agentstream_runner.run_setup import load_history
-from agentstream_runner.stores import SqlStores
+from agentstream_runner.stores import RoleCache, SqlStores
 
 REJECTED_TEXT = "Still working on your previous message; this one was not sent. Try again when it is done."
 
@@ -60,6 +60,8 @@ class RunLauncher:
         self._runner = runner
         self._sessions = sessions
         self._log = log
+        self.known_sessions = KnownSessions()
+        self._roles = RoleCache()
 
     def policy_for(self, start: StartRun) -> DoubleTextingPolicy:
         return policy_of(self._assistants, start)
@@ -67,8 +69,9 @@ class RunLauncher:
     def _context(self, control: RunControl, history: Any = None) -> RunContext:
         factory = self._sessions()
         stores = SqlStores(factory) if factory is not None else None
+        roles = self._roles.over(stores) if stores is not None else None
         return RunContext(ports=self._ports, connectors=self._connectors, assistants=self._assistants,
-                          runner=self._runner, control=control, history=history or stores, roles=stores)
+                          runner=self._runner, control=control, history=history or stores, roles=roles)
 
     async def run(self, work: Work, control: RunControl) -> None:
         if isinstance(work, ResumeRun):
@@ -81,7 +84,7 @@ class RunLauncher:
         if start.session_id is not None or factory is None:
             return start
         try:
-            session_id = await SessionStore(factory).current(start.conversation_key)
+            session_id = await self.known_sessions.current(SessionStore(factory), start.conversation_key)
         except Exception as err:  # history by conversation still works without a session
             self._log.warning("session not resolved", run_id=start.run_id, error=repr(err))
             return start
@@ -93,7 +96,7 @@ class RunLauncher:
         if factory is None:
             return None
         try:
-            return await SessionStore(factory).reset(conversation_key)
+            return await self.known_sessions.reset(SessionStore(factory), conversation_key)
         except Exception as err:
             self._log.warning("session not reset", conversation=conversation_key, error=repr(err))
             return None

@@ -1,10 +1,14 @@
 """The runner's own database reads: history rows and role overrides.
 
 Read-only: persistence writes `messages`; `role_settings` is written by admins
-(CLI / SQL). Each read is one short session.
+(CLI / SQL). Each read is one short session; role overrides are cached briefly.
 """
 
 from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -44,3 +48,42 @@ class SqlStores:
                 )
                 found[scope] = {r.role: r.connector_id for r in rows}
         return RoleOverrides(user=found["user"], team=found["team"])
+
+
+class RoleCache:
+    """Role overrides read at most once per `ttl_s` per (user, team).
+
+    Every run start needs them; reading them each time put a database round trip (an
+    aiosqlite thread hop that queues behind a busy event loop) on every start. Admins'
+    changes to `role_settings` take effect within `ttl_s`.
+    """
+
+    def __init__(self, ttl_s: float = 5.0, limit: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
+        self._ttl_s, self._limit, self._clock = ttl_s, limit, clock
+        self._entries: OrderedDict[tuple[str | None, str | None], tuple[float, RoleOverrides]] = OrderedDict()
+
+    def over(self, stores: SqlStores) -> _CachedRoles:
+        return _CachedRoles(self, stores)
+
+    async def get(self, stores: SqlStores, user_id: str | None, team_id: str | None) -> RoleOverrides:
+        key = (user_id, team_id)
+        entry = self._entries.get(key)
+        now = self._clock()
+        if entry is not None and now - entry[0] < self._ttl_s:
+            return entry[1]
+        overrides = await stores.overrides(user_id, team_id)
+        self._entries[key] = (now, overrides)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self._limit:
+            self._entries.popitem(last=False)
+        return overrides
+
+
+class _CachedRoles:
+    """A `RoleStore` for one run context, answered from the cache."""
+
+    def __init__(self, cache: RoleCache, stores: SqlStores) -> None:
+        self._cache, self._stores = cache, stores
+
+    async def overrides(self, user_id: str | None, team_id: str | None) -> RoleOverrides:
+        return await self._cache.get(self._stores, user_id, team_id)

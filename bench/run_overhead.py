@@ -262,10 +262,12 @@ async def run_bench(
     min_runs: int = 20,
     baseline_messages: int = 500,
     timeout_s: float = 120.0,
+    database_url: str | None = None,
 ) -> OverheadReport:
+    """`database_url`: the runner's database (default: a new SQLite file, as `agentstream up`)."""
     baseline = await measure_baseline(bootstrap, baseline_messages, embedded=embedded)
     workdir = Path(tempfile.mkdtemp(prefix="agentstream-bench-"))
-    db_url = f"sqlite+aiosqlite:///{workdir / 'bench.db'}"
+    db_url = database_url or f"sqlite+aiosqlite:///{workdir / 'bench.db'}"
     await upgrade(db_url)
     async with FakeModelProcess(token_delay_s=1 / rate) as fake:
         config = runner_config(bootstrap, embedded, db_url, fake.base_url)
@@ -328,7 +330,7 @@ def format_report(report: OverheadReport) -> str:
 
 async def _main(args: argparse.Namespace) -> OverheadReport:
     options = {"levels": args.levels, "tokens": args.tokens, "rate": args.rate, "min_runs": args.min_runs,
-               "baseline_messages": args.baseline_messages}
+               "baseline_messages": args.baseline_messages, "database_url": args.database_url}
     if args.bootstrap:
         return await run_bench(args.bootstrap, embedded=args.embedded, **options)
     async with EmbeddedBroker() as broker:
@@ -344,6 +346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=100.0, help="tokens per second per stream")
     parser.add_argument("--min-runs", type=int, default=20, help="runs measured per level at least")
     parser.add_argument("--baseline-messages", type=int, default=500)
+    parser.add_argument("--database-url", help="the runner's database (default: a new SQLite file)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings and up

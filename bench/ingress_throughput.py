@@ -5,6 +5,13 @@ users are on) are on, on PostgreSQL; the figure is reported beside the raw broke
 throughput of `bench.kafka_baseline`, measured in the same run on the same broker.
 Target: ingress >= 30% of raw.
 
+Ingress runs as a deployment runs it: its own `agentstream serve ingress` process
+(`bench.service_process`) with this run's settings as its config file. This process is
+only the driver (one producer writing `inbound`, one consumer reading `runs`: the work
+the raw baseline does in one process), so the load generator does not share the
+service's event loop or the CPU time measured for it. `--in-process` runs the service
+inside the driver instead (the old way; for comparison and profiling).
+
     uv run python -m bench.ingress_throughput                     # embedded Tansu + local PostgreSQL
     uv run python -m bench.ingress_throughput -n 5000 --database-url postgresql+psycopg://u:p@host/db
 
@@ -22,7 +29,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 
@@ -40,6 +47,7 @@ if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `benc
 
     _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
 from bench.kafka_baseline import BaselineResult, measure_baseline  # noqa: E402
+from bench.service_process import ServiceProcess  # noqa: E402
 
 PG_ADMIN_ENV = "AGENTSTREAM_TEST_PG"
 PG_ADMIN_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
@@ -55,6 +63,11 @@ class IngressResult:
     msgs_per_s: float
     baseline_msgs_per_s: float
     database: str
+    ingress_cpu_s: float | None = None  # CPU seconds the ingress process spent on the timed records
+
+    @property
+    def cpu_us_per_msg(self) -> float | None:
+        return self.ingress_cpu_s / self.runs_received * 1e6 if self.ingress_cpu_s and self.runs_received else None
 
     @property
     def ratio(self) -> float:
@@ -90,10 +103,10 @@ async def _pump(settings: Settings, first: int, n: int, timeout_s: float) -> tup
         tp = TopicPartition(runs, 0)
         consumer.assign([tp])
         await consumer.seek_to_end(tp)
+        records = [_record(first + i) for i in range(n)]  # made before the clock starts, like the baseline's
         started = time.perf_counter()
         sends = []
-        for i in range(n):
-            value, key = _record(first + i)
+        for value, key in records:
             sends.append(await producer.send(inbound, value, key=key))  # pipelined: acks awaited at the end
         expected = {f"bench-{first + i}" for i in range(n)}
         received = 0
@@ -110,19 +123,37 @@ async def _pump(settings: Settings, first: int, n: int, timeout_s: float) -> tup
         await producer.stop()
 
 
+CpuClock = Callable[[], float | None]  # CPU seconds used so far by the ingress process, if known
+
+
+@asynccontextmanager
+async def ingress_running(settings: Settings, in_process: bool) -> AsyncIterator[CpuClock]:
+    if not in_process:  # the settings written out whole: the child runs exactly what is measured here
+        async with ServiceProcess("ingress", settings.model_dump(mode="json")) as svc:
+            yield svc.cpu_seconds
+        return
+    async with ServiceHost([IngressService(settings)], "127.0.0.1", {"ingress": free_port()}):
+        yield lambda: None  # the driver shares the process: no CPU figure of ingress alone
+
+
 async def measure_ingress(bootstrap: str, db_url: str, n: int = 2000, *, embedded: bool = False,
                           baseline: BaselineResult | None = None, warmup: int = 50,
-                          timeout_s: float = 120.0) -> IngressResult:
-    """Run one ingress against `bootstrap` and `db_url` and time `n` records through it."""
+                          timeout_s: float = 120.0, in_process: bool = False) -> IngressResult:
+    """Run one ingress against `bootstrap` and `db_url` and time `n` records through it.
+
+    The service runs in its own process (`in_process=False`, as deployed) or in this one."""
     baseline = baseline or await measure_baseline(bootstrap, n, embedded=embedded)
     settings = bench_settings(bootstrap, db_url, embedded)
     await create_topics(settings.kafka)
-    svc = IngressService(settings)
-    async with ServiceHost([svc], "127.0.0.1", {"ingress": free_port()}):
+    async with ingress_running(settings, in_process) as cpu:
         await _pump(settings, 0, warmup, timeout_s)  # group joined, connections and caches warm
+        cpu_before = cpu()
         received, seconds = await _pump(settings, warmup, n, timeout_s)
+        cpu_after = cpu()
+    cpu_s = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
     return IngressResult(messages=n, runs_received=received, seconds=seconds, msgs_per_s=received / seconds,
-                         baseline_msgs_per_s=baseline.msgs_per_s, database=db_url.split("://", 1)[0])
+                         baseline_msgs_per_s=baseline.msgs_per_s, database=db_url.split("://", 1)[0],
+                         ingress_cpu_s=cpu_s)
 
 
 @asynccontextmanager
@@ -148,6 +179,8 @@ def format_table(result: IngressResult) -> str:
         ("ingress", f"{result.msgs_per_s:,.0f} msg/s inbound -> runs"),
         ("ratio", f"{result.ratio:.0%} of raw ({verdict})"),
     ]
+    if result.cpu_us_per_msg is not None:
+        rows.append(("ingress CPU", f"{result.cpu_us_per_msg:,.0f} us per record ({result.ingress_cpu_s:.2f} s)"))
     width = max(len(label) for label, _ in rows)
     lines = ["Ingress throughput", "-" * 48] + [f"{label:<{width}}  {value}" for label, value in rows]
     return "\n".join(lines)
@@ -159,21 +192,27 @@ async def _run(args: argparse.Namespace) -> IngressResult:
         print(f"embedded broker on {bootstrap}; measuring the raw baseline ...", file=sys.stderr)
         baseline = await measure_baseline(bootstrap, args.messages, embedded=True)
         db_url = args.database_url or os.environ.get("AGENTSTREAM__DATABASE__URL")
+        where = "in this process" if args.in_process else "in its own process"
         if db_url:
-            return await measure_ingress(bootstrap, db_url, args.messages, embedded=True, baseline=baseline)
+            print(f"measuring ingress ({where}) ...", file=sys.stderr)
+            return await measure_ingress(bootstrap, db_url, args.messages, embedded=True, baseline=baseline,
+                                         in_process=args.in_process)
         async with temporary_pg_database(os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)) as url:
-            print("measuring ingress ...", file=sys.stderr)
-            return await measure_ingress(bootstrap, url, args.messages, embedded=True, baseline=baseline)
+            print(f"measuring ingress ({where}) ...", file=sys.stderr)
+            return await measure_ingress(bootstrap, url, args.messages, embedded=True, baseline=baseline,
+                                         in_process=args.in_process)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ingress_throughput", description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--messages", type=int, default=2000, help="records (default 2000)")
     parser.add_argument("--database-url", help="PostgreSQL URL (default: a throw-away database)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run ingress inside the driver process (default: its own process)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     result = asyncio.run(_run(args))
-    print(json.dumps(asdict(result) | {"ratio": result.ratio}) if args.json else format_table(result))
+    print(json.dumps(asdict(result) | {"ratio": result.ratio, "cpu_us_per_msg": result.cpu_us_per_msg}) if args.json else format_table(result))
     return 0
 
 

@@ -24,6 +24,10 @@ def test_table_reports_ratio_and_target():
     assert result.ratio == 0.5
     table = format_table(result)
     assert "50% of raw (ok)" in table and "1,000 msg/s" in table
+    assert "ingress CPU" not in table  # unknown when ingress shared the driver's process
+    measured = IngressResult(messages=10, runs_received=10, seconds=0.02, msgs_per_s=500.0,
+                             baseline_msgs_per_s=1000.0, database="postgresql+psycopg", ingress_cpu_s=0.001)
+    assert measured.cpu_us_per_msg == 100.0 and "100 us per record" in format_table(measured)
 
 
 @pytest.mark.integration
@@ -33,3 +37,13 @@ async def test_measure_ingress_moves_every_record_to_runs(kafka_bootstrap: str, 
     result = await measure_ingress(kafka_bootstrap, db_url, 40, embedded=True, baseline=BASELINE, warmup=5)
     assert result.runs_received == 40 and result.msgs_per_s > 0
     assert result.baseline_msgs_per_s == 1000.0 and result.database.startswith("postgresql")
+    assert result.ingress_cpu_s is not None  # ingress ran as its own `agentstream serve ingress` process
+
+
+@pytest.mark.integration
+async def test_measure_ingress_in_the_driver_process(kafka_bootstrap: str, db_url: str) -> None:
+    if not db_url.startswith("postgresql"):
+        pytest.skip("the benchmark is specified on PostgreSQL")
+    result = await measure_ingress(kafka_bootstrap, db_url, 20, embedded=True, baseline=BASELINE, warmup=5,
+                                   in_process=True)
+    assert result.runs_received == 20 and result.ingress_cpu_s is None

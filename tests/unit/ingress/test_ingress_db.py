@@ -98,7 +98,7 @@ async def test_dedupe_is_not_released_when_a_later_step_fails(sessions):
     from agentstream_ingress.store import DatabasePorts
 
     class Failing(DatabasePorts):
-        async def remember_starts(self, started):  # type: ignore[no-untyped-def]
+        async def role_overrides(self, keys):  # type: ignore[no-untyped-def]
             raise RuntimeError("database went away mid-batch")
 
     raw = b'{"id": "m-1", "platform": "web", "chat_id": "c", "user": {"id": "u"}, "text": "hi"}'

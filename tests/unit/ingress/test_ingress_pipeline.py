@@ -168,3 +168,35 @@ async def test_a_batch_decides_in_order_and_dedupes_inside_itself(ports, raw):
 def test_a_route_to_an_unknown_profile_is_a_startup_error(ports):
     with pytest.raises(ValueError, match="unknown profiles: typo"):
         pipeline(ports, routes=[{"platform": "web", "profile": "typo"}])
+
+
+async def test_started_runs_are_remembered_behind_the_batch_and_before_the_next(ports, raw):
+    import asyncio
+
+    gate = asyncio.Event()
+    remember = ports.remember_starts
+
+    async def slow_remember(started):  # type: ignore[no-untyped-def]
+        await gate.wait()
+        await remember(started)
+
+    ports.remember_starts = slow_remember
+    p = pipeline(ports)
+    first = await p.decide_batch([raw(id="a")])  # returns while the database write is still going on
+    assert isinstance(first[0], StartDecision) and ports.started == []
+    nxt = asyncio.create_task(p.decide_batch([raw(id="b", text="/status")]))
+    await asyncio.sleep(0.01)
+    assert not nxt.done()  # the next batch reads nothing before the previous one is remembered
+    gate.set()
+    await nxt
+    assert ports.started == [("hello", first[0].start.run_id)]
+
+
+async def test_a_failed_remember_does_not_fail_the_batch_that_started_the_runs(ports, raw):
+    async def broken(started):  # type: ignore[no-untyped-def]
+        raise RuntimeError("database went away")
+
+    ports.remember_starts = broken
+    p = pipeline(ports)
+    assert isinstance(await p.decide(raw(id="a")), StartDecision)
+    assert isinstance(await p.decide(raw(id="b")), StartDecision)

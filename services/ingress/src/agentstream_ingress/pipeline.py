@@ -8,6 +8,7 @@ publishes: the app carries the returned decision out.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -38,6 +39,7 @@ from agentstream_ingress.starting import build_start
 REFUSED = "You are not authorized to use this assistant."
 RATE_LIMITED = "You are sending messages too fast; please wait a moment."
 log = structlog.get_logger("agentstream.ingress.hooks")
+store_log = structlog.get_logger("agentstream.ingress")
 
 
 @dataclass
@@ -68,20 +70,35 @@ class Pipeline:
         self.limiter = limiter or RateLimiter(settings.authz.rate_limit)
         hooks = settings.ingress.hooks
         self.receive_hooks: list[Hook] = [load_hook(p) for p in hooks.message_received]
+        self._remembering: asyncio.Task[None] | None = None
         self.command_hooks: dict[str, list[Hook]] = {
             name.removeprefix("/").lower(): [load_hook(p) for p in paths] for name, paths in hooks.commands.items()
         }
 
     async def decide(self, raw: bytes) -> Decision:
-        return (await self.decide_batch([raw]))[0]
+        """One record, its effects recorded when this returns (`decide_batch` leaves the
+        remembering of started runs running; see `settle`)."""
+        decision = (await self.decide_batch([raw]))[0]
+        await self.settle()
+        return decision
 
     async def decide_batch(self, raws: Sequence[bytes]) -> list[Decision]:
         """One decision per record, in order. The database is asked once per batch for
-        dedupe (step 2) and the `/model` overrides, and told once about the runs started."""
+        dedupe (step 2) and the `/model` overrides, and told once about the runs started:
+        in the background, finished before the next batch (or `settle`) goes on."""
         parsed = [parse(raw, self.settings.ingress.max_text_chars) for raw in raws]  # 1
         messages = [p for p in parsed if isinstance(p, InboundMessage)]
-        fresh = await self.ports.first_sightings([(m.platform, m.id) for m in messages])  # 2
-        batch = Batch(roles=await self.ports.role_overrides({m.conversation_key for m in messages}))
+        await self.settle()  # the previous batch's runs are remembered before this batch reads anything
+        # Two independent queries on two connections: one wait. Both finish before a failure
+        # is raised, so a dedupe that went through stays recorded (see `first_sightings`).
+        fresh, roles = await asyncio.gather(
+            self.ports.first_sightings([(m.platform, m.id) for m in messages]),  # 2
+            self.ports.role_overrides({m.conversation_key for m in messages}), return_exceptions=True)
+        for result in (fresh, roles):
+            if isinstance(result, BaseException):
+                raise result
+        assert isinstance(fresh, set) and isinstance(roles, dict)
+        batch = Batch(roles=roles)
         decisions: list[Decision] = []
         for item in parsed:
             if isinstance(item, DeadLetterDecision):
@@ -96,8 +113,21 @@ class Pipeline:
             if isinstance(decision, StartDecision):  # what /retry repeats and /status reports
                 batch.started.append((decision.message, decision.start.run_id))
             decisions.append(decision)
-        await self._remember(batch)
+        if batch.started:  # written while the batch's output goes out; the next batch waits for it
+            self._remembering = asyncio.create_task(self._remember_quietly(batch.started), name="ingress-remember")
         return decisions
+
+    async def settle(self) -> None:
+        """Wait until the runs of the batches decided so far are remembered."""
+        task, self._remembering = self._remembering, None
+        if task is not None:
+            await task
+
+    async def _remember_quietly(self, started: list[tuple[InboundMessage, str]]) -> None:
+        try:
+            await self.ports.remember_starts(started)
+        except Exception as err:  # the runs are decided and going out: /status and /retry just miss them
+            store_log.error("remembering started runs failed", runs=len(started), error=repr(err))
 
     async def _remember(self, batch: Batch) -> None:
         if batch.started:

@@ -12,6 +12,7 @@ from agentstream.contracts import InboundMessage
 DEFAULT_PROFILE = "default"
 # One field outweighs every less specific field together, so "thread" beats "chat + team + bot + platform".
 WEIGHTS = {"thread": 16, "chat": 8, "team": 4, "bot": 2, "platform": 1}
+NO_PROFILE = ProfileSettings()  # what an unconfigured default profile means (read only)
 
 
 @dataclass(frozen=True)
@@ -49,4 +50,4 @@ def route(msg: InboundMessage, settings: Settings) -> Routed:
             best = (score, candidate)
     if best is not None and best[1].profile in settings.profiles:
         return Routed(best[1].profile, settings.profiles[best[1].profile])
-    return Routed(DEFAULT_PROFILE, settings.profiles.get(DEFAULT_PROFILE, ProfileSettings()))
+    return Routed(DEFAULT_PROFILE, settings.profiles.get(DEFAULT_PROFILE, NO_PROFILE))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy import select, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from agentstream.config.ingress import PairingSettings
 from agentstream.contracts import InboundMessage
@@ -20,6 +20,24 @@ from agentstream_ingress.pairing_store import PairingStore
 
 PENDING_KEPT = 20  # runs remembered per conversation for /status and /stop
 RESUMABLE = ("failed", "interrupted")
+# PostgreSQL: the whole batch as two array parameters. One short statement whatever the
+# batch size, so the driver parses it once (a multi-row VALUES clause is re-parsed per batch).
+DEDUPE_PG = text(
+    f"INSERT INTO {InboundDedupe.__tablename__} (platform, message_id, received_at)"
+    " SELECT p, m, :now FROM unnest(CAST(:platforms AS varchar[]), CAST(:message_ids AS varchar[])) AS t(p, m)"
+    " ON CONFLICT DO NOTHING RETURNING platform, message_id"
+)
+CONVERSATIONS = IngressConversation.__tablename__
+ROLES_PG = text(f"SELECT key, connector_role FROM {CONVERSATIONS} WHERE key = ANY(CAST(:keys AS varchar[]))")
+PENDING_PG = text(f"SELECT key, pending_runs FROM {CONVERSATIONS} WHERE key = ANY(CAST(:keys AS varchar[]))")
+# The rows as one JSON array of {"k", "m", "p"} (JSON values in a text[] array would be
+# escaped character by character on the way).
+REMEMBER_PG = text(
+    f"INSERT INTO {CONVERSATIONS} (key, last_message, pending_runs, updated_at)"
+    " SELECT r->>'k', r->'m', r->'p', :now FROM json_array_elements(CAST(:rows AS json)) AS r"
+    " ON CONFLICT (key) DO UPDATE SET last_message = excluded.last_message,"
+    " pending_runs = excluded.pending_runs, updated_at = excluded.updated_at"
+)
 
 
 class IngressStore:
@@ -38,22 +56,27 @@ class IngressStore:
         now = datetime.now(UTC)
         async with self.sessions() as s, s.begin():
             conn = await s.connection()
-            insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
             # RETURNING, not rowcount: drivers disagree on rowcount for ON CONFLICT DO NOTHING.
-            # One cached statement run over a parameter list (SQLAlchemy batches it into
-            # multi-row INSERTs), instead of compiling a new N-row VALUES clause per batch.
-            stmt = insert(InboundDedupe).on_conflict_do_nothing().returning(
-                InboundDedupe.platform, InboundDedupe.message_id)
-            params = [{"platform": p, "message_id": m, "received_at": now} for p, m in unique]
-            rows = (await conn.execute(stmt, params)).all()
+            if conn.dialect.name == "postgresql":
+                rows = (await conn.execute(DEDUPE_PG, {
+                    "now": now, "platforms": [p for p, _ in unique], "message_ids": [m for _, m in unique]})).all()
+            else:  # SQLite: one cached statement over a parameter list (SQLAlchemy batches it)
+                stmt = sqlite_insert(InboundDedupe).on_conflict_do_nothing().returning(
+                    InboundDedupe.platform, InboundDedupe.message_id)
+                params = [{"platform": p, "message_id": m, "received_at": now} for p, m in unique]
+                rows = (await conn.execute(stmt, params)).all()
             return {(row[0], row[1]) for row in rows}
 
     async def role_overrides(self, keys: Collection[str]) -> dict[str, str | None]:
         if not keys:
             return {}
         async with self.sessions() as s:
-            rows = await s.execute(select(IngressConversation.key, IngressConversation.connector_role)
-                                   .where(IngressConversation.key.in_(list(keys))))
+            conn = await s.connection()
+            if conn.dialect.name == "postgresql":  # one array parameter: the same statement for any batch
+                rows = await conn.execute(ROLES_PG, {"keys": list(keys)})
+            else:
+                rows = await conn.execute(select(IngressConversation.key, IngressConversation.connector_role)
+                                          .where(IngressConversation.key.in_(list(keys))))
             return {key: role for key, role in rows.all()}
 
     async def facts(self, key: str) -> ConversationFacts:
@@ -82,22 +105,44 @@ class IngressStore:
         """The last message per conversation is what /retry repeats; started runs are
         pending until they show up in `runs`."""
         per_key: dict[str, tuple[InboundMessage, list[str]]] = {}
-        for msg, run_id in started:  # one row update per conversation, however many runs it got
-            _, run_ids = per_key.get(msg.conversation_key, (msg, []))
-            per_key[msg.conversation_key] = (msg, [*run_ids, run_id])
+        for msg, run_id in started:  # one row per conversation, however many runs it got
+            key = msg.conversation_key
+            run_ids = per_key[key][1] if key in per_key else []
+            run_ids.append(run_id)
+            per_key[key] = (msg, run_ids)
+        # Core, not the ORM: one SELECT and one multi-row upsert per batch (the ORM's unit
+        # of work cost more CPU than everything else ingress does for a batch).
         async with self.sessions() as s, s.begin():
-            rows = {r.key: r for r in await s.scalars(
-                select(IngressConversation).where(IngressConversation.key.in_(list(per_key))))}
-            now = datetime.now(UTC)
-            for key, (last, run_ids) in per_key.items():
-                row = rows.get(key)
-                if row is None:
-                    row = self._new_row(key)
-                    s.add(row)
-                row.last_message = last.model_dump(mode="json")
-                pending = list((row.pending_runs or {}).get("run_ids", []))
-                row.pending_runs = {"run_ids": (pending + run_ids)[-PENDING_KEPT:]}
-                row.updated_at = now
+            conn = await s.connection()
+            if conn.dialect.name == "postgresql":
+                await self._remember_pg(conn, per_key)
+            else:
+                await self._remember_core(conn, per_key)
+
+    @staticmethod
+    async def _remember_pg(conn: AsyncConnection, per_key: dict[str, tuple[InboundMessage, list[str]]]) -> None:
+        keys = list(per_key)
+        pending = {key: (runs or {}).get("run_ids", [])
+                   for key, runs in (await conn.execute(PENDING_PG, {"keys": keys})).all()}
+        rows = ",".join(  # each piece is valid JSON: the message serialized by pydantic, the rest by json
+            f'{{"k":{json.dumps(key)},"m":{last.model_dump_json()},'
+            f'"p":{json.dumps({"run_ids": (list(pending.get(key, [])) + run_ids)[-PENDING_KEPT:]})}}}'
+            for key, (last, run_ids) in per_key.items())
+        await conn.execute(REMEMBER_PG, {"now": datetime.now(UTC), "rows": f"[{rows}]"})
+
+    @staticmethod
+    async def _remember_core(conn: AsyncConnection, per_key: dict[str, tuple[InboundMessage, list[str]]]) -> None:
+        table = IngressConversation.__table__
+        pending = {key: (runs or {}).get("run_ids", []) for key, runs in (await conn.execute(
+            select(table.c.key, table.c.pending_runs).where(table.c.key.in_(list(per_key))))).all()}
+        now = datetime.now(UTC)
+        rows = [{"key": key, "connector_role": None, "last_message": last.model_dump(mode="json"),
+                 "pending_runs": {"run_ids": (list(pending.get(key, [])) + run_ids)[-PENDING_KEPT:]},
+                 "updated_at": now} for key, (last, run_ids) in per_key.items()]
+        stmt = sqlite_insert(IngressConversation)
+        await conn.execute(stmt.on_conflict_do_update(index_elements=[table.c.key], set_={
+            "last_message": stmt.excluded.last_message, "pending_runs": stmt.excluded.pending_runs,
+            "updated_at": stmt.excluded.updated_at}), rows)
 
     async def set_role(self, key: str, role: str | None) -> None:
         async with self.sessions() as s, s.begin():

@@ -1,0 +1,41 @@
+"""ingress commits its `inbound` offsets by hand, once a batch's output is in Kafka."""
+
+import asyncio
+import json
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from agentstream.host import ServiceHost
+from agentstream.kafka import free_port
+from agentstream.testing.kafka import produce_raw, read_until
+from agentstream_ingress import IngressService
+
+
+async def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int | None]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        return {p: await consumer.committed(TopicPartition(topic, p)) for p in range(partitions)}
+    finally:
+        await consumer.stop()
+
+
+async def test_offsets_are_committed_after_the_output_and_auto_commit_is_off(settings_factory, topics_created):
+    settings = settings_factory()
+    svc = IngressService(settings)
+    bootstrap, t = settings.kafka.bootstrap_servers, svc.topics
+    async with ServiceHost([svc], "127.0.0.1", {"ingress": free_port()}):
+        consumer = svc.subscriber.consumer
+        assert consumer is not None and not consumer._enable_auto_commit  # nothing commits behind our back
+        for i in range(6):
+            msg = {"id": f"m-{i}", "platform": "web", "chat_id": f"c{i}", "user": {"id": "u"}, "text": "hello"}
+            await produce_raw(bootstrap, t.inbound, json.dumps(msg).encode(), key=f"web:c{i}".encode())
+        await read_until(bootstrap, t.runs, lambda rs: len(rs) >= 6)
+        ends = await consumer.end_offsets([TopicPartition(t.inbound, p) for p in range(settings.kafka.partitions)])
+        expected = {tp.partition: offset for tp, offset in ends.items()}
+        for _ in range(100):  # committed in the background, shortly after the output
+            points = await committed(bootstrap, svc.group_id, t.inbound, settings.kafka.partitions)
+            if points == expected:
+                break
+            await asyncio.sleep(0.1)
+    assert points == expected and sum(expected.values()) == 6

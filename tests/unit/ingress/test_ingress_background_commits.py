@@ -1,0 +1,113 @@
+"""BackgroundCommits: commits only what is decided and acked, one commit at a time, never a lost partition."""
+
+import asyncio
+from types import SimpleNamespace
+
+import structlog
+from aiokafka import TopicPartition
+
+from agentstream_ingress.commits import BackgroundCommits, CommitOnRevoke
+
+TOPIC = "t.inbound"
+
+
+class RecordingConsumer:
+    def __init__(self, partitions: set[int]) -> None:
+        self.partitions = partitions
+        self.commits: list[dict[int, int]] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.fail = False
+
+    def assignment(self) -> set[TopicPartition]:
+        return {TopicPartition(TOPIC, p) for p in self.partitions}
+
+    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+        await self.gate.wait()
+        if self.fail:
+            raise RuntimeError("rebalance in progress")
+        self.commits.append({tp.partition: o for tp, o in offsets.items()})
+
+
+def records(partition: int, *offsets: int) -> list[SimpleNamespace]:
+    return [SimpleNamespace(partition=partition, offset=o) for o in offsets]
+
+
+def commits_for(consumer: RecordingConsumer | None) -> BackgroundCommits:
+    return BackgroundCommits(TOPIC, lambda: consumer, structlog.get_logger("test"))
+
+
+def acked() -> asyncio.Future[None]:
+    ack: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    ack.set_result(None)
+    return ack
+
+
+async def test_nothing_is_committed_before_its_output_is_acked_nor_past_an_unacked_batch():
+    consumer = RecordingConsumer({0})
+    commits = commits_for(consumer)
+    first: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    commits.after_acks([first], records(0, 0, 1, 2))
+    commits.after_acks([acked()], records(0, 3, 4))  # the next batch is acked first
+    await asyncio.sleep(0.01)
+    assert all(c == {0: 0} for c in consumer.commits)  # held at the first batch's first record
+    first.set_result(None)
+    await commits.flush()
+    assert consumer.commits[-1] == {0: 5}
+
+
+async def test_batches_done_during_a_commit_go_into_the_next_one():
+    consumer = RecordingConsumer({0, 1})
+    commits = commits_for(consumer)
+    consumer.gate.clear()  # the first commit is slow
+    commits.after_acks([acked()], records(0, 0, 1, 2))
+    await asyncio.sleep(0.01)
+    commits.after_acks([acked()], records(1, 5))
+    commits.after_acks([acked()], records(0, 3))
+    await asyncio.sleep(0.01)
+    consumer.gate.set()
+    await commits.flush()
+    assert consumer.commits == [{0: 3}, {0: 4, 1: 6}]
+    await commits.flush()
+    assert len(consumer.commits) == 2  # nothing new to commit
+
+
+async def test_failed_output_is_logged_and_does_not_stall_the_partition():
+    consumer = RecordingConsumer({0})
+    commits = commits_for(consumer)
+    lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    lost.set_exception(RuntimeError("broker gone"))
+    commits.after_acks([lost], records(0, 0))
+    await commits.flush()
+    assert consumer.commits == [{0: 1}]
+
+
+async def test_a_failed_commit_is_retried_with_the_next_batch():
+    consumer = RecordingConsumer({0})
+    commits = commits_for(consumer)
+    consumer.fail = True
+    commits.after_acks([acked()], records(0, 0))
+    await commits.flush()
+    assert consumer.commits == []
+    consumer.fail = False
+    commits.after_acks([acked()], records(0, 1))
+    await commits.flush()
+    assert consumer.commits == [{0: 2}]
+
+
+async def test_revoked_partitions_are_committed_first_and_then_never_again():
+    consumer = RecordingConsumer({0, 1})
+    commits = commits_for(consumer)
+    commits.after_acks([acked()], records(1, 7))
+    await CommitOnRevoke(commits).on_partitions_revoked({TopicPartition(TOPIC, 1)})
+    assert consumer.commits == [{1: 8}]
+    consumer.partitions = {0}
+    commits.after_acks([acked()], records(1, 8) + records(0, 2))  # a batch in flight during the rebalance
+    await commits.flush()
+    assert consumer.commits == [{1: 8}, {0: 3}]
+
+
+async def test_nothing_happens_before_the_consumer_exists():
+    commits = commits_for(None)
+    commits.after_acks([acked()], records(0, 0))
+    await commits.flush()

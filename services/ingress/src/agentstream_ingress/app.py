@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from agentstream.contracts import DeadLetter, InboundMessage, Notice, ReplyTarget, conversation_key, new_id
 from agentstream.db import upgrade
+from agentstream.kafka.producer import producer_of
 from agentstream.service import Service
 from agentstream_ingress import http
 from agentstream_ingress.commits import BackgroundCommits, CommitOnRevoke
@@ -33,7 +34,7 @@ from agentstream_ingress.decisions import (
     NoticeDecision,
     StartDecision,
 )
-from agentstream_ingress.output import Output, producer_of
+from agentstream_ingress.output import Output
 from agentstream_ingress.pipeline import Pipeline
 from agentstream_ingress.store import DatabasePorts
 

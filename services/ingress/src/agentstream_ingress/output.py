@@ -16,24 +16,14 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import murmur2
 from aiokafka.producer.message_accumulator import BatchBuilder
-from faststream.kafka import KafkaBroker
 from pydantic import BaseModel
 
-Headers = list[tuple[str, bytes]]
-JSON = b"application/json"
+from agentstream.kafka.producer import Headers, encode_record
+
 # Up to this many bytes per record batch (the producer's `max_batch_size` is 16 KiB). The
 # producer keeps one request in flight per broker, so a batch's output in 16 KiB pieces
 # waited for one broker round trip per piece. Half of Kafka's default `message.max.bytes`.
 BATCH_BYTES = 512 * 1024
-
-
-def producer_of(broker: KafkaBroker) -> AIOKafkaProducer:
-    """The aiokafka producer a started FastStream broker publishes with."""
-    state = broker.config.producer._producer  # type: ignore[attr-defined]
-    producer = getattr(state, "producer", None)
-    if not isinstance(producer, AIOKafkaProducer):
-        raise RuntimeError("the broker has no running producer")
-    return producer
 
 
 def new_batch(producer: AIOKafkaProducer) -> BatchBuilder:
@@ -46,18 +36,6 @@ def new_batch(producer: AIOKafkaProducer) -> BatchBuilder:
                         is_transactional=False)
 
 
-_HEADERS: dict[str, Headers] = {}  # per record type; the producer only reads them
-
-
-def encode(record: BaseModel, key: str) -> tuple[bytes, bytes, Headers]:
-    """(key, value, headers) as `Service.publish` writes them."""
-    kind = str(getattr(record, "type", ""))
-    headers = _HEADERS.get(kind)
-    if headers is None:
-        headers = _HEADERS[kind] = [("content-type", JSON), ("type", kind.encode())]
-    return key.encode(), record.model_dump_json().encode(), headers
-
-
 class Output:
     """Records for several topics; `send` hands them over and returns the acks to await."""
 
@@ -65,7 +43,7 @@ class Output:
         self.records: list[tuple[str, bytes, bytes, Headers]] = []
 
     def add(self, topic: str, record: BaseModel, key: str) -> None:
-        self.records.append((topic, *encode(record, key)))
+        self.records.append((topic, *encode_record(record, key)))
 
     async def send(self, producer: AIOKafkaProducer) -> list[asyncio.Future[Any]]:
         partitions: dict[str, list[int]] = {}

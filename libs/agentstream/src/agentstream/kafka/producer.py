@@ -25,7 +25,13 @@ def producer_of(broker: KafkaBroker) -> AIOKafkaProducer:
     return producer
 
 
+_HEADERS: dict[str, Headers] = {}  # per record type, built once; the producer only reads them
+
+
 def encode_record(record: BaseModel, key: str) -> tuple[bytes, bytes, Headers]:
     """(key, value, headers) of a record as every service writes it: JSON, with its `type`."""
-    headers = [("content-type", JSON), ("type", str(getattr(record, "type", "")).encode())]
+    kind = str(getattr(record, "type", ""))
+    headers = _HEADERS.get(kind)
+    if headers is None:
+        headers = _HEADERS[kind] = [("content-type", JSON), ("type", kind.encode())]
     return key.encode(), record.model_dump_json().encode(), headers

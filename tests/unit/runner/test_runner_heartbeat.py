@@ -20,7 +20,7 @@ async def test_beats_while_inside_and_never_after_the_block():
     async with heartbeat(events, 0.02):
         await asyncio.sleep(0.11)
     beats = len(published)
-    assert 3 <= beats <= 6
+    assert 2 <= beats <= 6  # ~5 at 20 ms; fewer when a loaded machine delays the timer
     await asyncio.sleep(0.08)
     assert len(published) == beats  # the timer is gone with the block
 

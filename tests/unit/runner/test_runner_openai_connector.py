@@ -55,6 +55,17 @@ async def test_streamed_text_reasoning_tool_calls_and_usage(http_client):
     assert "unknown" not in body
 
 
+async def test_the_api_key_goes_as_a_bearer_token(monkeypatch):
+    monkeypatch.setenv("FAKE_MODEL_KEY", "sk-test-123")
+    async with FakeOpenAI() as fake:
+        fake.add_turn(text="hi")
+        chunks = await collect(connector(fake, api_key_env="FAKE_MODEL_KEY"), LLMRequest(messages=USER))
+        headers = fake.requests[0].headers
+    assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "hi"
+    assert headers["authorization"] == "Bearer sk-test-123"
+    assert headers["content-type"] == "application/json"
+
+
 async def test_non_streaming_connector():
     async with FakeOpenAI() as fake:
         fake.add_turn(text="plain answer", usage=(3, 2))

@@ -8,13 +8,17 @@ is read per session, is empty afterwards.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
+from collections.abc import Sequence
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.contracts import new_id, utcnow
 from agentstream.db.models_persistence import ChatSession
+
+MAX_BATCH = 500  # conversations resolved in one transaction
 
 
 class SessionStore:
@@ -23,14 +27,25 @@ class SessionStore:
 
     async def current(self, conversation_key: str) -> str:
         """The open session of the conversation, opened now if there is none."""
+        return (await self.current_many([conversation_key]))[conversation_key]
+
+    async def current_many(self, conversation_keys: Sequence[str]) -> dict[str, str]:
+        """The open session of each conversation, opening the missing ones: one read, one
+        insert, one commit for all of them."""
+        keys = list(dict.fromkeys(conversation_keys))
         async with self._sessions() as session, session.begin():
-            found = await session.scalar(
-                select(ChatSession.session_id)
-                .where(ChatSession.conversation_key == conversation_key, ChatSession.ended_at.is_(None))
-                .order_by(ChatSession.started_at.desc()).limit(1))
-            if found is not None:
-                return str(found)
-            return self._open(session, conversation_key)
+            rows = await session.execute(
+                select(ChatSession.conversation_key, ChatSession.session_id)
+                .where(ChatSession.conversation_key.in_(keys), ChatSession.ended_at.is_(None))
+                .order_by(ChatSession.started_at))
+            found = {key: session_id for key, session_id in rows}  # the newest open one wins
+            opened = {key: new_id() for key in keys if key not in found}
+            if opened:
+                now = utcnow()
+                await session.execute(insert(ChatSession), [
+                    {"session_id": session_id, "conversation_key": key, "started_at": now}
+                    for key, session_id in opened.items()])
+        return {**found, **opened}
 
     async def reset(self, conversation_key: str, reason: str = "reset") -> str:
         """Close the open session(s) and open a new one; the new session id."""
@@ -39,13 +54,9 @@ class SessionStore:
                 update(ChatSession)
                 .where(ChatSession.conversation_key == conversation_key, ChatSession.ended_at.is_(None))
                 .values(ended_at=utcnow(), end_reason=reason))
-            return self._open(session, conversation_key)
-
-    @staticmethod
-    def _open(session: AsyncSession, conversation_key: str) -> str:
-        session_id = new_id()
-        session.add(ChatSession(session_id=session_id, conversation_key=conversation_key, started_at=utcnow()))
-        return session_id
+            session_id = new_id()
+            session.add(ChatSession(session_id=session_id, conversation_key=conversation_key, started_at=utcnow()))
+            return session_id
 
 
 class KnownSessions:
@@ -55,27 +66,64 @@ class KnownSessions:
     stays true until it resets the conversation (which updates the entry) or loses the
     partition (`forget_all`: the next owner may reset them). Bounded: the least recently
     used conversations are forgotten first and simply read again.
+
+    Conversations not known yet are resolved in batches: while one batch is in the
+    database, the ones asked for meanwhile wait and go together in the next. A busy
+    runner starting many new conversations pays one transaction per batch instead of
+    one per run; an idle one waits for nobody. Batches and resets never overlap, so a
+    batch cannot read a session that a concurrent reset is closing.
     """
 
     def __init__(self, limit: int = 10_000) -> None:
         self._limit = limit
         self._known: OrderedDict[str, str] = OrderedDict()
+        self._waiting: dict[str, list[asyncio.Future[str]]] = {}
+        self._resolver: asyncio.Task[None] | None = None
+        self._writing = asyncio.Lock()  # one batch or one reset at a time
+        self._generation = 0  # bumped by forget_all: a batch read before it is not remembered
 
     async def current(self, store: SessionStore, conversation_key: str) -> str:
         session_id = self._known.get(conversation_key)
-        if session_id is None:
-            session_id = await store.current(conversation_key)
-        self._remember(conversation_key, session_id)
-        return session_id
+        if session_id is not None:
+            self._known.move_to_end(conversation_key)
+            return session_id
+        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(conversation_key, []).append(answer)
+        if self._resolver is None or self._resolver.done():
+            self._resolver = asyncio.create_task(self._resolve(store))
+        return await answer
 
     async def reset(self, store: SessionStore, conversation_key: str) -> str:
-        self._known.pop(conversation_key, None)  # a failed reset must not leave the old one known
-        session_id = await store.reset(conversation_key)
-        self._remember(conversation_key, session_id)
-        return session_id
+        async with self._writing:
+            self._known.pop(conversation_key, None)  # a failed reset must not leave the old one known
+            session_id = await store.reset(conversation_key)
+            self._remember(conversation_key, session_id)
+            return session_id
 
     def forget_all(self) -> None:
         self._known.clear()
+        self._generation += 1
+
+    async def _resolve(self, store: SessionStore) -> None:
+        while self._waiting:
+            keys = list(self._waiting)[:MAX_BATCH]
+            batch = {key: self._waiting.pop(key) for key in keys}
+            generation = self._generation
+            try:
+                async with self._writing:
+                    found = await store.current_many(keys)
+            except Exception as err:  # every waiter of the batch gets the error
+                for answers in batch.values():
+                    for answer in answers:
+                        if not answer.done():
+                            answer.set_exception(err)
+                continue
+            for key, answers in batch.items():
+                if generation == self._generation:
+                    self._remember(key, found[key])
+                for answer in answers:
+                    if not answer.done():
+                        answer.set_result(found[key])
 
     def _remember(self, conversation_key: str, session_id: str) -> None:
         self._known[conversation_key] = session_id

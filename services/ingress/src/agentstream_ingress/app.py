@@ -16,7 +16,6 @@ from typing import Any
 from aiokafka import ConsumerRecord
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
-from faststream.message import StreamMessage
 from prometheus_client import Counter
 from pydantic import BaseModel
 
@@ -42,11 +41,6 @@ MAX_BATCH = 500
 BATCH_WAIT_MS = 10  # an idle consumer polls this often: the latency floor of a lone message
 
 Outgoing = list[tuple[str, BaseModel]]  # (topic, record) in publishing order
-
-
-async def raw_values(msg: StreamMessage[Any]) -> Any:
-    """The handler reads the raw records: skip FastStream's per-record parse and JSON decode."""
-    return msg.body
 
 
 _frozen = False
@@ -78,7 +72,7 @@ class IngressService(Service):
         self.commits = BackgroundCommits(self.topics.inbound, self.inbound_consumer, self.log)
         self.subscriber: Any = self.broker.subscriber(
             self.topics.inbound, batch=True, max_records=MAX_BATCH, batch_timeout_ms=BATCH_WAIT_MS,
-            decoder=raw_values, ack_policy=AckPolicy.MANUAL, listener=CommitOnRevoke(self.commits),
+            ack_policy=AckPolicy.MANUAL, listener=CommitOnRevoke(self.commits),
             **self.subscriber_options())
         self.subscriber(self.on_inbound)
         http.register(self.http, self.settings, self.produce_inbound)

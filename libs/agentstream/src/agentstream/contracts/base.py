@@ -7,7 +7,7 @@ are ignored so producers may add fields without breaking older consumers.
 
 from __future__ import annotations
 
-import uuid
+import os
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,8 +15,15 @@ from pydantic import BaseModel, ConfigDict, Field
 SCHEMA_VERSION = 1
 
 
+# The variant nibble of an RFC 4122 UUID: 10xx in binary.
+_VARIANT = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
+
+
 def new_id() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID string, as `str(uuid.uuid4())`, without building a
+    `uuid.UUID` (two thirds of its cost; every record has an id)."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
 def utcnow() -> datetime:

@@ -82,6 +82,7 @@ class ReceivedRequest:
     last_token_at: float | None = None
     completed_at: float | None = None
     closed_at: float | None = None  # the client dropped the connection before the end
+    headers: dict[str, str] = field(default_factory=dict)  # lower-cased names
 
     @property
     def closed_early(self) -> bool:
@@ -214,7 +215,9 @@ class FakeOpenAI:
                 break
         body = json.loads(raw or b"{}")
         turn = self._next_turn(body)
-        record = ReceivedRequest(body=body, received_at=time.monotonic(), turn=turn)
+        record = ReceivedRequest(body=body, received_at=time.monotonic(), turn=turn,
+                                 headers={k.decode("latin-1").lower(): v.decode("latin-1")
+                                          for k, v in scope.get("headers", [])})
         self.requests.append(record)
         self._touch()
         if turn.status != 200:

@@ -14,7 +14,8 @@ from typing import Any
 
 import openai
 import pydantic
-from openai.types.chat import ChatCompletionChunk
+from openai import AsyncStream
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, Usage
@@ -116,9 +117,15 @@ class OpenAIConnector:
         return frozenset(self._settings.capabilities)
 
     async def _call(self, payload: dict[str, Any]) -> Any:
+        # The SDK's generic `post` (its documented way to send a body as built) rather than
+        # `chat.completions.create`, which walks every message of the payload against its
+        # TypedDicts first: ~25% of a run's own CPU on a busy runner, for a payload that
+        # `build_payload` already made plain JSON. Auth, errors, streaming: the same code.
         async def attempt() -> Any:
             try:
-                return await self._client.chat.completions.create(**payload)
+                return await self._client.post(
+                    "/chat/completions", body=payload, cast_to=ChatCompletion,
+                    stream=bool(payload.get("stream")), stream_cls=AsyncStream[ChatCompletionChunk])
             except openai.OpenAIError as err:
                 raise classify(err) from err
 

@@ -1,12 +1,12 @@
-"""The ids ingress gives runs and records are random version-4 UUIDs, as `new_id` makes."""
+"""Record and run ids are random version-4 UUIDs (`new_id`, used by every service)."""
 
 import uuid
 
-from agentstream_ingress.starting import fresh_id
+from agentstream.contracts import new_id
 
 
-def test_fresh_ids_are_distinct_rfc4122_version_4_uuids():
-    ids = [fresh_id() for _ in range(5000)]
+def test_new_ids_are_distinct_rfc4122_version_4_uuids():
+    ids = [new_id() for _ in range(5000)]
     assert len(set(ids)) == len(ids)
     for s in ids:
         u = uuid.UUID(s)

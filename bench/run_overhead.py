@@ -3,28 +3,34 @@ raw broker round trip measured in the same run.
 
     uv run python -m bench.run_overhead                      # embedded Tansu, levels 1, 50, 200
     uv run python -m bench.run_overhead --levels 1 10 --json
+    uv run python -m bench.run_overhead --runners 2          # two runner processes share the partitions
 
-The model is the fake OpenAI-compatible server (real HTTP on 127.0.0.1, real SSE),
-streaming each run's text at `--rate` tokens per second. The agent-runner runs in this
-process against the broker; StartRun records are produced straight to `runs` and the
-`events` topic is read with a plain consumer. For each run (times are all
-`time.monotonic()` in this process):
+The model is `bench.lean_model` (an OpenAI-compatible server in its own process: real
+HTTP on 127.0.0.1, real SSE), streaming each run's text at `--rate` tokens per second.
+The agent-runner runs as `agentstream serve agent-runner` in its own process(es);
+StartRun records are produced straight to `runs` and the `events` topic is read with a
+plain consumer. For each run (times are all `time.monotonic()`, one system clock):
 
 - first-token overhead: the server sent the first token → the first `message.delta`
   of the run is read from Kafka;
 - last-token overhead: the server sent the last token → `run.finished` is read.
 
 Reported as p50 / p99 per concurrency level, each beside the raw produce→consume round
-trip of `bench/kafka_baseline.py` (same broker, same run), and Kafka records written per
-generated token for one long run at `--rate` tokens/s. Targets: p50 overhead ≤ 3× the
-raw round trip; ≤ 0.25 records per token.
+trip of `bench/kafka_baseline.py` (same broker, same run) and beside the raw round trip
+at the same broker load, and Kafka records written per generated token for one long
+run at `--rate` tokens/s. A level whose runner processes were busy more than 85% of the
+time is marked *saturated*: its latency is queueing for the runner's CPU, and the report
+says how many tokens per second one runner process carried. Targets: p50 overhead ≤ 3×
+the raw round trip; ≤ 0.25 records per token.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -53,6 +59,44 @@ from bench.kafka_baseline import measure_baseline, measure_loaded_round_trip, pe
 from bench.service_process import ServiceProcess  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+SATURATED = 0.85  # runner CPU share (per process) above which latency is queueing for the CPU
+
+
+def machine_cpu() -> tuple[int, int]:
+    """(busy, total) CPU ticks of the whole machine so far (Linux `/proc/stat`)."""
+    ticks = [int(t) for t in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
+def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total else 0.0
+
+
+class Runners:
+    """`count` agent-runner processes with one config (one consumer group: they split the partitions)."""
+
+    def __init__(self, count: int, config: dict[str, Any]) -> None:
+        self.count, self.config = count, config
+        self.processes: list[ServiceProcess] = []
+        self._stack = contextlib.AsyncExitStack()
+
+    async def __aenter__(self) -> Runners:
+        await self._stack.__aenter__()
+        try:
+            for _ in range(self.count):
+                self.processes.append(await self._stack.enter_async_context(ServiceProcess("agent-runner", self.config)))
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    def cpu_seconds(self) -> float:
+        return sum(p.cpu_seconds() for p in self.processes)
 
 
 @dataclass
@@ -78,6 +122,24 @@ class LevelResult:
     events_per_s: float = 0.0  # records the runner wrote to `events` per second during the level
     loaded_p50_ms: float = 0.0  # raw round trip (paced probes) with that many records/s on the broker
     start_p50_ms: float = 0.0  # StartRun produced -> the model's request received (the runner's start work)
+    runners: int = 1  # runner processes sharing the partitions
+    tokens_per_s: float = 0.0  # tokens the model streamed per second during the level
+    machine_busy: float = 0.0  # the whole machine's CPU use during the level (1.0 = every core busy)
+
+    @property
+    def busy(self) -> float:
+        """How busy the runner processes were: 1.0 = every one of them used a whole core."""
+        return self.runner_cpu_share / self.runners
+
+    @property
+    def saturated(self) -> bool:
+        """The runners or the machine were out of CPU: latency is queueing, not overhead."""
+        return self.busy >= SATURATED or self.machine_busy >= SATURATED
+
+    @property
+    def tokens_per_core_s(self) -> float:
+        """Tokens per second one fully busy runner process carries, at this level's mix."""
+        return self.tokens_per_s / self.runner_cpu_share if self.runner_cpu_share else 0.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +151,7 @@ class OverheadReport:
     token_rate: float
     records_per_token: float
     extras: dict[str, float] = field(default_factory=dict)
+    cores: int = field(default_factory=lambda: os.cpu_count() or 1)
 
     def ratio(self, ms: float) -> float:
         return ms / self.baseline_p50_ms
@@ -184,7 +247,7 @@ class FakeModelProcess:
 
 class Bench:
     def __init__(self, settings: Settings, fake: FakeModelProcess, watch: EventWatch,
-                 producer: AIOKafkaProducer, runner: ServiceProcess) -> None:
+                 producer: AIOKafkaProducer, runner: Runners) -> None:
         self.settings, self.fake, self.watch, self.producer = settings, fake, watch, producer
         self.runner = runner
         self.runs_topic = f"{settings.kafka.topic_prefix}runs"
@@ -226,11 +289,14 @@ class Bench:
             await asyncio.sleep(index * spacing)
             return [run_id for _ in range(rounds) for run_id in await self.launch(1, tokens, timeout_s)]
 
-        cpu, wall, records = self.runner.cpu_seconds(), time.monotonic(), self.watch.total_records
+        cpu, wall, records, machine = (self.runner.cpu_seconds(), time.monotonic(), self.watch.total_records,
+                                       machine_cpu())
         run_ids = [r for ids in await asyncio.gather(*(client(i) for i in range(concurrency))) for r in ids]
-        cpu, wall = self.runner.cpu_seconds() - cpu, time.monotonic() - wall
+        cpu, wall, machine_busy = self.runner.cpu_seconds() - cpu, time.monotonic() - wall, busy_share(machine,
+                                                                                                  machine_cpu())
         events_per_s = (self.watch.total_records - records) / wall
         first, last, start = await self.overheads(run_ids)
+        tokens_per_s = len(run_ids) * tokens / wall
         # The same broker, the same record rate, no agentstream: what Kafka alone costs at this load.
         loaded = await measure_loaded_round_trip(self.settings.kafka.bootstrap_servers, events_per_s,
                                                  partitions=self.settings.kafka.partitions,
@@ -238,7 +304,7 @@ class Bench:
         return LevelResult(concurrency, len(run_ids), percentile(first, 50), percentile(first, 99),
                            percentile(last, 50), percentile(last, 99),
                            cpu / (len(run_ids) * tokens) * 1e6, cpu / wall, events_per_s, loaded.p50_ms,
-                           percentile(start, 50))
+                           percentile(start, 50), self.runner.count, tokens_per_s, machine_busy)
 
 
 def runner_config(bootstrap: str, embedded: bool, db_url: str, model_url: str) -> dict[str, Any]:
@@ -263,8 +329,10 @@ async def run_bench(
     baseline_messages: int = 500,
     timeout_s: float = 120.0,
     database_url: str | None = None,
+    runners: int = 1,
 ) -> OverheadReport:
-    """`database_url`: the runner's database (default: a new SQLite file, as `agentstream up`)."""
+    """`database_url`: the runner's database (default: a new SQLite file, as `agentstream up`);
+    `runners`: agent-runner processes (one consumer group)."""
     baseline = await measure_baseline(bootstrap, baseline_messages, embedded=embedded)
     workdir = Path(tempfile.mkdtemp(prefix="agentstream-bench-"))
     db_url = database_url or f"sqlite+aiosqlite:///{workdir / 'bench.db'}"
@@ -280,7 +348,7 @@ async def run_bench(
         await producer.start()
         await watch.start()
         try:
-            async with ServiceProcess("agent-runner", config) as runner:
+            async with Runners(runners, config) as runner:
                 bench = Bench(settings, fake, watch, producer, runner)
                 await bench.launch(1, 3, timeout_s)  # warm-up: group join, connections
                 results = [await bench.level(c, tokens, rate, min_runs, timeout_s) for c in levels]
@@ -299,15 +367,18 @@ def format_report(report: OverheadReport) -> str:
         "Run overhead: fake model token -> Kafka event (agent-runner in the path)",
         "-" * 74,
         f"raw Kafka round trip (same run): p50 {report.baseline_p50_ms:.2f} ms, p99 {report.baseline_p99_ms:.2f} ms",
+        f"runner processes: {report.levels[0].runners if report.levels else 1}; machine: {report.cores} cores "
+        "(shared with the model server, the broker and this reader)",
         "",
         f"{'concurrent':>10} {'runs':>5}  {'first token p50/p99 (ms)':>26}  {'last token p50/p99 (ms)':>26}"
-        f"  {'runner CPU':>20}",
+        f"  {'runner CPU':>34}",
     ]
     for r in report.levels:
         first = f"{r.first_p50_ms:.1f}/{r.first_p99_ms:.1f} ({report.ratio(r.first_p50_ms):.1f}x)"
         last = f"{r.last_p50_ms:.1f}/{r.last_p99_ms:.1f} ({report.ratio(r.last_p50_ms):.1f}x)"
-        cpu = f"{r.runner_cpu_us_per_token:.0f} us/token, {r.runner_cpu_share:.0%}"
-        lines.append(f"{r.concurrency:>10} {r.runs:>5}  {first:>26}  {last:>26}  {cpu:>20}")
+        cpu = f"{r.runner_cpu_us_per_token:.0f} us/token, {r.runner_cpu_share:.0%}, machine {r.machine_busy:.0%}" \
+            + (" SATURATED" if r.saturated else "")
+        lines.append(f"{r.concurrency:>10} {r.runs:>5}  {first:>26}  {last:>26}  {cpu:>34}")
     lines += ["", "the same levels against the raw round trip at the same broker load (paced probes while as many",
               "records/s as the runner wrote flow through the broker; raw aiokafka, no agentstream):",
               f"{'concurrent':>10} {'events/s':>9} {'raw p50 (ms)':>13} {'first token':>12} {'last token':>11}"
@@ -317,6 +388,13 @@ def format_report(report: OverheadReport) -> str:
             lines.append(f"{r.concurrency:>10} {r.events_per_s:>9,.0f} {r.loaded_p50_ms:>13.2f} "
                          f"{r.first_p50_ms / r.loaded_p50_ms:>11.1f}x {r.last_p50_ms / r.loaded_p50_ms:>10.1f}x"
                          f"  {r.start_p50_ms:>27.1f} ms")
+    if saturated := [r for r in report.levels if r.saturated]:
+        top = max(r.tokens_per_core_s for r in saturated)
+        lines += ["", f"SATURATED: the runner processes or the whole machine were busy >= {SATURATED:.0%} of the time,",
+                  "so that level's latency is queueing for CPU, not overhead. One busy runner process carried about",
+                  f"{top:,.0f} tokens/s here; a level needs (concurrent runs x tokens/s per run) / that many runner",
+                  "processes, each on a core of its own beside the model server and the broker (`--runners N`: the",
+                  "partitions of `runs` are split between them)."]
     lines += [
         "",
         f"Kafka records per generated token at {report.token_rate:g} tokens/s: "
@@ -330,7 +408,8 @@ def format_report(report: OverheadReport) -> str:
 
 async def _main(args: argparse.Namespace) -> OverheadReport:
     options = {"levels": args.levels, "tokens": args.tokens, "rate": args.rate, "min_runs": args.min_runs,
-               "baseline_messages": args.baseline_messages, "database_url": args.database_url}
+               "baseline_messages": args.baseline_messages, "database_url": args.database_url,
+               "runners": args.runners}
     if args.bootstrap:
         return await run_bench(args.bootstrap, embedded=args.embedded, **options)
     async with EmbeddedBroker() as broker:
@@ -347,6 +426,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--min-runs", type=int, default=20, help="runs measured per level at least")
     parser.add_argument("--baseline-messages", type=int, default=500)
     parser.add_argument("--database-url", help="the runner's database (default: a new SQLite file)")
+    parser.add_argument("--runners", type=int, default=1, help="agent-runner processes (one consumer group)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings and up

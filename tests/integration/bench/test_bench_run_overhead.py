@@ -26,3 +26,22 @@ async def test_run_overhead_smoke(kafka_bootstrap: str) -> None:
     assert 0 < report.records_per_token < 1
     text = format_report(report)
     assert "raw Kafka round trip" in text and "records per generated token" in text
+    assert report.levels[0].runners == 1 and report.levels[0].tokens_per_s > 0
+    assert 0 < report.levels[0].machine_busy <= 1
+
+
+def test_a_saturated_level_is_marked_and_the_capacity_of_one_runner_is_given() -> None:
+    from bench.run_overhead import LevelResult, OverheadReport
+
+    calm = LevelResult(1, 20, 3.0, 5.0, 4.0, 6.0, runner_cpu_share=0.1, tokens_per_s=100.0)
+    busy = LevelResult(200, 200, 70.0, 150.0, 50.0, 300.0, runner_cpu_share=1.9, runners=2, tokens_per_s=15_200.0)
+    assert not calm.saturated and busy.saturated and busy.busy == pytest.approx(0.95)
+    assert busy.tokens_per_core_s == pytest.approx(8_000.0)
+    text = format_report(OverheadReport(1.5, 3.0, [calm, busy], 200, 100.0, 0.235,
+                                        {"long_run_records": 47.0}, cores=2))
+    lines = text.splitlines()
+    assert "SATURATED" not in next(line for line in lines if line.strip().startswith("1 "))
+    assert "SATURATED" in next(line for line in lines if line.strip().startswith("200 "))
+    assert "8,000 tokens/s" in text
+    # The machine out of CPU is saturation too, whatever each runner's own share.
+    assert LevelResult(50, 50, 9.0, 20.0, 9.0, 20.0, runner_cpu_share=0.5, machine_busy=0.9).saturated

@@ -73,6 +73,11 @@ class CoalescingSender:
         self._lock = asyncio.Lock()
         self._timer: asyncio.Task[None] | None = None
 
+    @property
+    def pending(self) -> bool:
+        """Text is buffered, waiting for its window to end."""
+        return self._core.deadline is not None
+
     async def push(self, text: str) -> None:
         if not text:
             return

@@ -65,7 +65,8 @@ async def stream_completion(
                 case TextDelta(text=text) if text:
                     await start_message()
                     text_parts.append(text)
-                    await thoughts.flush()  # reasoning precedes the answer it led to
+                    if thoughts.pending:  # reasoning precedes the answer it led to
+                        await thoughts.flush()
                     await deltas.push(text)
                 case ThinkingDelta(text=text) if text:
                     await start_message()

@@ -147,7 +147,9 @@ class OpenAIConnector:
                     usage = _usage(chunk.usage)
                 for choice in chunk.choices:
                     delta = choice.delta
-                    if thinking := getattr(delta, "reasoning_content", None):
+                    # An extra field of some servers: read from model_extra, not getattr (which
+                    # raises and catches an AttributeError on every chunk of the others).
+                    if thinking := (delta.model_extra or {}).get("reasoning_content"):
                         yield ThinkingDelta(thinking)
                     if delta.content:
                         yield TextDelta(delta.content)

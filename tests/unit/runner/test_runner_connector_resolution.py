@@ -90,3 +90,20 @@ def test_missing_script_file_is_a_connector_error(tmp_path):
     connectors = Connectors(settings([{**B, "script": str(tmp_path / "missing.yaml")}]))
     with pytest.raises(ConnectorError, match="could not be opened"):
         connectors.resolve("b", None)
+
+
+def test_the_sdk_of_a_configured_connector_is_imported_at_start_and_only_that_one():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from agentstream.config import load_settings\n"
+        "from agentstream_runner.connectors import Connectors\n"
+        "c = Connectors(load_settings(connectors=[{'id': 'g', 'type': 'openai', 'base_url': 'http://x/v1'}]))\n"
+        "assert 'openai' not in sys.modules\n"
+        "c.preload()\n"
+        "assert 'openai' in sys.modules and 'anthropic' not in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr

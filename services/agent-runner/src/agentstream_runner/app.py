@@ -76,6 +76,9 @@ class AgentRunnerService(Service):
         self.log.info("assistants loaded", ids=[a.id for a in loaded.assistants], invalid=len(loaded.problems))
         return Assistants(self.settings, loaded.assistants, loaded.hooks)
 
+    async def on_start(self) -> None:
+        self.connectors.preload()  # before the broker starts: the first run does not wait for an import
+
     async def on_record(self, msg: KafkaMessage) -> None:
         record = decode_record(bytes(msg.body))
         self.records.labels(getattr(record, "type", "undecodable")).inc()

@@ -10,7 +10,6 @@ output is in Kafka (commits.py).
 
 from __future__ import annotations
 
-import gc
 from typing import Any
 
 from aiokafka import ConsumerRecord
@@ -43,18 +42,6 @@ BATCH_WAIT_MS = 10  # an idle consumer polls this often: the latency floor of a 
 Outgoing = list[tuple[str, BaseModel]]  # (topic, record) in publishing order
 
 
-_frozen = False
-
-
-def freeze_startup_objects() -> None:
-    """Everything loaded by now (modules, ORM, schemas) lives as long as the process: keep it
-    out of the collector's full passes, which rescanned it every few thousand records (up to
-    a fifth of ingress's time under load). Once per process (tests start many services)."""
-    global _frozen
-    if not _frozen:
-        gc.freeze()
-        _frozen = True
-
 
 class IngressService(Service):
     name = "ingress"
@@ -81,7 +68,6 @@ class IngressService(Service):
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
         assert self.sessions is not None
         self.pipeline = Pipeline(self.settings, DatabasePorts(self.sessions, self.settings.authz.pairing))
-        freeze_startup_objects()
 
     async def produce_inbound(self, msg: InboundMessage) -> None:
         """The HTTP front door writes to `inbound`, like any other producer."""

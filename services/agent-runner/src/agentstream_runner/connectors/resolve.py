@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -38,6 +39,11 @@ def _anthropic(settings: ConnectorSettings) -> Connector:
 
 DEFAULT_FACTORIES: Mapping[str, ConnectorFactory] = {
     "scripted": ScriptedConnector, "openai": _openai, "anthropic": _anthropic,
+}
+# The modules `_openai` and `_anthropic` import, loaded at start when such a connector is configured.
+PRELOAD = {
+    "openai": "agentstream_runner.connectors.openai_connector",
+    "anthropic": "agentstream_runner.connectors.anthropic_connector",
 }
 
 ROLE_PREFIX = "use::"
@@ -97,6 +103,14 @@ class Connectors:
         self._settings = settings
         self._factories = factories
         self._open: dict[str, Connector] = {}
+
+    def preload(self) -> None:
+        """Import the SDK of every configured connector type now, at start, so that the first
+        run does not wait for it (the openai SDK takes ~1 s to import, anthropic's longer)."""
+        for config in self._settings.connectors:
+            module = PRELOAD.get(config.type)
+            if module is not None:
+                importlib.import_module(module)
 
     def resolve(self, requested: str | None, assistant_connector: str | None,
                 overrides: RoleOverrides | None = None) -> Connector:

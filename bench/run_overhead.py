@@ -406,6 +406,14 @@ def format_report(report: OverheadReport) -> str:
     return "\n".join(lines)
 
 
+def report_json(report: OverheadReport) -> dict[str, Any]:
+    """The report as JSON, each level with its derived figures (busy, saturated, capacity)."""
+    out = asdict(report)
+    for level, data in zip(report.levels, out["levels"], strict=True):
+        data.update(busy=level.busy, saturated=level.saturated, tokens_per_core_s=level.tokens_per_core_s)
+    return out
+
+
 async def _main(args: argparse.Namespace) -> OverheadReport:
     options = {"levels": args.levels, "tokens": args.tokens, "rate": args.rate, "min_runs": args.min_runs,
                "baseline_messages": args.baseline_messages, "database_url": args.database_url,
@@ -431,7 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings and up
     report = asyncio.run(_main(args))
-    print(json.dumps(asdict(report)) if args.json else format_report(report))
+    print(json.dumps(report_json(report)) if args.json else format_report(report))
     return 0
 
 

@@ -11,7 +11,7 @@ ROOT = str(Path(__file__).resolve().parents[3])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.run_overhead import format_report, run_bench  # noqa: E402
+from bench.run_overhead import format_report, report_json, run_bench  # noqa: E402
 
 
 @pytest.mark.integration
@@ -43,5 +43,7 @@ def test_a_saturated_level_is_marked_and_the_capacity_of_one_runner_is_given() -
     assert "SATURATED" not in next(line for line in lines if line.strip().startswith("1 "))
     assert "SATURATED" in next(line for line in lines if line.strip().startswith("200 "))
     assert "8,000 tokens/s" in text
+    levels = report_json(OverheadReport(1.5, 3.0, [calm, busy], 200, 100.0, 0.235, {}))["levels"]
+    assert [(lv["saturated"], round(lv["tokens_per_core_s"])) for lv in levels] == [(False, 1000), (True, 8000)]
     # The machine out of CPU is saturation too, whatever each runner's own share.
     assert LevelResult(50, 50, 9.0, 20.0, 9.0, 20.0, runner_cpu_share=0.5, machine_busy=0.9).saturated

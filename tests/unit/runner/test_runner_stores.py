@@ -47,10 +47,14 @@ async def test_role_overrides_for_user_and_team(sessions):
             RoleSetting(scope="team", subject_id="t1", role="fast", connector_id="team-fast", updated_at=T0),
             RoleSetting(scope="team", subject_id="t1", role="default", connector_id="team-def", updated_at=T0),
             RoleSetting(scope="user", subject_id="u2", role="fast", connector_id="other", updated_at=T0),
+            RoleSetting(scope="user", subject_id="t1", role="slow", connector_id="a-user-named-t1", updated_at=T0),
         ])
     stores = SqlStores(sessions)
     found = await stores.overrides("u1", "t1")
     assert dict(found.user) == {"fast": "mine"} and dict(found.team) == {"fast": "team-fast", "default": "team-def"}
+    only_user, only_team = await stores.overrides("u2", None), await stores.overrides(None, "t1")
+    assert (dict(only_user.user), dict(only_user.team)) == ({"fast": "other"}, {})
+    assert (dict(only_team.user), dict(only_team.team)) == ({}, {"fast": "team-fast", "default": "team-def"})
     none = await stores.overrides(None, None)
     assert dict(none.user) == {} and dict(none.team) == {}
 

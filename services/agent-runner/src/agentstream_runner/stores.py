@@ -10,7 +10,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.db.models import Message
@@ -35,18 +35,16 @@ class SqlStores:
         return [StoredMessage(role=r.role, content=r.content or "", name=r.name) for r in reversed(rows)]
 
     async def overrides(self, user_id: str | None, team_id: str | None) -> RoleOverrides:
-        subjects = [("user", user_id), ("team", team_id)]
-        wanted = [(scope, sid) for scope, sid in subjects if sid]
+        wanted = [and_(RoleSetting.scope == scope, RoleSetting.subject_id == subject)
+                  for scope, subject in (("user", user_id), ("team", team_id)) if subject]
         if not wanted:
             return RoleOverrides()
         found: dict[str, dict[str, str]] = {"user": {}, "team": {}}
-        async with self._sessions() as session:
-            for scope, subject in wanted:
-                rows = await session.execute(
-                    select(RoleSetting.role, RoleSetting.connector_id)
-                    .where(RoleSetting.scope == scope, RoleSetting.subject_id == subject)
-                )
-                found[scope] = {r.role: r.connector_id for r in rows}
+        async with self._sessions() as session:  # one query for the user's and the team's rows
+            rows = await session.execute(
+                select(RoleSetting.scope, RoleSetting.role, RoleSetting.connector_id).where(or_(*wanted)))
+        for scope, role, connector_id in rows:
+            found[scope][role] = connector_id
         return RoleOverrides(user=found["user"], team=found["team"])
 
 

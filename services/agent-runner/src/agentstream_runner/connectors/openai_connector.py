@@ -14,13 +14,13 @@ from typing import Any
 
 import openai
 import pydantic
-from openai import AsyncStream
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, Usage
 from agentstream_runner.connectors.assembly import ToolCallAssembler
 from agentstream_runner.connectors.base import Chunk, LLMRequest, TextDelta, ThinkingDelta, UsageChunk
+from agentstream_runner.connectors.openai_sse import ChunkStream
 from agentstream_runner.connectors.retry import LLMError, RetryPolicy, Transient, retry_after_seconds, with_retries
 
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "presence_penalty", "frequency_penalty", "stop", "seed")
@@ -120,12 +120,13 @@ class OpenAIConnector:
         # The SDK's generic `post` (its documented way to send a body as built) rather than
         # `chat.completions.create`, which walks every message of the payload against its
         # TypedDicts first: ~25% of a run's own CPU on a busy runner, for a payload that
-        # `build_payload` already made plain JSON. Auth, errors, streaming: the same code.
+        # `build_payload` already made plain JSON. Auth and errors: the same code; the
+        # stream is read by `ChunkStream` (openai_sse.py).
         async def attempt() -> Any:
             try:
                 return await self._client.post(
                     "/chat/completions", body=payload, cast_to=ChatCompletion,
-                    stream=bool(payload.get("stream")), stream_cls=AsyncStream[ChatCompletionChunk])
+                    stream=bool(payload.get("stream")), stream_cls=ChunkStream)
             except openai.OpenAIError as err:
                 raise classify(err) from err
 

@@ -59,7 +59,7 @@ from bench.kafka_baseline import measure_baseline, measure_loaded_round_trip, pe
 from bench.service_process import ServiceProcess  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SATURATED = 0.85  # runner CPU share (per process) above which latency is queueing for the CPU
+SATURATED = 0.85  # busy share (of each runner process, or of the machine) above which latency is queueing
 
 
 def machine_cpu() -> tuple[int, int]:

@@ -91,7 +91,7 @@ async def test_crlf_comments_split_writes_and_a_sparse_chunk_all_come_through(ht
               b"data: " + sparse + b"\n\n", b"data: " + usage + b"\n\n", b"data: [DONE]\n\n"]
     chunks = await stream(writes, http_client)
     assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "Hello sparse"
-    assert chunks[-1] == UsageChunk(chunks[-1].usage) and chunks[-1].usage.completion_tokens == 4
+    assert isinstance(chunks[-1], UsageChunk) and chunks[-1].usage.completion_tokens == 4
 
 
 @pytest.mark.parametrize("http_client", ["aiohttp", "httpx"])

@@ -11,6 +11,7 @@ from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
 
 from agentstream.contracts import DeadLetter, RunFinished, ToolCall, ToolResult
 from agentstream.db import Message, Run, create_engine, session_factory
+from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_stack.client import send_and_follow
 from agentstream_stack.embedded import embedded_stack, free_ports
@@ -101,7 +102,7 @@ async def test_ops_endpoints_and_readyz_fails_without_broker(settings_factory):
     settings = settings_factory()
     async with (
         embedded_stack(settings, start_broker=True, ports=free_ports(), state_file=None) as stack,
-        httpx.AsyncClient(timeout=10) as http,
+        httpx.AsyncClient(headers=ADMIN_HEADERS, timeout=10) as http,
     ):
         for name, url in stack.urls.items():
             assert (await http.get(f"{url}/healthz")).json()["status"] == "ok", name

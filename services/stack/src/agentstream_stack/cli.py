@@ -27,6 +27,7 @@ from agentstream_stack.cli_support import load_or_exit as _settings
 from agentstream_stack.cli_support import masked as _masked
 from agentstream_stack.client import RunFollower
 from agentstream_stack.embedded import embedded_stack, free_ports
+from agentstream_stack.keys_cli import keys_app
 from agentstream_stack.render import StreamPrinter
 from agentstream_stack.runs_cli import runs_app
 from agentstream_stack.services import build_service
@@ -40,6 +41,7 @@ app.add_typer(db_app, name="db")
 pairing_app = typer.Typer(help="Pairing codes of unknown users (ingress authz).", no_args_is_help=True)
 app.add_typer(pairing_app, name="pairing")
 app.add_typer(runs_app, name="runs")
+app.add_typer(keys_app, name="keys")
 
 
 @app.command()

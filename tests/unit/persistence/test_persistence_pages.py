@@ -92,13 +92,14 @@ async def read_all(
 ) -> list[list[Any]]:
     """Every page from `cursor` on, as the values of `field` per page."""
     pages = []
-    while True:
+    while len(pages) < 50:  # bounded: a cursor that did not advance must fail the test, not hang it
         body = await page(http, path, limit=limit, cursor=cursor, **params)
         pages.append([item[field] for item in body["items"]])
         cursor = body["next_cursor"]
         if cursor is None:
             return pages
         assert len(body["items"]) == limit  # only the last page is short
+    raise AssertionError(f"{path}: more than 50 pages")
 
 
 # started_at, finished_at and run_id chosen so that the order needs every part of the key:

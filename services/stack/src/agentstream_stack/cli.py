@@ -188,7 +188,8 @@ async def _print_persisted(persistence_url: str, finished: RunFinished, key: str
         run = resp.json()
         out.print(f"[bold]persisted run[/] {run['run_id']}: status={run['status']} "
                   f"llm_calls={run['llm_calls']} text={run['text']!r}")
-        messages = (await http.get(f"/v1/conversations/{key}/messages")).json()
+        # A fresh demo database: the conversation's messages fit in the first page.
+        messages = (await http.get(f"/v1/conversations/{key}/messages")).json()["items"]
         for m in messages:
             out.print(f"  [dim]{m['role']:>9}[/] {m['content']}")
 

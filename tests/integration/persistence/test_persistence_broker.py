@@ -28,6 +28,7 @@ from agentstream.contracts import (
 )
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
+from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream_persistence import PersistenceService
 
 pytestmark = pytest.mark.integration
@@ -99,7 +100,7 @@ async def test_run_is_persisted_once(db_url: str, settings_factory: Callable[...
     first = run_events("run-1", "calculate 6*7", "6*7 = 42")
     await publish(settings, [b"{not json", *first])
     async with ServiceHost([svc], "127.0.0.1", {svc.name: port}) as host, \
-            httpx.AsyncClient(base_url=host.url(svc.name), timeout=5) as http:
+            httpx.AsyncClient(headers=ADMIN_HEADERS, base_url=host.url(svc.name), timeout=5) as http:
         run = await wait_for_run(http, "run-1")
         assert (run["status"], run["text"], run["assistant_id"], run["connector_id"], run["user_id"]) == (
             "completed", "6*7 = 42", "default", "demo", "u1")

@@ -28,6 +28,7 @@ from agentstream.contracts import (
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fake_openai import FakeOpenAI
+from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_persistence import PersistenceService
 from agentstream_runner import AgentRunnerService
@@ -73,7 +74,7 @@ async def test_interrupt_saves_a_checkpoint_and_resume_continues_without_repeati
                          text="what is 6*7?", reply_target=ReplyTarget(platform="web", chat_id="resume-1"))
         ports = {s.name: free_port() for s in (runner, tools, persistence)}
         async with ServiceHost([runner, tools, persistence], "127.0.0.1", ports) as host, \
-                httpx.AsyncClient(base_url=host.url(persistence.name), timeout=5) as http:
+                httpx.AsyncClient(headers=ADMIN_HEADERS, base_url=host.url(persistence.name), timeout=5) as http:
             await produce_raw(bootstrap, t.runs, start.to_json(), key=KEY.encode())
             await read_until(bootstrap, t.events, has_delta, timeout=30)
             await asyncio.sleep(0.3)  # a few slow tokens out

@@ -18,7 +18,6 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 from typer.testing import CliRunner, Result
 
 from agentstream.config import Settings
@@ -36,6 +35,7 @@ from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import Topics, free_port
 from agentstream.testing.fake_openai import FakeOpenAI
+from agentstream.testing.fixtures import ADMIN_HEADERS, authed_app
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_persistence import PersistenceService
 from agentstream_persistence.api import add_routes
@@ -208,10 +208,10 @@ async def test_list_pages_with_cursors_shared_with_the_read_api(db_url: str) -> 
 
     # The same order and cursors as persistence's read API over HTTP.
     engine = create_engine(db_url)
-    api = FastAPI()
+    api = authed_app()
     add_routes(api, lambda: session_factory(engine))
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=api), base_url="http://t") as http:
+        async with httpx.AsyncClient(headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=api), base_url="http://t") as http:
             over_http = (await http.get("/v1/runs", params={"limit": 3})).json()
             from_cli = await listed("--limit", "3")
             assert over_http["items"] == [{k: v for k, v in r.items() if k != "checkpoint"} for r in from_cli["items"]]

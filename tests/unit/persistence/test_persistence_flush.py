@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from fastapi import FastAPI
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -21,6 +20,7 @@ from agentstream.contracts import (
     ToolResult,
 )
 from agentstream.db import Conversation, Message, Run, create_engine, session_factory, upgrade
+from agentstream.testing.fixtures import ADMIN_HEADERS, authed_app
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet
 from agentstream_persistence.flush import write_run
@@ -90,9 +90,9 @@ async def test_conversation_follows_the_newest_run(sessions: async_sessionmaker[
 async def test_read_api(sessions: async_sessionmaker[AsyncSession]):
     await write_run(sessions, run_rows("r2", "second question", "second answer", minute=5))
     await write_run(sessions, run_rows("r1", "first question", "first answer", minute=0))
-    app = FastAPI()
+    app = authed_app()
     add_routes(app, lambda: sessions)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+    async with httpx.AsyncClient(headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
         run = (await http.get("/v1/runs/r1")).json()
         assert (run["run_id"], run["status"], run["text"], run["connector_id"], run["llm_calls"]) == (
             "r1", "completed", "first answer", "demo", 0)

@@ -15,10 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.db import Message, Run, create_engine, session_factory, upgrade
+from agentstream.testing.fixtures import ADMIN_HEADERS, authed_app
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.pages import MAX_PAGE_SIZE, InvalidCursor
 from agentstream_persistence.queries import CONVERSATION_RUNS, RUNS
@@ -68,9 +68,9 @@ async def sessions(db_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession
 
 @pytest.fixture
 async def http(sessions: async_sessionmaker[AsyncSession]) -> AsyncIterator[httpx.AsyncClient]:
-    app = FastAPI()
+    app = authed_app()
     add_routes(app, lambda: sessions)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+    async with httpx.AsyncClient(headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
         yield client
 
 

@@ -14,6 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict
 from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agentstream.auth import AUTH_RESPONSES, Principal, Scope, requires
 from agentstream.contracts import RunStatus
 from agentstream.db import Run
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
@@ -42,6 +43,7 @@ class RunOut(BaseModel):
     assistant_id: str | None
     connector_id: str | None
     user_id: str | None
+    tenant_id: str | None
     status: str
     error: str | None
     reason: str | None
@@ -134,11 +136,11 @@ def add_routes(app: FastAPI, sessions: SessionsGetter) -> None:
             raise HTTPException(503, "database not open yet")
         return factory
 
-    @app.get("/v1/runs/{run_id}", tags=["persistence"])
-    async def get_run(run_id: str) -> RunOut:
+    @app.get("/v1/runs/{run_id}", tags=["persistence"], responses=AUTH_RESPONSES)
+    async def get_run(run_id: str, principal: Principal = requires(Scope.CONVERSATIONS_READ)) -> RunOut:
         async with db()() as session:
             run = await session.get(Run, run_id)
-        if run is None:
+        if run is None or not queries.may_see(run, principal):
             raise HTTPException(404, f"run {run_id} not found")
         return RunOut.model_validate(run)
 
@@ -148,35 +150,38 @@ def add_routes(app: FastAPI, sessions: SessionsGetter) -> None:
             rows, next_cursor = await queries.read_page(session, keyset, query, after, limit)
             return RunPage(items=[RunOut.model_validate(run) for run, in rows], next_cursor=next_cursor)
 
-    @app.get("/v1/runs", tags=["persistence"])
+    @app.get("/v1/runs", tags=["persistence"], responses=AUTH_RESPONSES)
     async def list_runs(status: Annotated[list[RunStatus] | None, Query()] = None, conversation_key: str | None = None,
-                        limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None) -> RunPage:
+                        limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None,
+                        principal: Principal = requires(Scope.CONVERSATIONS_READ)) -> RunPage:
         """Runs, newest ending first; `status` may repeat."""
-        return await run_page(queries.RUNS, queries.runs(statuses=status or (), conversation=conversation_key),
-                              limit, cursor)
+        query = queries.runs(statuses=status or (), conversation=conversation_key)
+        return await run_page(queries.RUNS, queries.visible_to(query, principal), limit, cursor)
 
-    @app.get("/v1/conversations/{key:path}/runs", tags=["persistence"])
-    async def conversation_runs(key: str, limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None) -> RunPage:
-        """The conversation's runs, oldest start first."""
-        return await run_page(queries.CONVERSATION_RUNS, queries.conversation_runs(key), limit, cursor)
+    @app.get("/v1/conversations/{key:path}/runs", tags=["persistence"], responses=AUTH_RESPONSES)
+    async def conversation_runs(key: str, limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None,
+                                principal: Principal = requires(Scope.CONVERSATIONS_READ)) -> RunPage:
+        """The conversation's runs, oldest start first (another tenant's conversation is empty)."""
+        query = queries.visible_to(queries.conversation_runs(key), principal)
+        return await run_page(queries.CONVERSATION_RUNS, query, limit, cursor)
 
-    @app.get("/v1/conversations/{key:path}/messages", tags=["persistence"])
-    async def conversation_messages(key: str, limit: Limit = DEFAULT_PAGE_SIZE,
-                                    cursor: Cursor = None) -> MessagePage:
+    @app.get("/v1/conversations/{key:path}/messages", tags=["persistence"], responses=AUTH_RESPONSES)
+    async def conversation_messages(key: str, limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None,
+                                    principal: Principal = requires(Scope.CONVERSATIONS_READ)) -> MessagePage:
         """The conversation's messages, run by run (oldest start first), each run's in stream order."""
         keyset = queries.CONVERSATION_MESSAGES
         after = _after(keyset, cursor)
+        query = queries.visible_to(queries.conversation_messages(key), principal)
         async with db()() as session:
-            rows, next_cursor = await queries.read_page(session, keyset, queries.conversation_messages(key),
-                                                        after, limit)
+            rows, next_cursor = await queries.read_page(session, keyset, query, after, limit)
             return MessagePage(items=[MessageOut.model_validate(m) for m, in rows], next_cursor=next_cursor)
 
-    @app.get("/v1/runs/{run_id}/resume-steps", tags=["persistence"])
-    async def resume_steps(run_id: str) -> CheckpointOut:
+    @app.get("/v1/runs/{run_id}/resume-steps", tags=["persistence"], responses=AUTH_RESPONSES)
+    async def resume_steps(run_id: str, principal: Principal = requires(Scope.RUNS_RESUME)) -> CheckpointOut:
         """404 when the run has no checkpoint: it completed (or was resumed to completion) or is unknown."""
         async with db()() as session:
             checkpoint = await session.get(RunCheckpoint, run_id)
-            if checkpoint is None:
+            if checkpoint is None or not queries.may_see(await session.get(Run, run_id), principal):
                 raise HTTPException(404, f"run {run_id} has no resume checkpoint")
             steps = (await session.scalars(
                 select(ResumeStep).where(ResumeStep.root_run_id == run_id).order_by(ResumeStep.seq))).all()

@@ -13,6 +13,7 @@ from pydantic import AwareDatetime
 from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from agentstream.auth import DEFAULT_TENANT, Principal
 from agentstream.db import Message, Run
 from agentstream_persistence.pages import NO_TIME, Key, Keyset
 
@@ -28,6 +29,21 @@ CONVERSATION_MESSAGES = Keyset(
 )
 # All runs, newest ending first: what an operator looks for (a resumed run moves up when it ends again).
 RUNS = Keyset("runs", (RUN_ENDING, Run.run_id), (AwareDatetime, str), descending=True)
+
+
+def visible_to(query: Select[Any], principal: Principal) -> Select[Any]:
+    """Only the principal's tenant (rows without one are the default tenant's); a credential pinned to
+    an end user sees only that user's runs. Messages are filtered through their run."""
+    if not principal.all_tenants:
+        query = query.where(func.coalesce(Run.tenant_id, DEFAULT_TENANT) == principal.tenant_id)
+    if principal.user_id is not None:
+        query = query.where(Run.user_id == principal.user_id)
+    return query
+
+
+def may_see(run: Run | None, principal: Principal) -> bool:
+    return run is not None and principal.sees_tenant(run.tenant_id) and (
+        principal.user_id is None or run.user_id == principal.user_id)
 
 
 def conversation_runs(key: str) -> Select[Any]:

@@ -74,32 +74,58 @@ async def test_no_service_logs_a_configured_secret(kafka_bootstrap, topic_prefix
     async with FakeTelegram(token=BOT_TOKEN) as telegram, FakeOpenAI() as model:
         model.add_turn(text=ANSWER)
         config = {
-            "kafka": {"bootstrap_servers": kafka_bootstrap, "topic_prefix": topic_prefix, "embedded": True,
-                      "partitions": settings.kafka.partitions},
+            "kafka": {
+                "bootstrap_servers": kafka_bootstrap,
+                "topic_prefix": topic_prefix,
+                "embedded": True,
+                "partitions": settings.kafka.partitions,
+            },
             "database": {"url": db_url},
             "log_level": "DEBUG",
-            "connectors": [{"id": "fake", "type": "openai", "base_url": model.base_url, "model": "fake-model",
-                            "api_key_env": "TEST_CONNECTOR_KEY"}],
+            "connectors": [
+                {
+                    "id": "fake",
+                    "type": "openai",
+                    "base_url": model.base_url,
+                    "model": "fake-model",
+                    "api_key_env": "TEST_CONNECTOR_KEY",
+                }
+            ],
             "platforms": {"telegram": {"token_env": "TEST_TG_TOKEN", "api_url": telegram.url}},
             "ingress": {"webhooks": {"telegram": {"main": {"secret_env": "TEST_TG_WEBHOOK_SECRET"}}}},
             "authz": {"platforms": {"telegram": {"users": [CHAT]}}},
         }
         config_file = tmp_path / "agentstream.yaml"
         config_file.write_text(json.dumps(config))  # JSON is YAML
-        env = {"AGENTSTREAM_CONFIG": str(config_file), "TEST_TG_TOKEN": BOT_TOKEN,
-               "TEST_TG_WEBHOOK_SECRET": WEBHOOK_SECRET, "TEST_CONNECTOR_KEY": CONNECTOR_KEY}
+        env = {
+            "AGENTSTREAM_CONFIG": str(config_file),
+            "TEST_TG_TOKEN": BOT_TOKEN,
+            "TEST_TG_WEBHOOK_SECRET": WEBHOOK_SECRET,
+            "TEST_CONNECTOR_KEY": CONNECTOR_KEY,
+        }
         ports = {name: free_port() for name in SERVICES}
-        procs = {name: spawn(["serve", name, "--port", str(ports[name])], env, tmp_path, tmp_path / f"{name}.log")
-                 for name in SERVICES}
+        procs = {
+            name: spawn(["serve", name, "--port", str(ports[name])], env, tmp_path, tmp_path / f"{name}.log")
+            for name in SERVICES
+        }
         try:
             await wait_ready(ports, procs, tmp_path)
-            update = {"update_id": 1, "message": {
-                "message_id": 1, "date": int(time.time()), "text": "hi there",
-                "from": {"id": int(CHAT), "is_bot": False, "first_name": "Tess"},
-                "chat": {"id": int(CHAT), "type": "private"}}}
+            update = {
+                "update_id": 1,
+                "message": {
+                    "message_id": 1,
+                    "date": int(time.time()),
+                    "text": "hi there",
+                    "from": {"id": int(CHAT), "is_bot": False, "first_name": "Tess"},
+                    "chat": {"id": int(CHAT), "type": "private"},
+                },
+            }
             async with httpx.AsyncClient(timeout=10) as http:
-                r = await http.post(f"http://127.0.0.1:{ports['ingress']}/webhooks/telegram/main", json=update,
-                                    headers={"X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET})
+                r = await http.post(
+                    f"http://127.0.0.1:{ports['ingress']}/webhooks/telegram/main",
+                    json=update,
+                    headers={"X-Telegram-Bot-Api-Secret-Token": WEBHOOK_SECRET},
+                )
                 assert r.status_code == 202, r.text
             async with asyncio.timeout(60):
                 while ANSWER not in telegram.texts(CHAT):  # noqa: ASYNC110 - the fake records, it does not signal

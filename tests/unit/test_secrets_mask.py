@@ -37,18 +37,34 @@ def no_registered_secrets() -> Iterator[None]:
     forget_secrets()
 
 
-@pytest.mark.parametrize(("url", "masked"), [
-    (f"https://api.telegram.org/bot{BOT_TOKEN}/sendMessage", f"https://api.telegram.org/bot123456789:{MASK}/sendMessage"),
-    (f"http://127.0.0.1:9/file/bot{BOT_TOKEN}/photos/a.jpg", f"http://127.0.0.1:9/file/bot123456789:{MASK}/photos/a.jpg"),
-    ("https://discord.com/api/webhooks/1234/abcDEF-secret?wait=true", f"https://discord.com/api/webhooks/1234/{MASK}?wait=true"),
-    ("https://hooks.slack.com/services/T01/B02/XyZsecret", f"https://hooks.slack.com/services/T01/B02/{MASK}"),
-    ("postgresql+psycopg://app:hunter22@db:5432/x", f"postgresql+psycopg://app:{MASK}@db:5432/x"),
-    ("https://x.io/cb?token=abc123&page=2&api_key=k1&X-Amz-Signature=ff00&sig=9",
-     f"https://x.io/cb?token={MASK}&page=2&api_key={MASK}&X-Amz-Signature={MASK}&sig={MASK}"),
-    ("https://x.io/a?access_token=t0k&client_secret=s3c&keyword=cats&monkey=1",
-     f"https://x.io/a?access_token={MASK}&client_secret={MASK}&keyword=cats&monkey=1"),
-    ("https://example.com/docs/bottle?page=1", "https://example.com/docs/bottle?page=1"),  # nothing to mask
-])
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        (
+            f"https://api.telegram.org/bot{BOT_TOKEN}/sendMessage",
+            f"https://api.telegram.org/bot123456789:{MASK}/sendMessage",
+        ),
+        (
+            f"http://127.0.0.1:9/file/bot{BOT_TOKEN}/photos/a.jpg",
+            f"http://127.0.0.1:9/file/bot123456789:{MASK}/photos/a.jpg",
+        ),
+        (
+            "https://discord.com/api/webhooks/1234/abcDEF-secret?wait=true",
+            f"https://discord.com/api/webhooks/1234/{MASK}?wait=true",
+        ),
+        ("https://hooks.slack.com/services/T01/B02/XyZsecret", f"https://hooks.slack.com/services/T01/B02/{MASK}"),
+        ("postgresql+psycopg://app:hunter22@db:5432/x", f"postgresql+psycopg://app:{MASK}@db:5432/x"),
+        (
+            "https://x.io/cb?token=abc123&page=2&api_key=k1&X-Amz-Signature=ff00&sig=9",
+            f"https://x.io/cb?token={MASK}&page=2&api_key={MASK}&X-Amz-Signature={MASK}&sig={MASK}",
+        ),
+        (
+            "https://x.io/a?access_token=t0k&client_secret=s3c&keyword=cats&monkey=1",
+            f"https://x.io/a?access_token={MASK}&client_secret={MASK}&keyword=cats&monkey=1",
+        ),
+        ("https://example.com/docs/bottle?page=1", "https://example.com/docs/bottle?page=1"),  # nothing to mask
+    ],
+)
 def test_mask_url(url: str, masked: str) -> None:
     assert mask_url(url) == masked
     assert mask_url(f"POST {url} failed") == f"POST {masked} failed"  # inside text too
@@ -83,7 +99,10 @@ def test_processor_masks_nested_values_and_unknown_objects() -> None:
             return f"Thing(key={API_KEY})"
 
     event = {
-        "event": f"calling with {API_KEY}", "count": 3, "ok": True, "none": None,
+        "event": f"calling with {API_KEY}",
+        "count": 3,
+        "ok": True,
+        "none": None,
         "nested": {"list": [f"a {API_KEY}", {"deep": (API_KEY, 1.5)}]},
         "obj": Thing(),
         "exception": f"Traceback ...\nValueError: bad key {API_KEY}",
@@ -98,8 +117,14 @@ def test_processor_masks_nested_values_and_unknown_objects() -> None:
 
 
 def test_settings_secrets_walk_every_env_field(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in [("T_BOT", BOT_TOKEN), ("T_WH", WEBHOOK_SECRET), ("T_KEY", API_KEY), ("T_EXTRA", "extra-1234"),
-                        ("T_HOOK", "hook-hmac-5555"), ("T_SHORT", "abc")]:
+    for name, value in [
+        ("T_BOT", BOT_TOKEN),
+        ("T_WH", WEBHOOK_SECRET),
+        ("T_KEY", API_KEY),
+        ("T_EXTRA", "extra-1234"),
+        ("T_HOOK", "hook-hmac-5555"),
+        ("T_SHORT", "abc"),
+    ]:
         monkeypatch.setenv(name, value)
     settings = load_settings(
         database={"url": f"postgresql+psycopg://app:{DB_PASSWORD}@db/x"},
@@ -109,8 +134,14 @@ def test_settings_secrets_walk_every_env_field(monkeypatch: pytest.MonkeyPatch) 
         hooks={"webhooks": [{"url": "http://x", "secret_env": "T_HOOK"}], "security": {"env": ["T_EXTRA"]}},
         tools={"weather": {"api_key_env": "T_SHORT"}},
     )
-    assert set(settings_secrets(settings)) == {BOT_TOKEN, WEBHOOK_SECRET, API_KEY, DB_PASSWORD, "extra-1234",
-                                               "hook-hmac-5555"}
+    assert set(settings_secrets(settings)) == {
+        BOT_TOKEN,
+        WEBHOOK_SECRET,
+        API_KEY,
+        DB_PASSWORD,
+        "extra-1234",
+        "hook-hmac-5555",
+    }
 
 
 @pytest.fixture
@@ -129,7 +160,8 @@ def restore_logging() -> Iterator[None]:
 
 
 def test_configure_logging_masks_structlog_and_stdlib_records(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restore_logging: None) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restore_logging: None
+) -> None:
     monkeypatch.setenv("T_BOT", BOT_TOKEN)
     monkeypatch.setenv("T_KEY", API_KEY)
     settings = load_settings(
@@ -156,8 +188,12 @@ def test_configure_logging_masks_structlog_and_stdlib_records(
 
     text = log_file.read_text()
     records = [json.loads(line) for line in text.splitlines()]
-    assert [r["event"] for r in records] == ["platform call", f"connect to postgresql://app:{MASK}@db/x failed",
-                                             "boom", "stdlib boom"]
+    assert [r["event"] for r in records] == [
+        "platform call",
+        f"connect to postgresql://app:{MASK}@db/x failed",
+        "boom",
+        "stdlib boom",
+    ]
     for secret in (BOT_TOKEN, API_KEY, DB_PASSWORD, BOT_TOKEN.split(":")[1]):
         assert secret not in text
     assert records[0]["url"] == f"https://api.telegram.org/bot123456789:{MASK}/sendMessage"

@@ -22,22 +22,40 @@ DEFAULT_MASK = "[REDACTED]"
 # group named `secret` masks only that group (`password: hunter22` keeps its label).
 BUILTIN_PATTERNS: tuple[str, ...] = (
     r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
-    r"\bsk-(?:proj-|ant-|live-)?[A-Za-z0-9_\-]{16,}",          # OpenAI / Anthropic style
-    r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",          # Stripe
-    r"\bgh[pousr]_[A-Za-z0-9]{30,}",                            # GitHub tokens
+    r"\bsk-(?:proj-|ant-|live-)?[A-Za-z0-9_\-]{16,}",  # OpenAI / Anthropic style
+    r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe
+    r"\bgh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
     r"\bgithub_pat_[A-Za-z0-9_]{30,}",
-    r"\bxox[abposr]-[A-Za-z0-9\-]{10,}",                        # Slack
-    r"\bAKIA[0-9A-Z]{16}\b",                                    # AWS access key id
-    r"\bAIza[0-9A-Za-z_\-]{35}",                                # Google API key
-    r"\b\d{8,10}:AA[A-Za-z0-9_\-]{30,}",                        # Telegram bot token
+    r"\bxox[abposr]-[A-Za-z0-9\-]{10,}",  # Slack
+    r"\bAKIA[0-9A-Z]{16}\b",  # AWS access key id
+    r"\bAIza[0-9A-Za-z_\-]{35}",  # Google API key
+    r"\b\d{8,10}:AA[A-Za-z0-9_\-]{30,}",  # Telegram bot token
     r"\beyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",  # JWT
     r"(?i)\bbearer\s+[A-Za-z0-9._~+/\-]{20,}=*",
     r"(?i)\b(?:api[_-]?key|secret|password|passwd|token)[\"']?\s*[:=]\s*[\"']?(?P<secret>[^\s\"']{8,})",
 )
 # Beginnings of the shapes above: a trailing token starting like this may be a secret in the making.
 SECRET_PREFIXES: tuple[str, ...] = (
-    "sk-", "sk_", "rk_", "pk_live", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xoxa-", "xoxb-",
-    "xoxp-", "xoxo-", "xoxs-", "xoxr-", "AKIA", "AIza", "eyJ", "-----BEGIN",
+    "sk-",
+    "sk_",
+    "rk_",
+    "pk_live",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xoxa-",
+    "xoxb-",
+    "xoxp-",
+    "xoxo-",
+    "xoxs-",
+    "xoxr-",
+    "AKIA",
+    "AIza",
+    "eyJ",
+    "-----BEGIN",
 )
 OPEN_KEY_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*$")
 MIN_ENV_SECRET = 8  # shorter env values are not treated as secrets (too likely to be ordinary words)
@@ -91,7 +109,7 @@ class Redactor:
 
         def keep_label(m: re.Match[str]) -> str:
             start, end = m.span("secret")
-            return m.group(0)[: start - m.start()] + self.mask + m.group(0)[end - m.start():]
+            return m.group(0)[: start - m.start()] + self.mask + m.group(0)[end - m.start() :]
 
         return keep_label
 

@@ -32,10 +32,13 @@ _URL_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(/webhooks/\d+/)[^/?#\s'\"<>]+"), rf"\g<1>{MASK}"),  # Discord webhook
     (re.compile(r"(hooks\.slack\.com/services/[^/\s]+/[^/\s]+/)[^/?#\s'\"<>]+"), rf"\g<1>{MASK}"),
     (re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/@:\s'\"<>]*:)[^/@\s'\"<>]+@"), rf"\g<1>{MASK}@"),  # user:pw@
-    (re.compile(
-        r"(?i)([?&;](?:[a-z0-9_.\-]*[_.\-])?"
-        r"(?:token|key|apikey|secret|signature|sig|password|passwd|pwd|auth|credentials?)=)[^&#\s'\"<>]*"),
-     rf"\g<1>{MASK}"),
+    (
+        re.compile(
+            r"(?i)([?&;](?:[a-z0-9_.\-]*[_.\-])?"
+            r"(?:token|key|apikey|secret|signature|sig|password|passwd|pwd|auth|credentials?)=)[^&#\s'\"<>]*"
+        ),
+        rf"\g<1>{MASK}",
+    ),
 )
 _API_KEY = re.compile(r"\b(agsk_[A-Za-z0-9]+_)[A-Za-z0-9_\-]{16,}")
 _BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=\-]{12,}")

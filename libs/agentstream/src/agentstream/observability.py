@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import structlog
 from fastapi import Depends, FastAPI, Response
@@ -16,15 +17,28 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from agentstream.auth import AUTH_RESPONSES, Authenticator, Principal, Scope, authenticate, requires
+from agentstream.secrets_mask import mask_secrets, register_settings_secrets
+
+if TYPE_CHECKING:
+    from agentstream.config import Settings
 
 ReadyCheck = Callable[[], Awaitable[bool]]
 
 _configured = False
+# Loggers too chatty at INFO; httpx's INFO line is every request URL (a Telegram URL carries the bot token).
+QUIET_LOGGERS = ("aiokafka", "uvicorn.access", "alembic", "httpx", "httpcore")
 
 
-def configure_logging(level: str = "INFO", json: bool = True, log_file: str | None = None) -> None:
-    """Route stdlib and structlog output through one JSON renderer (stderr or `log_file`)."""
+def configure_logging(level: str = "INFO", json: bool = True, log_file: str | None = None,
+                      settings: Settings | None = None) -> None:
+    """Route stdlib and structlog output through one JSON renderer (stderr or `log_file`).
+
+    Every record passes `mask_secrets` last before rendering; with `settings`, the secret values
+    they configure are registered for masking first.
+    """
     global _configured
+    if settings is not None:
+        register_settings_secrets(settings)
     lvl = logging.getLevelName(level.upper()) if isinstance(level, str) else level
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
@@ -48,6 +62,7 @@ def configure_logging(level: str = "INFO", json: bool = True, log_file: str | No
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                 structlog.processors.format_exc_info,
+                mask_secrets,  # after the traceback is text: a secret in an exception is masked too
                 renderer,
             ],
         )
@@ -55,7 +70,7 @@ def configure_logging(level: str = "INFO", json: bool = True, log_file: str | No
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(lvl)
-    for noisy in ("aiokafka", "uvicorn.access", "alembic"):
+    for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(max(lvl, logging.WARNING))
     _configured = True
 

@@ -75,10 +75,11 @@ class Service:
             registry=self.registry,
         )
         self._published_by_topic: dict[str, Any] = {}
-        checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
+        # Subclasses may add checks in `setup()`; `/readyz` reads this dict on every request.
+        self.ready_checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
         if self.uses_database:
-            checks["database"] = self._db_ready
-        self.http = http_app(self.name, self.registry, checks)
+            self.ready_checks["database"] = self._db_ready
+        self.http = http_app(self.name, self.registry, self.ready_checks)
         self.setup()
 
     # -- to override -------------------------------------------------------------

@@ -106,6 +106,23 @@ def test_compose_environment_is_real_config(compose: dict[str, Any], monkeypatch
     assert settings.kafka.idempotence is True
     assert settings.http.host == "0.0.0.0"
     assert settings.database.url.startswith("postgresql+psycopg://")
+    # delivery's web page forwards posts to ingress by its compose name, not its own loopback
+    assert settings.platforms["web"].api_url == f"http://ingress:{_serve_port(compose, 'ingress')}"
+
+
+def _serve_port(compose: dict[str, Any], service: str) -> str:
+    command = compose["services"][service]["command"]
+    return str(command[command.index("--port") + 1])
+
+
+def test_compose_publishes_nothing_beyond_loopback(compose: dict[str, Any]) -> None:
+    assert "ports" not in compose["services"]["kafka"], "Kafka (plaintext) must stay on the compose network"
+    published = {name: spec.get("ports", []) for name, spec in compose["services"].items()}
+    assert any(published.values())
+    for name, ports in published.items():
+        for port in ports:
+            assert isinstance(port, str) and port.startswith("127.0.0.1:"), f"{name} publishes {port!r}"
+    assert published["ingress"] == ["127.0.0.1:8181:8080"]
 
 
 def test_compose_endpoints_match_infrastructure(compose: dict[str, Any]) -> None:

@@ -111,17 +111,17 @@ async def test_run_is_persisted_once(db_url: str, settings_factory: Callable[...
             ("assistant", "Let me calculate.", None),
             ("assistant", "6*7 = 42", None),
         ]
-        messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()
+        messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()["items"]
         assert [(m["role"], m["content"], m["name"]) for m in messages] == expected
 
         # The same stream again (a re-delivery), then a sentinel run on the same partition:
         # once the sentinel is stored, the duplicate was processed before it.
         await publish(settings, first + run_events("run-2", "and 1+1?", "1+1 = 2"))
         await wait_for_run(http, "run-2")
-        messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()
+        messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()["items"]
         assert [(m["role"], m["content"], m["name"]) for m in messages][:4] == expected
         assert len(messages) == 8
-        runs = (await http.get(f"/v1/conversations/{KEY}/runs")).json()
+        runs = (await http.get(f"/v1/conversations/{KEY}/runs")).json()["items"]
         assert [r["run_id"] for r in runs] == ["run-1", "run-2"]
         assert len(svc.buffers) == 0
     [letter] = await read_dlq(settings)

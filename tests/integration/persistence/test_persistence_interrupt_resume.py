@@ -89,7 +89,7 @@ async def test_interrupt_saves_a_checkpoint_and_resume_continues_without_repeati
 
             run = (await poll(http, f"/v1/runs/{start.run_id}", lambda r: r.status_code == 200)).json()
             assert run["status"] == "interrupted"
-            messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()
+            messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()["items"]
             partial = [m["content"] for m in messages if m["role"] == "assistant"]
             assert len(partial) == 1 and SLOW_TEXT.startswith(partial[0]) and 0 < len(partial[0]) < len(SLOW_TEXT)
             checkpoint = (await poll(http, f"/v1/runs/{start.run_id}/resume-steps",
@@ -109,7 +109,7 @@ async def test_interrupt_saves_a_checkpoint_and_resume_continues_without_repeati
             await poll(http, f"/v1/runs/{start.run_id}/resume-steps", lambda r: r.status_code == 404)
             run = (await http.get(f"/v1/runs/{start.run_id}")).json()
             assert (run["status"], run["text"]) == ("completed", "It is 42.")
-            messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()
+            messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()["items"]
             assert [m["role"] for m in messages] == ["user", "tool", "assistant", "assistant"]
             assert messages[-1]["content"] == "It is 42."
 

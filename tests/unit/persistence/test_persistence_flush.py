@@ -99,12 +99,12 @@ async def test_read_api(sessions: async_sessionmaker[AsyncSession]):
         assert run["finished_at"] in ("2026-01-01T12:00:05Z", "2026-01-01T12:00:05+00:00")  # UTC on both engines
         assert (await http.get("/v1/runs/nope")).status_code == 404
         runs = (await http.get(f"/v1/conversations/{KEY}/runs")).json()
-        assert [r["run_id"] for r in runs] == ["r1", "r2"]
-        messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()
+        assert [r["run_id"] for r in runs["items"]] == ["r1", "r2"] and runs["next_cursor"] is None
+        messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()["items"]
         assert [(m["role"], m["content"]) for m in messages] == [
             ("user", "first question"), ("tool", 'calculator({"expression": "6*7"}) → 42'),
             ("assistant", "first answer"),
             ("user", "second question"), ("tool", 'calculator({"expression": "6*7"}) → 42'),
             ("assistant", "second answer"),
         ]
-        assert (await http.get("/v1/conversations/unknown:x/messages")).json() == []
+        assert (await http.get("/v1/conversations/unknown:x/messages")).json() == {"items": [], "next_cursor": None}

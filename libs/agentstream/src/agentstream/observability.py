@@ -12,9 +12,11 @@ import sys
 from collections.abc import Awaitable, Callable
 
 import structlog
-from fastapi import FastAPI, Response
+from fastapi import Depends, FastAPI, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from agentstream.auth import AUTH_RESPONSES, Authenticator, Principal, Scope, authenticate, requires
 
 ReadyCheck = Callable[[], Awaitable[bool]]
 
@@ -72,10 +74,19 @@ def get_logger(name: str, **bound: object) -> structlog.stdlib.BoundLogger:
 
 
 def http_app(
-    service: str, registry: CollectorRegistry, checks: dict[str, ReadyCheck]
+    service: str, registry: CollectorRegistry, checks: dict[str, ReadyCheck], auth: Authenticator
 ) -> FastAPI:
-    """The operational endpoints; services add their own routes to the returned app."""
-    app = FastAPI(title=f"agentstream {service}", docs_url=None, redoc_url=None)
+    """The operational endpoints; services add their own routes to the returned app.
+
+    Only `/healthz` and `/readyz` answer without a credential: `/metrics` needs the scrape token
+    or a key with `metrics:read`, the OpenAPI document any valid credential.
+    """
+    app = FastAPI(title=f"agentstream {service}", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.auth = auth
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi(_: Principal = Depends(authenticate)) -> JSONResponse:
+        return JSONResponse(app.openapi())
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:
@@ -97,8 +108,8 @@ def http_app(
         body = {"ready": ok, "service": service, "checks": results, "reasons": reasons}
         return JSONResponse(body, status_code=200 if ok else 503)
 
-    @app.get("/metrics", tags=["ops"])
-    async def metrics() -> Response:
+    @app.get("/metrics", tags=["ops"], responses=AUTH_RESPONSES)
+    async def metrics(_: Principal = requires(Scope.METRICS_READ)) -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return app

@@ -14,13 +14,15 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import Body, FastAPI, Header, Request
+from fastapi import Body, Depends, FastAPI, Header, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentstream.auth import Principal, authenticate
 from agentstream.config import Settings
 from agentstream.contracts import InboundMessage
+from agentstream_ingress.identity import PostedMessage, Refused, bind_identity
 from agentstream_ingress.webhooks import slack, telegram
 
 Produce = Callable[[InboundMessage], Awaitable[None]]
@@ -96,10 +98,16 @@ def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
                             status_code=202)
 
     @app.post("/v1/messages", status_code=202, tags=["messages"], response_model=MessageAccepted,
-              responses={413: {"model": Problem}, **errors})
-    async def post_message(msg: InboundMessage) -> JSONResponse:
-        """Send a message as if produced to `inbound`; the answer streams to its reply target."""
-        return await accept(msg)
+              responses={401: {"model": Problem}, 403: {"model": Problem}, 413: {"model": Problem}, **errors})
+    async def post_message(post: PostedMessage, principal: Principal = Depends(authenticate)) -> JSONResponse:
+        """Send a message as if produced to `inbound`; the answer streams to its reply target.
+
+        Who sent it comes from the credential (see docs/ingress.md "Identity"): a `gateway` key relays
+        end users' messages as given; any other key with `messages:write` posts as itself."""
+        bound = bind_identity(post, principal)
+        if isinstance(bound, Refused):
+            return _problem(403, bound.detail)
+        return await accept(bound)
 
     @app.post("/webhooks/telegram/{bot}", tags=["webhooks"],
               responses={401: {"model": Problem}, 404: {"model": Problem}, **errors})

@@ -115,6 +115,7 @@ def rows_for(buf: RunBuffer) -> FlushRows:
         "assistant_id": started.assistant_id if started else (queued.assistant_id if queued else None),
         "connector_id": started.connector_id if started else None,
         "user_id": (started.user_id if started else None) or (queued.user_id if queued else None),
+        "tenant_id": (started.tenant_id if started else None) or (queued.tenant_id if queued else None),
         "status": fin.status, "error": fin.error, "reason": fin.reason, "text": fin.text,
         "prompt_tokens": fin.usage.prompt_tokens, "completion_tokens": fin.usage.completion_tokens,
         "llm_calls": fin.usage.llm_calls, "duration_ms": fin.duration_ms,

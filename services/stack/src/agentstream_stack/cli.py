@@ -27,6 +27,7 @@ from agentstream_stack.cli_support import load_or_exit as _settings
 from agentstream_stack.cli_support import masked as _masked
 from agentstream_stack.client import RunFollower
 from agentstream_stack.embedded import embedded_stack, free_ports
+from agentstream_stack.keys_cli import keys_app
 from agentstream_stack.render import StreamPrinter
 from agentstream_stack.runs_cli import runs_app
 from agentstream_stack.services import build_service
@@ -40,6 +41,7 @@ app.add_typer(db_app, name="db")
 pairing_app = typer.Typer(help="Pairing codes of unknown users (ingress authz).", no_args_is_help=True)
 app.add_typer(pairing_app, name="pairing")
 app.add_typer(runs_app, name="runs")
+app.add_typer(keys_app, name="keys")
 
 
 @app.command()
@@ -186,7 +188,8 @@ async def _print_persisted(persistence_url: str, finished: RunFinished, key: str
         run = resp.json()
         out.print(f"[bold]persisted run[/] {run['run_id']}: status={run['status']} "
                   f"llm_calls={run['llm_calls']} text={run['text']!r}")
-        messages = (await http.get(f"/v1/conversations/{key}/messages")).json()
+        # A fresh demo database: the conversation's messages fit in the first page.
+        messages = (await http.get(f"/v1/conversations/{key}/messages")).json()["items"]
         for m in messages:
             out.print(f"  [dim]{m['role']:>9}[/] {m['content']}")
 

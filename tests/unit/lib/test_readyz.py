@@ -5,6 +5,8 @@ from __future__ import annotations
 import httpx
 from prometheus_client import CollectorRegistry
 
+from agentstream.auth import Authenticator
+from agentstream.config import load_settings
 from agentstream.observability import NotReady, http_app
 
 
@@ -25,7 +27,8 @@ async def _crashes() -> bool:
 
 
 async def _readyz(checks: dict) -> httpx.Response:
-    app = http_app("svc", CollectorRegistry(), checks)
+    settings = load_settings()
+    app = http_app("svc", CollectorRegistry(), checks, Authenticator(settings.auth, settings.database.url))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
         return await http.get("/readyz")
 
@@ -52,6 +55,7 @@ async def test_a_failing_check_carries_its_reason() -> None:
 
 
 async def test_an_exception_names_its_type_never_its_text() -> None:
+    # /readyz answers without a credential, so nothing it says may leak.
     response = await _readyz({"database": _crashes})
     assert response.status_code == 503
     assert response.json()["reasons"] == {"database": "ConnectionRefusedError"}

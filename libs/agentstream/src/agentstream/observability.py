@@ -1,7 +1,8 @@
 """Structured logs (structlog, JSON) and the per-service HTTP surface.
 
 Every service exposes ``/healthz`` (liveness: the process answers; no Kafka),
-``/readyz`` (broker reachable and database answering) and ``/metrics`` (Prometheus).
+``/readyz`` (broker reachable and database answering, plus any check a service adds;
+a failing check may say why) and ``/metrics`` (Prometheus).
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ if TYPE_CHECKING:
     from agentstream.config import Settings
 
 ReadyCheck = Callable[[], Awaitable[bool]]
+
+
+class NotReady(Exception):
+    """Raised by a ready check that fails for a reason worth showing in `/readyz`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 _configured = False
 # Loggers too chatty at INFO; httpx's INFO line is every request URL (a Telegram URL carries the bot token).
@@ -101,13 +110,18 @@ def http_app(
     @app.get("/readyz", tags=["ops"])
     async def readyz() -> JSONResponse:
         results: dict[str, bool] = {}
+        reasons: dict[str, str] = {}
         for name, check in checks.items():
             try:
                 results[name] = bool(await check())
-            except Exception:  # a failing check means "not ready", never a 500
-                results[name] = False
+            except NotReady as err:
+                results[name], reasons[name] = False, err.reason
+            except Exception as err:  # a failing check means "not ready", never a 500
+                # The type only: an exception's text may carry hosts or credentials.
+                results[name], reasons[name] = False, type(err).__name__
         ok = all(results.values())
-        return JSONResponse({"ready": ok, "service": service, "checks": results}, status_code=200 if ok else 503)
+        body = {"ready": ok, "service": service, "checks": results, "reasons": reasons}
+        return JSONResponse(body, status_code=200 if ok else 503)
 
     @app.get("/metrics", tags=["ops"], responses=AUTH_RESPONSES)
     async def metrics(_: Principal = requires(Scope.METRICS_READ)) -> Response:

@@ -32,6 +32,8 @@ ThreadId = Annotated[str, StringConstraints(max_length=200, pattern=NO_CONTROL_C
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID, pattern=NO_CONTROL_CHARS)]
 OptionalIdentifier = Annotated[str, StringConstraints(max_length=MAX_ID, pattern=NO_CONTROL_CHARS)]
 
+DedupeKey = tuple[str, str, str]  # (source, platform, message id)
+
 # Where a message entered (`InboundMessage.source`); none means produced straight to Kafka.
 KAFKA_SOURCE = "kafka"
 API_SOURCE = "api"
@@ -94,6 +96,6 @@ class InboundMessage(Record):
         return conversation_key(self.platform, self.chat_id, self.thread_id)
 
     @property
-    def dedupe_key(self) -> tuple[str, str, str]:
+    def dedupe_key(self) -> DedupeKey:
         """(source, platform, id): a message id is unique per source and platform."""
         return (self.source or KAFKA_SOURCE, self.platform, self.id)

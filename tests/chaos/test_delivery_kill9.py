@@ -21,7 +21,7 @@ from tests.e2e.processes import spawn, stop
 from agentstream.contracts import EventBase, MessageDelta, ReplyTarget, RunFinished, RunStarted
 from agentstream.kafka import create_topics, free_port
 from agentstream.testing.fake_platforms import FakeTelegram
-from agentstream.testing.fixtures import make_test_settings
+from agentstream.testing.fixtures import ADMIN_HEADERS, make_test_settings
 
 pytestmark = pytest.mark.chaos
 
@@ -35,7 +35,7 @@ def answer(i: int) -> str:
 
 
 async def wait_ready(port: int, proc, log) -> None:  # type: ignore[no-untyped-def]
-    async with httpx.AsyncClient(timeout=2) as http, asyncio.timeout(60):
+    async with httpx.AsyncClient(headers=ADMIN_HEADERS, timeout=2) as http, asyncio.timeout(60):
         while True:
             assert proc.poll() is None, log.read_text()
             try:

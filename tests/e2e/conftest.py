@@ -8,6 +8,7 @@ import uuid
 import httpx
 
 from agentstream.contracts import InboundMessage, User
+from agentstream.testing.fixtures import ADMIN_HEADERS
 
 DEMO_ANSWER = "6*7 = 42"
 
@@ -20,7 +21,7 @@ def inbound(text: str = "calculate 6*7", chat: str | None = None, platform: str 
 async def poll_json(url: str, ready, timeout: float = 30.0):
     """GET `url` until `ready(json)` is truthy; returns the json."""
     last = None
-    async with httpx.AsyncClient(timeout=5) as http, asyncio.timeout(timeout):
+    async with httpx.AsyncClient(timeout=5, headers=ADMIN_HEADERS) as http, asyncio.timeout(timeout):
         while True:
             resp = await http.get(url)
             if resp.status_code == 200:

@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from agentstream.testing.fixtures import ADMIN_TOKEN_ENV
+
 AGENTSTREAM = [sys.executable, "-m", "agentstream_stack"]
 
 
 def spawn(args: list[str], env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
-    full_env = {**os.environ, **env}
+    # Every test process accepts the test session's bootstrap admin token (agentstream.testing.fixtures).
+    full_env = {**os.environ, "AGENTSTREAM__AUTH__ADMIN_TOKEN_ENV": ADMIN_TOKEN_ENV, **env}
     with open(log, "wb") as out:
         return subprocess.Popen([*AGENTSTREAM, *args], env=full_env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)

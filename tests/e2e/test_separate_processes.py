@@ -10,7 +10,7 @@ from tests.e2e.processes import spawn, stop
 
 from agentstream.config import SERVICES
 from agentstream.kafka import create_topics, free_port
-from agentstream.testing.fixtures import make_test_settings
+from agentstream.testing.fixtures import ADMIN_HEADERS, make_test_settings
 from agentstream_stack.client import send_and_follow
 
 
@@ -29,7 +29,7 @@ async def test_five_processes_answer_and_persist(kafka_bootstrap, topic_prefix, 
     procs = {name: spawn(["serve", name, "--port", str(ports[name])], env, tmp_path, tmp_path / f"{name}.log")
              for name in SERVICES}
     try:
-        async with httpx.AsyncClient(timeout=5) as http, asyncio.timeout(90):
+        async with httpx.AsyncClient(headers=ADMIN_HEADERS, timeout=5) as http, asyncio.timeout(90):
             for name, port in ports.items():
                 while True:
                     assert procs[name].poll() is None, (tmp_path / f"{name}.log").read_text()

@@ -11,6 +11,7 @@ from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
 
 from agentstream.contracts import DeadLetter, RunFinished, ToolCall, ToolResult
 from agentstream.db import Message, Run, create_engine, session_factory
+from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_stack.client import send_and_follow
 from agentstream_stack.embedded import embedded_stack, free_ports
@@ -72,11 +73,11 @@ async def test_raw_json_from_plain_aiokafka_is_answered_and_persisted(settings_f
         chat = await poll_json(f"{stack.urls['delivery']}/v1/memory/chats/raw-chat",
                                lambda j: any(m["text"] == "2+3 = 5" for m in j["messages"]), timeout=60)
         assert chat["messages"][-1]["text"] == "2+3 = 5"
-        runs = await poll_json(f"{stack.urls['persistence']}/v1/conversations/memory:raw-chat/runs",
-                               lambda j: len(j) == 1)
+        runs = (await poll_json(f"{stack.urls['persistence']}/v1/conversations/memory:raw-chat/runs",
+                                lambda j: len(j["items"]) == 1))["items"]
         assert runs[0]["status"] == "completed" and runs[0]["text"] == "2+3 = 5"
-        msgs = await poll_json(f"{stack.urls['persistence']}/v1/conversations/memory:raw-chat/messages",
-                               lambda j: len(j) >= 2)
+        msgs = (await poll_json(f"{stack.urls['persistence']}/v1/conversations/memory:raw-chat/messages",
+                                lambda j: len(j["items"]) >= 2))["items"]
         assert msgs[0]["role"] == "user" and msgs[0]["content"] == "what is 2+3"
 
 
@@ -101,7 +102,7 @@ async def test_ops_endpoints_and_readyz_fails_without_broker(settings_factory):
     settings = settings_factory()
     async with (
         embedded_stack(settings, start_broker=True, ports=free_ports(), state_file=None) as stack,
-        httpx.AsyncClient(timeout=10) as http,
+        httpx.AsyncClient(headers=ADMIN_HEADERS, timeout=10) as http,
     ):
         for name, url in stack.urls.items():
             assert (await http.get(f"{url}/healthz")).json()["status"] == "ok", name

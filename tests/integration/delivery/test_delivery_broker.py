@@ -28,6 +28,7 @@ from agentstream.contracts import (
 )
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
+from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream_delivery import DeliveryService
 
 pytestmark = pytest.mark.integration
@@ -112,7 +113,7 @@ async def test_run_is_streamed_once_per_segment(settings_factory: Callable[..., 
                 await asyncio.sleep(0.05)
         assert finished == ["run-d"]
 
-        async with httpx.AsyncClient(base_url=host.url(svc.name), timeout=5) as http:
+        async with httpx.AsyncClient(headers=ADMIN_HEADERS, base_url=host.url(svc.name), timeout=5) as http:
             chat = (await http.get(f"/v1/memory/chats/{CHAT}")).json()
             streams = (await http.get("/v1/streams")).json()
         assert chat["chat_id"] == CHAT

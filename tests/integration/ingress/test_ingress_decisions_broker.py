@@ -24,6 +24,7 @@ from agentstream.contracts import (
 from agentstream.db import create_engine, session_factory
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
+from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_ingress import IngressService
 from agentstream_ingress.pairing import ApproveOutcome
@@ -89,7 +90,7 @@ async def test_each_step_decides_and_nothing_else_happens(settings_factory, topi
     slack_event = {"type": "event_callback", "team_id": "T9", "event": {
         "type": "message", "channel": "C9", "user": "U9", "text": "via slack", "ts": "100.1"}}
     host = ServiceHost([svc], "127.0.0.1", {"ingress": free_port()})
-    async with host, httpx.AsyncClient(base_url=host.url("ingress"), timeout=10) as client:
+    async with host, httpx.AsyncClient(headers=ADMIN_HEADERS, base_url=host.url("ingress"), timeout=10) as client:
         async def send(raw: bytes) -> None:
             await produce_raw(bootstrap, t.inbound, raw, key=b"k")
 
@@ -126,7 +127,7 @@ async def test_each_step_decides_and_nothing_else_happens(settings_factory, topi
         assert (await slack_post(client, {**slack_event, "event_id": "x"}, secret="bad")).status_code == 401
         assert (await slack_post(client, slack_event, age=301)).status_code == 401
         bad_body = await client.post("/v1/messages", json={"id": "v2", "platform": "web"})
-        assert bad_body.status_code == 422 and any(e["loc"] == ["body", "chat_id"] for e in bad_body.json()["detail"])
+        assert bad_body.status_code == 422 and any(e["loc"] == ["body", "text"] for e in bad_body.json()["detail"])
 
         # pairing: read the code from the notice, approve it, then the user gets through
         def pairing_notice(rs):  # type: ignore[no-untyped-def]

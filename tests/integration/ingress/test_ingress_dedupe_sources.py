@@ -1,4 +1,5 @@
-"""Dedupe is per source: an id claimed first through the API does not suppress the real
+"""Dedupe is per source: an id claimed first through the API (here by an admin credential, which
+may speak for telegram users) does not suppress the real
 webhook message with that id (on SQLite and PostgreSQL)."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from tests.integration.ingress.test_ingress_decisions_broker import settled
 from agentstream.contracts import RunCommandAdapter, StartRun
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
+from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import read_until
 from agentstream_ingress import IngressService
 
@@ -43,7 +45,7 @@ async def test_an_id_squatted_through_the_api_leaves_the_webhook_message_answere
     host = ServiceHost([svc], "127.0.0.1", {"ingress": free_port()})
     async with host, httpx.AsyncClient(base_url=host.url("ingress"), timeout=10) as client:
         for _ in range(2):  # the API post first, each twice: one run per source
-            assert (await client.post("/v1/messages", json=SQUAT)).status_code == 202
+            assert (await client.post("/v1/messages", json=SQUAT, headers=ADMIN_HEADERS)).status_code == 202
         for _ in range(2):
             r = await client.post("/webhooks/telegram/main", json=UPDATE, headers=TG_SECRET)
             assert r.status_code == 202 and r.json()["message_id"] == "42:9"

@@ -18,6 +18,7 @@ from hypothesis.errors import NonInteractiveExampleWarning
 from agentstream.contracts import DeadLetter, RunCommandAdapter, StartRun
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
+from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import read_until
 from agentstream_ingress import IngressService
 
@@ -76,7 +77,7 @@ async def test_thousand_mixed_records(settings_factory, topics_created):
     bootstrap, t = settings.kafka.bootstrap_servers, svc.topics
     records, valid_ids, bad = corpus()
     host = ServiceHost([svc], "127.0.0.1", {"ingress": free_port()})
-    async with host, httpx.AsyncClient(base_url=host.url("ingress")) as client:
+    async with host, httpx.AsyncClient(headers=ADMIN_HEADERS, base_url=host.url("ingress")) as client:
         from aiokafka import AIOKafkaProducer
 
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap)

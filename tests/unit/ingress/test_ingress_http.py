@@ -9,8 +9,10 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
+from agentstream.auth import Authenticator
 from agentstream.config import load_settings
 from agentstream.contracts import InboundMessage
+from agentstream.testing.fixtures import ADMIN_HEADERS, ADMIN_TOKEN_ENV
 from agentstream_ingress import http
 from agentstream_ingress.openapi import render
 from agentstream_ingress.webhooks import slack
@@ -25,7 +27,7 @@ UPDATE = {"update_id": 1, "message": {"message_id": 3, "from": {"id": 5, "is_bot
 def front(monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("TG_SECRET", "tg-secret")
     monkeypatch.setenv("SLACK_SECRET", "slack-secret")
-    settings = load_settings(ingress={
+    settings = load_settings(auth={"admin_token_env": ADMIN_TOKEN_ENV}, ingress={
         "max_body_bytes": 2048, "publish_timeout_s": 0.2,
         "webhooks": {"telegram": {"main": {"secret_env": "TG_SECRET"}},
                      "slack": {"signing_secret_env": "SLACK_SECRET"}}})
@@ -37,8 +39,9 @@ def front(monkeypatch):  # type: ignore[no-untyped-def]
         produced.append(msg)
 
     app = FastAPI()
+    app.state.auth = Authenticator(settings.auth, "sqlite+aiosqlite:///:memory:")
     http.register(app, settings, produce)
-    return TestClient(app), produced, delay
+    return TestClient(app, headers=ADMIN_HEADERS), produced, delay
 
 
 def test_post_message_accepted(front):
@@ -50,10 +53,10 @@ def test_post_message_accepted(front):
 
 def test_invalid_body_is_422_with_field_errors(front):
     client, produced, _ = front
-    r = client.post("/v1/messages", json={**BODY, "user": 5, "chat_id": None})
+    r = client.post("/v1/messages", json={**BODY, "user": 5, "text": None})
     assert r.status_code == 422
     locs = {tuple(e["loc"]) for e in r.json()["detail"]}
-    assert ("body", "user") in locs and ("body", "chat_id") in locs
+    assert ("body", "user") in locs and ("body", "text") in locs
     assert produced == []
 
 
@@ -84,6 +87,18 @@ def test_a_posted_message_cannot_choose_its_source(front):
     client, produced, _ = front
     r = client.post("/v1/messages", json={**BODY, "source": "webhook:telegram:main"})
     assert r.status_code == 202 and [m.source for m in produced] == ["api"]
+
+
+def test_a_credential_whose_user_id_breaks_the_contract_is_422_not_500(front):
+    from agentstream.auth import Principal, Scope, authenticate
+    from agentstream.auth.principal import CredentialKind
+
+    client, produced, _ = front
+    pinned = Principal(subject="k1", kind=CredentialKind.API_KEY, scopes=frozenset({Scope.MESSAGES_WRITE}),
+                       user_id="u" * 201)  # a valid user id, one too long for the direct chat's id
+    client.app.dependency_overrides[authenticate] = lambda: pinned
+    r = client.post("/v1/messages", json={"text": "hi"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "chat_id"] and produced == []
 
 
 def test_body_size_limit(front):

@@ -18,6 +18,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
+from agentstream.auth import Authenticator
 from agentstream.config import Settings
 from agentstream.contracts import DeadLetter
 from agentstream.db import create_engine, session_factory
@@ -75,10 +76,12 @@ class Service:
             registry=self.registry,
         )
         self._published_by_topic: dict[str, Any] = {}
-        checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
+        # Subclasses may add checks in `setup()`; `/readyz` reads this dict on every request.
+        self.ready_checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
         if self.uses_database:
-            checks["database"] = self._db_ready
-        self.http = http_app(self.name, self.registry, checks)
+            self.ready_checks["database"] = self._db_ready
+        self.auth = Authenticator(settings.auth, settings.database.url)
+        self.http = http_app(self.name, self.registry, self.ready_checks, self.auth)
         self.setup()
 
     # -- to override -------------------------------------------------------------
@@ -103,6 +106,7 @@ class Service:
         if self.uses_database:
             self.engine = create_engine(self.settings.database.url, echo=self.settings.database.echo)
             self.sessions = session_factory(self.engine)
+            self.auth.use_sessions(self.sessions)
         await self.on_start()
         await self.broker.start()
         freeze_startup_objects()
@@ -119,6 +123,7 @@ class Service:
             self.log.warning("broker did not stop in time; abandoning it", timeout_s=STOP_TIMEOUT_S)
         finally:
             await self.on_stop()
+            await self.auth.close()
             if self.engine is not None:
                 await self.engine.dispose()
         self.log.info("service stopped")

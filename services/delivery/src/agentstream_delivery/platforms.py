@@ -16,6 +16,7 @@ import structlog
 
 from agentstream.config import Settings
 from agentstream.config.delivery import PlatformSettings
+from agentstream.secrets_mask import mask_url
 from agentstream_delivery.adapters import (
     DiscordAdapter,
     PlatformAdapter,
@@ -25,6 +26,7 @@ from agentstream_delivery.adapters import (
     WebhookAdapter,
     capabilities_of,
 )
+from agentstream_delivery.adapters.http import HttpAdapter
 from agentstream_delivery.consumer import Cadence
 
 DEFAULT_ENV = {"telegram": "TELEGRAM_BOT_TOKEN", "slack": "SLACK_BOT_TOKEN", "discord": "DISCORD_BOT_TOKEN",
@@ -60,6 +62,8 @@ def build_adapters(settings: Settings, log: structlog.stdlib.BoundLogger) -> lis
             log.warning("platform configured without its credential or url; skipped", platform=name)
             continue
         adapter = _with_overrides(adapter, conf)
+        endpoint = mask_url(adapter.endpoint) if isinstance(adapter, HttpAdapter) else None
+        log.info("platform ready", platform=name, endpoint=endpoint)
         adapters.append(adapter)
     return adapters
 

@@ -14,15 +14,17 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentstream.auth import Principal, authenticate
 from agentstream.config import Settings
 from agentstream.contracts import InboundMessage
 from agentstream.contracts.inbound import api_source
+from agentstream_ingress.identity import PostedMessage, Refused, bind_identity
 from agentstream_ingress.webhooks import InvalidUpdate, slack, telegram
 
 Produce = Callable[[InboundMessage], Awaitable[None]]
@@ -105,6 +107,11 @@ async def _validation_problem(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(ValidationProblem(detail=errors).model_dump(), status_code=422)
 
 
+def _invalid(err: ValidationError) -> JSONResponse:
+    errors = [FieldError(loc=["body", *e["loc"]], msg=e["msg"]) for e in err.errors()]
+    return JSONResponse(ValidationProblem(detail=errors).model_dump(), status_code=422)
+
+
 def _json_object(body: bytes) -> dict[str, Any] | None:
     try:
         payload = json.loads(body)
@@ -137,10 +144,20 @@ def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
                             status_code=202)
 
     @app.post("/v1/messages", status_code=202, tags=["messages"], response_model=MessageAccepted,
-              responses={413: {"model": Problem}, **invalid, **errors})
-    async def post_message(msg: InboundMessage) -> JSONResponse:
-        """Send a message as if produced to `inbound`; the answer streams to its reply target."""
-        return await accept(msg.model_copy(update={"source": api_source()}))  # never the body's own claim
+              responses={401: {"model": Problem}, 403: {"model": Problem}, 413: {"model": Problem}, **invalid,
+                         **errors})
+    async def post_message(post: PostedMessage, principal: Principal = Depends(authenticate)) -> JSONResponse:
+        """Send a message as if produced to `inbound`; the answer streams to its reply target.
+
+        Who sent it comes from the credential (see docs/ingress.md "Identity"): a `gateway` key relays
+        end users' messages as given; any other key with `messages:write` posts as itself."""
+        try:
+            bound = bind_identity(post, principal)
+        except ValidationError as err:  # e.g. a credential's user id too long to be a chat id
+            return _invalid(err)
+        if isinstance(bound, Refused):
+            return _problem(403, bound.detail)
+        return await accept(bound.model_copy(update={"source": api_source()}))  # never the body's own claim
 
     @app.post("/webhooks/telegram/{bot}", tags=["webhooks"], responses={**webhook_errors, **invalid},
               openapi_extra=JSON_OBJECT_BODY)

@@ -154,7 +154,8 @@ class Pipeline:
         return build_start(msg, routed, batch.roles.get(msg.conversation_key), self.settings)  # 9
 
     async def authorize(self, msg: InboundMessage, routed: Routed) -> NoticeDecision | None:
-        verdict = authorize(msg, self.settings.authz.rule_for(msg.platform), routed.profile.authz)
+        bypassed = routed.bypassed.authz if routed.bypassed is not None else None
+        verdict = authorize(msg, self.settings.authz.rule_for(msg.platform), routed.profile.authz, bypassed)
         if verdict is Verdict.ALLOWED:
             return None
         if verdict is Verdict.UNKNOWN:

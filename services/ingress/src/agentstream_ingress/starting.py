@@ -39,5 +39,6 @@ def build_start(msg: InboundMessage, routed: Routed, role_override: str | None, 
     queued = RunQueued(
         id=new_id(), ts=now, run_id=run_id, root_run_id=run_id, conversation_key=key, seq=0,
         assistant_id=assistant, inbound_id=msg.id, reply_target=target, text=msg.text, user_id=msg.user.id,
+        tenant_id=msg.user.tenant_id,
     )
     return StartDecision(message=msg, start=start, queued=queued)

@@ -39,6 +39,9 @@ class SecurityHookSettings(Section):
         default=True, description="Also redact the values of the env vars the settings name (api_key_env, …)."
     )
     env: list[str] = Field(default_factory=list, description="More env var names whose values are secrets.")
+    redact_storage: bool = Field(
+        default=True, description="Persistence stores message and run text redacted the same way (not the raw text)."
+    )
 
 
 class AuditHookSettings(Section):

@@ -20,6 +20,7 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
+from agentstream.config.auth import AuthSettings
 from agentstream.config.core import DatabaseSettings, HttpSettings, KafkaSettings
 from agentstream.config.delivery import HooksSettings, PlatformSettings, RelayRule
 from agentstream.config.ingress import AuthzSettings, IngressSettings, ProfileSettings, RouteSettings
@@ -62,6 +63,7 @@ class Settings(BaseSettings):
     profiles: dict[str, ProfileSettings] = Field(default_factory=dict)
     routes: list[RouteSettings] = Field(default_factory=list)
     authz: AuthzSettings = Field(default_factory=AuthzSettings)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
     ingress: IngressSettings = Field(default_factory=IngressSettings)
     hooks: HooksSettings = Field(default_factory=HooksSettings)
     relay: list[RelayRule] = Field(default_factory=list)

@@ -36,6 +36,7 @@ class RunQueued(EventBase):
     reply_target: ReplyTarget
     text: str = ""
     user_id: str | None = None
+    tenant_id: str | None = Field(default=None, description="The user's tenant (isolation of the read API).")
 
 
 class RunStarted(EventBase):

@@ -1,6 +1,12 @@
 """Database: models (one module per owning area, all on one `Base`), sessions, migrations."""
 
-from agentstream.db import models_delivery, models_ingress, models_persistence, models_runner  # noqa: F401 - register tables
+from agentstream.db import (  # noqa: F401 - register tables
+    models_auth,
+    models_delivery,
+    models_ingress,
+    models_persistence,
+    models_runner,
+)
 from agentstream.db.models import Base, Conversation, Message, Run
 from agentstream.db.session import create_engine, session_factory, upgrade, upgrade_sync
 

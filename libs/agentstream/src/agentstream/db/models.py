@@ -36,6 +36,7 @@ class Run(Base):
     assistant_id: Mapped[str | None] = mapped_column(String(128))
     connector_id: Mapped[str | None] = mapped_column(String(128))
     user_id: Mapped[str | None] = mapped_column(String(256))
+    tenant_id: Mapped[str | None] = mapped_column(String(256), index=True, doc="NULL: the default tenant.")
     status: Mapped[str] = mapped_column(String(32))
     error: Mapped[str | None] = mapped_column(Text)
     reason: Mapped[str | None] = mapped_column(String(64))

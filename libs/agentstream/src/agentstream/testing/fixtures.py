@@ -21,6 +21,12 @@ from agentstream.kafka import EmbeddedBroker, create_topics
 
 PG_ADMIN_URL = os.environ.get("AGENTSTREAM_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
+# Every test stack accepts this bootstrap admin token (`auth.admin_token_env`); services started as
+# separate processes inherit the variable. Tests of the credentials themselves make real API keys.
+ADMIN_TOKEN_ENV = "AGENTSTREAM_TEST_ADMIN_TOKEN"
+ADMIN_TOKEN = os.environ.setdefault(ADMIN_TOKEN_ENV, f"test-admin-{uuid.uuid4().hex}")
+ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
 
 def _pg_available() -> bool:
     try:
@@ -82,7 +88,8 @@ def sqlite_url(tmp_path: Path) -> str:
 def make_test_settings(bootstrap: str, prefix: str, db_url: str, **overrides: Any) -> Settings:
     kafka = {"bootstrap_servers": bootstrap, "topic_prefix": prefix, "embedded": True, "partitions": 2}
     kafka.update(overrides.pop("kafka", {}))
-    return load_settings(kafka=kafka, database={"url": db_url}, **overrides)
+    auth = {"admin_token_env": ADMIN_TOKEN_ENV, **overrides.pop("auth", {})}
+    return load_settings(kafka=kafka, database={"url": db_url}, auth=auth, **overrides)
 
 
 @pytest.fixture
@@ -101,3 +108,15 @@ async def topics_created(kafka_bootstrap: str, topic_prefix: str) -> AsyncIterat
     settings = make_test_settings(kafka_bootstrap, topic_prefix, "sqlite+aiosqlite:///:memory:")
     await create_topics(settings.kafka)
     yield topic_prefix
+
+
+def authed_app() -> Any:
+    """A bare FastAPI app whose routes accept `ADMIN_HEADERS` (for testing one service's routes alone)."""
+    from fastapi import FastAPI
+
+    from agentstream.auth import Authenticator
+
+    app = FastAPI()
+    app.state.auth = Authenticator(load_settings(auth={"admin_token_env": ADMIN_TOKEN_ENV}).auth,
+                                   "sqlite+aiosqlite:///:memory:")
+    return app

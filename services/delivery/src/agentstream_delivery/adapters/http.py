@@ -36,6 +36,11 @@ class HttpAdapter:
             self.capabilities = capabilities
         self.client = httpx.AsyncClient(timeout=timeout)
 
+    @property
+    def endpoint(self) -> str:
+        """Where the platform's API calls go (may carry a credential: log it through `mask_url`)."""
+        return self.api_url
+
     # the PlatformAdapter protocol's plain fields, read from the capabilities
     @property
     def can_edit(self) -> bool:

@@ -86,7 +86,7 @@ def test_422_for_a_body_that_is_not_json_does_not_echo_it(front):
 def test_a_posted_message_cannot_choose_its_source(front):
     client, produced, _ = front
     r = client.post("/v1/messages", json={**BODY, "source": "webhook:telegram:main"})
-    assert r.status_code == 202 and [m.source for m in produced] == ["api"]
+    assert r.status_code == 202 and [m.source for m in produced] == ["api:admin-token"]  # the credential's
 
 
 def test_a_credential_whose_user_id_breaks_the_contract_is_422_not_500(front):

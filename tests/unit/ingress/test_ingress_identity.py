@@ -6,7 +6,7 @@ import pytest
 
 from agentstream.auth import ALL_TENANTS, CredentialKind, Principal, Scope
 from agentstream.contracts import InboundMessage
-from agentstream_ingress.identity import PostedMessage, Refused, bind_identity
+from agentstream_ingress.identity import PostedMessage, Refused, bind_identity, source_of
 
 
 def key(*scopes: Scope, **over: object) -> Principal:
@@ -76,3 +76,10 @@ def test_an_operator_credential_keeps_the_claimed_tenant():
 
 def test_a_key_without_messages_write_cannot_post():
     assert isinstance(bind_identity(post(), key(Scope.CONVERSATIONS_READ)), Refused)
+
+
+def test_each_credential_is_its_own_dedupe_source():
+    assert source_of(key(Scope.MESSAGES_WRITE)) == "api:k1"
+    assert source_of(key(Scope.MESSAGES_WRITE, subject="k2")) == "api:k2"
+    long = source_of(key(Scope.MESSAGES_WRITE, subject="jwt:" + "s" * 300))
+    assert long.startswith("api:h.") and len(long) < 64

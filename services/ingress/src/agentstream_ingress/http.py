@@ -23,8 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agentstream.auth import Principal, authenticate
 from agentstream.config import Settings
 from agentstream.contracts import InboundMessage
-from agentstream.contracts.inbound import api_source
-from agentstream_ingress.identity import PostedMessage, Refused, bind_identity
+from agentstream_ingress.identity import PostedMessage, Refused, bind_identity, source_of
 from agentstream_ingress.webhooks import InvalidUpdate, slack, telegram
 
 Produce = Callable[[InboundMessage], Awaitable[None]]
@@ -157,7 +156,8 @@ def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
             return _invalid(err)
         if isinstance(bound, Refused):
             return _problem(403, bound.detail)
-        return await accept(bound.model_copy(update={"source": api_source()}))  # never the body's own claim
+        # The credential is the source (never the body's claim): one caller cannot dedupe away another's ids.
+        return await accept(bound.model_copy(update={"source": source_of(principal)}))
 
     @app.post("/webhooks/telegram/{bot}", tags=["webhooks"], responses={**webhook_errors, **invalid},
               openapi_extra=JSON_OBJECT_BODY)

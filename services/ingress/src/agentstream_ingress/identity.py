@@ -13,6 +13,7 @@ and a profile may be named only if the credential lists it.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentstream.auth import DEFAULT_TENANT, Principal, Scope
 from agentstream.contracts import Attachment, InboundMessage, User, new_id
-from agentstream.contracts.inbound import ChatId, Identifier, OptionalIdentifier, PlatformName, ThreadId
+from agentstream.contracts.inbound import ChatId, Identifier, OptionalIdentifier, PlatformName, ThreadId, api_source
 
 API_PLATFORM = "api"  # messages of principals that speak for themselves; answers are read from events/persistence
 
@@ -53,6 +54,14 @@ class PostedMessage(BaseModel):
     assistant_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     sent_at: datetime | None = None
+
+
+def source_of(principal: Principal) -> str:
+    """`api:<credential>`: the dedupe namespace of its posts (a long or odd subject, e.g. a JWT's, is hashed)."""
+    subject = principal.subject
+    if len(subject) > 128 or not subject.isprintable():
+        subject = "h." + hashlib.sha256(subject.encode()).hexdigest()[:32]
+    return api_source(subject)
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from tests.chaos.processes import ServiceProcess, service_env
 
-from agentstream.contracts import EventBase, MessageDelta, ReplyTarget, RunFinished, RunStarted
+from agentstream.contracts import DeliveryReceipt, EventBase, MessageDelta, ReplyTarget, RunFinished, RunStarted
 from agentstream.kafka import create_topics, free_port
 from agentstream.testing.fake_platforms import FakeTelegram
 from agentstream.testing.fixtures import ADMIN_HEADERS, make_test_settings
@@ -132,6 +132,23 @@ class DeliveryRig:
                     await asyncio.sleep(0.1)
         except TimeoutError:
             raise AssertionError(f"timed out waiting for {what}") from None
+
+    async def receipts(self) -> list[DeliveryReceipt]:
+        """Every `DeliveryReceipt` published on `deliveries` so far (each ledger transition)."""
+        consumer = AIOKafkaConsumer(
+            f"{self.prefix}deliveries",
+            bootstrap_servers=self.settings.kafka.bootstrap_servers,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await consumer.start()
+        try:
+            out: list[DeliveryReceipt] = []
+            while batch := await consumer.getmany(timeout_ms=1000):
+                out += [DeliveryReceipt.model_validate_json(r.value or b"") for rs in batch.values() for r in rs]
+            return out
+        finally:
+            await consumer.stop()
 
     def ledger_states(self) -> list[str]:
         with sqlite3.connect(self.db_path) as db:

@@ -17,7 +17,7 @@ import asyncio
 import pytest
 from tests.chaos.delivery_rig import CURSOR, TELEGRAM, DeliveryRig, answer, tally
 
-from agentstream.contracts import Notice, ReplyTarget
+from agentstream.contracts import LedgerState, Notice, ReplyTarget
 from agentstream.testing.fake_platforms import FakeTelegram
 
 pytestmark = pytest.mark.chaos
@@ -38,6 +38,8 @@ async def test_send_waiting_behind_429_survives_kill9(kafka_bootstrap, topic_pre
         await rig.until(lambda: all(tg.texts(c) == [answer(i)] for i, c in enumerate(chats)), 30, "every final")
         await asyncio.sleep(0.5)
         await tally(rig, "send behind a 429 (retry_after 4 s), kill -9", {c: answer(i) for i, c in enumerate(chats)})
+        # A call that never left is never reported as "maybe sent".
+        assert not [r for r in await rig.receipts() if r.state == LedgerState.UNKNOWN]
     for chat in chats:
         assert len([c for c in tg.calls_to(chat, "sendMessage") if c.status == 200]) == 1
 

@@ -32,6 +32,7 @@ class HttpAdapter:
                  capabilities: Capabilities | None = None) -> None:
         self.api_url = api_url.rstrip("/")
         self.bot = bot  # the rate-limit budget is per (bot, chat)
+        self.timeout = timeout  # past it a call's outcome is unknown (the late-landing window builds on it)
         if capabilities is not None:
             self.capabilities = capabilities
         self.client = httpx.AsyncClient(timeout=timeout)

@@ -1,6 +1,6 @@
 """delivery ledger: reapply_at, when a message's final text is re-applied after a call of unknown outcome
 
-Revision ID: 0008_ledger_reapply
+Revision ID: 0011
 Revises: 0004
 Create Date: 2026-12-03
 """
@@ -8,7 +8,7 @@ Create Date: 2026-12-03
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0008_ledger_reapply"
+revision = "0011"
 down_revision = "0004"
 branch_labels = None
 depends_on = None

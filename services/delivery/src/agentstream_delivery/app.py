@@ -17,6 +17,7 @@ from prometheus_client import Counter, Gauge
 from pydantic import ValidationError
 from rich.console import Console
 
+from agentstream.auth import WebSessions
 from agentstream.config import Settings
 from agentstream.contracts import (
     DeliveryReceipt,
@@ -85,8 +86,17 @@ class DeliveryService(Service):
         self.broker.subscriber(self.topics.events, **self.subscriber_options(),
                                ack_policy=AckPolicy.MANUAL)(self.on_event)
         add_routes(self.http, self.streams, self.memory)
+        self.web_sessions = WebSessions(self.settings.auth.web)
         if "web" in self.adapters:
-            add_web_routes(self.http, self.web, self._ingress_url())
+            if self.web_sessions.ephemeral:
+                self.log.warning(
+                    "auth.web.secret_env is not set (or its env var is empty): web chat sessions are signed "
+                    "with a random per-process secret; they do not survive a restart or span replicas",
+                    secret_env=self.settings.auth.web.secret_env,
+                )
+            web_conf = self.settings.platforms.get("web")
+            add_web_routes(self.http, self.web, self.web_sessions, self._ingress_url(),
+                           web_conf.api_key_env if web_conf is not None else None)
         if self.hooks.observing:
             # Observers get their own consumer group: they read the same records at their own
             # pace, so a slow hook lags only itself and never holds back a stream.

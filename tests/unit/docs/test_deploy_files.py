@@ -24,7 +24,9 @@ import yaml
 from fastapi import FastAPI
 from pydantic import BaseModel
 
+from agentstream.auth import WebSessions
 from agentstream.config import SERVICES, Settings, load_settings
+from agentstream.config.auth import WebSessionSettings
 from agentstream_delivery.adapters.web import WebAdapter
 from agentstream_delivery.adapters.web_http import add_web_routes
 
@@ -442,7 +444,7 @@ def _routes() -> dict[str, list[str]]:
     """The HTTP paths each public service really serves (ingress: its OpenAPI document)."""
     ingress = list(json.loads((ROOT / "docs" / "openapi-ingress.json").read_text())["paths"])
     app = FastAPI()
-    add_web_routes(app, WebAdapter(), "http://ingress")
+    add_web_routes(app, WebAdapter(), WebSessions(WebSessionSettings()), "http://ingress", None)
     delivery = [route.path for route in app.routes if hasattr(route, "methods")]
     return {"agentstream-ingress": ingress, "agentstream-delivery": delivery}
 

@@ -92,6 +92,7 @@ def test_up_prints_an_admin_key_once_and_a_web_link_every_start(tmp_path):
         assert "/metrics too" in first and "Authorization: Bearer <key>" in first
         admin = {"Authorization": f"Bearer {keys[0]}"}
         assert httpx.get(persistence, headers=admin, timeout=5).status_code == 200
+        assert httpx.get(persistence, timeout=5).status_code == 401
         assert httpx.get(metrics, headers=admin, timeout=5).status_code == 200
         assert httpx.get(metrics, timeout=5).status_code == 401
         link = WEB_LINK.search(first)

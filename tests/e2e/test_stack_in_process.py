@@ -142,5 +142,6 @@ async def test_the_web_link_chats_through_the_whole_stack(settings_factory):
                         frames.append(json.loads(line.removeprefix("data: ")))
                         if frames[-1]["final"] and frames[-1]["text"] == DEMO_ANSWER:
                             break
-        runs = await poll_json(f"{stack.urls['persistence']}/v1/conversations/web:local/runs", lambda j: len(j) == 1)
-        assert runs[0]["status"] == "completed"
+        runs = await poll_json(f"{stack.urls['persistence']}/v1/conversations/web:local/runs",
+                               lambda j: len(j["items"]) == 1)
+        assert runs["items"][0]["status"] == "completed"

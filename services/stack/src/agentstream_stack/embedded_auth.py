@@ -26,6 +26,7 @@ from agentstream.auth.web_sessions import MIN_SECRET_BYTES
 from agentstream.config import Settings
 from agentstream.config.delivery import PlatformSettings
 from agentstream.db import create_engine, session_factory
+from agentstream.secrets_mask import register_secret
 
 ADMIN_KEY_NAME = "embedded-admin"
 WEB_GATEWAY_KEY_NAME = "embedded-web-gateway"
@@ -74,6 +75,7 @@ async def prepare_credentials(
         live = [k for k in await store.list() if k.active]
         if admin_key and not any(k.name == ADMIN_KEY_NAME for k in live):
             creds.new_admin_key = (await store.create(ADMIN_KEY_NAME, {Scope.ADMIN}, tenant_id=ALL_TENANTS)).token
+            register_secret(creds.new_admin_key)
         web = settings.platforms.get(WEB_PLATFORM) or PlatformSettings()
         if not (web.api_key_env and os.environ.get(web.api_key_env)):
             for old in (k for k in live if k.name == WEB_GATEWAY_KEY_NAME):
@@ -83,6 +85,7 @@ async def prepare_credentials(
             )
             name = _env_name("WEB_KEY")
             os.environ[name] = key.token
+            register_secret(key.token)
             creds.env_names.append(name)
             platforms = {**settings.platforms, WEB_PLATFORM: web.model_copy(update={"api_key_env": name})}
             creds.settings = creds.settings.model_copy(update={"platforms": platforms})
@@ -93,6 +96,7 @@ async def prepare_credentials(
         secret = read_or_make_secret(state_dir / WEB_SECRET_FILE) if state_dir else secrets.token_urlsafe(32)
         name = _env_name("WEB_SECRET")
         os.environ[name] = secret
+        register_secret(secret)
         creds.env_names.append(name)
         web_auth = auth.web.model_copy(update={"secret_env": name})
         creds.settings = creds.settings.model_copy(update={"auth": auth.model_copy(update={"web": web_auth})})

@@ -152,7 +152,8 @@ def bodies(credential: Credential, users: list[str], tag: str, n: int) -> list[b
 async def drive(
     url: str, token: str, payloads: list[bytes], concurrency: int, progress: Callable[[int], None] | None = None
 ) -> tuple[float, Counter[int]]:
-    """Post every payload with at most `concurrency` requests in flight; (seconds, status counts)."""
+    """Post every payload with at most `concurrency` requests in flight; (seconds, status counts).
+    A request that got no answer (connection error) is counted under status 0."""
     statuses: Counter[int] = Counter()
     counter = itertools.count()
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
@@ -161,8 +162,13 @@ async def drive(
 
         async def worker() -> None:
             while (i := next(counter)) < len(payloads):
-                response = await client.post("/v1/messages", content=payloads[i])
-                statuses[response.status_code] += 1
+                try:
+                    response = await client.post("/v1/messages", content=payloads[i])
+                except httpx.TransportError as err:  # counted, and reported as a failure
+                    print(f"  request {i}: {type(err).__name__} {err}", file=sys.stderr, flush=True)
+                    statuses[0] += 1
+                else:
+                    statuses[response.status_code] += 1
                 if progress is not None:
                     progress(sum(statuses.values()))
 

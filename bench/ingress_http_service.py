@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from agentstream.auth import Principal, authenticate
 from agentstream.config import load_settings
@@ -19,6 +19,16 @@ from agentstream.host import ServiceHost, install_stop_signals
 from agentstream.kafka import create_topics
 from agentstream.observability import configure_logging
 from agentstream_ingress import IngressService
+
+
+def as_dependency(principal: Principal) -> Callable[[], Awaitable[Principal]]:
+    """An *async* dependency, like `authenticate`: FastAPI runs a plain function (a `lambda`) in its
+    thread pool, a hop that costs more than checking a key and would flatter the authenticated side."""
+
+    async def fixed_principal() -> Principal:
+        return principal
+
+    return fixed_principal
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             await create_topics(settings.kafka)
         svc = IngressService(settings)
         if fixed is not None:
-            svc.http.dependency_overrides[authenticate] = lambda: fixed
+            svc.http.dependency_overrides[authenticate] = as_dependency(fixed)
         async with ServiceHost([svc], args.host, {"ingress": args.port}):
             await stop.wait()
 

@@ -190,7 +190,7 @@ def _progress(label: str, n: int) -> Callable[[int], None]:
 @asynccontextmanager
 async def _ingress(config: dict[str, Any], fixed: Principal | None) -> AsyncIterator[ServiceProcess]:
     command = [SERVICE_SCRIPT] + (["--fixed-principal", fixed.model_dump_json()] if fixed is not None else [])
-    async with ServiceProcess("ingress", config, command=command) as svc:
+    async with ServiceProcess("ingress", config, command=command, ready_timeout_s=180.0) as svc:
         yield svc
 
 
@@ -219,18 +219,10 @@ async def measure_http(
         file=sys.stderr,
     )
     async with AsyncExitStack() as stack:
-        procs = dict(
-            zip(
-                sides,
-                await asyncio.gather(
-                    *(
-                        stack.enter_async_context(_ingress(s.model_dump(mode="json"), None if auth else key.principal))
-                        for auth, s in sides.items()
-                    )
-                ),
-                strict=True,
-            )
-        )
+        procs: dict[bool, ServiceProcess] = {}
+        for auth, settings in sides.items():  # one after the other: two group joins at once can stall
+            fixed = None if auth else key.principal
+            procs[auth] = await stack.enter_async_context(_ingress(settings.model_dump(mode="json"), fixed))
         for auth, svc in procs.items():  # connections, key cache, pools and the consumer warm
             warm = bodies(credential, users, f"warm-{auth}", min(warmup, requests))
             _, statuses = await drive(svc.url, key.token, warm, concurrency)

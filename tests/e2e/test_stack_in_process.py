@@ -73,11 +73,11 @@ async def test_raw_json_from_plain_aiokafka_is_answered_and_persisted(settings_f
         chat = await poll_json(f"{stack.urls['delivery']}/v1/memory/chats/raw-chat",
                                lambda j: any(m["text"] == "2+3 = 5" for m in j["messages"]), timeout=60)
         assert chat["messages"][-1]["text"] == "2+3 = 5"
-        runs = await poll_json(f"{stack.urls['persistence']}/v1/conversations/memory:raw-chat/runs",
-                               lambda j: len(j) == 1)
+        runs = (await poll_json(f"{stack.urls['persistence']}/v1/conversations/memory:raw-chat/runs",
+                                lambda j: len(j["items"]) == 1))["items"]
         assert runs[0]["status"] == "completed" and runs[0]["text"] == "2+3 = 5"
-        msgs = await poll_json(f"{stack.urls['persistence']}/v1/conversations/memory:raw-chat/messages",
-                               lambda j: len(j) >= 2)
+        msgs = (await poll_json(f"{stack.urls['persistence']}/v1/conversations/memory:raw-chat/messages",
+                                lambda j: len(j["items"]) >= 2))["items"]
         assert msgs[0]["role"] == "user" and msgs[0]["content"] == "what is 2+3"
 
 

@@ -29,6 +29,68 @@ def test_inbound_missing_chat_id_names_field():
     assert any(e["loc"] == ("chat_id",) for e in err.value.errors())
 
 
+INBOUND = {"id": "m1", "platform": "web", "chat_id": "c1", "user": {"id": "u1"}, "text": "hi"}
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("chat_id",), {"a": 1}),
+        (("chat_id",), 42),
+        (("chat_id",), True),
+        (("id",), 4.2),
+        (("id",), [1]),
+        (("thread_id",), {"a": 1}),
+        (("user", "id"), 5),
+        (("user", "team_id"), ["t"]),
+        (("user", "tenant_id"), 1),
+        (("source",), {"a": 1}),
+        (("id",), "x" * 257),
+        (("chat_id",), "c" * 201),
+        (("thread_id",), "t" * 201),
+        (("platform",), "p" * 65),
+        (("user", "id"), "u" * 257),
+        (("user", "team_id"), "t" * 257),
+        (("user", "tenant_id"), "t" * 257),
+        (("id",), "m\n1"),
+        (("chat_id",), "c\x00"),
+        (("thread_id",), "\x1b[31m"),
+        (("user", "id"), "u\x7f"),
+        (("user", "team_id"), "t\u0085"),
+        (("platform",), "web\t"),
+        (("source",), "api\r"),
+    ],
+)
+def test_inbound_ids_are_bounded_strings_without_control_characters(path, value):
+    raw = json.loads(json.dumps(INBOUND))
+    target = raw
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(ValidationError) as err:
+        InboundMessage.model_validate_json(json.dumps(raw))
+    assert [e["loc"] for e in err.value.errors()] == [path]
+
+
+def test_inbound_longest_ids_make_a_conversation_key_within_512():
+    msg = InboundMessage.model_validate(
+        {
+            **INBOUND,
+            "platform": "p" * 64,
+            "chat_id": "c" * 200,
+            "thread_id": "t" * 200,
+            "id": "i" * 256,
+            "user": {"id": "u" * 256, "name": "Zoë\n"},
+        }
+    )
+    assert len(msg.conversation_key) <= 512
+
+
+def test_inbound_dedupe_key_counts_no_source_as_kafka():
+    assert InboundMessage.model_validate(INBOUND).dedupe_key == ("kafka", "web", "m1")
+    assert InboundMessage.model_validate({**INBOUND, "source": "api"}).dedupe_key == ("api", "web", "m1")
+
+
 def test_conversation_key_with_thread():
     assert conversation_key("slack", "C1", "T9") == "slack:C1:T9"
     assert conversation_key("slack", "C1") == "slack:C1"

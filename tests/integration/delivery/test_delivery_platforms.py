@@ -99,7 +99,7 @@ async def test_telegram_split_by_utf16_and_fences_balanced():
     assert tg.count(400) == 0  # nothing too long was ever attempted
 
 
-# -- acceptance 6: "not modified" is success; a timed-out send is never resent ------------------
+# -- acceptance 6: "not modified" is success; a timed-out send still gets its final ------------------
 async def test_not_modified_never_breaks_a_stream():
     async with FakeTelegram() as tg:
         tg.fail_next("editMessageText", Failure(400, {"ok": False, "error_code": 400, "description":
@@ -114,15 +114,17 @@ async def test_not_modified_never_breaks_a_stream():
     assert tg.texts("-5") == [answer]
 
 
-async def test_timed_out_send_is_unknown_and_not_resent():
+async def test_timed_out_send_is_unknown_and_the_segment_still_gets_its_final():
     ledger = MemoryLedger()
+    answer = "Hello there, a send that times out."
     async with FakeTelegram() as tg:
-        tg.fail_next("sendMessage", Failure(200, {"ok": True, "result": {"message_id": 1}}, delay_s=1.5, apply=True))
+        tg.lose_answer("sendMessage", 1.5)  # the preview is posted; its answer comes too late
         a = actor(TelegramAdapter(tg.token, api_url=tg.url, timeout=0.5), "-6", ledger=ledger)
-        await stream(a, [*deltas("Hello there, a send that times out."), Finish("completed")], pause=0.02)
-        await asyncio.sleep(1.2)  # the fake finishes the slow request: the message did land
-    assert len(tg.calls_to("-6", "sendMessage")) == 1
-    assert [e.state for e in ledger.rows.values()] == ["unknown"]
+        await stream(a, [*deltas(answer), Finish("completed")], pause=0.02)
+    sends = tg.calls_to("-6", "sendMessage")
+    assert len(sends) == 2  # the final went out as a new message
+    assert tg.texts("-6") == [sends[0].body["text"], answer]  # at worst the orphan preview stays above it
+    assert [e.state for e in ledger.rows.values()] == ["sent"]
 
 
 # -- acceptance 7: drafts in private chats ------------------------------------------------------

@@ -28,6 +28,7 @@ from agentstream.contracts import (
 )
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
+from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream_persistence import PersistenceService
 
 pytestmark = pytest.mark.integration
@@ -99,7 +100,7 @@ async def test_run_is_persisted_once(db_url: str, settings_factory: Callable[...
     first = run_events("run-1", "calculate 6*7", "6*7 = 42")
     await publish(settings, [b"{not json", *first])
     async with ServiceHost([svc], "127.0.0.1", {svc.name: port}) as host, \
-            httpx.AsyncClient(base_url=host.url(svc.name), timeout=5) as http:
+            httpx.AsyncClient(headers=ADMIN_HEADERS, base_url=host.url(svc.name), timeout=5) as http:
         run = await wait_for_run(http, "run-1")
         assert (run["status"], run["text"], run["assistant_id"], run["connector_id"], run["user_id"]) == (
             "completed", "6*7 = 42", "default", "demo", "u1")
@@ -111,17 +112,17 @@ async def test_run_is_persisted_once(db_url: str, settings_factory: Callable[...
             ("assistant", "Let me calculate.", None),
             ("assistant", "6*7 = 42", None),
         ]
-        messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()
+        messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()["items"]
         assert [(m["role"], m["content"], m["name"]) for m in messages] == expected
 
         # The same stream again (a re-delivery), then a sentinel run on the same partition:
         # once the sentinel is stored, the duplicate was processed before it.
         await publish(settings, first + run_events("run-2", "and 1+1?", "1+1 = 2"))
         await wait_for_run(http, "run-2")
-        messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()
+        messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()["items"]
         assert [(m["role"], m["content"], m["name"]) for m in messages][:4] == expected
         assert len(messages) == 8
-        runs = (await http.get(f"/v1/conversations/{KEY}/runs")).json()
+        runs = (await http.get(f"/v1/conversations/{KEY}/runs")).json()["items"]
         assert [r["run_id"] for r in runs] == ["run-1", "run-2"]
         assert len(svc.buffers) == 0
     [letter] = await read_dlq(settings)

@@ -28,6 +28,7 @@ from agentstream.contracts import (
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fake_openai import FakeOpenAI
+from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_persistence import PersistenceService
 from agentstream_runner import AgentRunnerService
@@ -73,7 +74,7 @@ async def test_interrupt_saves_a_checkpoint_and_resume_continues_without_repeati
                          text="what is 6*7?", reply_target=ReplyTarget(platform="web", chat_id="resume-1"))
         ports = {s.name: free_port() for s in (runner, tools, persistence)}
         async with ServiceHost([runner, tools, persistence], "127.0.0.1", ports) as host, \
-                httpx.AsyncClient(base_url=host.url(persistence.name), timeout=5) as http:
+                httpx.AsyncClient(headers=ADMIN_HEADERS, base_url=host.url(persistence.name), timeout=5) as http:
             await produce_raw(bootstrap, t.runs, start.to_json(), key=KEY.encode())
             await read_until(bootstrap, t.events, has_delta, timeout=30)
             await asyncio.sleep(0.3)  # a few slow tokens out
@@ -89,7 +90,7 @@ async def test_interrupt_saves_a_checkpoint_and_resume_continues_without_repeati
 
             run = (await poll(http, f"/v1/runs/{start.run_id}", lambda r: r.status_code == 200)).json()
             assert run["status"] == "interrupted"
-            messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()
+            messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()["items"]
             partial = [m["content"] for m in messages if m["role"] == "assistant"]
             assert len(partial) == 1 and SLOW_TEXT.startswith(partial[0]) and 0 < len(partial[0]) < len(SLOW_TEXT)
             checkpoint = (await poll(http, f"/v1/runs/{start.run_id}/resume-steps",
@@ -109,7 +110,7 @@ async def test_interrupt_saves_a_checkpoint_and_resume_continues_without_repeati
             await poll(http, f"/v1/runs/{start.run_id}/resume-steps", lambda r: r.status_code == 404)
             run = (await http.get(f"/v1/runs/{start.run_id}")).json()
             assert (run["status"], run["text"]) == ("completed", "It is 42.")
-            messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()
+            messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()["items"]
             assert [m["role"] for m in messages] == ["user", "tool", "assistant", "assistant"]
             assert messages[-1]["content"] == "It is 42."
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
@@ -34,10 +35,13 @@ from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import Topics, free_port
 from agentstream.testing.fake_openai import FakeOpenAI
+from agentstream.testing.fixtures import ADMIN_HEADERS, authed_app
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_persistence import PersistenceService
+from agentstream_persistence.api import add_routes
 from agentstream_persistence.checkpoint import CheckpointRows
 from agentstream_persistence.flush import write_run
+from agentstream_persistence.pages import MAX_PAGE_SIZE
 from agentstream_persistence.rows import FlushRows
 from agentstream_runner import AgentRunnerService
 from agentstream_stack.cli import app
@@ -118,7 +122,7 @@ async def test_list_and_show_read_what_persistence_stored(db_url: str) -> None:
 
     listed = await cli("runs", "list", "--json", env=env)
     assert listed.exit_code == 0, listed.output
-    runs = json.loads(listed.output)
+    runs = json.loads(listed.output)["items"]
     assert [(r["run_id"], r["status"], r["checkpoint"]) for r in runs] == [
         ("run-stop-3", "interrupted", True), ("run-fail-2", "failed", True), ("run-done-1", "completed", False),
         (long_id, "completed", False)]
@@ -127,7 +131,7 @@ async def test_list_and_show_read_what_persistence_stored(db_url: str) -> None:
     async def ids(*args: str) -> list[str]:
         result = await cli("runs", "list", "--json", *args, env=env)
         assert result.exit_code == 0, result.output
-        return [r["run_id"] for r in json.loads(result.output)]
+        return [r["run_id"] for r in json.loads(result.output)["items"]]
 
     assert await ids("--status", "failed") == ["run-fail-2"]
     assert await ids("--status", "failed", "--status", "completed") == ["run-fail-2", "run-done-1", long_id]
@@ -173,6 +177,67 @@ async def test_list_and_show_read_what_persistence_stored(db_url: str) -> None:
     assert unknown.exit_code == 1 and "unknown run no-such-run" in unknown.output
     ambiguous = await cli("runs", "show", "run-", env=env)
     assert ambiguous.exit_code == 1 and "matches several runs" in ambiguous.output
+
+
+async def test_list_pages_with_cursors_shared_with_the_read_api(db_url: str) -> None:
+    """Five runs, three ending at the same instant, read two at a time; a run stored between two
+    pages; the table's `more:` line; the same cursors as persistence's `GET /v1/runs`."""
+    await store(db_url, *[rows(f"run-{i}", KEY_A if i % 2 else KEY_B, "failed" if i == 2 else "completed",
+                               T0 + timedelta(minutes=min(i, 3)), reason="runner_lost" if i == 2 else None)
+                          for i in range(5)])
+    newest_first = ["run-4", "run-3", "run-2", "run-1", "run-0"]  # 2, 3 and 4 end together: by id, descending
+    env = {"AGENTSTREAM__DATABASE__URL": db_url}
+
+    async def listed(*args: str) -> dict[str, Any]:
+        result = await cli("runs", "list", "--json", *args, env=env)
+        assert result.exit_code == 0, result.output
+        body: dict[str, Any] = json.loads(result.output)
+        assert set(body) == {"items", "next_cursor"}
+        return body
+
+    first = await listed("--limit", "2")
+    assert [r["run_id"] for r in first["items"]] == newest_first[:2] and first["next_cursor"]
+    await store(db_url, rows("run-9", KEY_A, "completed", T0 + timedelta(hours=1)))  # newer: not on later pages
+    seen, cursor = [r["run_id"] for r in first["items"]], first["next_cursor"]
+    while cursor is not None and len(seen) <= len(newest_first):  # bounded: a repeating page cannot loop
+        page = await listed("--limit", "2", "--cursor", cursor)
+        seen += [r["run_id"] for r in page["items"]]
+        cursor = page["next_cursor"]
+    assert seen == newest_first
+    assert (await listed("--limit", "6"))["next_cursor"] is None  # all six on one page: no cursor
+
+    # The same order and cursors as persistence's read API over HTTP.
+    engine = create_engine(db_url)
+    api = authed_app()
+    add_routes(api, lambda: session_factory(engine))
+    try:
+        async with httpx.AsyncClient(headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=api), base_url="http://t") as http:
+            over_http = (await http.get("/v1/runs", params={"limit": 3})).json()
+            from_cli = await listed("--limit", "3")
+            assert over_http["items"] == [{k: v for k, v in r.items() if k != "checkpoint"} for r in from_cli["items"]]
+            assert over_http["next_cursor"] == from_cli["next_cursor"]
+            rest = (await http.get("/v1/runs", params={"cursor": from_cli["next_cursor"]})).json()
+            assert [r["run_id"] for r in rest["items"]] == newest_first[2:]
+    finally:
+        await engine.dispose()
+
+    failed = await listed("--status", "failed", "--limit", "1")
+    assert [r["run_id"] for r in failed["items"]] == ["run-2"] and failed["next_cursor"] is None
+
+    table = await cli("runs", "list", "--limit", "2", env=env)
+    assert table.exit_code == 0, table.output
+    [more] = [ln for ln in table.output.splitlines() if ln.startswith("more: --cursor ")]
+    after_table = await listed("--limit", "2", "--cursor", more.removeprefix("more: --cursor "))
+    assert [r["run_id"] for r in after_table["items"]] == newest_first[1:3]  # run-9 came first in the table
+    last = await cli("runs", "list", "--limit", "10", env=env)
+    assert last.exit_code == 0 and "more:" not in last.output
+
+    for bad in ("not-a-cursor", from_cli["items"][0]["run_id"], "", "eyJ4IjoxfQ"):
+        refused = await cli("runs", "list", "--cursor", bad, env=env)
+        assert refused.exit_code == 2 and "invalid cursor" in refused.output, (bad, refused.output)
+    too_many = await cli("runs", "list", "--limit", str(MAX_PAGE_SIZE + 1), env=env)
+    assert too_many.exit_code == 2 and f"less than or equal to {MAX_PAGE_SIZE}" in too_many.output, too_many.output
+    assert (await cli("runs", "list", "--limit", str(MAX_PAGE_SIZE), env=env)).exit_code == 0
 
 
 def test_list_says_when_the_database_is_missing_or_not_migrated(db_url: str) -> None:
@@ -255,7 +320,7 @@ async def test_resume_follows_an_interrupted_run_to_completion(settings_factory,
             assert [s["step_type"] for s in before["checkpoint"]["steps"]] == ["llm", "tool"]
 
             listed = json.loads((await cli("runs", "list", "--resumable", "--json", env=env)).output)
-            assert [r["run_id"] for r in listed] == [run_id]
+            assert [r["run_id"] for r in listed["items"]] == [run_id] and listed["next_cursor"] is None
 
             # The real entry point, as from a terminal: a process of its own.
             proc = await asyncio.create_subprocess_exec(

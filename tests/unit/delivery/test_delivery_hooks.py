@@ -193,7 +193,7 @@ async def test_transforms_run_in_order_and_failures_pass_text_through() -> None:
     chain = TransformChain(hooks, None, metrics, LOG, budget_s=0.05)
     t0 = time.perf_counter()
     assert await chain("hi", CTX) == "HI…"
-    assert time.perf_counter() - t0 < 0.5  # the budget holds even for a blocking sync hook
+    assert time.perf_counter() - t0 < 0.9  # under the blocking hook's 1 s: the budget holds (loose: a loaded 2-core CI)
     for name, outcome in [("broken", "error"), ("too_slow", "timeout"), ("blocking", "timeout"),
                           ("not_text", "error"), ("shout", "ok")]:
         assert metrics.calls.labels(name, "transform", outcome)._value.get() == 1, name

@@ -11,7 +11,7 @@ import structlog
 from rich.console import Console
 
 from agentstream.config import load_settings
-from agentstream.contracts import MessageDelta, ReplyTarget, RunFinished, RunStarted
+from agentstream.contracts import LedgerState, MessageDelta, ReplyTarget, RunFinished, RunStarted
 from agentstream.kafka.offsets import CommitPoints
 from agentstream_delivery import DeliveryService
 from agentstream_delivery.adapters import MemoryAdapter
@@ -116,11 +116,11 @@ async def test_resumed_stream_edits_the_posted_message_instead_of_posting_again(
     assert ledger.rows[("memory", "c1", "r1", 0)].landed("Hello world")
 
 
-async def test_unknown_send_is_never_resent_after_restart():
+async def test_send_cut_off_by_a_crash_is_unknown_and_the_final_goes_out_as_a_new_message():
     memory = MemoryAdapter()
     ledger = MemoryLedger()
     scope = LedgerScope("memory", "c1", "r1", "memory:c1")
-    await ledger.record(scope, LedgerEntry(0, "sending", None, 5, sha256("Hi ▉")))  # cut off by kill -9
+    await ledger.record(scope, LedgerEntry(0, LedgerState.SENDING, None, 5, sha256("Hi ▉")))  # cut off by kill -9
     a = StreamActor(StreamKey.of("r1", TARGET), TARGET, memory, Cadence(edit_interval=0.01),
                     structlog.get_logger("test"), ledger=ledger, conversation_key="memory:c1")
     a.start()
@@ -128,8 +128,23 @@ async def test_unknown_send_is_never_resent_after_restart():
     a.feed(Finish("completed"))
     assert a.task is not None
     await asyncio.wait_for(a.task, 2)
-    assert memory.messages("c1") == []
-    assert ledger.rows[("memory", "c1", "r1", 0)].state == "unknown"
+    assert [m.text for m in memory.messages("c1")] == ["Hi there"]  # the segment is not lost
+    assert ledger.rows[("memory", "c1", "r1", 0)].landed("Hi there")
+
+
+async def test_pending_row_never_left_and_is_sent_after_restart():
+    memory = MemoryAdapter()
+    ledger = MemoryLedger()
+    scope = LedgerScope("memory", "c1", "r1", "memory:c1")
+    await ledger.record(scope, LedgerEntry(0, LedgerState.PENDING))  # waited behind a 429 when killed
+    a = StreamActor(StreamKey.of("r1", TARGET), TARGET, memory, Cadence(edit_interval=0.01),
+                    structlog.get_logger("test"), ledger=ledger, conversation_key="memory:c1")
+    a.start()
+    a.feed(Finish("completed", text="The whole answer"))
+    assert a.task is not None
+    await asyncio.wait_for(a.task, 2)
+    assert [m.text for m in memory.messages("c1")] == ["The whole answer"]
+    assert {e.state for e in ledger.rows.values()} == {LedgerState.SENT}
 
 
 # -- stale runs in the service ------------------------------------------------------------------

@@ -125,7 +125,7 @@ async def test_events_without_run_started_are_ignored():
 async def test_notice_is_a_standalone_message():
     svc = service()
     await svc.handle(Notice(**ids(0), text="Your message could not be processed", reply_target=TARGET))
-    [msg] = svc.memory.messages("c1")
+    [msg] = await svc.memory.wait_for_final("c1", timeout=2)
     assert msg.text == "Your message could not be processed" and msg.final and msg.edits == 0
 
 

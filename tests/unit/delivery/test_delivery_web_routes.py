@@ -33,3 +33,11 @@ async def test_forwarder_reports_an_unreachable_ingress_and_validates_bodies() -
         empty = await http.post("/v1/web/chat-1/messages", json={"text": ""})
     assert down.status_code == 502 and "ingress unreachable" in down.json()["detail"]
     assert empty.status_code == 422
+
+
+async def test_forwarder_refuses_ids_the_inbound_contract_refuses() -> None:
+    async with client(f"http://127.0.0.1:{free_port()}") as http:  # nothing listens: a 422 never got that far
+        long_chat = await http.post(f"/v1/web/{'c' * 201}/messages", json={"text": "hi"})
+        control = await http.post("/v1/web/chat-1/messages", json={"text": "hi", "user_id": "u\u0007"})
+    assert long_chat.status_code == 422 and "chat_id" in long_chat.json()["detail"]
+    assert control.status_code == 422 and control.json()["detail"].startswith("id: String should match pattern")

@@ -13,7 +13,7 @@ from agentstream_ingress.pairing import Issue, IssueOutcome
 
 @dataclass
 class FakePorts:
-    seen: set[tuple[str, str]] = field(default_factory=set)
+    seen: set[tuple[str, str, str]] = field(default_factory=set)
     paired: set[tuple[str, str]] = field(default_factory=set)
     issued: list[tuple[str, str, str]] = field(default_factory=list)
     roles: dict[str, str | None] = field(default_factory=dict)

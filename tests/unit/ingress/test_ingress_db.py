@@ -1,9 +1,10 @@
 """The ingress tables on SQLite and PostgreSQL: dedupe, pairing, conversation memory."""
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from agentstream.config.ingress import PairingSettings
 from agentstream.contracts import InboundMessage
@@ -24,11 +25,38 @@ async def sessions(db_url):  # type: ignore[no-untyped-def]
     await engine.dispose()
 
 
-async def test_dedupe_records_each_platform_id_once(sessions):
+async def test_dedupe_records_each_source_platform_id_once(sessions):
     store = IngressStore(sessions)
-    assert await store.first_sightings([("telegram", "1:5"), ("telegram", "1:5")]) == {("telegram", "1:5")}
-    assert await store.first_sightings([("telegram", "1:5"), ("slack", "1:5")]) == {("slack", "1:5")}
+    tg, api = ("webhook:telegram:main", "telegram", "1:5"), ("api", "telegram", "1:5")
+    assert await store.first_sightings([api, api]) == {api}
+    assert await store.first_sightings([tg, api, ("api", "slack", "1:5")]) == {tg, ("api", "slack", "1:5")}
+    assert await store.first_sightings([tg, ("kafka", "telegram", "1:5")]) == {("kafka", "telegram", "1:5")}
     assert await store.first_sightings([]) == set()
+
+
+async def test_dedupe_migration_keeps_old_rows_as_source_kafka(db_url):
+    from alembic import command
+
+    from agentstream.db.session import alembic_config
+
+    await upgrade(db_url, "0006")
+    engine = create_engine(db_url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text("INSERT INTO inbound_dedupe (platform, message_id, received_at)"
+                                    " VALUES ('telegram', '1:5', :at)"), {"at": T0})
+        await upgrade(db_url)
+        store = IngressStore(session_factory(engine))
+        old, api = ("kafka", "telegram", "1:5"), ("api", "telegram", "1:5")
+        assert await store.first_sightings([old, api]) == {api}  # the old row now belongs to `kafka`
+        await asyncio.to_thread(command.downgrade, alembic_config(db_url), "0008-1")
+        async with engine.connect() as conn:  # both sightings collapse into the one (platform, id) row
+            rows = (await conn.execute(text("SELECT platform, message_id FROM inbound_dedupe"))).all()
+        assert [tuple(r) for r in rows] == [("telegram", "1:5")]
+        await upgrade(db_url)
+        assert await store.first_sightings([old, api]) == {api}
+    finally:
+        await engine.dispose()
 
 
 async def test_pairing_issue_expiry_rate_limit_and_approval(sessions):

@@ -44,6 +44,10 @@ def test_invalid_utf8_oversized_fields_and_huge_text():
     valid = json.dumps(VALID).replace('"hi"', '"h\xffi"').encode("latin-1")
     assert isinstance(parse(valid), DeadLetterDecision)
     long_id = parse(json.dumps({**VALID, "id": "x" * 257}).encode())
-    assert isinstance(long_id, DeadLetterDecision) and "id: longer than 256" in long_id.error
+    assert isinstance(long_id, DeadLetterDecision) and "id: String should have at most 256" in long_id.error
+    long_chat = parse(json.dumps({**VALID, "chat_id": "c" * 201}).encode())
+    assert isinstance(long_chat, DeadLetterDecision) and long_chat.notify is None  # no notice to a bogus chat
+    control = parse(json.dumps({**VALID, "user": {"id": "u\u0007"}}).encode())
+    assert isinstance(control, DeadLetterDecision) and "user.id" in control.error and control.notify is not None
     huge = parse(json.dumps({**VALID, "text": "x" * 1001}).encode(), 1000)
     assert isinstance(huge, DeadLetterDecision) and huge.notify is not None

@@ -62,6 +62,17 @@ async def test_the_same_message_twice_is_dropped(ports, raw):
     assert len(ports.started) == 2
 
 
+async def test_ids_are_deduped_per_source(ports, raw):
+    p = pipeline(ports)
+    assert isinstance(await p.decide(raw(id="42:9", source="api")), StartDecision)  # a squatter first
+    assert isinstance(await p.decide(raw(id="42:9", source="webhook:telegram:main")), StartDecision)
+    assert isinstance(await p.decide(raw(id="42:9")), StartDecision)  # straight from Kafka: source "kafka"
+    assert await p.decide(raw(id="42:9", source="kafka")) == DropDecision(DropReason.DUPLICATE)
+    assert await p.decide(raw(id="42:9", source="webhook:telegram:main")) == DropDecision(DropReason.DUPLICATE)
+    assert ports.seen == {("api", "telegram", "42:9"), ("webhook:telegram:main", "telegram", "42:9"),
+                          ("kafka", "telegram", "42:9")}
+
+
 @pytest.mark.parametrize("over", [{"metadata": {"origin": "agentstream"}}, {"user": {"id": "bot-7"}}])
 async def test_self_echo_is_dropped(ports, raw, over):
     p = pipeline(ports, authz={"bot_user_ids": {"telegram": ["bot-7"]}})

@@ -81,3 +81,20 @@ def test_token_bucket_refills_over_time():
     now[0] = 1.6
     assert limiter.allow("p", "u") and not limiter.allow("p", "u")
     assert RateLimiter(RateLimitSettings(enabled=False, capacity=1)).allow("p", "u")
+
+
+def test_naming_another_profile_keeps_the_routed_profiles_deny_list():
+    profiles = {"default": {"authz": {"deny_users": ["mallory"]}}, "open": {"authz": {"allow_all": True}}}
+    settings = load_settings(profiles=profiles, authz={"default": {"allow_all": False}})
+    named = msg(user={"id": "mallory"}, profile="open")
+    routed = route(named, settings)
+    assert routed.name == "open" and routed.bypassed is not None
+    verdict = authorize(named, settings.authz.rule_for(named.platform), routed.profile.authz, routed.bypassed.authz)
+    assert verdict is Verdict.DENIED
+    # the bypassed profile's allows do not count; the named profile's do
+    alice = msg(user={"id": "alice"}, profile="open")
+    r = route(alice, settings)
+    assert authorize(alice, settings.authz.rule_for(alice.platform), r.profile.authz,
+                     r.bypassed.authz if r.bypassed else None) is Verdict.ALLOWED
+    # without the bypassed rule (the old behaviour) mallory would have passed: the test guards the fix
+    assert authorize(named, settings.authz.rule_for(named.platform), routed.profile.authz) is Verdict.ALLOWED

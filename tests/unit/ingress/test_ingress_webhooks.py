@@ -1,6 +1,8 @@
 """Webhook verification and conversion, pure."""
 
-from agentstream_ingress.webhooks import slack, telegram
+import pytest
+
+from agentstream_ingress.webhooks import InvalidUpdate, slack, telegram
 
 UPDATE = {"update_id": 9, "message": {"message_id": 5, "from": {"id": 77, "first_name": "Ann", "is_bot": False},
                                       "chat": {"id": 77, "type": "private"}, "text": "hi",
@@ -32,6 +34,28 @@ def test_slack_signature():
     assert slack.check_signature("secret", "1000", sig, body, 1000 + 301, 300) is slack.SignatureCheck.STALE
     assert slack.check_signature("secret", None, sig, body, 1000, 300) is slack.SignatureCheck.MISSING
     assert slack.check_signature("secret", "soon", sig, body, 1000, 300) is slack.SignatureCheck.BAD
+
+
+@pytest.mark.parametrize("ts", ["9" * 400, "-1000", "１０００", " 1000", "1_000", "1e3", "9" * 13])
+def test_slack_timestamp_must_be_plain_unix_seconds(ts):
+    body = b"{}"
+    sig = slack.sign("secret", ts, body)
+    assert slack.check_signature("secret", ts, sig, body, 1000, 300) is slack.SignatureCheck.BAD
+
+
+def test_telegram_ids_as_integers_or_strings_only():
+    as_strings = {
+        "update_id": 9,
+        "message": {**UPDATE["message"], "chat": {"id": "77", "type": "private"}, "message_thread_id": 12},
+    }
+    msg = telegram.to_inbound(as_strings, "main")
+    assert msg is not None and msg.conversation_key == "telegram:77:12" and msg.source == "webhook:telegram:main"
+    for bad in ({"a": 1}, [1], True, 1.0, None):
+        update = {"update_id": 9, "message": {**UPDATE["message"], "message_id": bad}}
+        with pytest.raises(InvalidUpdate):
+            telegram.to_inbound(update, "main")
+    with pytest.raises(InvalidUpdate):  # fits no contract field: control characters
+        telegram.to_inbound({"update_id": 9, "message": {**UPDATE["message"], "chat": {"id": "7\x00"}}}, "main")
 
 
 def test_slack_event_to_inbound_and_bot_events_dropped():

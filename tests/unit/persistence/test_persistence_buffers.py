@@ -94,7 +94,7 @@ def test_rows_of_a_finished_run():
         "run_id": "r1", "root_run_id": "r1", "parent_run_id": None, "conversation_key": KEY, "session_id": "s1",
         "assistant_id": "default", "connector_id": "demo", "user_id": "u1", "status": "completed", "error": None,
         "reason": None, "text": "6*7 = 42", "prompt_tokens": 10, "completion_tokens": 5, "llm_calls": 2,
-        "duration_ms": 12.5, "started_at": None, "finished_at": None,
+        "duration_ms": 12.5, "started_at": None, "finished_at": None, "tenant_id": None,
     }
     assert [(m["seq"], m["part"], m["role"], m["run_id"], m["content"]) for m in rows.messages] == [
         (1, 0, "user", "r1", "calculate 6*7"),  # from run.started, the queued copy is not repeated

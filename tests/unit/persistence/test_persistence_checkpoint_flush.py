@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from fastapi import FastAPI
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -24,6 +23,7 @@ from agentstream.contracts import (
 )
 from agentstream.db import Message, Run, create_engine, session_factory, upgrade
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
+from agentstream.testing.fixtures import ADMIN_HEADERS, authed_app
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet
 from agentstream_persistence.flush import claim_resume, write_run
@@ -85,9 +85,9 @@ async def count(sessions: async_sessionmaker[AsyncSession], table: type) -> int:
 
 
 async def api_get(sessions: async_sessionmaker[AsyncSession], path: str) -> httpx.Response:
-    app = FastAPI()
+    app = authed_app()
     add_routes(app, lambda: sessions)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+    async with httpx.AsyncClient(headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
         return await http.get(path)
 
 

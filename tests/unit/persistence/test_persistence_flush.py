@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from fastapi import FastAPI
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -21,6 +20,7 @@ from agentstream.contracts import (
     ToolResult,
 )
 from agentstream.db import Conversation, Message, Run, create_engine, session_factory, upgrade
+from agentstream.testing.fixtures import ADMIN_HEADERS, authed_app
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet
 from agentstream_persistence.flush import write_run
@@ -90,21 +90,21 @@ async def test_conversation_follows_the_newest_run(sessions: async_sessionmaker[
 async def test_read_api(sessions: async_sessionmaker[AsyncSession]):
     await write_run(sessions, run_rows("r2", "second question", "second answer", minute=5))
     await write_run(sessions, run_rows("r1", "first question", "first answer", minute=0))
-    app = FastAPI()
+    app = authed_app()
     add_routes(app, lambda: sessions)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+    async with httpx.AsyncClient(headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
         run = (await http.get("/v1/runs/r1")).json()
         assert (run["run_id"], run["status"], run["text"], run["connector_id"], run["llm_calls"]) == (
             "r1", "completed", "first answer", "demo", 0)
         assert run["finished_at"] in ("2026-01-01T12:00:05Z", "2026-01-01T12:00:05+00:00")  # UTC on both engines
         assert (await http.get("/v1/runs/nope")).status_code == 404
         runs = (await http.get(f"/v1/conversations/{KEY}/runs")).json()
-        assert [r["run_id"] for r in runs] == ["r1", "r2"]
-        messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()
+        assert [r["run_id"] for r in runs["items"]] == ["r1", "r2"] and runs["next_cursor"] is None
+        messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()["items"]
         assert [(m["role"], m["content"]) for m in messages] == [
             ("user", "first question"), ("tool", 'calculator({"expression": "6*7"}) → 42'),
             ("assistant", "first answer"),
             ("user", "second question"), ("tool", 'calculator({"expression": "6*7"}) → 42'),
             ("assistant", "second answer"),
         ]
-        assert (await http.get("/v1/conversations/unknown:x/messages")).json() == []
+        assert (await http.get("/v1/conversations/unknown:x/messages")).json() == {"items": [], "next_cursor": None}

@@ -37,4 +37,6 @@ async def test_a_beat_being_published_is_waited_for_before_the_block_is_left():
     async with heartbeat(events, 0.01):
         await asyncio.sleep(0.015)
         asyncio.get_running_loop().call_later(0.02, release.set)
-    assert published == [1]  # the block ended after the beat was handed over, not before
+    # The block ended after the beat in flight was handed over, not before (a loaded machine may
+    # have fired a second one meanwhile; it too was handed over, in order).
+    assert published[:1] == [1] and published == list(range(1, len(published) + 1))

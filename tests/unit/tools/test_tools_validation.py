@@ -1,9 +1,11 @@
 """Execution results and their classification: by error type, never by message."""
 
 import asyncio
+import json
 from datetime import timedelta
 
 import pytest
+from structlog.testing import capture_logs
 
 from agentstream.contracts import ToolCallRequest, utcnow
 from agentstream_tools.builtin import builtin_tools
@@ -24,6 +26,10 @@ async def _boom(args):
     raise RuntimeError("invalid arguments, please retry")
 
 
+async def _leaks(args):
+    raise FileNotFoundError(2, "No such file or directory", "/nonexistent-dir/site-packages/x.py")
+
+
 async def _rejects(args):
     raise ArgumentError("n must be even")
 
@@ -33,6 +39,7 @@ def registry() -> ToolRegistry:
         *builtin_tools(),
         Tool("slow", "sleeps", OBJECT, _slow, timeout_s=0.05),
         Tool("boom", "raises", OBJECT, _boom),
+        Tool("leaky", "raises with a path", OBJECT, _leaks),
         Tool("picky", "rejects", OBJECT, _rejects),
     ])
 
@@ -56,7 +63,7 @@ async def test_success_carries_the_call_identity():
 async def test_unknown_tool_is_retryable_and_lists_the_tools():
     result = await run("weather")
     assert not result.ok and result.retryable
-    assert result.error == "unknown tool 'weather'; available tools: boom, calculator, clock, picky, slow"
+    assert result.error == "unknown tool 'weather'; available tools: boom, calculator, clock, leaky, picky, slow"
 
 
 @pytest.mark.parametrize(
@@ -83,7 +90,40 @@ async def test_argument_error_raised_by_a_tool_is_retryable():
 async def test_tool_exception_is_not_retryable_whatever_its_message():
     result = await run("boom")
     assert not result.ok and not result.retryable
-    assert result.error == "tool raised RuntimeError: invalid arguments, please retry"
+    assert result.error == "the tool failed unexpectedly (RuntimeError)"
+
+
+async def test_unexpected_exception_reaches_the_model_as_its_type_and_the_log_in_full():
+    with capture_logs() as logs:
+        result = await run("leaky")
+    assert result.error == "the tool failed unexpectedly (FileNotFoundError)" and not result.retryable
+    [entry] = [e for e in logs if e["event"] == "tool raised"]
+    assert (entry["run_id"], entry["call_id"], entry["tool"], entry["conversation_key"]) == (
+        "r1", "call_1", "leaky", "web:c1")
+    assert isinstance(entry["exc_info"], FileNotFoundError) and "/nonexistent-dir/" in str(entry["exc_info"])
+
+
+async def test_a_tool_failure_is_not_logged_as_unexpected():
+    with capture_logs() as logs:
+        await run("picky")
+    assert not [e for e in logs if e["event"] == "tool raised"]
+
+
+@pytest.mark.parametrize("zone", ["x" * 5000, "America", "Europe/../../etc", "a" * 300 + "/b", "\udcff", "..."])
+async def test_a_bad_timezone_is_a_short_error_without_paths(zone):
+    result = await run("clock", json.dumps({"timezone": zone}))
+    assert not result.ok and result.retryable
+    assert result.error.startswith("unknown timezone ") and len(result.error) < 150
+    assert not any(leak in result.error for leak in ("site-packages", "tzdata", "Errno", "Error"))
+
+
+async def test_error_texts_quote_input_briefly():
+    unknown = await run("w" * 5000)
+    assert unknown.error.startswith("unknown tool 'www") and "…" in unknown.error and len(unknown.error) < 300
+    calc = await run("calculator", json.dumps({"expression": "(" * 400}))
+    assert calc.retryable and len(calc.error) < 200
+    schema = await run("calculator", json.dumps({"expression": ["y" * 5000]}))
+    assert schema.retryable and len(schema.error) <= 300
 
 
 async def test_division_by_zero_is_not_retryable():

@@ -1,7 +1,8 @@
 """Structured logs (structlog, JSON) and the per-service HTTP surface.
 
 Every service exposes ``/healthz`` (liveness: the process answers; no Kafka),
-``/readyz`` (broker reachable and database answering) and ``/metrics`` (Prometheus).
+``/readyz`` (broker reachable and database answering, plus any check a service adds;
+a failing check may say why) and ``/metrics`` (Prometheus).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import structlog
 from fastapi import Depends, FastAPI, Response
@@ -16,15 +18,36 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from agentstream.auth import AUTH_RESPONSES, Authenticator, Principal, Scope, authenticate, requires
+from agentstream.secrets_mask import mask_secrets, register_settings_secrets
+
+if TYPE_CHECKING:
+    from agentstream.config import Settings
 
 ReadyCheck = Callable[[], Awaitable[bool]]
 
+
+class NotReady(Exception):
+    """Raised by a ready check that fails for a reason worth showing in `/readyz`."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
 _configured = False
+# Loggers too chatty at INFO; httpx's INFO line is every request URL (a Telegram URL carries the bot token).
+QUIET_LOGGERS = ("aiokafka", "uvicorn.access", "alembic", "httpx", "httpcore")
 
 
-def configure_logging(level: str = "INFO", json: bool = True, log_file: str | None = None) -> None:
-    """Route stdlib and structlog output through one JSON renderer (stderr or `log_file`)."""
+def configure_logging(level: str = "INFO", json: bool = True, log_file: str | None = None,
+                      settings: Settings | None = None) -> None:
+    """Route stdlib and structlog output through one JSON renderer (stderr or `log_file`).
+
+    Every record passes `mask_secrets` last before rendering; with `settings`, the secret values
+    they configure are registered for masking first.
+    """
     global _configured
+    if settings is not None:
+        register_settings_secrets(settings)
     lvl = logging.getLevelName(level.upper()) if isinstance(level, str) else level
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
@@ -48,6 +71,7 @@ def configure_logging(level: str = "INFO", json: bool = True, log_file: str | No
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                 structlog.processors.format_exc_info,
+                mask_secrets,  # after the traceback is text: a secret in an exception is masked too
                 renderer,
             ],
         )
@@ -55,7 +79,7 @@ def configure_logging(level: str = "INFO", json: bool = True, log_file: str | No
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(lvl)
-    for noisy in ("aiokafka", "uvicorn.access", "alembic"):
+    for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(max(lvl, logging.WARNING))
     _configured = True
 
@@ -86,13 +110,18 @@ def http_app(
     @app.get("/readyz", tags=["ops"])
     async def readyz() -> JSONResponse:
         results: dict[str, bool] = {}
+        reasons: dict[str, str] = {}
         for name, check in checks.items():
             try:
                 results[name] = bool(await check())
-            except Exception:  # a failing check means "not ready", never a 500
-                results[name] = False
+            except NotReady as err:
+                results[name], reasons[name] = False, err.reason
+            except Exception as err:  # a failing check means "not ready", never a 500
+                # The type only: an exception's text may carry hosts or credentials.
+                results[name], reasons[name] = False, type(err).__name__
         ok = all(results.values())
-        return JSONResponse({"ready": ok, "service": service, "checks": results}, status_code=200 if ok else 503)
+        body = {"ready": ok, "service": service, "checks": results, "reasons": reasons}
+        return JSONResponse(body, status_code=200 if ok else 503)
 
     @app.get("/metrics", tags=["ops"], responses=AUTH_RESPONSES)
     async def metrics(_: Principal = requires(Scope.METRICS_READ)) -> Response:

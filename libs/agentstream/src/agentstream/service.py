@@ -76,11 +76,12 @@ class Service:
             registry=self.registry,
         )
         self._published_by_topic: dict[str, Any] = {}
-        checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
+        # Subclasses may add checks in `setup()`; `/readyz` reads this dict on every request.
+        self.ready_checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
         if self.uses_database:
-            checks["database"] = self._db_ready
+            self.ready_checks["database"] = self._db_ready
         self.auth = Authenticator(settings.auth, settings.database.url)
-        self.http = http_app(self.name, self.registry, checks, self.auth)
+        self.http = http_app(self.name, self.registry, self.ready_checks, self.auth)
         self.setup()
 
     # -- to override -------------------------------------------------------------

@@ -25,6 +25,7 @@ from agentstream.contracts import (
     ToolCallRequest,
     ToolCallResult,
 )
+from agentstream.observability import NotReady
 from agentstream.service import Service
 from agentstream_runner.assistant_files import load_assistants_dir
 from agentstream_runner.assistants import Assistants
@@ -49,6 +50,7 @@ class AgentRunnerService(Service):
     def setup(self) -> None:
         self.assistants = self._load_assistants()
         self.connectors = Connectors(self.settings)
+        self.ready_checks["connectors"] = self._connectors_ready
         self.waiters = ToolWaiters()
         self.launcher = RunLauncher(self, self.connectors, self.assistants, self.settings.runner,
                                     lambda: self.sessions, self.log)
@@ -76,7 +78,14 @@ class AgentRunnerService(Service):
         self.log.info("assistants loaded", ids=[a.id for a in loaded.assistants], invalid=len(loaded.problems))
         return Assistants(self.settings, loaded.assistants, loaded.hooks)
 
+    async def _connectors_ready(self) -> bool:
+        if not self.settings.connectors:  # every run would fail "connector not specified"
+            raise NotReady("no connector configured (connectors: [])")
+        return True
+
     async def on_start(self) -> None:
+        if not self.settings.connectors:
+            self.log.error("no connector configured: not ready, every run would fail", connectors=[])
         self.connectors.preload()  # before the broker starts: the first run does not wait for an import
 
     async def on_record(self, msg: KafkaMessage) -> None:

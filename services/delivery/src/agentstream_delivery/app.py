@@ -39,8 +39,9 @@ from agentstream_delivery.consumer import Finish, finish_input, stream_input
 from agentstream_delivery.currency import RunCurrency, first_segment
 from agentstream_delivery.hooks import HookRuntime, TransformContext
 from agentstream_delivery.ledger import Ledger, MemoryLedger, SqlLedger
+from agentstream_delivery.notices import deliver_notice
 from agentstream_delivery.offsets import CommitPoints, OffsetCommitter
-from agentstream_delivery.platforms import build_adapters, cadence_for, chat_interval
+from agentstream_delivery.platforms import build_adapters, cadence_for, chat_interval, late_landing
 from agentstream_delivery.ratelimit import RateLimiter
 from agentstream_delivery.relay import Relay
 from agentstream_delivery.streams import StreamActor, StreamKey, StreamRegistry
@@ -136,7 +137,7 @@ class DeliveryService(Service):
             return
         match event:
             case Notice():
-                await self._deliver_notice(event)
+                await self._deliver_notice(event, origin)
             case RunQueued():
                 self.relay.note_queued(event)
             case RunStarted():
@@ -179,6 +180,7 @@ class DeliveryService(Service):
             ledger=self.ledger, conversation_key=event.conversation_key, origin=origin,
             gate=self.rate_limiter.gate(target.platform, bot, target.chat_id, chat_interval(adapter)),
             first_segment=first_segment(event),
+            late_landing_s=late_landing(adapter, self.settings.platforms.get(adapter.platform)),
         )
         if not self.streams.add(actor):
             self.log.info("run.started for an open stream ignored", root_run_id=event.root_run_id)
@@ -205,7 +207,7 @@ class DeliveryService(Service):
         They are told even when no stream was open (platform without adapter, run
         started before this process): whoever waits for the run must not hang.
         """
-        await asyncio.gather(*(a.task for a in actors if a.task is not None), return_exceptions=True)
+        await asyncio.gather(*(a.wait_closed() for a in actors), return_exceptions=True)
         for listener in list(self.finished_listeners):
             try:
                 result = listener(event)
@@ -224,7 +226,7 @@ class DeliveryService(Service):
             except Exception as err:
                 self.log.warning("relay forward failed", root_run_id=event.root_run_id, to=key, error=repr(err))
 
-    async def _deliver_notice(self, event: Notice) -> None:
+    async def _deliver_notice(self, event: Notice, origin: tuple[int, int] | None = None) -> None:
         target = event.reply_target or self._target_of(event.root_run_id)
         if target is None:
             self.log.info("notice without reply target dropped", root_run_id=event.root_run_id)
@@ -234,12 +236,20 @@ class DeliveryService(Service):
             return
         text = await self.hooks.transform(
             event.text, TransformContext(target.platform, target.chat_id, event.root_run_id, 0, final=True))
-        try:
-            await adapter.send(target, text, final=True)
-            self.platform_calls.labels(target.platform, "send", "ok").inc()
-        except Exception as err:
-            self.platform_calls.labels(target.platform, "send", "error").inc()
-            self.log.warning("notice not delivered", platform=target.platform, error=repr(err))
+        bot = str(getattr(adapter, "bot", ""))
+        # Its own task: a notice waits for the chat's slot (a 429 may last long) without
+        # holding up the consumer; the commit stays held at it until the ledger has its outcome.
+        task = asyncio.create_task(deliver_notice(
+            event, target, text, adapter, self.rate_limiter.gate(target.platform, bot, target.chat_id,
+                                                                 chat_interval(adapter)),
+            self.ledger, self.log,
+            lambda platform, op, outcome: self.platform_calls.labels(platform, op, outcome).inc(),
+            late_landing_s=late_landing(adapter, self.settings.platforms.get(adapter.platform))))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        if origin is not None:
+            self.commit_points.hold(*origin)
+            task.add_done_callback(lambda t: None if t.cancelled() else self.commit_points.release(*origin))
 
     # -- platforms -----------------------------------------------------------------
     def _enabled(self, platform: str) -> bool:

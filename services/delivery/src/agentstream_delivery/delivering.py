@@ -1,30 +1,41 @@
 """Carry one operation of a stream out on the platform: ledger, flood control, error classes.
 
-Per call: wait for the chat's slot (`ChatGate`), write the intent (`sending`) to the
-ledger, call the adapter, write the outcome. How each error class is handled:
+Per call: write the intent (`pending`), wait for the chat's slot (`ChatGate`), write
+`sending` immediately before the request leaves, call the adapter, write the outcome.
+How each error class is handled:
 
-- rate limited → the chat's gate moves past `retry_after`; the op is retried then (a
-  preview only until the stream degrades). At the strike limit the stream degrades.
+- rate limited → the row goes back to what it was (the call did not land); the chat's
+  gate moves past `retry_after` and the op is retried then (a preview only until the
+  stream degrades). At the strike limit the stream degrades.
 - transient → retried with a short backoff, a bounded number of times.
 - not found (the message was deleted) → the text is posted as a new message.
-- timed out (`OutcomeUnknown`) on a send → `unknown`: it may have landed; never resent.
+- timed out (`OutcomeUnknown`) on an edit → `unknown`, repeated at once (edits are
+  idempotent), and the message's final text is re-applied once the platform's
+  late-landing window has passed (`settle`): the timed-out request may still land
+  after the final and must not leave a stale preview.
+- timed out on a send → `unknown` without a message id: it may have posted an orphan
+  we can never address. The segment's next text (a final at once) goes out as a new
+  message, so the segment is never missing; at worst the orphan remains.
 - too long, bad format, forbidden → `failed`; forbidden also ends all calls of the stream.
 
 The ledger rows loaded at start (`recover`) make a replay after a crash idempotent:
 a message that exists is edited, one that shows the text already is left alone, a final
-one is never turned back into a preview, and an `unknown` one is never posted again.
+one is never turned back into a preview. A `pending` row never left and is carried out;
+a `sending` row may have reached the platform and becomes `unknown`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import zlib
 from collections.abc import Callable
+from dataclasses import replace
 from enum import Enum
 
 import structlog
 
-from agentstream.contracts import ReplyTarget
+from agentstream.contracts import LedgerState, ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
     DraftAdapter,
@@ -36,14 +47,25 @@ from agentstream_delivery.adapters.base import (
     Transient,
 )
 from agentstream_delivery.inputs import Op
-from agentstream_delivery.ledger import Ledger, LedgerEntry, LedgerScope
+from agentstream_delivery.ledger import Ledger, LedgerEntry, LedgerScope, sha256
 from agentstream_delivery.ratelimit import ChatGate
 from agentstream_delivery.render import CURSOR
 
 MAX_CALLS_PER_OP = 12
 TRANSIENT_BACKOFF_S = 0.3
+DEFAULT_LATE_LANDING_S = 15.0  # the HTTP adapters' default timeout (10 s) + a margin
+REAPPLY_ROUNDS = 3  # re-applications of one message whose re-application itself timed out
 
 CallObserver = Callable[[str, str, str], None]  # (platform, op kind, outcome)
+WallClock = Callable[[], float]
+
+PENDING, SENDING, SENT, UNKNOWN, FAILED = (
+    LedgerState.PENDING,
+    LedgerState.SENDING,
+    LedgerState.SENT,
+    LedgerState.UNKNOWN,
+    LedgerState.FAILED,
+)
 
 
 class Outcome(Enum):
@@ -54,8 +76,17 @@ class Outcome(Enum):
 
 class Deliverer:
     def __init__(
-        self, scope: LedgerScope, target: ReplyTarget, adapter: PlatformAdapter, gate: ChatGate, ledger: Ledger,
-        log: structlog.stdlib.BoundLogger, observe: CallObserver | None = None,
+        self,
+        scope: LedgerScope,
+        target: ReplyTarget,
+        adapter: PlatformAdapter,
+        gate: ChatGate,
+        ledger: Ledger,
+        log: structlog.stdlib.BoundLogger,
+        observe: CallObserver | None = None,
+        *,
+        late_landing_s: float = DEFAULT_LATE_LANDING_S,
+        wall: WallClock = time.time,
     ) -> None:
         self.scope = scope
         self.target = target
@@ -64,17 +95,29 @@ class Deliverer:
         self.ledger = ledger
         self.log = log
         self.observe = observe
+        self.late_landing_s = late_landing_s
+        self.wall = wall  # epoch seconds: `reapply_at` outlives the process
         self.entries: dict[int, LedgerEntry] = {}
+        self.texts: dict[int, str] = {}  # segment → the newest text the platform is known to show (or should)
         self.drafts = isinstance(adapter, DraftAdapter) and adapter.supports_drafts(target)
         self.degraded = False
         self.dead = False  # forbidden: nothing more can be posted to this chat
 
     async def recover(self) -> None:
-        """Load the stream's ledger rows; a send cut off by a crash is `unknown`, never resent."""
+        """Load the stream's ledger rows; a call cut off by a crash (`sending`) becomes `unknown`.
+
+        `pending` rows stay: their call never left, the replay carries it out.
+        """
         self.entries = await self.ledger.load(self.scope)
-        for seg, entry in list(self.entries.items()):
-            if entry.message_id is None and entry.state in ("pending", "sending"):
-                await self._record(LedgerEntry(seg, "unknown", error="delivery restarted during the send"))
+        for entry in list(self.entries.values()):
+            if entry.state != SENDING:
+                continue
+            reapply_at = entry.reapply_at
+            if entry.message_id is not None:  # an edit in flight may still land: re-apply the final after it
+                reapply_at = max(reapply_at or 0.0, self.wall() + self.late_landing_s)
+            await self._record(
+                replace(entry, state=UNKNOWN, reapply_at=reapply_at, error="delivery restarted during the call")
+            )
         if self.entries:
             self.log.info("stream resumed from ledger", messages=len(self.entries))
 
@@ -94,19 +137,49 @@ class Deliverer:
         if self.dead or (self.degraded and not op.final):
             return Outcome.SKIPPED
         if entry is not None:
-            if entry.state == "unknown":
-                self.log.info("message of unknown outcome not resent", segment=op.segment)
+            if entry.landed(text):  # a replay after restart: the platform already shows this
+                self.texts[op.segment] = text
                 return Outcome.SKIPPED
-            if entry.landed(text) or (entry.final and not op.final and entry.state == "sent"):
-                return Outcome.SKIPPED  # a replay after restart: the platform already shows this (or more)
+            if entry.final and not op.final and entry.state in (SENT, UNKNOWN):
+                return Outcome.SKIPPED  # a replayed preview of a message already finalized (or being so)
         if (entry is None or entry.message_id is None) and not op.final and op.role == "text" and self.drafts:
             outcome = await self._draft(op, text)
             if outcome is not None:
                 return outcome
         if entry is None:
-            entry = LedgerEntry(op.segment, "pending")
+            entry = LedgerEntry(op.segment, PENDING)
             await self._record(entry)
-        return await self._call(op, text, entry)
+        outcome = await self._call(op.segment, text, op.final, entry)
+        if outcome is Outcome.DONE:
+            self.texts[op.segment] = text
+        return outcome
+
+    async def settle(self) -> None:
+        """Re-apply each message's final text once the late-landing window of its unknown calls has passed.
+
+        A request that timed out may still be applied by the platform, after the final
+        text: the chat would end on a stale preview. The window (`late_landing_s`)
+        bounds how late it can land, so one re-application after it is the last word.
+        """
+        for _ in range(REAPPLY_ROUNDS * max(1, len(self.entries))):
+            due = [
+                (e.reapply_at, seg)
+                for seg, e in self.entries.items()
+                if e.reapply_at is not None and e.message_id is not None
+            ]
+            if not due or self.dead:
+                return
+            at, seg = min(due)
+            if (delay := at - self.wall()) > 0:
+                await asyncio.sleep(delay)
+            entry = replace(self.entries[seg], reapply_at=None)
+            text = self.texts.get(seg)
+            if text is None:  # the text never reached this process: nothing to re-apply it with
+                self.log.warning("late-landing window passed, text unknown; not re-applied", segment=seg)
+                await self._record(entry)
+                continue
+            self.log.info("re-applying the text after a call of unknown outcome", segment=seg)
+            await self._call(seg, text, entry.final, entry)
 
     async def _draft(self, op: Op, text: str) -> Outcome | None:
         """A preview as a Telegram draft; None when drafts just failed (the caller falls back to messages)."""
@@ -128,41 +201,56 @@ class Deliverer:
         self._observe("draft", "ok")
         return Outcome.DONE
 
-    async def _call(self, op: Op, text: str, entry: LedgerEntry) -> Outcome:
+    async def _call(self, segment: int, text: str, final: bool, entry: LedgerEntry) -> Outcome:
+        resent = False
         for _ in range(MAX_CALLS_PER_OP):
             message_id = entry.message_id
             kind = "edit" if message_id is not None else "send"
             await self.gate.acquire()
-            await self._record(entry.with_text("sending", text, op.final))
+            left_at = self.wall()
+            await self._record(entry.with_text(SENDING, text, final))  # from here on it may reach the platform
             try:
                 if message_id is not None:
-                    await self.adapter.edit(self.target, message_id, text, final=op.final)
+                    await self.adapter.edit(self.target, message_id, text, final=final)
                 else:
-                    message_id = await self.adapter.send(self.target, text, final=op.final)
+                    message_id = await self.adapter.send(self.target, text, final=final)
             except RateLimited as err:
                 self._observe(kind, "rate_limited")
-                await self._record(entry)
+                await self._record(entry)  # refused: nothing left, the row is what it was
                 self._strike(err)
-                if self.degraded and not op.final:
+                if self.degraded and not final:
                     return Outcome.SKIPPED  # final-only from now on: previews are dropped
                 continue
             except NotFound as err:
                 self._observe(kind, "not_found")
                 if message_id is None:
                     return await self._fail(entry, err)
-                entry = LedgerEntry(op.segment, "pending")  # deleted on the platform: post it again
+                entry = LedgerEntry(segment, PENDING)  # deleted on the platform: post it again
+                await self._record(entry)
                 continue
             except (Transient, ConnectionError) as err:  # the request did not land: try again
                 self._observe(kind, "transient")
                 self.log.info("transient platform error", op=kind, error=repr(err))
+                await self._record(entry)
                 await asyncio.sleep(TRANSIENT_BACKOFF_S)
                 continue
             except OutcomeUnknown as err:
                 self._observe(kind, "unknown")
-                if kind == "edit":  # an edit is idempotent: repeating it is safe
+                self.log.info("platform call of unknown outcome", op=kind, segment=segment, error=repr(err))
+                if message_id is not None:  # it may land late: repeat it now, re-apply after the window
+                    entry = replace(
+                        entry.with_text(UNKNOWN, text, final),
+                        error=str(err),
+                        reapply_at=self.wall() + self.late_landing_s,
+                    )
+                    await self._record(entry)
                     continue
-                await self._record(LedgerEntry(op.segment, "unknown", error=str(err)))
-                return Outcome.FAILED
+                entry = LedgerEntry(segment, UNKNOWN, None, len(text), sha256(text), final, str(err))
+                await self._record(entry)
+                if final and not resent:  # the segment still gets its final, as a new message
+                    resent = True
+                    continue
+                return Outcome.FAILED  # a preview: the segment's next text goes out as a new message
             except AdapterError as err:
                 self._observe(kind, err.kind)
                 if isinstance(err, Forbidden):
@@ -173,7 +261,10 @@ class Deliverer:
                 return await self._fail(entry, AdapterError(repr(err)))
             self.gate.succeeded()
             self._observe(kind, "ok")
-            await self._record(entry.with_text("sent", text, op.final, message_id))
+            done = entry.with_text(SENT, text, final, message_id)
+            if done.reapply_at is not None and done.reapply_at <= left_at:
+                done = replace(done, reapply_at=None)  # whatever could land late had landed before this call
+            await self._record(done)
             return Outcome.DONE
         return await self._fail(entry, AdapterError("too many attempts"))
 
@@ -187,8 +278,7 @@ class Deliverer:
 
     async def _fail(self, entry: LedgerEntry, err: AdapterError) -> Outcome:
         self.log.warning("platform call failed", segment=entry.segment, kind=err.kind, error=repr(err))
-        await self._record(LedgerEntry(entry.segment, "failed", entry.message_id, entry.text_length,
-                                       entry.text_sha256, entry.final, error=f"{err.kind}: {err}"))
+        await self._record(replace(entry, state=FAILED, error=f"{err.kind}: {err}"))
         return Outcome.FAILED
 
     async def _record(self, entry: LedgerEntry) -> None:

@@ -1,11 +1,21 @@
 """The delivery ledger: one row per platform message of a run at a target.
 
-A row is written before each platform call (`pending → sending → sent | unknown |
-failed`) with the platform message id and the length and SHA-256 of the text that
-landed; every transition is also published on `deliveries` as a `DeliveryReceipt`.
+A row is written before each platform call with the platform message id and the length
+and SHA-256 of the text; every transition is also published on `deliveries` as a
+`DeliveryReceipt`. The states (`LedgerState`) tell "not yet sent" from "maybe sent":
+
+- `pending`: the call is intended and has not left (it waits for the chat's slot, e.g.
+  behind a 429). After a crash it is simply carried out.
+- `sending`: written immediately before the HTTP call leaves. After a crash it becomes
+  `unknown`: the platform may have received it.
+- `sent`, `failed`: the platform answered.
+- `unknown`: no answer (timeout, crash mid-call). With a message id the message exists
+  and its final text is re-applied once `reapply_at` has passed (a late-landing call
+  must not leave a stale frame); without one, a send may have posted an orphan, and the
+  segment's next text goes out as a new message.
+
 After a crash the rows tell a restarted stream which messages exist (edit them, never
-post them again), which are already final (leave them), and which sends may or may not
-have landed (`unknown`: never resent blindly).
+post them again) and which are already final (leave them).
 """
 
 from __future__ import annotations
@@ -47,10 +57,11 @@ class LedgerEntry:
     text_sha256: str | None = None
     final: bool = False
     error: str | None = None
+    reapply_at: float | None = None  # epoch seconds: a call of unknown outcome may land on the message until then
 
     def landed(self, text: str) -> bool:
         """The platform already shows exactly `text` in this message."""
-        return self.state == "sent" and self.text_sha256 == sha256(text)
+        return self.state == LedgerState.SENT and self.text_sha256 == sha256(text)
 
     def with_text(self, state: LedgerState, text: str, final: bool, message_id: str | None = None) -> LedgerEntry:
         return replace(self, state=state, message_id=message_id or self.message_id, text_length=len(text),
@@ -100,8 +111,8 @@ class SqlLedger:
             rows = (await session.scalars(select(DeliveryLedger).where(
                 DeliveryLedger.platform == scope.platform, DeliveryLedger.chat_id == scope.chat_id,
                 DeliveryLedger.root_run_id == scope.root_run_id))).all()
-        return {r.segment: LedgerEntry(r.segment, r.state, r.platform_message_id, r.text_length,  # type: ignore[arg-type]
-                                       r.text_sha256, r.final, r.error) for r in rows}
+        return {r.segment: LedgerEntry(r.segment, LedgerState(r.state), r.platform_message_id, r.text_length,
+                                       r.text_sha256, r.final, r.error, r.reapply_at) for r in rows}
 
     async def record(self, scope: LedgerScope, entry: LedgerEntry) -> None:
         async with self.sessions.begin() as session:
@@ -118,6 +129,7 @@ class SqlLedger:
             row.text_sha256 = entry.text_sha256
             row.final = entry.final
             row.error = (entry.error or "")[:500] or None
+            row.reapply_at = entry.reapply_at
             row.updated_at = datetime.now(UTC)
         if self.sink is not None:
             await self.sink(entry.receipt(scope))

@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import structlog
 
 from agentstream.config import Settings
 from agentstream.config.delivery import PlatformSettings
+from agentstream.secrets_mask import mask_url
 from agentstream_delivery.adapters import (
     DiscordAdapter,
     PlatformAdapter,
@@ -25,7 +27,11 @@ from agentstream_delivery.adapters import (
     WebhookAdapter,
     capabilities_of,
 )
+from agentstream_delivery.adapters.http import HttpAdapter
 from agentstream_delivery.consumer import Cadence
+from agentstream_delivery.delivering import DEFAULT_LATE_LANDING_S
+
+LATE_LANDING_MARGIN_S = 5.0  # how long after its client gave up a platform may still apply a request
 
 DEFAULT_ENV = {"telegram": "TELEGRAM_BOT_TOKEN", "slack": "SLACK_BOT_TOKEN", "discord": "DISCORD_BOT_TOKEN",
                "signal": "SIGNAL_ACCOUNT", "webhook": "AGENTSTREAM_WEBHOOK_SECRET"}
@@ -37,14 +43,16 @@ def _secret(conf: PlatformSettings, name: str, field: str = "token_env") -> str 
 
 
 def _build(name: str, conf: PlatformSettings) -> PlatformAdapter | None:
-    kw: dict[str, str] = {"api_url": conf.api_url} if conf.api_url else {}
+    kw: dict[str, Any] = {"api_url": conf.api_url} if conf.api_url else {}
+    if conf.timeout_s is not None:
+        kw["timeout"] = conf.timeout_s
     builders: dict[str, Callable[[], PlatformAdapter | None]] = {
         "telegram": lambda: (t := _secret(conf, name)) and TelegramAdapter(t, **kw),
         "slack": lambda: (t := _secret(conf, name)) and SlackAdapter(t, **kw),
         "discord": lambda: (t := _secret(conf, name)) and DiscordAdapter(t, **kw),
         "signal": lambda: (n := conf.account or _secret(conf, name)) and SignalAdapter(n, **kw),
         "webhook": lambda: (s := _secret(conf, name, "secret_env")) and conf.api_url
-        and WebhookAdapter(conf.api_url, s),
+        and WebhookAdapter(conf.api_url, s, **{k: v for k, v in kw.items() if k != "api_url"}),
     }
     build = builders.get(name)
     return build() if build is not None else None
@@ -60,6 +68,8 @@ def build_adapters(settings: Settings, log: structlog.stdlib.BoundLogger) -> lis
             log.warning("platform configured without its credential or url; skipped", platform=name)
             continue
         adapter = _with_overrides(adapter, conf)
+        endpoint = mask_url(adapter.endpoint) if isinstance(adapter, HttpAdapter) else None
+        log.info("platform ready", platform=name, endpoint=endpoint)
         adapters.append(adapter)
     return adapters
 
@@ -90,3 +100,11 @@ def cadence_for(adapter: PlatformAdapter, conf: PlatformSettings | None) -> Cade
 def chat_interval(adapter: PlatformAdapter) -> float:
     return capabilities_of(adapter).chat_interval
 
+
+
+def late_landing(adapter: PlatformAdapter, conf: PlatformSettings | None) -> float:
+    """How long a call of unknown outcome may still land: `late_landing_s`, else the client timeout + a margin."""
+    if conf is not None and conf.late_landing_s is not None:
+        return conf.late_landing_s
+    timeout = getattr(adapter, "timeout", None)
+    return DEFAULT_LATE_LANDING_S if timeout is None else float(timeout) + LATE_LANDING_MARGIN_S

@@ -23,7 +23,7 @@ import structlog
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters import PlatformAdapter
 from agentstream_delivery.consumer import Cadence, Op, StreamInput, StreamModel, StreamState, Tick, transition
-from agentstream_delivery.delivering import CallObserver, Deliverer
+from agentstream_delivery.delivering import DEFAULT_LATE_LANDING_S, CallObserver, Deliverer
 from agentstream_delivery.hooks.base import TransformContext
 from agentstream_delivery.inputs import Degrade, Edit, coalesce
 from agentstream_delivery.ledger import Ledger, LedgerScope, MemoryLedger
@@ -52,6 +52,7 @@ class StreamActor:
         log: structlog.stdlib.BoundLogger, clock: Clock = time.monotonic, observe: CallObserver | None = None,
         outgoing: Outgoing | None = None, *, ledger: Ledger | None = None, gate: ChatGate | None = None,
         conversation_key: str = "", origin: tuple[int, int] | None = None, first_segment: int = 0,
+        late_landing_s: float = DEFAULT_LATE_LANDING_S,
     ) -> None:
         self.key = key
         self.target = target
@@ -64,7 +65,8 @@ class StreamActor:
         self._shown: dict[int, str] = {}  # segment → the transformed text the platform shows
         scope = LedgerScope(key.platform, key.chat_id, key.root_run_id, conversation_key)
         self.deliverer = Deliverer(scope, target, adapter, gate or ChatGate(0.0, clock), ledger or MemoryLedger(),
-                                   self.log, observe)
+                                   self.log, observe, late_landing_s=late_landing_s)
+        self.closed = asyncio.Event()  # every final op is out; the late-landing re-application may follow
         self._inbox: deque[StreamInput] = deque()
         self._wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
@@ -87,18 +89,34 @@ class StreamActor:
         if not task.cancelled() and task.exception() is not None:
             self.log.error("stream crashed", exc_info=task.exception())
 
+    async def wait_closed(self) -> None:
+        """Until the final ops are out (or the task ended some other way); not the re-application."""
+        if self.task is None:
+            return
+        closed = asyncio.ensure_future(self.closed.wait())
+        try:
+            await asyncio.wait({self.task, closed}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            closed.cancel()
+
     def feed(self, inp: StreamInput) -> None:
         self._inbox.append(inp)
         self._wake.set()
 
     async def run(self) -> None:
-        await self.deliverer.recover()
-        while not self.model.state.terminal:
-            ops = self._step(await self._next_input())
-            while self._inbox and not self.model.state.terminal:  # what queued up during the last call
-                ops += self._step(self._inbox.popleft())
-            await self._apply_all(coalesce(ops))
+        try:
+            await self.deliverer.recover()
+            while not self.model.state.terminal:
+                ops = self._step(await self._next_input())
+                while self._inbox and not self.model.state.terminal:  # what queued up during the last call
+                    ops += self._step(self._inbox.popleft())
+                await self._apply_all(coalesce(ops))
+        finally:
+            self.closed.set()
         self.log.info("stream closed", state=self.model.state.value, messages=len(self.message_ids))
+        # The task (and so the commit hold on its first event) lives on until no call of
+        # unknown outcome can land any more: a crash before then replays the stream.
+        await self.deliverer.settle()
 
     def _step(self, inp: StreamInput) -> list[Op]:
         before = self.model.state

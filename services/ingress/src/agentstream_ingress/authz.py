@@ -36,10 +36,12 @@ def is_direct_chat(msg: InboundMessage) -> bool:
     return msg.chat_id == msg.user.id
 
 
-def authorize(msg: InboundMessage, platform_rule: AuthzRule, profile_rule: AuthzRule | None) -> Verdict:
+def authorize(msg: InboundMessage, platform_rule: AuthzRule, profile_rule: AuthzRule | None,
+              deny_only: AuthzRule | None = None) -> Verdict:
+    """`deny_only`: a rule whose deny lists apply but whose allows do not (a profile the message bypassed)."""
     rules = [platform_rule] + ([profile_rule] if profile_rule is not None else [])
     user, team = msg.user.id, msg.user.team_id
-    for rule in rules:
+    for rule in rules + ([deny_only] if deny_only is not None else []):
         if user in rule.deny_users or (team is not None and team in rule.deny_teams):
             return Verdict.DENIED
     if any(rule.allow_all for rule in rules):

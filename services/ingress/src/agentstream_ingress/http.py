@@ -14,16 +14,17 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import Body, Depends, FastAPI, Header, Request
+from fastapi import Depends, FastAPI, Header, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentstream.auth import Principal, authenticate
 from agentstream.config import Settings
 from agentstream.contracts import InboundMessage
-from agentstream_ingress.identity import PostedMessage, Refused, bind_identity
-from agentstream_ingress.webhooks import slack, telegram
+from agentstream_ingress.identity import PostedMessage, Refused, bind_identity, source_of
+from agentstream_ingress.webhooks import InvalidUpdate, slack, telegram
 
 Produce = Callable[[InboundMessage], Awaitable[None]]
 
@@ -35,6 +36,23 @@ class MessageAccepted(BaseModel):
 
 class Problem(BaseModel):
     detail: str
+
+
+class FieldError(BaseModel):
+    loc: list[str | int]
+    msg: str
+
+
+class ValidationProblem(BaseModel):
+    """422: where the body is wrong and how, never the submitted values."""
+
+    detail: list[FieldError]
+
+
+# Webhook bodies are read raw (the secret or signature is checked before any parsing);
+# the document still says they are JSON objects.
+JSON_OBJECT_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {"application/json": {
+    "schema": {"type": "object", "additionalProperties": True}}}}}
 
 
 class BodyLimit:
@@ -80,11 +98,38 @@ def _problem(status: int, detail: str) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status)
 
 
+async def _validation_problem(request: Request, exc: Exception) -> JSONResponse:
+    # FastAPI's default handler echoes each error's `input` (and `ctx`): a caller's own
+    # data, possibly huge, sent back into whatever logs or renders the response.
+    assert isinstance(exc, RequestValidationError)
+    errors = [FieldError(loc=list(e["loc"]), msg=e["msg"]) for e in exc.errors()]
+    return JSONResponse(ValidationProblem(detail=errors).model_dump(), status_code=422)
+
+
+def _invalid(err: ValidationError) -> JSONResponse:
+    errors = [FieldError(loc=["body", *e["loc"]], msg=e["msg"]) for e in err.errors()]
+    return JSONResponse(ValidationProblem(detail=errors).model_dump(), status_code=422)
+
+
+def _json_object(body: bytes) -> dict[str, Any] | None:
+    try:
+        payload = json.loads(body)
+    except ValueError:  # includes UnicodeDecodeError
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
 def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
     cfg = settings.ingress
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)
+    app.add_exception_handler(RequestValidationError, _validation_problem)
     errors: dict[int | str, dict[str, Any]] = {
         503: {"model": Problem, "description": "Kafka did not accept the message in time."}}
+    invalid: dict[int | str, dict[str, Any]] = {
+        422: {"model": ValidationProblem, "description": "Validation error: where and what, not the values."}}
+    webhook_errors: dict[int | str, dict[str, Any]] = {
+        400: {"model": Problem, "description": "Not a JSON object, or a message with invalid ids."},
+        401: {"model": Problem}, 404: {"model": Problem}, **errors}
 
     async def accept(msg: InboundMessage) -> JSONResponse:
         try:
@@ -98,39 +143,45 @@ def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
                             status_code=202)
 
     @app.post("/v1/messages", status_code=202, tags=["messages"], response_model=MessageAccepted,
-              responses={401: {"model": Problem}, 403: {"model": Problem}, 413: {"model": Problem}, **errors})
+              responses={401: {"model": Problem}, 403: {"model": Problem}, 413: {"model": Problem}, **invalid,
+                         **errors})
     async def post_message(post: PostedMessage, principal: Principal = Depends(authenticate)) -> JSONResponse:
         """Send a message as if produced to `inbound`; the answer streams to its reply target.
 
         Who sent it comes from the credential (see docs/ingress.md "Identity"): a `gateway` key relays
         end users' messages as given; any other key with `messages:write` posts as itself."""
-        bound = bind_identity(post, principal)
+        try:
+            bound = bind_identity(post, principal)
+        except ValidationError as err:  # e.g. a credential's user id too long to be a chat id
+            return _invalid(err)
         if isinstance(bound, Refused):
             return _problem(403, bound.detail)
-        return await accept(bound)
+        # The credential is the source (never the body's claim): one caller cannot dedupe away another's ids.
+        return await accept(bound.model_copy(update={"source": source_of(principal)}))
 
-    @app.post("/webhooks/telegram/{bot}", tags=["webhooks"],
-              responses={401: {"model": Problem}, 404: {"model": Problem}, **errors})
+    @app.post("/webhooks/telegram/{bot}", tags=["webhooks"], responses={**webhook_errors, **invalid},
+              openapi_extra=JSON_OBJECT_BODY)
     async def telegram_webhook(
-        bot: str,
-        update: dict[str, Any] = Body(...),  # noqa: B008 - FastAPI's way to declare a JSON body
-        secret: str | None = Header(default=None, alias=telegram.SECRET_HEADER),
+        bot: str, request: Request, secret: str | None = Header(default=None, alias=telegram.SECRET_HEADER),
     ) -> JSONResponse:
         """A Telegram Bot API update (`setWebhook` with `secret_token`)."""
         hook = cfg.webhooks.telegram.get(bot)
         if hook is None:
-            return _problem(404, f"no telegram bot {bot!r} configured")
-        if not telegram.secret_ok(hook.secret(), secret):
+            return _problem(404, "no such telegram bot")
+        if not telegram.secret_ok(hook.secret(), secret):  # before the body is even read
             return _problem(401, "bad or missing secret token")
-        msg = telegram.to_inbound(update, bot)
+        update = _json_object(await request.body())
+        if update is None:
+            return _problem(400, "body is not a JSON object")
+        try:
+            msg = telegram.to_inbound(update, bot)
+        except InvalidUpdate:
+            return _problem(400, "invalid update")
         if msg is None:
             return JSONResponse({"ok": True, "ignored": True})
         return await accept(msg)
 
-    @app.post("/webhooks/slack", tags=["webhooks"],
-              responses={401: {"model": Problem}, 404: {"model": Problem}, **errors},
-              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                  "schema": {"type": "object", "additionalProperties": True}}}}})
+    @app.post("/webhooks/slack", tags=["webhooks"], responses=webhook_errors, openapi_extra=JSON_OBJECT_BODY)
     async def slack_webhook(request: Request) -> JSONResponse:
         """Slack Events API (signed requests; the `url_verification` challenge is answered)."""
         hook = cfg.webhooks.slack
@@ -141,15 +192,15 @@ def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
                                       request.headers.get(slack.SIGNATURE_HEADER), body, time.time(), hook.max_age_s)
         if check is not slack.SignatureCheck.OK:
             return _problem(401, f"signature check failed: {check.value}")
-        try:
-            payload = json.loads(body)
-        except ValueError:
-            return _problem(400, "body is not JSON")
-        if not isinstance(payload, dict):
+        payload = _json_object(body)
+        if payload is None:
             return _problem(400, "body is not a JSON object")
         if payload.get("type") == "url_verification":
             return JSONResponse({"challenge": payload.get("challenge")})
-        msg = slack.to_inbound(payload)
+        try:
+            msg = slack.to_inbound(payload)
+        except InvalidUpdate:
+            return _problem(400, "invalid update")
         if msg is None:  # other events and bot-authored messages: acknowledged, dropped
             return JSONResponse({"ok": True, "ignored": True})
         return await accept(msg)

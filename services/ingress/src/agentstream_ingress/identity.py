@@ -13,6 +13,7 @@ and a profile may be named only if the credential lists it.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentstream.auth import DEFAULT_TENANT, Principal, Scope
 from agentstream.contracts import Attachment, InboundMessage, User, new_id
+from agentstream.contracts.inbound import ChatId, Identifier, OptionalIdentifier, PlatformName, ThreadId, api_source
 
 API_PLATFORM = "api"  # messages of principals that speak for themselves; answers are read from events/persistence
 
@@ -30,35 +32,36 @@ class PostedMessage(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    id: str = Field(
+    # The contract's id types: a body that breaks them is a 422 here, not an error later.
+    id: Identifier = Field(
         default_factory=new_id,
-        min_length=1,
-        max_length=256,
         description="Idempotency key (per credential); a fresh one when omitted.",
     )
-    platform: str | None = Field(
+    platform: PlatformName | None = Field(
         default=None,
-        min_length=1,
-        max_length=64,
         description="Gateway credentials only; others default to their own platform.",
     )
-    chat_id: str | None = Field(
+    chat_id: ChatId | None = Field(
         default=None,
-        min_length=1,
-        max_length=256,
         description="Gateway credentials; others post to their own direct chat.",
     )
-    thread_id: str | None = Field(
-        default=None, min_length=1, max_length=256, description="A conversation inside the chat."
-    )
+    thread_id: ThreadId | None = Field(default=None, min_length=1, description="A conversation inside the chat.")
     user: User | None = Field(default=None, description="Gateway credentials only; others are themselves.")
     text: str = Field(description="The message text.")
     attachments: list[Attachment] = Field(default_factory=list)
-    reply_to_id: str | None = None
+    reply_to_id: OptionalIdentifier | None = None
     profile: str | None = Field(default=None, description="A profile the credential may use.")
     assistant_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     sent_at: datetime | None = None
+
+
+def source_of(principal: Principal) -> str:
+    """`api:<credential>`: the dedupe namespace of its posts (a long or odd subject, e.g. a JWT's, is hashed)."""
+    subject = principal.subject
+    if len(subject) > 128 or not subject.isprintable():
+        subject = "h." + hashlib.sha256(subject.encode()).hexdigest()[:32]
+    return api_source(subject)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import structlog
 
 from agentstream.config import Settings
 from agentstream.contracts import InboundMessage
+from agentstream.contracts.inbound import DedupeKey
 from agentstream_ingress import commands
 from agentstream_ingress.authz import Verdict, authorize, is_direct_chat, is_self_echo
 from agentstream_ingress.decisions import (
@@ -51,7 +52,7 @@ class Batch:
 
 
 class IngressPorts(Protocol):
-    async def first_sightings(self, idents: Sequence[tuple[str, str]]) -> set[tuple[str, str]]: ...
+    async def first_sightings(self, idents: Sequence[DedupeKey]) -> set[DedupeKey]: ...
     async def is_paired(self, platform: str, user_id: str) -> bool: ...
     async def issue_pairing(self, platform: str, user_id: str, chat_id: str) -> Issue: ...
     async def role_overrides(self, keys: Collection[str]) -> dict[str, str | None]: ...
@@ -92,7 +93,7 @@ class Pipeline:
         # Two independent queries on two connections: one wait. Both finish before a failure
         # is raised, so a dedupe that went through stays recorded (see `first_sightings`).
         fresh, roles = await asyncio.gather(
-            self.ports.first_sightings([(m.platform, m.id) for m in messages]),  # 2
+            self.ports.first_sightings([m.dedupe_key for m in messages]),  # 2
             self.ports.role_overrides({m.conversation_key for m in messages}), return_exceptions=True)
         for result in (fresh, roles):
             if isinstance(result, BaseException):
@@ -104,7 +105,7 @@ class Pipeline:
             if isinstance(item, DeadLetterDecision):
                 decisions.append(item)
                 continue
-            ident = (item.platform, item.id)
+            ident = item.dedupe_key
             if ident not in fresh:  # seen before, or earlier in this batch
                 decisions.append(DropDecision(DropReason.DUPLICATE))
                 continue
@@ -153,7 +154,8 @@ class Pipeline:
         return build_start(msg, routed, batch.roles.get(msg.conversation_key), self.settings)  # 9
 
     async def authorize(self, msg: InboundMessage, routed: Routed) -> NoticeDecision | None:
-        verdict = authorize(msg, self.settings.authz.rule_for(msg.platform), routed.profile.authz)
+        bypassed = routed.bypassed.authz if routed.bypassed is not None else None
+        verdict = authorize(msg, self.settings.authz.rule_for(msg.platform), routed.profile.authz, bypassed)
         if verdict is Verdict.ALLOWED:
             return None
         if verdict is Verdict.UNKNOWN:

@@ -19,6 +19,9 @@ NO_PROFILE = ProfileSettings()  # what an unconfigured default profile means (re
 class Routed:
     name: str
     profile: ProfileSettings
+    # When the message names its profile: the one the routes would have chosen. Its deny lists still
+    # apply, so naming another profile never escapes a deny list.
+    bypassed: ProfileSettings | None = None
 
 
 def _values(msg: InboundMessage) -> dict[str, str | None]:
@@ -41,8 +44,13 @@ def specificity(route: RouteSettings, msg: InboundMessage) -> int | None:
 
 
 def route(msg: InboundMessage, settings: Settings) -> Routed:
-    if msg.profile and msg.profile in settings.profiles:
-        return Routed(msg.profile, settings.profiles[msg.profile])
+    by_routes = _by_routes(msg, settings)
+    if msg.profile and msg.profile in settings.profiles and msg.profile != by_routes.name:
+        return Routed(msg.profile, settings.profiles[msg.profile], bypassed=by_routes.profile)
+    return by_routes
+
+
+def _by_routes(msg: InboundMessage, settings: Settings) -> Routed:
     best: tuple[int, RouteSettings] | None = None
     for candidate in settings.routes:
         score = specificity(candidate, msg)

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionm
 
 from agentstream.config.ingress import PairingSettings
 from agentstream.contracts import InboundMessage
+from agentstream.contracts.inbound import DedupeKey
 from agentstream.db import Run
 from agentstream.db.models_ingress import InboundDedupe, IngressConversation
 from agentstream_ingress.commands import ConversationFacts, RunSummary
@@ -23,9 +24,10 @@ RESUMABLE = ("failed", "interrupted")
 # PostgreSQL: the whole batch as two array parameters. One short statement whatever the
 # batch size, so the driver parses it once (a multi-row VALUES clause is re-parsed per batch).
 DEDUPE_PG = text(
-    f"INSERT INTO {InboundDedupe.__tablename__} (platform, message_id, received_at)"
-    " SELECT p, m, :now FROM unnest(CAST(:platforms AS varchar[]), CAST(:message_ids AS varchar[])) AS t(p, m)"
-    " ON CONFLICT DO NOTHING RETURNING platform, message_id"
+    f"INSERT INTO {InboundDedupe.__tablename__} (source, platform, message_id, received_at)"
+    " SELECT s, p, m, :now FROM unnest(CAST(:sources AS varchar[]), CAST(:platforms AS varchar[]),"
+    " CAST(:message_ids AS varchar[])) AS t(s, p, m)"
+    " ON CONFLICT DO NOTHING RETURNING source, platform, message_id"
 )
 CONVERSATIONS = IngressConversation.__tablename__
 ROLES_PG = text(f"SELECT key, connector_role FROM {CONVERSATIONS} WHERE key = ANY(CAST(:keys AS varchar[]))")
@@ -44,8 +46,8 @@ class IngressStore:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self.sessions = sessions
 
-    async def first_sightings(self, idents: Sequence[tuple[str, str]]) -> set[tuple[str, str]]:
-        """Record every (platform, id); returns those not recorded before.
+    async def first_sightings(self, idents: Sequence[DedupeKey]) -> set[DedupeKey]:
+        """Record every (source, platform, id); returns those not recorded before.
 
         Committed on its own, before anything else happens: a later failure does not
         release it, so a redelivery after a crash is dropped rather than run twice.
@@ -59,13 +61,14 @@ class IngressStore:
             # RETURNING, not rowcount: drivers disagree on rowcount for ON CONFLICT DO NOTHING.
             if conn.dialect.name == "postgresql":
                 rows = (await conn.execute(DEDUPE_PG, {
-                    "now": now, "platforms": [p for p, _ in unique], "message_ids": [m for _, m in unique]})).all()
+                    "now": now, "sources": [s for s, _, _ in unique], "platforms": [p for _, p, _ in unique],
+                    "message_ids": [m for _, _, m in unique]})).all()
             else:  # SQLite: one cached statement over a parameter list (SQLAlchemy batches it)
                 stmt = sqlite_insert(InboundDedupe).on_conflict_do_nothing().returning(
-                    InboundDedupe.platform, InboundDedupe.message_id)
-                params = [{"platform": p, "message_id": m, "received_at": now} for p, m in unique]
+                    InboundDedupe.source, InboundDedupe.platform, InboundDedupe.message_id)
+                params = [{"source": s, "platform": p, "message_id": m, "received_at": now} for s, p, m in unique]
                 rows = (await conn.execute(stmt, params)).all()
-            return {(row[0], row[1]) for row in rows}
+            return {(row[0], row[1], row[2]) for row in rows}
 
     async def role_overrides(self, keys: Collection[str]) -> dict[str, str | None]:
         if not keys:

@@ -1,4 +1,7 @@
-"""Read API: runs, a conversation's messages, a run's resume checkpoint, straight from the database."""
+"""Read API: runs, a conversation's messages, a run's resume checkpoint, straight from the database.
+
+Lists come in pages (`limit`, `cursor` → `items`, `next_cursor`); see `pages` and `queries`.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +9,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Query
 from pydantic import AfterValidator, BaseModel, ConfigDict
-from sqlalchemy import func, select
+from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agentstream.db import Message, Run
+from agentstream.auth import AUTH_RESPONSES, Principal, Scope, requires
+from agentstream.contracts import RunStatus
+from agentstream.db import Run
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
+from agentstream_persistence import queries
+from agentstream_persistence.pages import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, InvalidCursor, Key, Keyset
 
 SessionsGetter = Callable[[], async_sessionmaker[AsyncSession] | None]
 
@@ -36,6 +43,7 @@ class RunOut(BaseModel):
     assistant_id: str | None
     connector_id: str | None
     user_id: str | None
+    tenant_id: str | None
     status: str
     error: str | None
     reason: str | None
@@ -61,6 +69,33 @@ class MessageOut(BaseModel):
     tool_call_id: str | None
     session_id: str | None
     created_at: UtcDatetime
+
+
+class RunPage(BaseModel):
+    """One page of runs; `next_cursor` asks for the next one (null: this is the last)."""
+
+    items: list[RunOut]
+    next_cursor: str | None
+
+
+class MessagePage(BaseModel):
+    """One page of messages; `next_cursor` asks for the next one (null: this is the last)."""
+
+    items: list[MessageOut]
+    next_cursor: str | None
+
+
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description=f"Page size, at most {MAX_PAGE_SIZE}.")]
+Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page; omit for the first.")]
+
+
+def _after(keyset: Keyset, cursor: str | None) -> Key | None:
+    if cursor is None:
+        return None
+    try:
+        return keyset.decode(cursor)
+    except InvalidCursor as e:
+        raise HTTPException(400, str(e)) from None
 
 
 class ResumeStepOut(BaseModel):
@@ -101,37 +136,52 @@ def add_routes(app: FastAPI, sessions: SessionsGetter) -> None:
             raise HTTPException(503, "database not open yet")
         return factory
 
-    @app.get("/v1/runs/{run_id}", tags=["persistence"])
-    async def get_run(run_id: str) -> RunOut:
+    @app.get("/v1/runs/{run_id}", tags=["persistence"], responses=AUTH_RESPONSES)
+    async def get_run(run_id: str, principal: Principal = requires(Scope.CONVERSATIONS_READ)) -> RunOut:
         async with db()() as session:
             run = await session.get(Run, run_id)
-        if run is None:
+        if run is None or not queries.may_see(run, principal):
             raise HTTPException(404, f"run {run_id} not found")
         return RunOut.model_validate(run)
 
-    @app.get("/v1/conversations/{key:path}/runs", tags=["persistence"])
-    async def conversation_runs(key: str) -> list[RunOut]:
-        query = (select(Run).where(Run.conversation_key == key)
-                 .order_by(func.coalesce(Run.started_at, Run.finished_at), Run.run_id))
+    async def run_page(keyset: Keyset, query: Select[Any], limit: int, cursor: str | None) -> RunPage:
+        after = _after(keyset, cursor)
         async with db()() as session:
-            return [RunOut.model_validate(r) for r in (await session.scalars(query)).all()]
+            rows, next_cursor = await queries.read_page(session, keyset, query, after, limit)
+            return RunPage(items=[RunOut.model_validate(run) for run, in rows], next_cursor=next_cursor)
 
-    @app.get("/v1/conversations/{key:path}/messages", tags=["persistence"])
-    async def conversation_messages(key: str) -> list[MessageOut]:
-        # Runs of a conversation are sequential: order by run start, then by stream position.
-        run_start = func.coalesce(Run.started_at, Run.finished_at)
-        query = (select(Message).outerjoin(Run, Run.run_id == Message.root_run_id)
-                 .where(Message.conversation_key == key)
-                 .order_by(run_start, Message.root_run_id, Message.seq, Message.part))
+    @app.get("/v1/runs", tags=["persistence"], responses=AUTH_RESPONSES)
+    async def list_runs(status: Annotated[list[RunStatus] | None, Query()] = None, conversation_key: str | None = None,
+                        limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None,
+                        principal: Principal = requires(Scope.CONVERSATIONS_READ)) -> RunPage:
+        """Runs, newest ending first; `status` may repeat."""
+        query = queries.runs(statuses=status or (), conversation=conversation_key)
+        return await run_page(queries.RUNS, queries.visible_to(query, principal), limit, cursor)
+
+    @app.get("/v1/conversations/{key:path}/runs", tags=["persistence"], responses=AUTH_RESPONSES)
+    async def conversation_runs(key: str, limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None,
+                                principal: Principal = requires(Scope.CONVERSATIONS_READ)) -> RunPage:
+        """The conversation's runs, oldest start first (another tenant's conversation is empty)."""
+        query = queries.visible_to(queries.conversation_runs(key), principal)
+        return await run_page(queries.CONVERSATION_RUNS, query, limit, cursor)
+
+    @app.get("/v1/conversations/{key:path}/messages", tags=["persistence"], responses=AUTH_RESPONSES)
+    async def conversation_messages(key: str, limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None,
+                                    principal: Principal = requires(Scope.CONVERSATIONS_READ)) -> MessagePage:
+        """The conversation's messages, run by run (oldest start first), each run's in stream order."""
+        keyset = queries.CONVERSATION_MESSAGES
+        after = _after(keyset, cursor)
+        query = queries.visible_to(queries.conversation_messages(key), principal)
         async with db()() as session:
-            return [MessageOut.model_validate(m) for m in (await session.scalars(query)).all()]
+            rows, next_cursor = await queries.read_page(session, keyset, query, after, limit)
+            return MessagePage(items=[MessageOut.model_validate(m) for m, in rows], next_cursor=next_cursor)
 
-    @app.get("/v1/runs/{run_id}/resume-steps", tags=["persistence"])
-    async def resume_steps(run_id: str) -> CheckpointOut:
+    @app.get("/v1/runs/{run_id}/resume-steps", tags=["persistence"], responses=AUTH_RESPONSES)
+    async def resume_steps(run_id: str, principal: Principal = requires(Scope.RUNS_RESUME)) -> CheckpointOut:
         """404 when the run has no checkpoint: it completed (or was resumed to completion) or is unknown."""
         async with db()() as session:
             checkpoint = await session.get(RunCheckpoint, run_id)
-            if checkpoint is None:
+            if checkpoint is None or not queries.may_see(await session.get(Run, run_id), principal):
                 raise HTTPException(404, f"run {run_id} has no resume checkpoint")
             steps = (await session.scalars(
                 select(ResumeStep).where(ResumeStep.root_run_id == run_id).order_by(ResumeStep.seq))).all()

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from agentstream.contracts import ResumeRun, RunEventAdapter, RunFinished
 from agentstream.db import upgrade
 from agentstream.kafka.offsets import CommitPoints
+from agentstream.redaction import storage_redactor
 from agentstream.service import Service, describe_validation_error
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet, Origin, RunBuffer
@@ -51,6 +52,7 @@ class PersistenceService(Service):
     def setup(self) -> None:
         self.buffers = BufferSet()
         self.commit_points = CommitPoints()
+        self.redactor = storage_redactor(self.settings)  # None: text is stored raw
         self._watchdog: asyncio.Task[None] | None = None
         self.flushes = Counter("agentstream_persistence_flushes_total", "Run flushes", ["outcome"],
                                registry=self.registry)
@@ -95,7 +97,7 @@ class PersistenceService(Service):
 
     async def flush(self, buf: RunBuffer) -> bool:
         """Write the run; on success forget the buffer. A failing database keeps it buffered."""
-        rows = rows_for(buf)
+        rows = rows_for(buf, self.redactor.redact) if self.redactor else rows_for(buf)
         assert self.sessions is not None
         for attempt in range(1, FLUSH_ATTEMPTS + 1):
             try:

@@ -3,11 +3,16 @@
 Every message row is keyed by (root_run_id, seq, part): `seq` of the event it came
 from, `part` its index inside that event. A re-read stream rebuilds the same keys,
 so the flush can skip what is already stored.
+
+Text is stored through `redact` (the security hook's redaction, `hooks.security.redact_storage`):
+what the user and the model wrote is kept as it was shown, with secrets masked. Tool arguments
+and results are redacted before they are shortened, so a cut cannot leave half a secret.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,6 +25,12 @@ SUMMARY_LIMIT = 200
 # Runs the runner ended without running them (double texting): a merged message is
 # stored with the run it was merged into; a rejected one never reached the model.
 NOT_RUN = frozenset({"merged", "rejected"})
+
+Redact = Callable[[str], str]
+
+
+def keep(text: str) -> str:
+    return text
 
 
 @dataclass(frozen=True)
@@ -39,7 +50,7 @@ def shorten(text: str, limit: int = SUMMARY_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def tool_summary(exchange: ToolExchange) -> str:
+def tool_summary(exchange: ToolExchange, redact: Redact = keep) -> str:
     """`calculator({"expression": "6*7"}) → 42`: what history replays instead of the raw exchange."""
     call, result = exchange.call, exchange.result
     try:
@@ -52,7 +63,7 @@ def tool_summary(exchange: ToolExchange) -> str:
         outcome = result.content
     else:
         outcome = f"error: {result.error or result.content}"
-    return f"{call.tool}({shorten(args)}) → {shorten(outcome)}"
+    return f"{call.tool}({shorten(redact(args))}) → {shorten(redact(outcome))}"
 
 
 def _target(buf: RunBuffer) -> ReplyTarget:
@@ -75,7 +86,7 @@ def _user_input(buf: RunBuffer) -> list[tuple[int, int, ChatMessage, datetime]]:
     return []
 
 
-def rows_for(buf: RunBuffer) -> FlushRows:
+def rows_for(buf: RunBuffer, redact: Redact = keep) -> FlushRows:
     fin = buf.finished
     if fin is None:
         raise ValueError(f"run {buf.root_run_id} is not finished")
@@ -84,23 +95,24 @@ def rows_for(buf: RunBuffer) -> FlushRows:
     base = {"conversation_key": buf.conversation_key, "session_id": session_id, "root_run_id": buf.root_run_id}
 
     messages = [
-        {**base, "run_id": buf.root_run_id, "seq": seq, "part": part, "role": m.role, "content": m.content,
+        {**base, "run_id": buf.root_run_id, "seq": seq, "part": part, "role": m.role, "content": redact(m.content),
          "name": m.name, "tool_call_id": m.tool_call_id, "created_at": ts}
         for seq, part, m, ts in (_user_input(buf) if fin.reason not in NOT_RUN else [])
     ]
     messages += [
-        {**base, "run_id": m.run_id, "seq": m.seq, "part": 0, "role": "assistant", "content": m.text,
+        {**base, "run_id": m.run_id, "seq": m.seq, "part": 0, "role": "assistant", "content": redact(m.text),
          "name": None, "tool_call_id": None, "created_at": m.ts}
         for m in buf.assistant if m.text  # a turn that only called tools has no text worth keeping
     ]
     messages += [
-        {**base, "run_id": t.call.run_id, "seq": t.call.seq, "part": 0, "role": "tool", "content": tool_summary(t),
-         "name": t.call.tool, "tool_call_id": t.call.call_id, "created_at": t.call.ts}
+        {**base, "run_id": t.call.run_id, "seq": t.call.seq, "part": 0, "role": "tool",
+         "content": tool_summary(t, redact), "name": t.call.tool, "tool_call_id": t.call.call_id,
+         "created_at": t.call.ts}
         for t in buf.tools
     ]
     # Text streamed before an interrupt or a lost runner is kept: what the user saw.
     messages += [
-        {**base, "run_id": d.run_id, "seq": d.seq, "part": 0, "role": "assistant", "content": d.text,
+        {**base, "run_id": d.run_id, "seq": d.seq, "part": 0, "role": "assistant", "content": redact(d.text),
          "name": None, "tool_call_id": None, "created_at": d.ts}
         for d in buf.incomplete_messages()
     ]
@@ -116,7 +128,8 @@ def rows_for(buf: RunBuffer) -> FlushRows:
         "connector_id": started.connector_id if started else None,
         "user_id": (started.user_id if started else None) or (queued.user_id if queued else None),
         "tenant_id": (started.tenant_id if started else None) or (queued.tenant_id if queued else None),
-        "status": fin.status, "error": fin.error, "reason": fin.reason, "text": fin.text,
+        "status": fin.status, "error": redact(fin.error) if fin.error else fin.error, "reason": fin.reason,
+        "text": redact(fin.text),
         "prompt_tokens": fin.usage.prompt_tokens, "completion_tokens": fin.usage.completion_tokens,
         "llm_calls": fin.usage.llm_calls, "duration_ms": fin.duration_ms,
         "started_at": started_at, "finished_at": fin.ts,

@@ -56,7 +56,7 @@ def up(
     state_dir.mkdir(exist_ok=True)
     interactive = sys.stdin.isatty() if chat is None else chat
     log_file = str(state_dir / "agentstream.log") if interactive else None
-    configure_logging(settings.log_level, log_file=log_file)
+    configure_logging(settings.log_level, log_file=log_file, settings=settings)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -95,7 +95,7 @@ def serve(
         err.print(f"[red]unknown service {service!r}; choose one of: {', '.join(SERVICES)}[/]")
         raise typer.Exit(2)
     settings = _settings(config)
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings=settings)
 
     async def main() -> None:
         stop = asyncio.Event()
@@ -154,7 +154,7 @@ def demo(config: ConfigOpt = None) -> None:
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="agentstream-demo-") as tmp:
         settings = _settings(config, database={"url": f"sqlite+aiosqlite:///{tmp}/demo.db"})
-        configure_logging("WARNING")
+        configure_logging("WARNING", settings=settings)
 
         async def main() -> RunFinished | None:
             out.print("[dim]starting the embedded stack…[/]")
@@ -188,7 +188,8 @@ async def _print_persisted(persistence_url: str, finished: RunFinished, key: str
         run = resp.json()
         out.print(f"[bold]persisted run[/] {run['run_id']}: status={run['status']} "
                   f"llm_calls={run['llm_calls']} text={run['text']!r}")
-        messages = (await http.get(f"/v1/conversations/{key}/messages")).json()
+        # A fresh demo database: the conversation's messages fit in the first page.
+        messages = (await http.get(f"/v1/conversations/{key}/messages")).json()["items"]
         for m in messages:
             out.print(f"  [dim]{m['role']:>9}[/] {m['content']}")
 

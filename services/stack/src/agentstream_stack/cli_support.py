@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from agentstream.config import ConfigError, Settings, load_settings
+from agentstream.config import ConfigError, SecurityProtocol, Settings, load_settings
 from agentstream_stack.embedded import read_state
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file (or AGENTSTREAM_CONFIG).",
@@ -37,7 +37,8 @@ def client_settings(config: Path | None) -> Settings:
     state = read_state()
     if not explicit and state:
         kafka = settings.kafka.model_copy(update={"bootstrap_servers": state["kafka"], "embedded": True,
-                                                  "topic_prefix": state["topic_prefix"]})
+                                                  "topic_prefix": state["topic_prefix"],
+                                                  "security_protocol": SecurityProtocol.PLAINTEXT})
         settings = settings.model_copy(update={"kafka": kafka})
     return settings
 

@@ -25,6 +25,7 @@ from agentstream.contracts import (
     RunStarted,
 )
 from agentstream.kafka import Topics
+from agentstream.kafka.security import client_security
 
 
 class RunFollower:
@@ -33,10 +34,13 @@ class RunFollower:
     def __init__(self, kafka: KafkaSettings) -> None:
         self.kafka = kafka
         self.topics = Topics(kafka.topic_prefix)
-        self._producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap_servers, enable_idempotence=kafka.idempotence)
+        security = client_security(kafka)
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=kafka.bootstrap_servers, enable_idempotence=kafka.idempotence, **security
+        )
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=kafka.bootstrap_servers, enable_auto_commit=False,
-            fetch_max_wait_ms=kafka.fetch_wait_ms, group_id=None,
+            fetch_max_wait_ms=kafka.fetch_wait_ms, group_id=None, **security,
         )
 
     async def __aenter__(self) -> RunFollower:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentstream.config import SERVICES, Settings
+from agentstream.config import SERVICES, SecurityProtocol, Settings
 from agentstream.db import upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import EmbeddedBroker, create_topics, free_port
@@ -38,7 +38,10 @@ class RunningStack:
 
 
 def _with_broker(settings: Settings, bootstrap: str) -> Settings:
-    kafka = settings.kafka.model_copy(update={"bootstrap_servers": bootstrap, "embedded": True})
+    # The embedded broker listens in plaintext on loopback only.
+    kafka = settings.kafka.model_copy(
+        update={"bootstrap_servers": bootstrap, "embedded": True, "security_protocol": SecurityProtocol.PLAINTEXT}
+    )
     return settings.model_copy(update={"kafka": kafka})
 
 

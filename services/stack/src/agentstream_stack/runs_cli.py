@@ -20,6 +20,8 @@ from rich.table import Table
 
 from agentstream.config import KafkaSettings
 from agentstream.contracts import ResumeRun, RunFinished
+from agentstream_persistence.pages import MAX_PAGE_SIZE, InvalidCursor, Key
+from agentstream_persistence.queries import RUNS
 from agentstream_persistence.rows import shorten
 from agentstream_stack.cli_support import ConfigOpt, client_settings, err, out
 from agentstream_stack.client import RunFollower
@@ -28,6 +30,7 @@ from agentstream_stack.runs_store import (
     AmbiguousRunId,
     RunDetail,
     RunListItem,
+    RunListPage,
     RunsUnavailable,
     list_runs,
     show_run,
@@ -81,24 +84,39 @@ def _run_or_exit(coro: Coroutine[Any, Any, T]) -> T:
         raise typer.Exit(1) from None
 
 
+def _after(cursor: str | None) -> Key | None:
+    try:
+        return None if cursor is None else RUNS.decode(cursor)
+    except InvalidCursor:
+        raise typer.BadParameter("invalid cursor: pass the next cursor a previous list printed",
+                                 param_hint="'--cursor'") from None
+
+
 @runs_app.command("list")
 def runs_list(
     status: Annotated[list[RunStatusChoice] | None, typer.Option(
         "--status", "-s", help="Only runs that ended so (repeat for several).")] = None,
     conversation: Annotated[str | None, typer.Option(help="Only this conversation key (platform:chat_id[:thread]).")] = None,
     resumable: Annotated[bool, typer.Option("--resumable", help="Only runs with a checkpoint (resumable).")] = False,
-    limit: Annotated[int, typer.Option(min=1, help="At most this many runs.")] = 20,
+    limit: Annotated[int, typer.Option(min=1, max=MAX_PAGE_SIZE, help="At most this many runs (a page).")] = 20,
+    cursor: Annotated[str | None, typer.Option(help="The next page: the cursor a previous list printed.")] = None,
     as_json: JsonOpt = False,
     config: ConfigOpt = None,
 ) -> None:
     """Stored runs, newest ending first, and whether each can be resumed."""
+    after = _after(cursor)
     settings = client_settings(config)
-    runs = _run_or_exit(list_runs(
+    page = _run_or_exit(list_runs(
         settings.database.url, statuses=[s.value for s in status or []], conversation=conversation,
-        resumable=resumable, limit=limit))
+        resumable=resumable, limit=limit, after=after))
     if as_json:
-        typer.echo(json.dumps([r.model_dump(mode="json") for r in runs], indent=2))
+        typer.echo(page.model_dump_json(indent=2))
         return
+    _print_page(page, limit)
+
+
+def _print_page(page: RunListPage, limit: int) -> None:
+    runs = page.items
     if not runs:
         out.print("[dim]no runs match[/]")
         return
@@ -107,6 +125,9 @@ def runs_list(
     if not full_ids and any(_short_id(r.run_id) != r.run_id for r in runs):
         out.print("[dim]run ids shortened (a wider terminal or --json shows them whole); "
                   "show and resume take the shown prefix without the …[/]")
+    if page.next_cursor is not None:
+        # One unbroken line, so the cursor can be copied whole from a narrow terminal too.
+        out.print(f"[dim]more: --cursor {page.next_cursor}[/]", soft_wrap=True, highlight=False)
 
 
 def _runs_table(runs: list[RunListItem], limit: int, full_ids: bool, all_columns: bool) -> Table:

@@ -2,7 +2,8 @@
 
 The rows are the ones persistence writes (`runs`, `messages`, `run_checkpoints`,
 `resume_steps`); the shapes are persistence's read API models, so `--json` prints what
-`GET /v1/runs/{id}` and `GET /v1/runs/{id}/resume-steps` return.
+`GET /v1/runs/{id}` and `GET /v1/runs/{id}/resume-steps` return. The list pages like
+`GET /v1/runs` (same order, same cursors).
 """
 
 from __future__ import annotations
@@ -12,14 +13,16 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from pydantic import BaseModel
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.db import Message, Run, create_engine, session_factory
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
+from agentstream_persistence import queries
 from agentstream_persistence.api import CheckpointOut, MessageOut, ResumeStepOut, RunOut
+from agentstream_persistence.pages import Key
 
 
 class RunsUnavailable(Exception):
@@ -33,6 +36,11 @@ class AmbiguousRunId(Exception):
 
 class RunListItem(RunOut):
     checkpoint: bool  # a resume checkpoint exists: `agentstream runs resume` can continue the run
+
+
+class RunListPage(BaseModel):
+    items: list[RunListItem]
+    next_cursor: str | None  # `--cursor` for the next page; None on the last
 
 
 class RunDetail(BaseModel):
@@ -60,22 +68,18 @@ async def open_runs_db(url: str) -> AsyncIterator[async_sessionmaker[AsyncSessio
 
 
 async def list_runs(url: str, *, statuses: list[str] | None = None, conversation: str | None = None,
-                    resumable: bool = False, limit: int = 20) -> list[RunListItem]:
-    """Newest ending first (a resumed run's row carries its latest ending)."""
-    query = (select(Run, RunCheckpoint.root_run_id)
-             .outerjoin(RunCheckpoint, RunCheckpoint.root_run_id == Run.run_id)
-             .order_by(func.coalesce(Run.finished_at, Run.started_at).desc(), Run.run_id.desc())
-             .limit(limit))
-    if statuses:
-        query = query.where(Run.status.in_(statuses))
-    if conversation is not None:
-        query = query.where(Run.conversation_key == conversation)
+                    resumable: bool = False, limit: int = 20, after: Key | None = None) -> RunListPage:
+    """Newest ending first (a resumed run's row carries its latest ending), past `after` (a decoded cursor)."""
+    query = (queries.runs(statuses=statuses or (), conversation=conversation)
+             .add_columns(RunCheckpoint.root_run_id)
+             .outerjoin(RunCheckpoint, RunCheckpoint.root_run_id == Run.run_id))
     if resumable:
         query = query.where(RunCheckpoint.root_run_id.is_not(None))
     async with open_runs_db(url) as sessions, sessions() as session:
-        rows = (await session.execute(query)).all()
-    return [RunListItem.model_validate({**RunOut.model_validate(run).model_dump(), "checkpoint": cp is not None})
-            for run, cp in rows]
+        rows, next_cursor = await queries.read_page(session, queries.RUNS, query, after, limit)
+    items = [RunListItem.model_validate({**RunOut.model_validate(run).model_dump(), "checkpoint": cp is not None})
+             for run, cp in rows]
+    return RunListPage(items=items, next_cursor=next_cursor)
 
 
 async def _resolve(session: AsyncSession, run_id: str) -> str | None:

@@ -1,7 +1,9 @@
 """Executing one tool call: lookup → arguments → run under a timeout → result.
 
 Every outcome, good or bad, becomes a `ToolCallResult`; failures are classified
-by `validation.classify`. `duration_ms` covers the whole call.
+by `validation.classify`. `duration_ms` covers the whole call. An exception that is
+not a `ToolFailure` is logged whole, with the call's coordinates; the model only
+learns its type.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from collections.abc import Callable
 from typing import Any
 
 from agentstream.contracts import ToolCallRequest, ToolCallResult, utcnow
+from agentstream.observability import get_logger
 from agentstream_tools.registry import ToolRegistry
-from agentstream_tools.validation import ToolTimeout, classify, lookup, parse_arguments
+from agentstream_tools.validation import ToolFailure, ToolTimeout, classify, lookup, parse_arguments
+
+log = get_logger("agentstream.tool-executor")
 
 
 def _time_left(request: ToolCallRequest, timeout_s: float) -> float:
@@ -51,6 +56,15 @@ async def execute(
     try:
         content = await _run(registry, request, default_timeout_s)
     except Exception as err:  # every failure is an answer for the model, classified by type
+        if not isinstance(err, ToolFailure):
+            log.error(
+                "tool raised",
+                run_id=request.run_id,
+                call_id=request.call_id,
+                tool=request.tool,
+                conversation_key=request.conversation_key,
+                exc_info=err,
+            )
         failure = classify(err)
         return ToolCallResult(
             **fields, ok=False, error=failure.message, retryable=failure.retryable,

@@ -6,6 +6,10 @@ The type of the exception says whether the model can fix the call by itself:
 - `ToolTimeout`, `ToolError` (a tool's own clean failure) and any other exception
   raised by a tool are not.
 Messages never decide the class.
+
+What the model reads is short and says what was wrong; input is quoted at most
+`SHOWN_CHARS` long (`shown`). An unexpected exception's text may carry file paths or
+other internals: the model gets only its type, the executor logs the rest.
 """
 
 from __future__ import annotations
@@ -17,6 +21,19 @@ from typing import Any, ClassVar
 from jsonschema.exceptions import best_match
 
 from agentstream_tools.registry import Tool, ToolRegistry
+
+SHOWN_CHARS = 64
+MAX_ERROR_CHARS = 300
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """`repr(value)` cut to `limit` characters (with `…`): enough to see which input was meant."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _bounded(message: str) -> str:
+    return message if len(message) <= MAX_ERROR_CHARS else message[: MAX_ERROR_CHARS - 1] + "…"
 
 
 class ToolFailure(Exception):
@@ -33,7 +50,7 @@ class UnknownTool(ToolFailure):
     retryable = True
 
     def __init__(self, name: str, registry: ToolRegistry) -> None:
-        super().__init__(f"unknown tool {name!r}; available tools: {', '.join(registry.names()) or '(none)'}")
+        super().__init__(f"unknown tool {shown(name)}; available tools: {', '.join(registry.names()) or '(none)'}")
 
 
 class ToolTimeout(ToolFailure):
@@ -54,8 +71,8 @@ class Failure:
 
 def classify(err: Exception) -> Failure:
     if isinstance(err, ToolFailure):
-        return Failure(str(err), type(err).retryable)
-    return Failure(f"tool raised {type(err).__name__}: {err}", retryable=False)
+        return Failure(_bounded(str(err)), type(err).retryable)
+    return Failure(f"the tool failed unexpectedly ({type(err).__name__})", retryable=False)
 
 
 def lookup(registry: ToolRegistry, name: str) -> Tool:

@@ -4,13 +4,20 @@
 section models in its own module (core, runner, delivery, ingress, persistence).
 """
 
-from agentstream.config.core import DatabaseSettings, HttpSettings, KafkaSettings, Section
+from agentstream.config.core import (
+    DatabaseSettings,
+    HttpSettings,
+    KafkaSettings,
+    SaslMechanism,
+    Section,
+    SecurityProtocol,
+)
 from agentstream.config.delivery import PlatformSettings
 from agentstream.config.runner import DEFAULT_CAPABILITIES, Capability, ConnectorSettings, RunnerSettings
 from agentstream.config.settings import CONFIG_ENV_VAR, SERVICES, ConfigError, Settings, load_settings
 
 __all__ = [
     "CONFIG_ENV_VAR", "DEFAULT_CAPABILITIES", "SERVICES", "Capability", "ConfigError", "ConnectorSettings",
-    "DatabaseSettings", "HttpSettings", "KafkaSettings", "PlatformSettings", "RunnerSettings", "Section",
-    "Settings", "load_settings",
+    "DatabaseSettings", "HttpSettings", "KafkaSettings", "PlatformSettings", "RunnerSettings", "SaslMechanism",
+    "Section", "SecurityProtocol", "Settings", "load_settings",
 ]

@@ -2,13 +2,38 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors (a typo names its key)."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class SecurityProtocol(StrEnum):
+    """Kafka's `security.protocol`: TLS and/or SASL authentication to the brokers."""
+
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self in (SecurityProtocol.SASL_PLAINTEXT, SecurityProtocol.SASL_SSL)
+
+    @property
+    def uses_tls(self) -> bool:
+        return self in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
+
+
+class SaslMechanism(StrEnum):
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
 
 
 class KafkaSettings(Section):
@@ -25,6 +50,41 @@ class KafkaSettings(Section):
     )
     client_id: str = "agentstream"
     auto_create_topics: bool = Field(default=True, description="Create missing topics when a service starts.")
+    security_protocol: SecurityProtocol = Field(
+        default=SecurityProtocol.PLAINTEXT, description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."
+    )
+    sasl_mechanism: SaslMechanism | None = Field(default=None, description="SASL_*: PLAIN, SCRAM-SHA-256/512.")
+    sasl_username: str | None = Field(default=None, description="SASL_*: the user name.")
+    sasl_password_env: str | None = Field(default=None, description="SASL_*: name of the env var holding the password.")
+    ssl_cafile: str | None = Field(default=None, description="SSL/SASL_SSL: CA bundle (PEM); default: system CAs.")
+    ssl_certfile: str | None = Field(default=None, description="SSL/SASL_SSL: client certificate (PEM), for mTLS.")
+    ssl_keyfile: str | None = Field(default=None, description="SSL/SASL_SSL: the client certificate's key (PEM).")
+    ssl_check_hostname: bool = Field(default=True, description="SSL/SASL_SSL: the broker certificate names its host.")
+
+    @model_validator(mode="after")
+    def _security_is_consistent(self) -> KafkaSettings:
+        if self.security_protocol.uses_sasl:
+            missing = [
+                f"kafka.{name}"
+                for name in ("sasl_mechanism", "sasl_username", "sasl_password_env")
+                if not getattr(self, name)
+            ]
+            if missing:
+                raise ValueError(f"kafka.security_protocol {self.security_protocol.value} needs {', '.join(missing)}")
+        # Set but unused would connect without what the operator asked for: refuse instead.
+        elif unused := [k for k in ("sasl_mechanism", "sasl_username", "sasl_password_env") if getattr(self, k)]:
+            raise ValueError(
+                f"kafka.{unused[0]} is set but kafka.security_protocol {self.security_protocol.value} uses no SASL"
+            )
+        if not self.security_protocol.uses_tls and (
+            unused := [k for k in ("ssl_cafile", "ssl_certfile", "ssl_keyfile") if getattr(self, k)]
+        ):
+            raise ValueError(
+                f"kafka.{unused[0]} is set but kafka.security_protocol {self.security_protocol.value} uses no TLS"
+            )
+        if self.ssl_keyfile and not self.ssl_certfile:
+            raise ValueError("kafka.ssl_keyfile is set without kafka.ssl_certfile")
+        return self
 
     @property
     def idempotence(self) -> bool:
@@ -55,5 +115,3 @@ class HttpSettings(Section):
 
     def port_for(self, service: str) -> int:
         return int(getattr(self, service.replace("-", "_")))
-
-

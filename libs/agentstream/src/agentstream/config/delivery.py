@@ -23,6 +23,12 @@ class PlatformSettings(Section):
     tool_progress: Literal["off", "new", "all"] | None = Field(default=None, description="Tool progress line.")
     chat_interval: float | None = Field(default=None, ge=0, description="Min seconds between calls to one chat.")
     drafts: bool | None = Field(default=None, description="Telegram: stream private chats as drafts.")
+    timeout_s: float | None = Field(
+        default=None, gt=0, description="HTTP client timeout of one platform call (default 10); past it the "
+        "outcome of the call is unknown.")
+    late_landing_s: float | None = Field(
+        default=None, gt=0, description="How long a call of unknown outcome may still land on the platform; "
+        "the message's final text is re-applied once it has passed (default timeout_s + 5).")
 
 
 
@@ -39,6 +45,9 @@ class SecurityHookSettings(Section):
         default=True, description="Also redact the values of the env vars the settings name (api_key_env, …)."
     )
     env: list[str] = Field(default_factory=list, description="More env var names whose values are secrets.")
+    redact_storage: bool = Field(
+        default=True, description="Persistence stores message and run text redacted the same way (not the raw text)."
+    )
 
 
 class AuditHookSettings(Section):

@@ -7,9 +7,9 @@ This is the public contract users build on; keep it stable.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from agentstream.contracts.base import Record
 
@@ -20,15 +20,44 @@ def conversation_key(platform: str, chat_id: str, thread_id: str | None = None) 
     return f"{key}:{thread_id}" if thread_id else key
 
 
+# Ids end up in Kafka keys, database columns and log lines: bounded, and no control
+# characters (C0, DEL, C1). The widths keep `platform:chat_id:thread_id` within the
+# 512 characters of every conversation-key column. Ids are JSON strings: a number, a
+# bool or an object is refused, never turned into text.
+NO_CONTROL_CHARS = r"^[^\x00-\x1f\x7f-\x9f]*$"
+MAX_ID = 256
+PlatformName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=NO_CONTROL_CHARS)]
+ChatId = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_CONTROL_CHARS)]
+ThreadId = Annotated[str, StringConstraints(max_length=200, pattern=NO_CONTROL_CHARS)]
+Identifier = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID, pattern=NO_CONTROL_CHARS)]
+OptionalIdentifier = Annotated[str, StringConstraints(max_length=MAX_ID, pattern=NO_CONTROL_CHARS)]
+
+DedupeKey = tuple[str, str, str]  # (source, platform, message id)
+
+# Where a message entered (`InboundMessage.source`); none means produced straight to Kafka.
+KAFKA_SOURCE = "kafka"
+API_SOURCE = "api"
+
+
+def webhook_source(platform: str, bot: str | None = None) -> str:
+    """`webhook:<platform>` or, for a platform with several bots, `webhook:<platform>:<bot>`."""
+    return f"webhook:{platform}:{bot}" if bot else f"webhook:{platform}"
+
+
+def api_source(key_id: str | None = None) -> str:
+    """`api:<key id>` for a message posted with an API key, `api` before keys exist."""
+    return f"{API_SOURCE}:{key_id}" if key_id else API_SOURCE
+
+
 class User(BaseModel):
     """The person (or system) who sent the message."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    id: str = Field(min_length=1, description="Platform user id; the identity used for permission.")
+    id: Identifier = Field(description="Platform user id; the identity used for permission.")
     name: str | None = Field(default=None, description="Display name.")
-    team_id: str | None = Field(default=None, description="Team / guild / workspace id.")
-    tenant_id: str | None = Field(default=None, description="Tenant id for billing and isolation.")
+    team_id: OptionalIdentifier | None = Field(default=None, description="Team / guild / workspace id.")
+    tenant_id: OptionalIdentifier | None = Field(default=None, description="Tenant id for billing and isolation.")
 
 
 class Attachment(BaseModel):
@@ -43,19 +72,30 @@ class InboundMessage(Record):
     """A message from a user on some platform, produced to `inbound`."""
 
     type: Literal["inbound.message"] = "inbound.message"
-    id: str = Field(min_length=1, description="Idempotency key, unique per platform.")
-    platform: str = Field(min_length=1, description="telegram, slack, discord, signal, web, console, memory, …")
-    chat_id: str = Field(min_length=1, description="Chat / channel id on the platform.")
-    thread_id: str | None = Field(default=None, description="Thread / topic id inside the chat.")
+    id: Identifier = Field(description="Idempotency key, unique per source and platform.")
+    platform: PlatformName = Field(description="telegram, slack, discord, signal, web, console, memory, …")
+    chat_id: ChatId = Field(description="Chat / channel id on the platform.")
+    thread_id: ThreadId | None = Field(default=None, description="Thread / topic id inside the chat.")
     user: User
     text: str = Field(description="The message text.")
     attachments: list[Attachment] = Field(default_factory=list)
-    reply_to_id: str | None = Field(default=None, description="Platform message id this replies to.")
+    reply_to_id: OptionalIdentifier | None = Field(default=None, description="Platform message id this replies to.")
     profile: str | None = Field(default=None, description="Profile to route to (else routes decide).")
     assistant_id: str | None = Field(default=None, description="Assistant to run (else the profile's).")
     metadata: dict[str, Any] = Field(default_factory=dict)
     sent_at: datetime | None = None
+    source: OptionalIdentifier | None = Field(
+        default=None,
+        description="Where the message entered, set by ingress's front door: `webhook:telegram:<bot>`, "
+        "`webhook:slack`, `api:<key id>`. Records produced straight to Kafka leave it empty, which counts "
+        "as source `kafka`. Part of the dedupe key, so one source cannot suppress another's messages.",
+    )
 
     @property
     def conversation_key(self) -> str:
         return conversation_key(self.platform, self.chat_id, self.thread_id)
+
+    @property
+    def dedupe_key(self) -> DedupeKey:
+        """(source, platform, id): a message id is unique per source and platform."""
+        return (self.source or KAFKA_SOURCE, self.platform, self.id)

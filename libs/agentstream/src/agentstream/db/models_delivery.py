@@ -58,6 +58,8 @@ class DeliveryLedger(Base):
 
     Written before each platform call (`pending → sending → sent | unknown | failed`), so
     a restarted delivery edits the messages it had posted instead of posting new ones.
+    `reapply_at` (epoch seconds, migration 0008) is set while a call of unknown outcome may
+    still land on the message: its final text is re-applied once that time has passed.
     """
 
     __tablename__ = "delivery_ledger"
@@ -78,3 +80,4 @@ class DeliveryLedger(Base):
     final: Mapped[bool] = mapped_column(Boolean, default=False)
     error: Mapped[str | None] = mapped_column(String(512))
     updated_at: Mapped[datetime]
+    reapply_at: Mapped[float | None] = mapped_column(Float)

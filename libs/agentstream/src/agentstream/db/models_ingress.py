@@ -1,6 +1,6 @@
 """Tables owned by the ingress area: dedupe, pairing, per-conversation overrides.
 
-Migration: `migrations/versions/0006_ingress.py`.
+Migrations: `migrations/versions/0006_ingress.py`, `0008_dedupe_source.py`.
 """
 
 from __future__ import annotations
@@ -8,19 +8,23 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, String
+from sqlalchemy import Integer, PrimaryKeyConstraint, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from agentstream.db.models import Base
 
 
 class InboundDedupe(Base):
-    """One row per (platform, message id) ever accepted; a second insert means a duplicate."""
+    """One row per (source, platform, message id) ever accepted; a second insert means a
+    duplicate. The source (`InboundMessage.dedupe_key`) keeps one entrance from
+    suppressing another's messages by claiming their ids first."""
 
     __tablename__ = "inbound_dedupe"
+    __table_args__ = (PrimaryKeyConstraint("source", "platform", "message_id", name="pk_inbound_dedupe"),)
 
-    platform: Mapped[str] = mapped_column(String(64), primary_key=True)
-    message_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    source: Mapped[str] = mapped_column(String(256))
+    platform: Mapped[str] = mapped_column(String(64))
+    message_id: Mapped[str] = mapped_column(String(256))
     received_at: Mapped[datetime]
 
 

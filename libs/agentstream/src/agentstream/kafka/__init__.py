@@ -1,5 +1,9 @@
 from agentstream.kafka.broker import consumer_options, make_broker
 from agentstream.kafka.embedded import EmbeddedBroker, free_port
+from agentstream.kafka.security import broker_security, client_security
 from agentstream.kafka.topics import TOPIC_NAMES, Topics, create_topics
 
-__all__ = ["TOPIC_NAMES", "EmbeddedBroker", "Topics", "consumer_options", "create_topics", "free_port", "make_broker"]
+__all__ = [
+    "TOPIC_NAMES", "EmbeddedBroker", "Topics", "broker_security", "client_security", "consumer_options",
+    "create_topics", "free_port", "make_broker",
+]

@@ -1,5 +1,6 @@
 """Broker factory: a FastStream `KafkaBroker` configured from settings.
 
+TLS/SASL come from `kafka.security_protocol` and friends (`agentstream.kafka.security`).
 Embedded (Tansu) mode: no idempotent producer (Tansu does not support it) and a
 short fetch wait (Tansu answers fetches only when the wait expires).
 
@@ -21,6 +22,7 @@ from faststream.kafka.prometheus import KafkaPrometheusMiddleware
 from prometheus_client import CollectorRegistry
 
 from agentstream.config import KafkaSettings
+from agentstream.kafka.security import broker_security
 
 
 def make_broker(
@@ -36,6 +38,7 @@ def make_broker(
         acks="all",
         linger_ms=0,
         request_timeout_ms=15_000,
+        security=broker_security(kafka),
         middlewares=middlewares,
         logger=None,
         apply_types=False,

@@ -14,6 +14,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
 from agentstream.config import KafkaSettings
+from agentstream.kafka.security import client_security
 
 TOPIC_NAMES = ("inbound", "runs", "tool-calls", "tool-results", "events", "deliveries", "dlq")
 
@@ -61,13 +62,19 @@ class Topics:
         return [self.name(t) for t in TOPIC_NAMES]
 
 
+def admin_client(kafka: KafkaSettings) -> AIOKafkaAdminClient:
+    return AIOKafkaAdminClient(
+        bootstrap_servers=kafka.bootstrap_servers, client_id=f"{kafka.client_id}-admin", **client_security(kafka)
+    )
+
+
 async def create_topics(kafka: KafkaSettings) -> list[str]:
     """Create every topic with the configured partitions; existing ones are kept.
 
     Returns the names that were created now.
     """
     topics = Topics(kafka.topic_prefix)
-    admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers, client_id=f"{kafka.client_id}-admin")
+    admin = admin_client(kafka)
     await admin.start()
     try:
         existing = set(await admin.list_topics())

@@ -108,3 +108,15 @@ async def topics_created(kafka_bootstrap: str, topic_prefix: str) -> AsyncIterat
     settings = make_test_settings(kafka_bootstrap, topic_prefix, "sqlite+aiosqlite:///:memory:")
     await create_topics(settings.kafka)
     yield topic_prefix
+
+
+def authed_app() -> Any:
+    """A bare FastAPI app whose routes accept `ADMIN_HEADERS` (for testing one service's routes alone)."""
+    from fastapi import FastAPI
+
+    from agentstream.auth import Authenticator
+
+    app = FastAPI()
+    app.state.auth = Authenticator(load_settings(auth={"admin_token_env": ADMIN_TOKEN_ENV}).auth,
+                                   "sqlite+aiosqlite:///:memory:")
+    return app

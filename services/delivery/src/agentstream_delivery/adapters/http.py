@@ -32,9 +32,15 @@ class HttpAdapter:
                  capabilities: Capabilities | None = None) -> None:
         self.api_url = api_url.rstrip("/")
         self.bot = bot  # the rate-limit budget is per (bot, chat)
+        self.timeout = timeout  # past it a call's outcome is unknown (the late-landing window builds on it)
         if capabilities is not None:
             self.capabilities = capabilities
         self.client = httpx.AsyncClient(timeout=timeout)
+
+    @property
+    def endpoint(self) -> str:
+        """Where the platform's API calls go (may carry a credential: log it through `mask_url`)."""
+        return self.api_url
 
     # the PlatformAdapter protocol's plain fields, read from the capabilities
     @property

@@ -34,6 +34,10 @@ class TelegramAdapter(HttpAdapter):
         super().__init__(api_url, bot=token.split(":", 1)[0], **kw)
         self._base = f"{self.api_url}/bot{token}"
 
+    @property
+    def endpoint(self) -> str:
+        return self._base  # the token is in the path, as the Bot API wants it
+
     def supports_drafts(self, target: ReplyTarget) -> bool:
         return self.capabilities.draft_streaming and target.chat_id.isdigit() and int(target.chat_id) > 0
 

@@ -16,9 +16,10 @@ from typing import Any
 import httpx
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from agentstream.contracts import InboundMessage, User, new_id
+from agentstream.service import describe_validation_error
 from agentstream_delivery.adapters.web import WebAdapter
 
 STATIC = files("agentstream_delivery.adapters") / "static"
@@ -50,8 +51,11 @@ def add_web_routes(app: FastAPI, adapter: WebAdapter, ingress_url: str, timeout_
 
     @app.post("/v1/web/{chat_id}/messages", tags=["web"])
     async def post_message(chat_id: str, post: WebPost) -> JSONResponse:
-        message = InboundMessage(id=post.id, platform="web", chat_id=chat_id,
-                                 user=User(id=post.user_id, name=post.user_name), text=post.text)
+        try:  # the contract bounds ids and refuses control characters, the chat id in the path included
+            message = InboundMessage(id=post.id, platform="web", chat_id=chat_id,
+                                     user=User(id=post.user_id, name=post.user_name), text=post.text)
+        except ValidationError as err:
+            return JSONResponse({"detail": describe_validation_error(err)}, status_code=422)
         body: Any
         try:
             async with httpx.AsyncClient(timeout=timeout_s) as client:

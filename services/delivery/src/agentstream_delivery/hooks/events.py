@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentstream.contracts import (
     DeliveryReceipt,
+    LedgerState,
     Notice,
     RunEvent,
     RunFinished,
@@ -67,7 +68,7 @@ class LifecycleMapper:
 
     def map(self, record: RunEvent | DeliveryReceipt) -> list[HookEvent]:
         match record:
-            case DeliveryReceipt(state="sent"):
+            case DeliveryReceipt(state=LedgerState.SENT):
                 return [self._receipt(record)]
             case RunStarted() if record.run_id == record.root_run_id:
                 return [*self._session_change(record), self._run(record, "agent:start", {

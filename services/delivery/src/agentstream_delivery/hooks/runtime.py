@@ -9,7 +9,6 @@ the stream actors call before every send.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry
@@ -17,6 +16,7 @@ from pydantic import ValidationError
 
 from agentstream.config import Settings
 from agentstream.contracts import DeliveryReceipt, RunEventAdapter
+from agentstream.redaction import redactor_for
 from agentstream_delivery.hooks.audit import AuditHook
 from agentstream_delivery.hooks.base import SessionSource
 from agentstream_delivery.hooks.billing import BillingHook
@@ -24,27 +24,9 @@ from agentstream_delivery.hooks.events import HookEvent, LifecycleMapper
 from agentstream_delivery.hooks.metrics import HookMetrics
 from agentstream_delivery.hooks.observers import ObserverPool
 from agentstream_delivery.hooks.registry import HookRegistry
-from agentstream_delivery.hooks.security import SecurityFilter, env_secret_values
+from agentstream_delivery.hooks.security import SecurityFilter
 from agentstream_delivery.hooks.transforms import TransformChain
 from agentstream_delivery.hooks.webhook import WebhookHook
-
-
-def secret_env_names(settings: Settings) -> list[str]:
-    """Every env var name the settings point at (`*_env` keys anywhere): their values are secrets."""
-    names: list[str] = []
-
-    def walk(value: Any, key: str = "") -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                walk(v, str(k))
-        elif isinstance(value, list):
-            for v in value:
-                walk(v, key)
-        elif isinstance(value, str) and key.endswith("_env"):
-            names.append(value)
-
-    walk(settings.model_dump(mode="python"))
-    return names
 
 
 class HookRuntime:
@@ -65,11 +47,10 @@ class HookRuntime:
             self.registry.load(target)  # a configured module that is missing is a startup error
         if conf.entry_points:
             self.registry.load_entry_points()
-        sec = conf.security
+        shared = redactor_for(settings)  # the same redaction persistence applies to what it stores
         security = None
-        if sec.enabled:
-            literals = env_secret_values([*sec.env, *secret_env_names(settings)]) if sec.redact_env else []
-            security = SecurityFilter(mask=sec.mask, extra_patterns=list(sec.patterns), literals=literals)
+        if shared is not None:
+            security = SecurityFilter(mask=shared.mask, extra_patterns=shared.extra_patterns, literals=shared.literals)
         self.transform = TransformChain(self.registry.transforms, security, self.metrics, log,
                                         budget_s=conf.transform_budget_ms / 1000)
         self.mapper = LifecycleMapper()

@@ -15,6 +15,7 @@ import os
 import httpx
 
 from agentstream.config.delivery import WebhookHookSettings
+from agentstream.secrets_mask import mask_url
 from agentstream_delivery.hooks.base import ObserverHook
 from agentstream_delivery.hooks.events import HookEvent
 
@@ -35,6 +36,7 @@ class WebhookHook:
         self.name = f"webhook[{index}]"
         self.backoff_s = backoff_s
         self._client: httpx.AsyncClient | None = None
+        self._shown_url = mask_url(conf.url)  # errors are logged; the URL may carry a token
 
     def as_observer(self) -> ObserverHook:
         return ObserverHook(self.name, self, points=tuple(self.conf.points))
@@ -56,12 +58,12 @@ class WebhookHook:
             else:
                 if response.status_code < 500:
                     if response.status_code >= 400:
-                        raise WebhookDeliveryError(f"{self.conf.url} refused the event: {response.status_code}")
+                        raise WebhookDeliveryError(f"{self._shown_url} refused the event: {response.status_code}")
                     return
                 last = f"HTTP {response.status_code}"
             if attempt < self.conf.attempts:
                 await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
-        raise WebhookDeliveryError(f"{self.conf.url} unreachable after {self.conf.attempts} attempts: {last}")
+        raise WebhookDeliveryError(f"{self._shown_url} unreachable after {self.conf.attempts} attempts: {last}")
 
     async def close(self) -> None:
         if self._client is not None:

@@ -16,7 +16,7 @@ from typing import Any
 from agentstream.tools_catalog import CALCULATOR as CALCULATOR_SPEC
 from agentstream.tools_catalog import CALCULATOR_SUPPORTED
 from agentstream_tools.registry import Tool
-from agentstream_tools.validation import ArgumentError, ToolError
+from agentstream_tools.validation import ArgumentError, ToolError, shown
 
 Number = int | float
 
@@ -76,7 +76,7 @@ def evaluate(expression: str) -> Number:
         tree = ast.parse(expression.strip(), mode="eval")
         return _eval(tree.body)
     except (SyntaxError, RecursionError, MemoryError):
-        raise ArgumentError(f"not an arithmetic expression: {expression!r} (only {SUPPORTED})") from None
+        raise ArgumentError(f"not an arithmetic expression: {shown(expression)} (only {SUPPORTED})") from None
 
 
 def format_number(value: Number) -> str:

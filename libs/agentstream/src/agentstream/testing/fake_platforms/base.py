@@ -2,6 +2,9 @@
 messages per chat, a per-chat rate limit and scripted failures.
 
 Subclasses add the platform's routes and say how it spells a rate limit and an error.
+Faults for chaos tests: `throttle` (429 for one chat until a time), `land_late` (no
+answer until the client gave up, then the call takes effect) and `lose_answer` (the
+call takes effect at once, its answer comes after the client gave up).
 Every request is recorded as a `Call` (method, chat, body, status, arrival time), so
 tests prove what reached the platform: how many calls, how far apart per chat, and
 that no message was posted twice.
@@ -32,6 +35,8 @@ class Call:
     status: int = 200
     at: float = field(default_factory=time.monotonic)
     message_id: str | None = None
+    answer_after_s: float = 0.0  # the call was applied; its answer is held this long (`lose_answer`)
+    applied_at: float | None = None  # when the call took effect (late for `land_late`)
 
 
 @dataclass
@@ -56,6 +61,7 @@ class Failure:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0  # sleep before answering (longer than the client's timeout = a timeout)
     apply: bool = False  # the call still takes effect (a send that landed but whose answer was lost)
+    answer_after_s: float = 0.0  # apply at once, answer only after this long (the answer is lost)
 
 
 class FakePlatform:
@@ -68,6 +74,7 @@ class FakePlatform:
         self.chats: dict[str, list[FakeMessage]] = defaultdict(list)
         self._failures: list[tuple[str, str | None, Failure]] = []
         self._last_call: dict[str, float] = {}
+        self._throttled: dict[str, float] = {}  # chat → until when every call gets a 429
         self._ids = 0
         self.app = FastAPI()
         self.routes(self.app)
@@ -90,6 +97,19 @@ class FakePlatform:
     def fail_next(self, method: str, failure: Failure, *, chat_id: str | None = None, count: int = 1) -> None:
         self._failures.extend((method, chat_id, failure) for _ in range(count))
 
+    def throttle(self, chat_id: str, retry_after: float) -> None:
+        """Every call to this chat is answered 429 until `retry_after` s from now (the answer says what is left)."""
+        self._throttled[chat_id] = time.monotonic() + retry_after
+
+    def land_late(self, method: str, hold_s: float, *, chat_id: str | None = None, count: int = 1) -> None:
+        """Late landing: no answer for `hold_s` (longer than the client's timeout), then the call takes effect."""
+        self.fail_next(method, Failure(200, {"ok": True, "result": True}, delay_s=hold_s, apply=True),
+                       chat_id=chat_id, count=count)
+
+    def lose_answer(self, method: str, hold_s: float, *, chat_id: str | None = None, count: int = 1) -> None:
+        """The call takes effect at once; its answer comes only after `hold_s` (the client has given up)."""
+        self.fail_next(method, Failure(apply=True, answer_after_s=hold_s), chat_id=chat_id, count=count)
+
     def messages(self, chat_id: str) -> list[FakeMessage]:
         return [m for m in self.chats.get(chat_id, []) if not m.deleted]
 
@@ -107,9 +127,16 @@ class FakePlatform:
         """Record the call; returns (call, a response to answer instead, whether to apply it anyway)."""
         call = Call(method, chat_id, body)
         self.calls.append(call)
+        until = self._throttled.get(chat_id)
+        if until is not None and (left := until - call.at) > 0:
+            call.status = 429
+            return call, self.rate_limited(round(max(left, 0.1), 1)), False
         for i, (m, chat, failure) in enumerate(self._failures):
             if m == method and chat in (None, chat_id):
                 del self._failures[i]
+                if failure.answer_after_s:  # applied normally, the answer held back
+                    call.answer_after_s = failure.answer_after_s
+                    return call, None, False
                 if failure.delay_s:
                     await asyncio.sleep(failure.delay_s)
                 call.status = failure.status
@@ -121,6 +148,13 @@ class FakePlatform:
                 return call, self.rate_limited(self.retry_after), False
             self._last_call[chat_id] = call.at
         return call, None, False
+
+    async def answer(self, call: Call, response: Response) -> Response:
+        """The response of an applied call, held back when the call's answer is to be lost."""
+        call.applied_at = time.monotonic()
+        if call.answer_after_s:
+            await asyncio.sleep(call.answer_after_s)
+        return response
 
     def post(self, chat_id: str, text: str) -> FakeMessage:
         self._ids += 1

@@ -42,6 +42,7 @@ NEEDS: dict[tuple[str, str], frozenset[AuthScope] | str] = {
     ("POST", "/v1/messages"): frozenset({AuthScope.MESSAGES_WRITE}),
     ("GET", "/v1/streams"): frozenset({AuthScope.ADMIN}),
     ("GET", "/v1/memory/chats/{chat_id}"): frozenset({AuthScope.ADMIN}),
+    ("GET", "/v1/runs"): frozenset({AuthScope.CONVERSATIONS_READ}),
     ("GET", "/v1/runs/{run_id}"): frozenset({AuthScope.CONVERSATIONS_READ}),
     ("GET", "/v1/conversations/{key:path}/runs"): frozenset({AuthScope.CONVERSATIONS_READ}),
     ("GET", "/v1/conversations/{key:path}/messages"): frozenset({AuthScope.CONVERSATIONS_READ}),
@@ -57,11 +58,6 @@ STILL_OPEN: dict[tuple[str, str, str], str] = {
     # web chat: per-chat session tokens are being added to these two
     ("delivery", "GET", "/v1/web/{chat_id}/events"): "web session tokens pending",
     ("delivery", "POST", "/v1/web/{chat_id}/messages"): "web session tokens pending",
-    # persistence's read API: scopes and tenant filtering pending (with its pagination)
-    ("persistence", "GET", "/v1/runs/{run_id}"): "persistence scopes pending",
-    ("persistence", "GET", "/v1/conversations/{key:path}/runs"): "persistence scopes pending",
-    ("persistence", "GET", "/v1/conversations/{key:path}/messages"): "persistence scopes pending",
-    ("persistence", "GET", "/v1/runs/{run_id}/resume-steps"): "persistence scopes pending",
 }
 
 KEY_SCOPES = [s for s in AuthScope if s is not AuthScope.ADMIN]

@@ -22,6 +22,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from agentstream.auth import KeyStore, Principal, authenticate
 from agentstream.auth import Scope as AuthScope
+from agentstream.auth.web_sessions import WebSessions
 from agentstream.config import SERVICES
 from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.service import Service
@@ -49,15 +50,15 @@ NEEDS: dict[tuple[str, str], frozenset[AuthScope] | str] = {
     ("GET", "/v1/runs/{run_id}/resume-steps"): frozenset({AuthScope.RUNS_RESUME}),
     ("GET", "/v1/web/{chat_id}/events"): SESSION,
     ("POST", "/v1/web/{chat_id}/messages"): SESSION,
+    # a messages:write key gets a session for itself; a gateway key only for its own platforms (web:
+    # tests/unit/delivery/test_delivery_web_routes.py), which the matrix's keys do not name
+    ("POST", "/v1/web/sessions"): frozenset({AuthScope.MESSAGES_WRITE}),
 }
 
 # Routes still answering anonymously on this branch. Each runs as a strict expected failure: the
 # day a route is protected its case starts passing, which fails the run until it is removed here.
 # This list only shrinks.
 STILL_OPEN: dict[tuple[str, str, str], str] = {
-    # web chat: per-chat session tokens are being added to these two
-    ("delivery", "GET", "/v1/web/{chat_id}/events"): "web session tokens pending",
-    ("delivery", "POST", "/v1/web/{chat_id}/messages"): "web session tokens pending",
 }
 
 KEY_SCOPES = [s for s in AuthScope if s is not AuthScope.ADMIN]
@@ -170,14 +171,16 @@ async def service(request: pytest.FixtureRequest, keys_db: tuple[str, Credential
 
 async def _status(client: httpx.AsyncClient, method: str, path: str, token: str | None, scheme: str = "Bearer") -> int:
     headers = {"Authorization": f"{scheme} {token}"} if token is not None else {}
-    body = {"json": {"text": "hi"}} if method in {"POST", "PUT", "PATCH"} else {}
+    payload: dict[str, Any] = {} if path.endswith("/sessions") else {"text": "hi"}
+    body = {"json": payload} if method in {"POST", "PUT", "PATCH"} else {}
     response = await client.request(method, path, headers=headers, **body)
     if response.status_code == 401:
         assert "Bearer" in response.headers.get("www-authenticate", ""), f"{method} {path}: 401 without a challenge"
     return response.status_code
 
 
-async def check_route(app: FastAPI, method: str, path: str, credentials: Credentials) -> None:
+async def check_route(app: FastAPI, method: str, path: str, credentials: Credentials,
+                      sessions: WebSessions | None = None) -> None:
     needs = NEEDS.get((method, path))
     transport = httpx.ASGITransport(app=stops_at_stream_start(app))
     url = _fill(path)
@@ -193,7 +196,15 @@ async def check_route(app: FastAPI, method: str, path: str, credentials: Credent
         assert refused == dict.fromkeys(refused, 401), f"{method} {path} answers without a valid credential: {refused}"
         assert needs is not None, f"{method} {path} is not in NEEDS: decide which scope it requires"
         if needs == SESSION:
-            pytest.fail(f"{method} {path}: extend this test with the web session token check")
+            # The page's routes take the session token of their chat, never an API key.
+            assert sessions is not None, f"{method} {path}: a session route on a service without web sessions"
+            own, _ = sessions.issue("x-chat_id", "u1", "default")
+            other, _ = sessions.issue("another-chat", "u1", "default")
+            assert await _status(client, method, url, credentials.admin_key) == 401, f"{method} {path}: an API key"
+            assert await _status(client, method, url, admin_token) == 401, f"{method} {path}: the admin token"
+            assert await _status(client, method, url, other) == 403, f"{method} {path}: another chat's session"
+            assert await _status(client, method, url, own) not in (401, 403), f"{method} {path}: its own session"
+            return
         by_scope = {s: await _status(client, method, url, token) for s, token in credentials.keys.items()}
         admin = [
             await _status(client, method, url, credentials.admin_key),
@@ -209,7 +220,7 @@ async def check_route(app: FastAPI, method: str, path: str, credentials: Credent
 
 @pytest.mark.parametrize(("service", "method", "path"), [_case(r) for r in ROUTES], indirect=["service"])
 async def test_route_matrix(service: Service, method: str, path: str, credentials: Credentials) -> None:
-    await check_route(service.http, method, path, credentials)
+    await check_route(service.http, method, path, credentials, getattr(service, "web_sessions", None))
 
 
 async def test_the_matrix_catches_an_open_route_and_a_missing_scope_check(

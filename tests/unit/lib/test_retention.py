@@ -31,8 +31,10 @@ async def db(db_url: str) -> AsyncIterator[tuple[AsyncEngine, async_sessionmaker
 
 async def add_dedupe(sessions: async_sessionmaker[AsyncSession], n: int, age: timedelta, tag: str) -> None:
     async with sessions.begin() as s:
-        s.add_all(InboundDedupe(source="kafka", platform="telegram", message_id=f"{tag}{i}", received_at=NOW - age)
-                  for i in range(n))
+        s.add_all(
+            InboundDedupe(source="kafka", platform="telegram", message_id=f"{tag}{i}", received_at=NOW - age)
+            for i in range(n)
+        )
 
 
 async def dedupe_ids(sessions: async_sessionmaker[AsyncSession]) -> set[str]:
@@ -97,8 +99,10 @@ async def test_the_task_purges_every_interval_counts_and_logs(db: Any) -> None:
             await asyncio.sleep(0.02)
         await add_dedupe(sessions, 2, timedelta(days=3), "b")  # the next interval's pass takes these
         for _ in range(200):
-            if await dedupe_ids(sessions) == set() and registry.get_sample_value(
-                    "agentstream_purged_rows_total", {"table": "inbound_dedupe"}) == 5:
+            if (
+                await dedupe_ids(sessions) == set()
+                and registry.get_sample_value("agentstream_purged_rows_total", {"table": "inbound_dedupe"}) == 5
+            ):
                 break
             await asyncio.sleep(0.02)
     finally:

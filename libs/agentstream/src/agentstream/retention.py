@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from prometheus_client import CollectorRegistry, Counter
-from sqlalchemy import ColumnElement, Table, delete, func, select, tuple_, update
+from sqlalchemy import ColumnElement, CursorResult, Table, delete, func, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.config import Settings
@@ -79,7 +79,8 @@ async def purge_rows(
     total = 0
     while True:
         async with sessions() as session, session.begin():
-            done = (await session.execute(purge.statement(batch_size))).rowcount or 0
+            result = cast("CursorResult[Any]", await session.execute(purge.statement(batch_size)))
+            done = result.rowcount or 0
         total += done
         if done < batch_size:
             return total
@@ -104,10 +105,10 @@ class RetentionTask:
         self.all_settings = settings
         self.settings = settings.retention
         self.log = log
-        self.purged = Counter("agentstream_purged_rows_total", "Rows deleted (or cleared) by retention", ["table"],
-                              registry=registry)
-        self.failures = Counter("agentstream_purge_failures_total", "Retention passes that failed",
-                                registry=registry)
+        self.purged = Counter(
+            "agentstream_purged_rows_total", "Rows deleted (or cleared) by retention", ["table"], registry=registry
+        )
+        self.failures = Counter("agentstream_purge_failures_total", "Retention passes that failed", registry=registry)
         self._task: asyncio.Task[None] | None = None
 
     def start(self, sessions: async_sessionmaker[AsyncSession] | None) -> None:
@@ -142,8 +143,9 @@ class RetentionTask:
                 self.purged.labels(purge.name).inc(done)
         except Exception as err:  # a database outage must not end the service: next interval tries again
             self.failures.inc()
-            self.log.warning("retention purge failed", error=repr(err), purged=counts,
-                             retry_in_s=self.settings.interval_s)
+            self.log.warning(
+                "retention purge failed", error=repr(err), purged=counts, retry_in_s=self.settings.interval_s
+            )
             return None
         self.log.info("retention purge", purged=counts, duration_s=round(time.monotonic() - started, 3))
         return counts

@@ -28,8 +28,12 @@ def ingress_purges(settings: Settings, now: datetime) -> list[Purge]:
         codes = table_of(PairingCode)
         # A user's newest code also paces the next one (`authz.pairing.issue_interval_s`): keep it that long.
         issued_before = now - timedelta(seconds=settings.authz.pairing.issue_interval_s)
-        purges.append(Purge(codes, (codes.c.expires_at < cutoff(now, retention.pairing_codes_days))
-                            & (codes.c.issued_at < issued_before)))
+        purges.append(
+            Purge(
+                codes,
+                (codes.c.expires_at < cutoff(now, retention.pairing_codes_days)) & (codes.c.issued_at < issued_before),
+            )
+        )
     if retention.revoked_keys_days:
         keys = table_of(ApiKey)
         before = cutoff(now, retention.revoked_keys_days)
@@ -38,10 +42,12 @@ def ingress_purges(settings: Settings, now: datetime) -> list[Purge]:
         # The last message (for /retry) and the run ids (for /status) of a conversation idle that
         # long: its runs are purged from history too, and runs ingress remembers are kept.
         conversations = table_of(IngressConversation)
-        purges.append(Purge(
-            conversations,
-            (conversations.c.updated_at < cutoff(now, retention.history_days))
-            & or_(conversations.c.last_message.is_not(None), conversations.c.pending_runs.is_not(None)),
-            clear={"last_message": null(), "pending_runs": null()},
-        ))
+        purges.append(
+            Purge(
+                conversations,
+                (conversations.c.updated_at < cutoff(now, retention.history_days))
+                & or_(conversations.c.last_message.is_not(None), conversations.c.pending_runs.is_not(None)),
+                clear={"last_message": null(), "pending_runs": null()},
+            )
+        )
     return purges

@@ -16,12 +16,24 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from prometheus_client import CollectorRegistry, Counter
-from sqlalchemy import ColumnElement, CursorResult, Table, delete, func, select, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    CursorResult,
+    Table,
+    any_,
+    delete,
+    func,
+    literal_column,
+    select,
+    tuple_,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.config import Settings
 
-FIRST_PASS_AFTER_S = 60.0  # a service restarted more often than `interval_s` still purges
+FIRST_PASS_AFTER_S = 60.0
+ROW_IDS = {"postgresql": "ctid", "sqlite": "rowid"}  # a service restarted more often than `interval_s` still purges
 
 
 @dataclass(frozen=True)
@@ -39,16 +51,27 @@ class Purge:
     def name(self) -> str:
         return self.table.name
 
-    def _picked(self, batch_size: int) -> ColumnElement[bool]:
-        """The first `batch_size` matching rows, by primary key (indexed on every table, both engines)."""
-        keys = list(self.table.primary_key.columns)
-        chosen = select(*keys).where(self.condition).limit(batch_size)
-        return keys[0].in_(chosen) if len(keys) == 1 else tuple_(*keys).in_(chosen)
+    def _picked(self, batch_size: int, dialect: str) -> ColumnElement[bool]:
+        """The first `batch_size` matching rows, found by physical row id where the engine has one.
 
-    def statement(self, batch_size: int) -> Any:
+        PostgreSQL: `ctid = ANY(ARRAY(SELECT ctid … LIMIT n))` plans as a TID scan (a key-based
+        `IN (SELECT …)` became a hash join over the whole table, for every batch); SQLite: `rowid`.
+        """
+        if dialect in ROW_IDS:
+            row: ColumnElement[Any] = literal_column(ROW_IDS[dialect])
+            chosen = select(row).select_from(self.table).where(self.condition).limit(batch_size).correlate(None)
+            if dialect == "postgresql":
+                return row == any_(func.array(chosen.scalar_subquery()))
+            return row.in_(chosen)
+        keys = list(self.table.primary_key.columns)
+        by_key = select(*keys).where(self.condition).limit(batch_size)
+        return keys[0].in_(by_key) if len(keys) == 1 else tuple_(*keys).in_(by_key)
+
+    def statement(self, batch_size: int, dialect: str) -> Any:
+        picked = self._picked(batch_size, dialect)
         if self.clear:
-            return update(self.table).where(self._picked(batch_size)).values(dict(self.clear))
-        return delete(self.table).where(self._picked(batch_size))
+            return update(self.table).where(picked).values(dict(self.clear))
+        return delete(self.table).where(picked)
 
     def count(self) -> Any:
         return select(func.count()).select_from(self.table).where(self.condition)
@@ -79,7 +102,8 @@ async def purge_rows(
     total = 0
     while True:
         async with sessions() as session, session.begin():
-            result = cast("CursorResult[Any]", await session.execute(purge.statement(batch_size)))
+            dialect = (await session.connection()).dialect.name
+            result = cast("CursorResult[Any]", await session.execute(purge.statement(batch_size, dialect)))
             done = result.rowcount or 0
         total += done
         if done < batch_size:

@@ -31,6 +31,7 @@ from agentstream.contracts import (
     conversation_key,
 )
 from agentstream.db import upgrade
+from agentstream.retention import RetentionTask
 from agentstream.service import Service, describe_validation_error
 from agentstream_delivery.adapters import ConsoleAdapter, MemoryAdapter, PlatformAdapter
 from agentstream_delivery.adapters.web import WebAdapter
@@ -45,6 +46,7 @@ from agentstream_delivery.offsets import CommitPoints, OffsetCommitter
 from agentstream_delivery.platforms import build_adapters, cadence_for, chat_interval, late_landing
 from agentstream_delivery.ratelimit import RateLimiter
 from agentstream_delivery.relay import Relay
+from agentstream_delivery.retention import delivery_purges
 from agentstream_delivery.streams import StreamActor, StreamKey, StreamRegistry
 
 FinishedListener = Callable[[RunFinished], Awaitable[None] | None]
@@ -76,6 +78,7 @@ class DeliveryService(Service):
         self._receipts: asyncio.Queue[DeliveryReceipt] = asyncio.Queue()
         self.hooks = HookRuntime(self.settings, self.registry, self.log, lambda: self.sessions)
         self.relay = Relay(self.settings.relay)
+        self.retention = RetentionTask(delivery_purges, self.settings, self.registry, self.log)
         self.platform_calls = Counter(
             "agentstream_delivery_platform_calls_total", "Platform API calls", ["platform", "op", "outcome"],
             registry=self.registry,
@@ -112,8 +115,10 @@ class DeliveryService(Service):
         self._spawn(self.committer.run(COMMIT_EVERY_S))
         self._spawn(self._receipt_loop())
         self.hooks.start()
+        self.retention.start(self.sessions)
 
     async def on_stop(self) -> None:
+        await self.retention.stop()
         await self.streams.cancel_all()
         await self.hooks.stop()
         for task in list(self._background):

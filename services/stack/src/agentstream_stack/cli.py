@@ -28,6 +28,7 @@ from agentstream_stack.cli_support import masked as _masked
 from agentstream_stack.client import RunFollower
 from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.keys_cli import keys_app
+from agentstream_stack.purge_cli import db_purge
 from agentstream_stack.render import StreamPrinter
 from agentstream_stack.runs_cli import runs_app
 from agentstream_stack.services import build_service
@@ -38,6 +39,7 @@ topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
 db_app = typer.Typer(help="The database.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
 app.add_typer(db_app, name="db")
+db_app.command("purge")(db_purge)
 pairing_app = typer.Typer(help="Pairing codes of unknown users (ingress authz).", no_args_is_help=True)
 app.add_typer(pairing_app, name="pairing")
 app.add_typer(runs_app, name="runs")

@@ -116,6 +116,12 @@ async def test_a_call_the_executor_died_in_is_answered_as_interrupted(db_url, se
     assert (answer.ok, answer.retryable, answer.error, answer.call_id) == (False, False, STOPPED_DURING_CALL, "c1")
     assert restarted.svc.replays.labels("stopped")._value.get() == 1
     assert restarted.svc.calls.labels("counter", "failed")._value.get() == 0  # nothing ran
+    row = await ToolCallStore(sessions).get(request().idempotency_key)
+    assert row is not None and row.state == ToolCallState.DONE  # the answer is stored: nothing left running
+    again = Harness(db_url, sessions)
+    await again.deliver(request(), offset=0)
+    await again.settle()
+    assert again.runs == 0 and again.published == [answer]  # the same answer, the same record
 
 
 async def test_the_commit_waits_for_the_oldest_unanswered_call(db_url, sessions):  # type: ignore[no-untyped-def]

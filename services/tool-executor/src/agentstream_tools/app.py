@@ -178,7 +178,10 @@ class ToolExecutorService(Service):
                     call=request.idempotency_key,
                     tool=request.tool,
                 )
-                return stopped_during_call(request)
+                # Stored like any result: a later redelivery replays this very answer.
+                stopped = stopped_during_call(request)
+                await self._retrying("store the result", request, lambda: store.finish(request, stopped))
+                return stopped
             result = await execute(self.tools, request, self.settings.runner.tool_timeout_s)
         self.calls.labels(request.tool, _outcome(result)).inc()
         self.durations.labels(request.tool).observe(result.duration_ms / 1000)

@@ -27,8 +27,15 @@ async def sessions(db_url):  # type: ignore[no-untyped-def]
 async def test_dedupe_records_each_platform_id_once(sessions):
     store = IngressStore(sessions)
     assert await store.first_sightings([("telegram", "1:5"), ("telegram", "1:5")]) == {("telegram", "1:5")}
+    # claimed by a batch in flight: a duplicate for this process, not yet for the database
     assert await store.first_sightings([("telegram", "1:5"), ("slack", "1:5")]) == {("slack", "1:5")}
+    assert await IngressStore(sessions).first_sightings([("telegram", "1:5")]) == {("telegram", "1:5")}
     assert await store.first_sightings([]) == set()
+    assert sorted(store.take_claims()) == [("slack", "1:5"), ("telegram", "1:5")] and store.take_claims() == []
+    await store.record_sightings([("telegram", "1:5"), ("slack", "1:5")])
+    await store.record_sightings([("telegram", "1:5")])  # recording twice is harmless
+    assert await IngressStore(sessions).first_sightings([("telegram", "1:5"), ("slack", "1:5"), ("x", "1")]) == {
+        ("x", "1")}
 
 
 async def test_pairing_issue_expiry_rate_limit_and_approval(sessions):
@@ -90,10 +97,10 @@ async def test_conversation_facts_role_retry_and_resumable(sessions):
     assert (await store.facts("web:other")).resumable is None
 
 
-async def test_dedupe_is_not_released_when_a_later_step_fails(sessions):
+async def test_a_batch_whose_output_was_not_acked_is_decided_again(sessions):
     from agentstream.config import load_settings
     from agentstream.config.ingress import PairingSettings as Pairing
-    from agentstream_ingress.decisions import DropDecision, DropReason
+    from agentstream_ingress.decisions import DropDecision, DropReason, StartDecision
     from agentstream_ingress.pipeline import Pipeline
     from agentstream_ingress.store import DatabasePorts
 
@@ -102,7 +109,18 @@ async def test_dedupe_is_not_released_when_a_later_step_fails(sessions):
             raise RuntimeError("database went away mid-batch")
 
     raw = b'{"id": "m-1", "platform": "web", "chat_id": "c", "user": {"id": "u"}, "text": "hi"}'
+    failing = Failing(sessions, Pairing())
     with pytest.raises(RuntimeError):
-        await Pipeline(load_settings(), Failing(sessions, Pairing())).decide(raw)
-    again = await Pipeline(load_settings(), DatabasePorts(sessions, Pairing())).decide(raw)
-    assert again == DropDecision(DropReason.DUPLICATE)
+        await Pipeline(load_settings(), failing).decide(raw)
+    assert failing.take_claims() == [("web", "m-1")]  # claimed, never recorded: the app releases it
+    # a restarted ingress (or the re-read after the release) decides it again: nothing lost
+    ports = DatabasePorts(sessions, Pairing())
+    pipeline = Pipeline(load_settings(), ports)
+    assert isinstance(await pipeline.decide(raw), StartDecision)
+    claims = ports.take_claims()
+    ports.release_sightings(claims)  # its output failed
+    assert isinstance(await pipeline.decide(raw), StartDecision)
+    await ports.record_sightings(ports.take_claims())  # its output is in Kafka
+    assert await pipeline.decide(raw) == DropDecision(DropReason.DUPLICATE)
+    restarted = Pipeline(load_settings(), DatabasePorts(sessions, Pairing()))
+    assert await restarted.decide(raw) == DropDecision(DropReason.DUPLICATE)  # for good

@@ -47,12 +47,21 @@ class ExecutorProcess:
         self.env, self.port, self.log = env, port, log
         self.proc: subprocess.Popen[bytes] | None = None
 
-    async def start(self, timeout: float = 60.0) -> None:
+    def spawn(self) -> subprocess.Popen[bytes]:
         env = {**os.environ, "AGENTSTREAM__AUTH__ADMIN_TOKEN_ENV": ADMIN_TOKEN_ENV, **self.env}
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.chaos.tool_executor_child", str(self.port)], env=env, cwd=REPO,
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            return subprocess.Popen(
+                [sys.executable, "-m", "tests.chaos.tool_executor_child", str(self.port)],
+                env=env,
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    async def start(self, timeout: float = 60.0) -> None:
+        self.proc = self.spawn()
         async with httpx.AsyncClient(timeout=2) as http, asyncio.timeout(timeout):
             while True:
                 assert self.proc.poll() is None, self.log.read_text()
@@ -93,9 +102,11 @@ def rows(db: Path) -> list[tuple[str, str, Any]]:
 
 
 async def until(predicate: Any, timeout: float = 30.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.1)
+    for _ in range(int(timeout * 10)):
+        if predicate():
+            return
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"not reached in {timeout} s")
 
 
 SCENARIOS = {
@@ -117,18 +128,35 @@ async def test_tool_executor_killed_runs_each_call_at_most_once_and_loses_none(
             fake.add_turn(tool_calls=[("calculator", {"expression": f"{i + 1}*7"})])
         # the second turns are echoes: each run's final text is its own question
         connectors = [{"id": "fake", "type": "openai", "base_url": fake.base_url, "model": "fake-model"}]
-        settings = make_test_settings(kafka_bootstrap, topic_prefix, f"sqlite+aiosqlite:///{db}",
-                                      connectors=connectors, default_connector="fake", runner={"coalesce_ms": 10})
+        settings = make_test_settings(
+            kafka_bootstrap,
+            topic_prefix,
+            f"sqlite+aiosqlite:///{db}",
+            connectors=connectors,
+            default_connector="fake",
+            runner={"coalesce_ms": 10, "tool_timeout_s": 120},
+        )
         await create_topics(settings.kafka)
-        env = {**service_env(settings), "CHAOS_TOOL_LOG": str(tool_log)}
+        # The runner must still wait for the calls when the restarted executor answers them (a loaded
+        # machine restarts slowly): a long tool timeout, so no answer is the runner's own "timed out".
+        env = {**service_env(settings, runner__tool_timeout_s="120"), "CHAOS_TOOL_LOG": str(tool_log)}
         port = free_port()
-        first = ExecutorProcess({**env, "CHAOS_MODE": mode, "CHAOS_TOOL_DELAY_S": str(delay)}, port,
-                                tmp_path / "executor-first.log")
+        first = ExecutorProcess(
+            {**env, "CHAOS_MODE": mode, "CHAOS_TOOL_DELAY_S": str(delay)}, port, tmp_path / "executor-first.log"
+        )
         second = ExecutorProcess(env, port, tmp_path / "executor-second.log")
         runner = AgentRunnerService(settings)
-        starts = [StartRun(run_id=f"run-{scenario}-{i}", conversation_key=f"web:tools-{i}", assistant_id="default",
-                           user=User(id="u1"), text=f"question {i} of {scenario}",
-                           reply_target=ReplyTarget(platform="web", chat_id=f"tools-{i}")) for i in range(RUNS)]
+        starts = [
+            StartRun(
+                run_id=f"run-{scenario}-{i}",
+                conversation_key=f"web:tools-{i}",
+                assistant_id="default",
+                user=User(id="u1"),
+                text=f"question {i} of {scenario}",
+                reply_target=ReplyTarget(platform="web", chat_id=f"tools-{i}"),
+            )
+            for i in range(RUNS)
+        ]
         bootstrap, t = settings.kafka.bootstrap_servers, runner.topics
         try:
             async with ServiceHost([runner], "127.0.0.1", {runner.name: free_port()}):

@@ -42,11 +42,14 @@ class ChaosExecutor(ToolExecutorService):
 def counted(tool: Tool) -> Tool:
     log_path, delay = os.environ["CHAOS_TOOL_LOG"], float(os.environ.get("CHAOS_TOOL_DELAY_S", "0"))
 
-    async def run(args: dict[str, Any]) -> str:
+    def log_execution(args: dict[str, Any]) -> None:
         with open(log_path, "a") as log:
             log.write(json.dumps(args) + "\n")
             log.flush()
             os.fsync(log.fileno())
+
+    async def run(args: dict[str, Any]) -> str:
+        log_execution(args)  # before the tool's work: a kill during it still counts the execution
         await asyncio.sleep(delay)
         return await tool.run(args)
 

@@ -37,8 +37,11 @@ class BackgroundCommits:
         self._rewound: dict[int, set[int]] = {}  # partition → first offsets of failed batches not re-read yet
 
     def after_acks(
-        self, acks: Sequence[asyncio.Future[Any]], records: Sequence[ConsumerRecord],
-        after: Callable[[], Awaitable[None]] | None = None, undo: Callable[[], None] | None = None,
+        self,
+        acks: Sequence[asyncio.Future[Any]],
+        records: Sequence[ConsumerRecord],
+        after: Callable[[], Awaitable[None]] | None = None,
+        undo: Callable[[], None] | None = None,
     ) -> None:
         """`records` are decided and their output handed over as `acks`: commit them once acked
         and `after` has run; if the output fails, `undo` runs and the records are read again."""
@@ -64,8 +67,11 @@ class BackgroundCommits:
             self.points.release(partition, offset)
 
     async def _release_when_acked(
-        self, acks: Sequence[asyncio.Future[Any]], firsts: dict[int, int],
-        after: Callable[[], Awaitable[None]] | None, undo: Callable[[], None] | None,
+        self,
+        acks: Sequence[asyncio.Future[Any]],
+        firsts: dict[int, int],
+        after: Callable[[], Awaitable[None]] | None,
+        undo: Callable[[], None] | None,
     ) -> None:
         try:
             await asyncio.gather(*acks)
@@ -102,8 +108,9 @@ class BackgroundCommits:
                 if await consumer.position(tp) > offset:
                     consumer.seek(tp, offset)
             except Exception as err:  # e.g. revoked meanwhile: the last commit is before the batch
-                self.log.warning("could not seek back to a failed batch", partition=partition, offset=offset,
-                                 error=repr(err))
+                self.log.warning(
+                    "could not seek back to a failed batch", partition=partition, offset=offset, error=repr(err)
+                )
 
     async def flush(self) -> None:
         """Wait for the output in flight, then commit everything done, and wait for that."""

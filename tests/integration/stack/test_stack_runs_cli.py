@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 import typing
 from datetime import UTC, datetime, timedelta
@@ -283,12 +284,21 @@ def finished(records: list[RawRecord], run_id: str) -> list[RunFinished]:
     return [e for e in events if isinstance(e, RunFinished) and e.root_run_id == run_id]
 
 
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[")
+
+
+def without_logs(output: str) -> str:
+    """The CLI's output without the log lines of the services running in this process meanwhile
+    (CliRunner captures the whole process's stdout)."""
+    return "\n".join(line for line in output.splitlines() if not LOG_LINE.match(line))
+
+
 async def wait_for_checkpoint(env: dict[str, str], run_id: str, present: bool) -> dict[str, Any]:
     async with asyncio.timeout(15):
         while True:
             result = await cli("runs", "show", run_id, "--json", env=env)
             if result.exit_code == 0:
-                detail: dict[str, Any] = json.loads(result.output)
+                detail: dict[str, Any] = json.loads(without_logs(result.output))
                 if (detail["checkpoint"] is not None) == present:
                     return detail
             await asyncio.sleep(0.2)
@@ -319,7 +329,7 @@ async def test_resume_follows_an_interrupted_run_to_completion(settings_factory,
             assert before["run"]["status"] == "interrupted"
             assert [s["step_type"] for s in before["checkpoint"]["steps"]] == ["llm", "tool"]
 
-            listed = json.loads((await cli("runs", "list", "--resumable", "--json", env=env)).output)
+            listed = json.loads(without_logs((await cli("runs", "list", "--resumable", "--json", env=env)).output))
             assert [r["run_id"] for r in listed["items"]] == [run_id] and listed["next_cursor"] is None
 
             # The real entry point, as from a terminal: a process of its own.

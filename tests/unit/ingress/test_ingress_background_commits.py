@@ -18,6 +18,15 @@ class RecordingConsumer:
         self.gate = asyncio.Event()
         self.gate.set()
         self.fail = False
+        self.positions: dict[int, int] = {}
+        self.seeks: list[tuple[int, int]] = []
+
+    async def position(self, tp: TopicPartition) -> int:
+        return self.positions.get(tp.partition, 0)
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.seeks.append((tp.partition, offset))
+        self.positions[tp.partition] = offset
 
     def assignment(self) -> set[TopicPartition]:
         return {TopicPartition(TOPIC, p) for p in self.partitions}
@@ -35,6 +44,12 @@ def records(partition: int, *offsets: int) -> list[SimpleNamespace]:
 
 def commits_for(consumer: RecordingConsumer | None) -> BackgroundCommits:
     return BackgroundCommits(TOPIC, lambda: consumer, structlog.get_logger("test"))
+
+
+def failed() -> asyncio.Future[None]:
+    ack: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    ack.set_exception(RuntimeError("broker gone"))
+    return ack
 
 
 def acked() -> asyncio.Future[None]:
@@ -72,14 +87,57 @@ async def test_batches_done_during_a_commit_go_into_the_next_one():
     assert len(consumer.commits) == 2  # nothing new to commit
 
 
-async def test_failed_output_is_logged_and_does_not_stall_the_partition():
+async def test_a_batch_whose_output_failed_is_undone_read_again_and_never_committed_past():
     consumer = RecordingConsumer({0})
     commits = commits_for(consumer)
-    lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    lost.set_exception(RuntimeError("broker gone"))
-    commits.after_acks([lost], records(0, 0))
+    consumer.positions[0] = 7  # the consumer has handed out records up to offset 6
+    undone: list[str] = []
+    commits.after_acks([failed()], records(0, 2, 3, 4), undo=lambda: undone.append("batch 2-4"))
+    commits.after_acks([acked()], records(0, 5, 6))  # decided before the failure was known
     await commits.flush()
-    assert consumer.commits == [{0: 1}]
+    assert undone == ["batch 2-4"]
+    assert consumer.seeks == [(0, 2)]  # read again from the failed batch's first record
+    assert all(c[0] <= 2 for c in consumer.commits)  # never past it
+    # the re-read: a smaller batch first, then the rest; only now can the commit move on
+    commits.after_acks([acked()], records(0, 2, 3))
+    await commits.flush()
+    commits.after_acks([acked()], records(0, 4, 5, 6))
+    await commits.flush()
+    assert consumer.commits[-1] == {0: 7}
+
+
+async def test_a_later_failure_never_seeks_forward_over_a_re_read_in_progress():
+    consumer = RecordingConsumer({0})
+    commits = commits_for(consumer)
+    consumer.positions[0] = 20
+    commits.after_acks([failed()], records(0, 0, 1, 2))
+    await commits.flush()
+    assert consumer.seeks == [(0, 0)]
+    consumer.positions[0] = 1  # the re-read has handed out offset 0 only
+    commits.after_acks([failed()], records(0, 10, 11))  # a batch decided before the seek, failing too
+    await commits.flush()
+    assert consumer.seeks == [(0, 0)]  # offset 10 is ahead: the re-read reaches it anyway
+    commits.after_acks([acked()], records(0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9))
+    await commits.flush()
+    assert all(c[0] <= 10 for c in consumer.commits)  # offset 10 is still held
+    commits.after_acks([acked()], records(0, 10, 11, 12))
+    await commits.flush()
+    assert consumer.commits[-1] == {0: 13}
+
+
+async def test_after_runs_before_the_commit_and_its_failure_does_not_replay_delivered_output():
+    consumer = RecordingConsumer({0})
+    commits = commits_for(consumer)
+    order: list[str] = []
+
+    async def record() -> None:
+        order.append(f"recorded, commits so far {len(consumer.commits)}")
+        raise ConnectionError("database away")
+
+    commits.after_acks([acked()], records(0, 0), after=record, undo=lambda: order.append("undone"))
+    await commits.flush()
+    assert order == ["recorded, commits so far 0", "undone"]
+    assert consumer.commits == [{0: 1}] and consumer.seeks == []
 
 
 async def test_a_failed_commit_is_retried_with_the_next_batch():

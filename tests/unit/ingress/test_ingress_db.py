@@ -27,11 +27,19 @@ async def sessions(db_url):  # type: ignore[no-untyped-def]
 
 async def test_dedupe_records_each_source_platform_id_once(sessions):
     store = IngressStore(sessions)
-    tg, api = ("webhook:telegram:main", "telegram", "1:5"), ("api", "telegram", "1:5")
+    tg, api, slack = ("webhook:telegram:main", "telegram", "1:5"), ("api", "telegram", "1:5"), ("api", "slack", "1:5")
     assert await store.first_sightings([api, api]) == {api}
-    assert await store.first_sightings([tg, api, ("api", "slack", "1:5")]) == {tg, ("api", "slack", "1:5")}
+    # claimed by a batch in flight: a duplicate for this process, not yet for the database
+    assert await store.first_sightings([tg, api, slack]) == {tg, slack}
     assert await store.first_sightings([tg, ("kafka", "telegram", "1:5")]) == {("kafka", "telegram", "1:5")}
+    assert await IngressStore(sessions).first_sightings([api]) == {api}
     assert await store.first_sightings([]) == set()
+    kafka = ("kafka", "telegram", "1:5")
+    assert sorted(store.take_claims()) == sorted([api, tg, slack, kafka]) and store.take_claims() == []
+    await store.record_sightings([api, tg, slack])
+    await store.record_sightings([api])  # recording twice is harmless
+    fresh = ("api", "x", "1")
+    assert await IngressStore(sessions).first_sightings([api, tg, slack, kafka, fresh]) == {kafka, fresh}
 
 
 async def test_dedupe_migration_keeps_old_rows_as_source_kafka(db_url):
@@ -49,12 +57,13 @@ async def test_dedupe_migration_keeps_old_rows_as_source_kafka(db_url):
         store = IngressStore(session_factory(engine))
         old, api = ("kafka", "telegram", "1:5"), ("api", "telegram", "1:5")
         assert await store.first_sightings([old, api]) == {api}  # the old row now belongs to `kafka`
+        await store.record_sightings([api])
         await asyncio.to_thread(command.downgrade, alembic_config(db_url), "0008-1")
         async with engine.connect() as conn:  # both sightings collapse into the one (platform, id) row
             rows = (await conn.execute(text("SELECT platform, message_id FROM inbound_dedupe"))).all()
         assert [tuple(r) for r in rows] == [("telegram", "1:5")]
         await upgrade(db_url)
-        assert await store.first_sightings([old, api]) == {api}
+        assert await IngressStore(session_factory(engine)).first_sightings([old, api]) == {api}
     finally:
         await engine.dispose()
 
@@ -118,10 +127,10 @@ async def test_conversation_facts_role_retry_and_resumable(sessions):
     assert (await store.facts("web:other")).resumable is None
 
 
-async def test_dedupe_is_not_released_when_a_later_step_fails(sessions):
+async def test_a_batch_whose_output_was_not_acked_is_decided_again(sessions):
     from agentstream.config import load_settings
     from agentstream.config.ingress import PairingSettings as Pairing
-    from agentstream_ingress.decisions import DropDecision, DropReason
+    from agentstream_ingress.decisions import DropDecision, DropReason, StartDecision
     from agentstream_ingress.pipeline import Pipeline
     from agentstream_ingress.store import DatabasePorts
 
@@ -130,7 +139,18 @@ async def test_dedupe_is_not_released_when_a_later_step_fails(sessions):
             raise RuntimeError("database went away mid-batch")
 
     raw = b'{"id": "m-1", "platform": "web", "chat_id": "c", "user": {"id": "u"}, "text": "hi"}'
+    failing = Failing(sessions, Pairing())
     with pytest.raises(RuntimeError):
-        await Pipeline(load_settings(), Failing(sessions, Pairing())).decide(raw)
-    again = await Pipeline(load_settings(), DatabasePorts(sessions, Pairing())).decide(raw)
-    assert again == DropDecision(DropReason.DUPLICATE)
+        await Pipeline(load_settings(), failing).decide(raw)
+    assert failing.take_claims() == [("kafka", "web", "m-1")]  # claimed, never recorded: the app releases it
+    # a restarted ingress (or the re-read after the release) decides it again: nothing lost
+    ports = DatabasePorts(sessions, Pairing())
+    pipeline = Pipeline(load_settings(), ports)
+    assert isinstance(await pipeline.decide(raw), StartDecision)
+    claims = ports.take_claims()
+    ports.release_sightings(claims)  # its output failed
+    assert isinstance(await pipeline.decide(raw), StartDecision)
+    await ports.record_sightings(ports.take_claims())  # its output is in Kafka
+    assert await pipeline.decide(raw) == DropDecision(DropReason.DUPLICATE)
+    restarted = Pipeline(load_settings(), DatabasePorts(sessions, Pairing()))
+    assert await restarted.decide(raw) == DropDecision(DropReason.DUPLICATE)  # for good

@@ -51,6 +51,7 @@ async def test_dedupe_rows_older_than_the_retention_go(sessions: Sessions) -> No
     store = IngressStore(sessions)
     old, new = ("kafka", "telegram", "1:1"), ("kafka", "telegram", "1:2")
     assert await store.first_sightings([old, new]) == {old, new}
+    await store.record_sightings([old, new])  # their output was acked
     await backdate(sessions, InboundDedupe.received_at, InboundDedupe.message_id == "1:1", NOW - 8 * DAY)
 
     assert "inbound_dedupe" not in await purge(sessions, load_settings(retention={"inbound_dedupe_days": 0}))

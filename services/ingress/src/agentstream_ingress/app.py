@@ -5,11 +5,13 @@ record); each decision becomes an ordered list of records to publish. A batch's 
 goes to the producer as one record batch per topic-partition, in decision order (so a
 conversation's records keep their order). The handler does not wait for the acks: the
 next batch is decided meanwhile, and a batch's offsets are only committed once all its
-output is in Kafka (commits.py).
+output is in Kafka; a batch whose output fails (or that could not be decided) is read
+again and decided as if never seen (commits.py, `IngressStore.first_sightings`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiokafka import ConsumerRecord
@@ -41,7 +43,16 @@ from agentstream_ingress.store import DatabasePorts
 MAX_BATCH = 500
 BATCH_WAIT_MS = 10  # an idle consumer polls this often: the latency floor of a lone message
 
+DECIDE_RETRY_S = 1.0  # a batch that could not be decided is read again after this pause
+
 Outgoing = list[tuple[str, BaseModel]]  # (topic, record) in publishing order
+
+
+def _failed(err: Exception) -> asyncio.Future[None]:
+    """An ack that already failed: the batch goes the way of one whose output was not acked."""
+    failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    failed.set_exception(err)
+    return failed
 
 
 
@@ -56,6 +67,7 @@ class IngressService(Service):
         )
         self._decision_counters: dict[tuple[str, str], Any] = {}
         self.pipeline: Pipeline | None = None
+        self.ports: DatabasePorts | None = None
         # Offsets by hand (AckPolicy.MANUAL): FastStream's default, ACK_FIRST, turns aiokafka's
         # periodic auto-commit on, which may commit a batch that is still being handled.
         self.commits = BackgroundCommits(self.topics.inbound, self.inbound_consumer, self.log)
@@ -70,7 +82,8 @@ class IngressService(Service):
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
         assert self.sessions is not None
-        self.pipeline = Pipeline(self.settings, DatabasePorts(self.sessions, self.settings.authz.pairing))
+        self.ports = DatabasePorts(self.sessions, self.settings.authz.pairing)
+        self.pipeline = Pipeline(self.settings, self.ports)
         self.retention.start(self.sessions)
 
     async def on_stop(self) -> None:
@@ -83,17 +96,31 @@ class IngressService(Service):
         await self.publish(self.topics.inbound, msg, msg.conversation_key)
 
     async def on_inbound(self, msg: KafkaMessage) -> None:
-        assert self.pipeline is not None
+        assert self.pipeline is not None and self.ports is not None
+        ports = self.ports
         records: tuple[ConsumerRecord, ...] = msg.raw_message  # type: ignore[assignment]
-        decisions = await self.pipeline.decide_batch([r.value or b"" for r in records])
-        output = Output()
-        for record, decision in zip(records, decisions, strict=True):
-            key, outgoing = self.carry_out(record, decision)
-            for topic, out in outgoing:
-                output.add(topic, out, key)
+        try:
+            decisions = await self.pipeline.decide_batch([r.value or b"" for r in records])
+        except Exception as err:  # the database away: not a record's fault, so the batch is read again
+            ports.release_sightings(ports.take_claims())
+            self.log.error("batch not decided: read again shortly", records=len(records), error=repr(err))
+            await asyncio.sleep(DECIDE_RETRY_S)
+            self.commits.after_acks([_failed(err)], records)
+            return
+        claims = ports.take_claims()  # this batch's first sightings: seen once its output is acked
+        try:
+            output = Output()
+            for record, decision in zip(records, decisions, strict=True):
+                key, outgoing = self.carry_out(record, decision)
+                for topic, out in outgoing:
+                    output.add(topic, out, key)
+            acks = await output.send(producer_of(self.broker))
+        except Exception as err:  # e.g. no metadata from a broker that is away: the batch is read again
+            acks = [_failed(err)]
         # Not awaited here: the next batch is decided while this one's output is on its way
         # (the producer keeps the order per partition); its offsets wait for the acks.
-        self.commits.after_acks(await output.send(producer_of(self.broker)), records)
+        self.commits.after_acks(acks, records, after=lambda: ports.record_sightings(claims),
+                                undo=lambda: ports.release_sightings(claims))
 
     def inbound_consumer(self) -> Any:
         """The subscriber's aiokafka consumer (None until the broker started)."""

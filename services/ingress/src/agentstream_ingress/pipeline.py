@@ -91,7 +91,7 @@ class Pipeline:
         messages = [p for p in parsed if isinstance(p, InboundMessage)]
         await self.settle()  # the previous batch's runs are remembered before this batch reads anything
         # Two independent queries on two connections: one wait. Both finish before a failure
-        # is raised, so a dedupe that went through stays recorded (see `first_sightings`).
+        # is raised, so the caller knows which sightings were claimed (see `first_sightings`).
         fresh, roles = await asyncio.gather(
             self.ports.first_sightings([m.dedupe_key for m in messages]),  # 2
             self.ports.role_overrides({m.conversation_key for m in messages}), return_exceptions=True)

@@ -6,7 +6,7 @@ import json
 from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy import select, text
+from sqlalchemy import select, text, tuple_
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
@@ -23,12 +23,13 @@ PENDING_KEPT = 20  # runs remembered per conversation for /status and /stop
 RESUMABLE = ("failed", "interrupted")
 # PostgreSQL: the whole batch as two array parameters. One short statement whatever the
 # batch size, so the driver parses it once (a multi-row VALUES clause is re-parsed per batch).
-DEDUPE_PG = text(
-    f"INSERT INTO {InboundDedupe.__tablename__} (source, platform, message_id, received_at)"
-    " SELECT s, p, m, :now FROM unnest(CAST(:sources AS varchar[]), CAST(:platforms AS varchar[]),"
-    " CAST(:message_ids AS varchar[])) AS t(s, p, m)"
-    " ON CONFLICT DO NOTHING RETURNING source, platform, message_id"
-)
+DEDUPE = InboundDedupe.__tablename__
+IDENTS_PG = ("unnest(CAST(:sources AS varchar[]), CAST(:platforms AS varchar[]), CAST(:message_ids AS varchar[]))"
+             " AS t(s, p, m)")
+SEEN_PG = text(f"SELECT d.source, d.platform, d.message_id FROM {DEDUPE} d JOIN {IDENTS_PG} ON d.source = t.s"
+               " AND d.platform = t.p AND d.message_id = t.m")
+RECORD_PG = text(f"INSERT INTO {DEDUPE} (source, platform, message_id, received_at) SELECT s, p, m, :now"
+                 f" FROM {IDENTS_PG} ON CONFLICT DO NOTHING")
 CONVERSATIONS = IngressConversation.__tablename__
 ROLES_PG = text(f"SELECT key, connector_role FROM {CONVERSATIONS} WHERE key = ANY(CAST(:keys AS varchar[]))")
 PENDING_PG = text(f"SELECT key, pending_runs FROM {CONVERSATIONS} WHERE key = ANY(CAST(:keys AS varchar[]))")
@@ -45,30 +46,59 @@ REMEMBER_PG = text(
 class IngressStore:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self.sessions = sessions
+        self._claimed: set[DedupeKey] = set()  # first sightings whose batch output is not acked yet
+        self._taken: list[DedupeKey] = []
 
     async def first_sightings(self, idents: Sequence[DedupeKey]) -> set[DedupeKey]:
-        """Record every (source, platform, id); returns those not recorded before.
+        """Those (source, platform, id) neither recorded nor claimed by a batch still in flight; they
+        are claimed now (in memory) until `record_sightings` or `release_sightings`.
 
-        Committed on its own, before anything else happens: a later failure does not
-        release it, so a redelivery after a crash is dropped rather than run twice.
+        Recorded only once the batch's output is in Kafka: a batch whose output failed, or
+        that a crash cut short, is read again and decided again instead of being dropped as
+        a duplicate of itself (a crash between the acks and the record repeats it at worst).
         """
-        unique = list(dict.fromkeys(idents))
+        unique = [i for i in dict.fromkeys(idents) if i not in self._claimed]
         if not unique:
             return set()
-        now = datetime.now(UTC)
-        async with self.sessions() as s, s.begin():
+        async with self.sessions() as s:
             conn = await s.connection()
-            # RETURNING, not rowcount: drivers disagree on rowcount for ON CONFLICT DO NOTHING.
             if conn.dialect.name == "postgresql":
-                rows = (await conn.execute(DEDUPE_PG, {
-                    "now": now, "sources": [s for s, _, _ in unique], "platforms": [p for _, p, _ in unique],
+                rows = (await conn.execute(SEEN_PG, {
+                    "sources": [s for s, _, _ in unique], "platforms": [p for _, p, _ in unique],
                     "message_ids": [m for _, _, m in unique]})).all()
-            else:  # SQLite: one cached statement over a parameter list (SQLAlchemy batches it)
-                stmt = sqlite_insert(InboundDedupe).on_conflict_do_nothing().returning(
-                    InboundDedupe.source, InboundDedupe.platform, InboundDedupe.message_id)
-                params = [{"source": s, "platform": p, "message_id": m, "received_at": now} for s, p, m in unique]
-                rows = (await conn.execute(stmt, params)).all()
-            return {(row[0], row[1], row[2]) for row in rows}
+            else:
+                rows = (await conn.execute(
+                    select(InboundDedupe.source, InboundDedupe.platform, InboundDedupe.message_id).where(
+                        tuple_(InboundDedupe.source, InboundDedupe.platform, InboundDedupe.message_id).in_(unique)
+                    ))).all()
+        fresh = set(unique) - {(row[0], row[1], row[2]) for row in rows}
+        self._claimed |= fresh
+        self._taken.extend(fresh)
+        return fresh
+
+    def take_claims(self) -> list[DedupeKey]:
+        """The idents claimed since the last call (by the batch just decided)."""
+        taken, self._taken = self._taken, []
+        return taken
+
+    async def record_sightings(self, idents: Sequence[DedupeKey]) -> None:
+        """The claimed idents' output is in Kafka: from now on they are duplicates, for good."""
+        if idents:
+            now = datetime.now(UTC)
+            async with self.sessions() as s, s.begin():
+                conn = await s.connection()
+                if conn.dialect.name == "postgresql":
+                    await conn.execute(RECORD_PG, {
+                        "now": now, "sources": [s for s, _, _ in idents], "platforms": [p for _, p, _ in idents],
+                        "message_ids": [m for _, _, m in idents]})
+                else:  # SQLite: one cached statement over a parameter list (SQLAlchemy batches it)
+                    await conn.execute(sqlite_insert(InboundDedupe).on_conflict_do_nothing(), [
+                        {"source": s, "platform": p, "message_id": m, "received_at": now} for s, p, m in idents])
+        self.release_sightings(idents)
+
+    def release_sightings(self, idents: Sequence[DedupeKey]) -> None:
+        """Their batch's output failed: not seen, so the re-read decides them again."""
+        self._claimed.difference_update(idents)
 
     async def role_overrides(self, keys: Collection[str]) -> dict[str, str | None]:
         if not keys:

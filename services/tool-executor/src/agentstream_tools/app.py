@@ -3,22 +3,41 @@
 Each call runs in its own task, so a slow tool never blocks the partition; a
 semaphore bounds how many tools run at once. The result goes to `tool-results`
 keyed by the request's conversation key (co-partitioned with the runner's `runs`).
+
+Nothing lost, nothing run twice: offsets are committed by hand (`AckPolicy.MANUAL`),
+a partition only up to its oldest call whose result Kafka has not acked yet, and each
+`(run_id, call_id)` is claimed in `tool_calls` before its tool runs (calls.py). A call
+redelivered after a crash replays the stored result, or, when the executor died during
+the call, answers with a non-retryable error instead of running the tool again.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
+from aiokafka import ConsumerRebalanceListener, TopicPartition
+from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Histogram
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentstream.contracts import ToolCallRequest, ToolCallResult
 from agentstream.contracts.tools import ToolCallRequestAdapter
+from agentstream.db import upgrade
+from agentstream.db.models_tools import ToolCallState
+from agentstream.kafka.offsets import CommitPoints
 from agentstream.service import Service, describe_validation_error
 from agentstream_tools.builtin import builtin_tools
+from agentstream_tools.calls import ToolCallStore, stopped_during_call
 from agentstream_tools.executor import execute
 from agentstream_tools.registry import ToolRegistry
+
+T = TypeVar("T")
+Origin = tuple[int, int]  # (partition, offset) of a tool-calls record
+DRAIN_S = 5.0  # on stop, calls still running get this long to finish (the broker stop has its own 10 s)
+RETRY_MAX_S = 5.0
 
 
 class ExecutorOptions(BaseModel):
@@ -35,48 +54,213 @@ def _outcome(result: ToolCallResult) -> str:
     return "retryable" if result.retryable else "failed"
 
 
+class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, service: ToolExecutorService) -> None:
+        self._service = service
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._service.partitions_revoked({tp.partition for tp in revoked})
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        return None
+
+
 class ToolExecutorService(Service):
     name = "tool-executor"
+    uses_database = True
 
     def setup(self) -> None:
         self.tools = ToolRegistry(builtin_tools())
         self.options = ExecutorOptions.model_validate(self.settings.tools)
+        self.store: ToolCallStore | None = None
+        self.commit_points = CommitPoints()
         self._slots = asyncio.Semaphore(self.options.max_concurrency)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[bool], Origin | None] = {}
+        self._live: dict[str, asyncio.Task[bool]] = {}  # idempotency key → the task running it here
+        self._commit_task: asyncio.Task[None] | None = None
+        self._stopping = False
         self.calls = Counter(
-            "agentstream_tool_calls_total", "Tool calls by tool and outcome", ["tool", "outcome"],
+            "agentstream_tool_calls_total",
+            "Tool calls run, by tool and outcome",
+            ["tool", "outcome"],
+            registry=self.registry,
+        )
+        self.replays = Counter(
+            "agentstream_tool_call_replays_total",
+            "Redelivered tool calls answered without running the tool (stored: the stored result; "
+            "stopped: the executor had died during the call)",
+            ["outcome"],
             registry=self.registry,
         )
         self.durations = Histogram(
             "agentstream_tool_call_seconds", "Tool call duration", ["tool"], registry=self.registry
         )
-        self.broker.subscriber(self.topics.tool_calls, **self.subscriber_options())(self.on_call)
+        self.subscriber = self.broker.subscriber(
+            self.topics.tool_calls,
+            **self.subscriber_options(),
+            ack_policy=AckPolicy.MANUAL,
+            listener=_Revocations(self),
+        )
+        self.subscriber(self.on_call)
 
+    async def on_start(self) -> None:
+        await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
+        assert self.sessions is not None
+        self.store = ToolCallStore(self.sessions)
+
+    # -- calls ---------------------------------------------------------------------
     async def on_call(self, msg: KafkaMessage) -> None:
+        if self._stopping:  # not read, so not committed: the next start reads it
+            return
+        raw = msg.raw_message
+        partition, offset = getattr(raw, "partition", None), getattr(raw, "offset", None)
+        origin = (partition, offset) if partition is not None and offset is not None else None
+        if origin is not None:  # held until its result is acked: no commit past an unanswered call
+            self.commit_points.hold(*origin)
+            self.commit_points.read(*origin)
         request = self.decode(msg, ToolCallRequestAdapter)
         if isinstance(request, ValidationError):
             await self.dead_letter(msg, "invalid ToolCallRequest: " + describe_validation_error(request))
+            self._done(origin)
             return
-        task = asyncio.create_task(self._handle(request), name=f"tool:{request.idempotency_key}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        live = self._live.get(request.idempotency_key)
+        coro = self._follow(live, origin) if live is not None else self._handle(request, origin)
+        task = asyncio.create_task(coro, name=f"tool:{request.idempotency_key}")
+        self._tasks[task] = origin
+        task.add_done_callback(self._forget_task)
+        if live is None:
+            self._live[request.idempotency_key] = task
+            task.add_done_callback(lambda _: self._live.pop(request.idempotency_key, None))
 
-    async def _handle(self, request: ToolCallRequest) -> None:
+    def _forget_task(self, task: asyncio.Task[bool]) -> None:
+        self._tasks.pop(task, None)
+
+    async def _follow(self, live: asyncio.Task[bool], origin: Origin | None) -> bool:
+        """A redelivery of a call still running here (a rebalance gave its partition back):
+        the running task answers it; this record is done when that one is."""
+        await asyncio.wait({live})
+        answered = not live.cancelled() and live.result()
+        if answered:
+            self._done(origin)
+        return answered
+
+    async def _handle(self, request: ToolCallRequest, origin: Origin | None) -> bool:
         try:
-            async with self._slots:
-                result = await execute(self.tools, request, self.settings.runner.tool_timeout_s)
-            await self.publish(self.topics.tool_results, result, request.conversation_key)
-        except Exception:
-            self.log.exception("tool result not published", call=request.idempotency_key, tool=request.tool)
-            return
+            result = await self._answer(request)
+            await self._retrying(
+                "publish the result",
+                request,
+                lambda: self.publish(self.topics.tool_results, result, request.conversation_key),
+            )
+        except Exception as err:  # stopping, or a bug: the call stays uncommitted and is read again
+            self.log.error(
+                "tool result not published", call=request.idempotency_key, tool=request.tool, error=repr(err)
+            )
+            return False
+        self._done(origin)
+        return True
+
+    async def _answer(self, request: ToolCallRequest) -> ToolCallResult:
+        assert self.store is not None
+        store = self.store
+        async with self._slots:  # claimed only when it can run: a call queued here never ran
+            prior = await self._retrying("claim the call", request, lambda: store.claim(request))
+            if isinstance(prior, ToolCallResult):
+                self.replays.labels("stored").inc()
+                self.log.info(
+                    "tool call replayed from its stored result", call=request.idempotency_key, tool=request.tool
+                )
+                return prior
+            if prior is ToolCallState.RUNNING:
+                self.replays.labels("stopped").inc()
+                self.log.warning(
+                    "tool call not repeated: the executor stopped during it",
+                    call=request.idempotency_key,
+                    tool=request.tool,
+                )
+                # Stored like any result: a later redelivery replays this very answer.
+                stopped = stopped_during_call(request)
+                await self._retrying("store the result", request, lambda: store.finish(request, stopped))
+                return stopped
+            result = await execute(self.tools, request, self.settings.runner.tool_timeout_s)
         self.calls.labels(request.tool, _outcome(result)).inc()
         self.durations.labels(request.tool).observe(result.duration_ms / 1000)
-        self.log.info("tool call done", call=request.idempotency_key, tool=request.tool, ok=result.ok,
-                      retryable=result.retryable, duration_ms=round(result.duration_ms, 1))
+        self.log.info(
+            "tool call done",
+            call=request.idempotency_key,
+            tool=request.tool,
+            ok=result.ok,
+            retryable=result.retryable,
+            duration_ms=round(result.duration_ms, 1),
+        )
+        await self._retrying("store the result", request, lambda: store.finish(request, result))
+        return result
+
+    async def _retrying(self, what: str, request: ToolCallRequest, step: Callable[[], Awaitable[T]]) -> T:
+        """A database or broker outage must not lose a call: try again, with backoff, until it
+        works or the service stops (then the call is read again after the restart)."""
+        delay = 0.2
+        while True:
+            try:
+                return await step()
+            except Exception as err:
+                if self._stopping:
+                    raise
+                self.log.warning(
+                    f"could not {what}; retrying", call=request.idempotency_key, error=repr(err), retry_in_s=delay
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
+
+    # -- offsets -------------------------------------------------------------------
+    def _done(self, origin: Origin | None) -> None:
+        if origin is None:
+            return
+        self.commit_points.release(*origin)
+        if self._commit_task is None or self._commit_task.done():
+            self._commit_task = asyncio.create_task(self.commit(), name="tool-executor-commits")
+
+    async def commit(self) -> None:
+        """Commit every partition up to its oldest call not yet answered."""
+        while due := self.commit_points.due():
+            consumer = getattr(self.subscriber, "consumer", None)
+            if consumer is None:
+                return
+            assigned = {tp.partition for tp in consumer.assignment() if tp.topic == self.topics.tool_calls}
+            if gone := set(due) - assigned:  # answered after its partition moved: the new owner commits
+                self.commit_points.forget(gone)
+                continue
+            try:
+                await consumer.commit({TopicPartition(self.topics.tool_calls, p): o for p, o in due.items()})
+            except Exception as err:  # a rebalance in progress, a broker away: the next answer commits again
+                self.log.warning("offset commit failed", points=due, error=repr(err))
+                return
+            self.commit_points.committed(due)
+
+    async def partitions_revoked(self, partitions: set[int]) -> None:
+        """Let the calls of those partitions finish (bounded) and commit them: their new owner
+        would otherwise find them claimed and answer them as interrupted."""
+        running = {t for t, origin in self._tasks.items() if origin is not None and origin[0] in partitions}
+        if running:
+            await asyncio.wait(running, timeout=self.settings.runner.tool_timeout_s)
+        await self.commit()
+        self.commit_points.forget(partitions)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=DRAIN_S)
+        try:
+            async with asyncio.timeout(DRAIN_S):
+                await self.commit()
+        except TimeoutError:
+            self.log.warning("offsets not committed on stop: the calls answered last are read again")
+        await super().stop()
 
     async def on_stop(self) -> None:
-        # The broker is stopped: results of calls still running could not be published.
+        # The broker is stopped: results of calls still running could not be published. Their
+        # claims stay `running`: after a restart they are answered as interrupted, not repeated.
         for task in self._tasks:
             task.cancel()
         if self._tasks:
-            await asyncio.wait(self._tasks)
+            await asyncio.wait(set(self._tasks))

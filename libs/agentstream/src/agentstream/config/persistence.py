@@ -8,7 +8,10 @@ from agentstream.config.core import Section
 
 
 class ResumeSettings(Section):
-    auto: bool = Field(default=False, description="Issue a ResumeRun for a run whose runner went away.")
+    auto: bool = Field(
+        default=True,
+        description="Issue a ResumeRun for a run whose runner went away (at most `max_attempts` times).",
+    )
     max_attempts: int = Field(default=2, ge=0, description="Automatic resumes of one run, at most.")
     stale_after_s: float = Field(
         default=30.0, gt=0, description="A run with no event for this long was lost with its runner."

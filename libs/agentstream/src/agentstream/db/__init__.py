@@ -7,6 +7,7 @@ from agentstream.db import (  # noqa: F401 - register tables
     models_persistence,
     models_retention,
     models_runner,
+    models_tools,
 )
 from agentstream.db.models import Base, Conversation, Message, Run
 from agentstream.db.session import create_engine, session_factory, upgrade, upgrade_sync

@@ -1,0 +1,204 @@
+"""`kill -9` of the tool-executor at each point of a call, then a restart.
+
+Several runs each make one calculator call; the executor is a child process whose
+calculator logs every execution to a file (tests/chaos/tool_executor_child.py). It is
+killed (1) while the calls run, (2) after the results were stored but before they were
+published, (3) after they were published but before the offsets were committed. After
+the restart every run must end `completed` with its exact final text, every call must
+have run at most once (the file) and be answered once per run (no call lost), and no
+`tool_calls` row may be left `running`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.chaos.processes import service_env
+from tests.e2e.processes import stop as stop_process
+
+from agentstream.contracts import ReplyTarget, RunEventAdapter, RunFinished, StartRun, ToolCallResult, User
+from agentstream.host import ServiceHost
+from agentstream.kafka import create_topics, free_port
+from agentstream.testing.fake_openai import FakeOpenAI
+from agentstream.testing.fixtures import ADMIN_TOKEN_ENV, make_test_settings
+from agentstream.testing.kafka import RawRecord, produce_raw, read_until
+from agentstream_runner import AgentRunnerService
+from agentstream_tools.calls import STOPPED_DURING_CALL
+
+pytestmark = pytest.mark.chaos
+
+RUNS = 4
+REPO = Path(__file__).resolve().parents[2]
+
+
+class ExecutorProcess:
+    """tests/chaos/tool_executor_child.py as a child process of its own group."""
+
+    def __init__(self, env: dict[str, str], port: int, log: Path) -> None:
+        self.env, self.port, self.log = env, port, log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "AGENTSTREAM__AUTH__ADMIN_TOKEN_ENV": ADMIN_TOKEN_ENV, **self.env}
+        with open(self.log, "wb") as out:
+            return subprocess.Popen(
+                [sys.executable, "-m", "tests.chaos.tool_executor_child", str(self.port)],
+                env=env,
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    async def start(self, timeout: float = 60.0) -> None:
+        self.proc = self.spawn()
+        async with httpx.AsyncClient(timeout=2) as http, asyncio.timeout(timeout):
+            while True:
+                assert self.proc.poll() is None, self.log.read_text()
+                try:
+                    if (await http.get(f"http://127.0.0.1:{self.port}/readyz")).status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.2)
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, 9)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc)
+
+
+def endings(records: list[RawRecord]) -> list[RunFinished]:
+    out = []
+    for r in records:
+        if b'"run.finished"' in (r.value or b""):
+            event = RunEventAdapter.validate_json(r.value)
+            if isinstance(event, RunFinished):
+                out.append(event)
+    return out
+
+
+def executions(log: Path) -> list[str]:
+    return [json.loads(line)["expression"] for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def rows(db: Path) -> list[tuple[str, str, Any]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute("SELECT call_id, state, result FROM tool_calls ORDER BY call_id").fetchall()
+
+
+async def until(predicate: Any, timeout: float = 30.0) -> None:
+    for _ in range(int(timeout * 10)):
+        if predicate():
+            return
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"not reached in {timeout} s")
+
+
+SCENARIOS = {
+    # (CHAOS_MODE, tool delay, what the killed executor must have reached, what the calls answer after the restart)
+    "in_flight": ("normal", 30.0, "executing", "stopped"),
+    "stored_not_published": ("hold_publish", 0.0, "stored", "result"),
+    "published_not_committed": ("no_commit", 0.5, "finished", "result"),
+}
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+async def test_tool_executor_killed_runs_each_call_at_most_once_and_loses_none(
+    scenario: str, kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    mode, delay, kill_at, answer = SCENARIOS[scenario]
+    db, tool_log = tmp_path / "chaos.db", tmp_path / "executions.log"
+    async with FakeOpenAI() as fake:
+        for i in range(RUNS):  # every run's first turn: one calculator call of its own
+            fake.add_turn(tool_calls=[("calculator", {"expression": f"{i + 1}*7"})])
+        # the second turns are echoes: each run's final text is its own question
+        connectors = [{"id": "fake", "type": "openai", "base_url": fake.base_url, "model": "fake-model"}]
+        settings = make_test_settings(
+            kafka_bootstrap,
+            topic_prefix,
+            f"sqlite+aiosqlite:///{db}",
+            connectors=connectors,
+            default_connector="fake",
+            runner={"coalesce_ms": 10, "tool_timeout_s": 120},
+        )
+        await create_topics(settings.kafka)
+        # The runner must still wait for the calls when the restarted executor answers them (a loaded
+        # machine restarts slowly): a long tool timeout, so no answer is the runner's own "timed out".
+        env = {**service_env(settings, runner__tool_timeout_s="120"), "CHAOS_TOOL_LOG": str(tool_log)}
+        port = free_port()
+        first = ExecutorProcess(
+            {**env, "CHAOS_MODE": mode, "CHAOS_TOOL_DELAY_S": str(delay)}, port, tmp_path / "executor-first.log"
+        )
+        second = ExecutorProcess(env, port, tmp_path / "executor-second.log")
+        runner = AgentRunnerService(settings)
+        starts = [
+            StartRun(
+                run_id=f"run-{scenario}-{i}",
+                conversation_key=f"web:tools-{i}",
+                assistant_id="default",
+                user=User(id="u1"),
+                text=f"question {i} of {scenario}",
+                reply_target=ReplyTarget(platform="web", chat_id=f"tools-{i}"),
+            )
+            for i in range(RUNS)
+        ]
+        bootstrap, t = settings.kafka.bootstrap_servers, runner.topics
+        try:
+            async with ServiceHost([runner], "127.0.0.1", {runner.name: free_port()}):
+                await first.start()
+                for start in starts:
+                    await produce_raw(bootstrap, t.runs, start.to_json(), key=start.conversation_key.encode())
+                if kill_at == "executing":
+                    await until(lambda: len(executions(tool_log)) == RUNS)
+                elif kill_at == "stored":
+                    await until(lambda: [r[1] for r in rows(db)] == ["done"] * RUNS)
+                else:
+                    await read_until(bootstrap, t.events, lambda rs: len(endings(rs)) >= RUNS, timeout=60)
+                first.kill9()
+                await second.start()
+                records = await read_until(bootstrap, t.events, lambda rs: len(endings(rs)) >= RUNS, timeout=60)
+                if scenario == "published_not_committed":  # the restart re-reads every uncommitted call
+                    await read_until(bootstrap, t.tool_results, lambda rs: len(rs) >= 2 * RUNS, timeout=60)
+                await asyncio.sleep(1.0)  # late duplicates would show up here
+                records = await read_until(bootstrap, t.events, lambda rs: len(endings(rs)) >= RUNS)
+                results = await read_until(bootstrap, t.tool_results, lambda rs: len(rs) >= RUNS)
+        finally:
+            first.stop()
+            second.stop()
+
+    finals = {e.root_run_id: e for e in endings(records)}
+    assert len(endings(records)) == RUNS  # one ending per run: none lost, none twice
+    for start in starts:
+        end = finals[start.run_id]
+        assert (end.status, end.text) == ("completed", start.text)  # exact final
+    # every call ran at most once; none was run again after the restart
+    ran = executions(tool_log)
+    assert len(ran) == len(set(ran)) == RUNS
+    # every call answered (once per run as the model saw it), with what the scenario allows
+    answered = [m for r in fake.requests for m in r.messages if m.get("role") == "tool"]
+    assert len(answered) == RUNS
+    expected = {f"{i + 1}*7": str((i + 1) * 7) for i in range(RUNS)}
+    for message in answered:
+        if answer == "stopped":
+            assert message["content"] == f"error: {STOPPED_DURING_CALL}"
+        else:
+            assert message["content"] in expected.values()
+    # replays are the stored records themselves (same id), never a new execution
+    published = [ToolCallResult.model_validate_json(r.value) for r in results]
+    assert len({p.id for p in published}) == RUNS
+    assert [r[1] for r in rows(db)] == ["done"] * RUNS  # nothing left `running`

@@ -1,0 +1,71 @@
+"""A tool-executor child process for chaos tests: `python -m tests.chaos.tool_executor_child PORT`.
+
+Its calculator writes one line per execution to `CHAOS_TOOL_LOG` (a file, so the count
+survives `kill -9`) and then sleeps `CHAOS_TOOL_DELAY_S` (a call held in flight). With
+`CHAOS_MODE=hold_publish` results are stored but never published; with
+`CHAOS_MODE=no_commit` results are published but offsets never committed: the two
+points between "result stored" and "offset committed" where a kill can land.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from dataclasses import replace
+from typing import Any
+
+from pydantic import BaseModel
+
+from agentstream.config import load_settings
+from agentstream.host import ServiceHost, install_stop_signals
+from agentstream.observability import configure_logging
+from agentstream_tools import ToolExecutorService
+from agentstream_tools.builtin import builtin_tools
+from agentstream_tools.registry import Tool, ToolRegistry
+
+MODE = os.environ.get("CHAOS_MODE", "normal")
+
+
+class ChaosExecutor(ToolExecutorService):
+    async def publish(self, topic: str, record: BaseModel, key: str) -> None:
+        if MODE == "hold_publish" and topic == self.topics.tool_results:
+            await asyncio.Event().wait()  # stored, never published: the kill lands here
+        await super().publish(topic, record, key)
+
+    async def commit(self) -> None:
+        if MODE != "no_commit":
+            await super().commit()
+
+
+def counted(tool: Tool) -> Tool:
+    log_path, delay = os.environ["CHAOS_TOOL_LOG"], float(os.environ.get("CHAOS_TOOL_DELAY_S", "0"))
+
+    def log_execution(args: dict[str, Any]) -> None:
+        with open(log_path, "a") as log:
+            log.write(json.dumps(args) + "\n")
+            log.flush()
+            os.fsync(log.fileno())
+
+    async def run(args: dict[str, Any]) -> str:
+        log_execution(args)  # before the tool's work: a kill during it still counts the execution
+        await asyncio.sleep(delay)
+        return await tool.run(args)
+
+    return replace(tool, run=run)
+
+
+async def main(port: int) -> None:
+    settings = load_settings()
+    configure_logging(settings.log_level)
+    stop = asyncio.Event()
+    install_stop_signals(stop)
+    svc = ChaosExecutor(settings)
+    svc.tools = ToolRegistry(counted(t) if t.name == "calculator" else t for t in builtin_tools())
+    async with ServiceHost([svc], "127.0.0.1", {svc.name: port}):
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1])))

@@ -82,7 +82,9 @@ async def test_database_outage_is_retried_until_every_run_is_stored(kafka_bootst
             proxy.restore()
 
             async with asyncio.timeout(30):
-                while (await http.get("/readyz")).status_code != 200:
+                while True:
+                    if (await http.get("/readyz")).status_code == 200:
+                        break
                     await asyncio.sleep(0.2)
             runs, messages = stored(direct)
             assert runs == ["outage-1", "outage-2"]

@@ -198,8 +198,8 @@ class PersistenceService(Service):
 
     async def _flush_ready(self) -> bool:
         if self._retry:
-            last = next(reversed(self._retry.values()))
-            raise NotReady(f"{len(self._retry)} finished run(s) not stored yet, retrying: {last}")
+            oldest = next(iter(self._retry.values()))  # the one retried first: its error is the latest
+            raise NotReady(f"{len(self._retry)} finished run(s) not stored yet, retrying: {oldest}")
         return True
 
     # -- offsets -------------------------------------------------------------------

@@ -22,3 +22,9 @@ def test_undecodable_records_have_readable_reasons():
     missing = decode_record(json.dumps({"type": "run.start", "conversation_key": "k"}).encode())
     assert isinstance(missing, Undecodable)
     assert missing.reason.startswith("invalid run.start: ") and "run_id: Field required" in missing.reason
+
+
+def test_deep_nesting_is_undecodable_not_an_exception():
+    assert decode_record(b"[" * 5000) == Undecodable("not valid JSON: nested too deeply")
+    assert decode_record(b'{"type": "run.start", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}") == Undecodable(
+        "not valid JSON: nested too deeply")

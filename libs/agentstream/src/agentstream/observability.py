@@ -35,7 +35,7 @@ class NotReady(Exception):
 
 _configured = False
 # Loggers too chatty at INFO; httpx's INFO line is every request URL (a Telegram URL carries the bot token).
-QUIET_LOGGERS = ("aiokafka", "uvicorn.access", "alembic", "httpx", "httpcore")
+QUIET_LOGGERS = ("aiokafka", "uvicorn.access", "alembic", "httpx", "httpcore", "faststream")
 
 
 def configure_logging(level: str = "INFO", json: bool = True, log_file: str | None = None,

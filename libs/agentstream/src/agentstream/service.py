@@ -13,6 +13,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
+from faststream.message import StreamMessage
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from sqlalchemy import text
@@ -23,6 +24,7 @@ from agentstream.config import Settings
 from agentstream.contracts import DeadLetter
 from agentstream.db import create_engine, session_factory
 from agentstream.kafka import Topics, consumer_options, make_broker
+from agentstream.kafka.guard import failure_reason, handler_guard, records_of
 from agentstream.kafka.producer import encode_record, producer_of
 from agentstream.observability import ReadyCheck, get_logger, http_app
 
@@ -65,6 +67,8 @@ class Service:
         self.broker: KafkaBroker = make_broker(
             settings.kafka, registry=self.registry, client_id=f"{settings.kafka.client_id}-{self.name}"
         )
+        # Innermost middleware: no handler exception is lost (see kafka/guard.py).
+        self.broker.add_middleware(handler_guard(self.handler_failed))
         self.engine: AsyncEngine | None = None
         self.sessions: async_sessionmaker | None = None  # type: ignore[type-arg]
         self.started = False
@@ -171,18 +175,38 @@ class Service:
 
     async def dead_letter(self, msg: KafkaMessage, error: str) -> None:
         """Send the raw record to `dlq` with the reason; never raises on bad bytes."""
-        raw = msg.raw_message
+        await self.dead_letter_record(msg.raw_message, error, value=bytes(msg.body))
+
+    async def dead_letter_record(self, raw: Any, error: str, value: bytes | None = None) -> None:
+        """`dead_letter` for an aiokafka `ConsumerRecord` (one record of a batch)."""
         raw_key = getattr(raw, "key", None)
         key = raw_key.decode("utf-8", "replace") if isinstance(raw_key, bytes) else None
+        if value is None:
+            value = raw_value if isinstance(raw_value := getattr(raw, "value", None), bytes) else b""
         letter = DeadLetter(
             source_topic=getattr(raw, "topic", ""),
             source_partition=getattr(raw, "partition", None),
             source_offset=getattr(raw, "offset", None),
             key=key,
-            raw_value=bytes(msg.body).decode("utf-8", "replace"),
+            raw_value=value.decode("utf-8", "replace"),
             error=error,
             service=self.name,
         )
         await self.publish(self.topics.dlq, letter, key or "")
         self.dead_letters.labels(self.name, letter.source_topic).inc()
-        self.log.warning("dead letter", topic=letter.source_topic, offset=letter.source_offset, error=error)
+        self.log.warning("dead letter", topic=letter.source_topic, partition=letter.source_partition,
+                         offset=letter.source_offset, error=error)
+
+    async def handler_failed(self, msg: StreamMessage[Any], err: Exception) -> None:
+        """A handler raised what it did not expect: log where the record sits, dead-letter it
+        (the type and first line of the error, never a traceback), and read on."""
+        reason = failure_reason(err)
+        for i, raw in enumerate(records_of(msg)):
+            where = {"topic": getattr(raw, "topic", None), "partition": getattr(raw, "partition", None),
+                     "offset": getattr(raw, "offset", None)}
+            # The traceback once per failure (in the log only); a batch names every record.
+            self.log.error("handler failed", **where, error=reason, exc_info=err if i == 0 else None)
+            try:
+                await self.dead_letter_record(raw, reason)
+            except Exception as dl_err:  # the broker is gone too: the log line is all that is left
+                self.log.error("dead letter not published", **where, error=failure_reason(dl_err))

@@ -42,6 +42,8 @@ def decode_record(raw: bytes) -> RunnerRecord | Undecodable:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as err:
         return Undecodable(f"not valid JSON: {err}")
+    except RecursionError:  # json.loads recurses per nesting level: "[" * 5000 ends here
+        return Undecodable("not valid JSON: nested too deeply")
     if not isinstance(data, dict):
         return Undecodable(f"expected a JSON object, got {type(data).__name__}")
     record_type = data.get("type")

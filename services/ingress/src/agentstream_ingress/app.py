@@ -141,7 +141,8 @@ class IngressService(Service):
                 if target is not None:
                     out.append(self.notice(target, f"Your message could not be processed: {error}", "error"))
                 self.count("dead_letter", "invalid")
-                self.log.warning("dead letter", offset=record.offset, error=error)
+                self.log.warning("dead letter", topic=record.topic, partition=record.partition, offset=record.offset,
+                                 error=error)
                 return key, out
             case DropDecision(reason=reason):
                 self.count("drop", reason)

@@ -4,6 +4,11 @@ Offsets are committed by hand (FastStream `AckPolicy.MANUAL`, so aiokafka's auto
 commit is off): after each flush and each watchdog tick, every partition is committed
 up to the first event of its oldest unflushed run (see offsets.py). The watchdog ends
 runs lost with their runner and, with `resume.auto`, asks a runner to resume them.
+
+A flush that fails for the database's sake is retried in the background with backoff
+until it passes (the run stays buffered, its partition's offset held, `/readyz` false);
+meanwhile the consumer keeps buffering other runs. A run that can never be stored goes
+to `dlq` and is dropped (see failures.py).
 """
 
 from __future__ import annotations
@@ -19,18 +24,25 @@ from pydantic import ValidationError
 
 from agentstream.contracts import ResumeRun, RunEventAdapter, RunFinished
 from agentstream.db import upgrade
+from agentstream.kafka.guard import failure_reason
 from agentstream.kafka.offsets import CommitPoints
+from agentstream.observability import NotReady
 from agentstream.redaction import storage_redactor
 from agentstream.retention import RetentionTask
 from agentstream.service import Service, describe_validation_error
 from agentstream_persistence.api import add_routes
-from agentstream_persistence.buffers import BufferSet, Origin, RunBuffer
+from agentstream_persistence.buffers import BufferSet, BufferState, Origin, RunBuffer
+from agentstream_persistence.failures import is_permanent, run_dead_letter
 from agentstream_persistence.flush import claim_resume, write_run
 from agentstream_persistence.retention import persistence_purges
 from agentstream_persistence.rows import rows_for
 from agentstream_persistence.watchdog import RUNNER_LOST, lost_run_finished
 
-FLUSH_ATTEMPTS = 3
+# Backoff of a failing flush: doubled per failed attempt, up to the cap, until it passes.
+FLUSH_RETRY_FIRST_S = 0.2
+FLUSH_RETRY_MAX_S = 5.0
+# One attempt's bound: a database that does not answer is a failed attempt, not a hung consumer.
+FLUSH_TIMEOUT_S = 15.0
 # Endings that say "the runner went away", not "the run went wrong": with `resume.auto`
 # the run continues elsewhere (a killed runner, a moved partition, a stopping service).
 AUTO_RESUME_REASONS = frozenset({RUNNER_LOST, "rebalanced", "shutdown"})
@@ -56,12 +68,18 @@ class PersistenceService(Service):
         self.commit_points = CommitPoints()
         self.redactor = storage_redactor(self.settings)  # None: text is stored raw
         self._watchdog: asyncio.Task[None] | None = None
+        # Finished runs whose flush failed for the database's sake, oldest first; one task retries them.
+        self._retry: dict[str, str] = {}  # root run id → the last error
+        self._retrier: asyncio.Task[None] | None = None
+        self.ready_checks["flush"] = self._flush_ready
         self.flushes = Counter("agentstream_persistence_flushes_total", "Run flushes", ["outcome"],
                                registry=self.registry)
         self.lost_runs = Counter("agentstream_persistence_lost_runs_total", "Runs ended by the watchdog",
                                  registry=self.registry)
         Gauge("agentstream_persistence_open_buffers", "Runs buffered, not yet flushed",
               registry=self.registry).set_function(lambda: len(self.buffers))
+        Gauge("agentstream_persistence_flush_retries", "Finished runs waiting for a flush retry",
+              registry=self.registry).set_function(lambda: len(self._retry))
         self.subscriber = self.broker.subscriber(
             self.topics.events, **self.subscriber_options(), ack_policy=AckPolicy.MANUAL,
             listener=_Revocations(self),
@@ -79,9 +97,10 @@ class PersistenceService(Service):
         await self.retention.stop()
 
     async def stop(self) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            await asyncio.wait({self._watchdog})
+        for task in (self._watchdog, self._retrier):
+            if task is not None:
+                task.cancel()
+                await asyncio.wait({task})
         await self.commit()
         await super().stop()
 
@@ -90,40 +109,104 @@ class PersistenceService(Service):
         raw = msg.raw_message
         partition, offset = getattr(raw, "partition", None), getattr(raw, "offset", None)
         origin = Origin(partition, offset) if partition is not None and offset is not None else None
-        event = self.decode(msg, RunEventAdapter)
-        if isinstance(event, ValidationError):
-            await self.dead_letter(msg, "invalid RunEvent: " + describe_validation_error(event))
-        else:
-            buf = self.buffers.add(event, origin)
-            if buf is not None and isinstance(event, RunFinished) and event.run_id == event.root_run_id:
-                await self.flush(buf)
-        # Marked read only after the event is in a buffer (or flushed): it is now safe to
-        # commit past it unless an unflushed run holds the partition back.
-        if origin is not None:
-            self.commit_points.read(origin.partition, origin.offset)
+        try:
+            event = self.decode(msg, RunEventAdapter)
+            if isinstance(event, ValidationError):
+                await self.dead_letter(msg, "invalid RunEvent: " + describe_validation_error(event))
+            else:
+                buf = self.buffers.add(event, origin)
+                if buf is not None and isinstance(event, RunFinished) and event.run_id == event.root_run_id:
+                    await self.flush(buf)
+        finally:
+            # Marked read only after the event is in a buffer, flushed or dead-lettered (the
+            # handler guard dead-letters what raises here): it is now safe to commit past it
+            # unless an unflushed run holds the partition back.
+            if origin is not None:
+                self.commit_points.read(origin.partition, origin.offset)
 
     async def flush(self, buf: RunBuffer) -> bool:
-        """Write the run; on success forget the buffer. A failing database keeps it buffered."""
-        rows = rows_for(buf, self.redactor.redact) if self.redactor else rows_for(buf)
-        assert self.sessions is not None
-        for attempt in range(1, FLUSH_ATTEMPTS + 1):
-            try:
+        """Write the run once; True when it is done with (stored or dead-lettered). A failing
+        database leaves it buffered and queued for the background retry."""
+        if self._retry:  # the database is failing: queue behind the runs already waiting
+            if buf.root_run_id not in self._retry:
+                self._queue_retry(buf.root_run_id, "queued behind runs waiting for the database")
+            return False
+        return await self._attempt(buf)
+
+    async def _attempt(self, buf: RunBuffer) -> bool:
+        try:
+            rows = rows_for(buf, self.redactor.redact) if self.redactor else rows_for(buf)
+            assert self.sessions is not None
+            async with asyncio.timeout(FLUSH_TIMEOUT_S):
                 await write_run(self.sessions, rows)
-                break
-            except Exception as err:
-                self.log.warning("flush failed", root_run_id=buf.root_run_id, attempt=attempt, error=repr(err))
-                if attempt == FLUSH_ATTEMPTS:
-                    self.flushes.labels("error").inc()
-                    return False
-                await asyncio.sleep(0.2 * attempt)
+        except Exception as err:
+            reason = failure_reason(err)
+            if is_permanent(err):
+                return await self._give_up(buf, reason)
+            self.flushes.labels("error").inc()
+            self.log.warning("flush failed; retrying", root_run_id=buf.root_run_id, error=reason)
+            self._queue_retry(buf.root_run_id, reason)
+            return False
+        self._retry.pop(buf.root_run_id, None)
         self.buffers.discard(buf.root_run_id)
         self.flushes.labels("ok").inc()
         self.log.info("run flushed", root_run_id=buf.root_run_id, status=rows.run["status"],
                       reason=rows.run["reason"], messages=len(rows.messages),
                       resume_steps=len(rows.checkpoint.steps) if rows.checkpoint else 0)
         if rows.run["reason"] in AUTO_RESUME_REASONS and self.settings.resume.auto and not rows.completed:
-            await self.auto_resume(buf)
+            try:
+                await self.auto_resume(buf)
+            except Exception as err:  # the run is stored; its checkpoint lets a user resume it by hand
+                self.log.error("resume request failed", root_run_id=buf.root_run_id, error=failure_reason(err))
         await self.commit()
+        return True
+
+    async def _give_up(self, buf: RunBuffer, reason: str) -> bool:
+        """The run can never be stored: to `dlq` with the reason, then forgotten (the offset moves on)."""
+        letter = run_dead_letter(buf, self.topics.events, "run could not be stored: " + reason, self.name)
+        try:
+            await self.publish(self.topics.dlq, letter, buf.conversation_key)
+        except Exception as err:  # not lost: kept and retried like a failing database
+            self.log.warning("dead letter of an unstorable run not published; retrying",
+                             root_run_id=buf.root_run_id, error=failure_reason(err))
+            self._queue_retry(buf.root_run_id, reason)
+            return False
+        self._retry.pop(buf.root_run_id, None)
+        self.buffers.discard(buf.root_run_id)
+        self.flushes.labels("dead_letter").inc()
+        self.dead_letters.labels(self.name, self.topics.events).inc()
+        self.log.error("run could not be stored; dead-lettered", root_run_id=buf.root_run_id,
+                       topic=letter.source_topic, partition=letter.source_partition, offset=letter.source_offset,
+                       error=reason)
+        await self.commit()
+        return True
+
+    def _queue_retry(self, root_run_id: str, reason: str) -> None:
+        self._retry[root_run_id] = reason
+        if self._retrier is None or self._retrier.done():
+            self._retrier = asyncio.create_task(self._retry_flushes(), name="persistence-flush-retry")
+
+    async def _retry_flushes(self) -> None:
+        """Retry the waiting runs, oldest first, backing off while the database keeps failing;
+        a pass stops at the first failure (the others would fail the same way)."""
+        delay = FLUSH_RETRY_FIRST_S
+        while self._retry:
+            await asyncio.sleep(delay)
+            failed = False
+            for root in list(self._retry):
+                buf = self.buffers.get(root)
+                if buf is None or buf.state is not BufferState.FINISHED:  # revoked, or reopened by a resume
+                    self._retry.pop(root, None)
+                    continue
+                if not await self._attempt(buf):
+                    failed = True
+                    break
+            delay = min(delay * 2, FLUSH_RETRY_MAX_S) if failed else FLUSH_RETRY_FIRST_S
+
+    async def _flush_ready(self) -> bool:
+        if self._retry:
+            oldest = next(iter(self._retry.values()))  # the one retried first: its error is the latest
+            raise NotReady(f"{len(self._retry)} finished run(s) not stored yet, retrying: {oldest}")
         return True
 
     # -- offsets -------------------------------------------------------------------

@@ -6,16 +6,18 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentstream.contracts.limits import Chat, JsonText, Name, Platform, Subject
+
 
 class ReplyTarget(BaseModel):
     """Where the answer of a run is delivered."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    platform: str
-    chat_id: str
-    thread_id: str | None = None
-    reply_to_id: str | None = Field(default=None, description="Platform message id to reply to.")
+    platform: Platform
+    chat_id: Chat
+    thread_id: Chat | None = None
+    reply_to_id: Subject | None = Field(default=None, description="Platform message id to reply to.")
 
 
 class ToolCallSpec(BaseModel):
@@ -23,9 +25,9 @@ class ToolCallSpec(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    id: str
-    name: str
-    arguments: str = Field(default="{}", description="Raw JSON arguments.")
+    id: Name
+    name: Name
+    arguments: JsonText = Field(default="{}", description="Raw JSON arguments (nested at most 64 deep).")
 
 
 class ChatMessage(BaseModel):
@@ -35,8 +37,8 @@ class ChatMessage(BaseModel):
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str = ""
-    name: str | None = None
-    tool_call_id: str | None = Field(default=None, description="role=tool: the call this answers.")
+    name: Name | None = None
+    tool_call_id: Name | None = Field(default=None, description="role=tool: the call this answers.")
     tool_calls: list[ToolCallSpec] = Field(default_factory=list, description="role=assistant: calls made.")
 
 

@@ -12,42 +12,44 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
-from agentstream.contracts.base import Record
+from agentstream.contracts.base import Record, new_id
 from agentstream.contracts.common import ChatMessage, ReplyTarget, Usage
+from agentstream.contracts.limits import ConversationKey, JsonText, Name, Reason, RunId, SessionId, Subject
 
 RunStatus = Literal["completed", "failed", "interrupted"]
 StepType = Literal["hook_create", "llm", "tool", "hook_next", "delegate"]
 
 
 class EventBase(Record):
-    run_id: str
-    root_run_id: str
-    parent_run_id: str | None = None
+    id: RunId = Field(default_factory=new_id, description="Unique record id (uuid4).")
+    run_id: RunId
+    root_run_id: RunId
+    parent_run_id: RunId | None = None
     depth: int = 0
-    conversation_key: str
+    conversation_key: ConversationKey
     seq: int = Field(ge=0, description="Strictly increasing per root run.")
     epoch: int = Field(default=0, description="Runner ownership epoch (fences stale writers).")
 
 
 class RunQueued(EventBase):
     type: Literal["run.queued"] = "run.queued"
-    inbound_id: str | None = Field(default=None, description="The InboundMessage id that caused this run.")
-    assistant_id: str
+    inbound_id: Subject | None = Field(default=None, description="The InboundMessage id that caused this run.")
+    assistant_id: Name
     reply_target: ReplyTarget
     text: str = ""
-    user_id: str | None = None
-    tenant_id: str | None = Field(default=None, description="The user's tenant (isolation of the read API).")
+    user_id: Subject | None = None
+    tenant_id: Subject | None = Field(default=None, description="The user's tenant (isolation of the read API).")
 
 
 class RunStarted(EventBase):
     type: Literal["run.started"] = "run.started"
-    assistant_id: str
-    connector_id: str
+    assistant_id: Name
+    connector_id: Name
     reply_target: ReplyTarget
     input: list[ChatMessage] = Field(default_factory=list, description="The new input messages of this run.")
-    user_id: str | None = None
-    session_id: str | None = None
-    tenant_id: str | None = Field(default=None, description="The user's tenant (billing, isolation).")
+    user_id: Subject | None = None
+    session_id: SessionId | None = None
+    tenant_id: Subject | None = Field(default=None, description="The user's tenant (billing, isolation).")
     store_history: bool = Field(
         default=True, description="False when the request skipped history: the run is recorded, its messages are not."
     )
@@ -55,34 +57,34 @@ class RunStarted(EventBase):
 
 class MessageStarted(EventBase):
     type: Literal["message.started"] = "message.started"
-    message_id: str
+    message_id: Name
 
 
 class MessageDelta(EventBase):
     type: Literal["message.delta"] = "message.delta"
-    message_id: str
+    message_id: Name
     text: str
     kind: Literal["text", "thinking"] = "text"
 
 
 class MessageCompleted(EventBase):
     type: Literal["message.completed"] = "message.completed"
-    message_id: str
+    message_id: Name
     text: str
 
 
 class ToolCall(EventBase):
     type: Literal["tool.call"] = "tool.call"
-    call_id: str
-    tool: str
-    arguments: str
+    call_id: Name
+    tool: Name
+    arguments: JsonText = Field(description="Raw JSON arguments (nested at most 64 deep).")
     attempt: int = 1
 
 
 class ToolResult(EventBase):
     type: Literal["tool.result"] = "tool.result"
-    call_id: str
-    tool: str
+    call_id: Name
+    tool: Name
     ok: bool
     content: str = ""
     error: str | None = None
@@ -92,19 +94,19 @@ class ToolResult(EventBase):
 
 class SegmentBreak(EventBase):
     type: Literal["segment.break"] = "segment.break"
-    reason: str = "tool"
+    reason: Reason = "tool"
 
 
 class StepStarted(EventBase):
     type: Literal["step.started"] = "step.started"
-    step_id: str
+    step_id: Name
     step_type: StepType
     input: dict[str, Any] = Field(default_factory=dict)
 
 
 class StepCompleted(EventBase):
     type: Literal["step.completed"] = "step.completed"
-    step_id: str
+    step_id: Name
     step_type: StepType
     input: dict[str, Any] = Field(default_factory=dict)
     output: dict[str, Any] = Field(default_factory=dict)
@@ -113,7 +115,7 @@ class StepCompleted(EventBase):
 
 class StepFailed(EventBase):
     type: Literal["step.failed"] = "step.failed"
-    step_id: str
+    step_id: Name
     step_type: StepType
     input: dict[str, Any] = Field(default_factory=dict)
     error: str
@@ -137,7 +139,7 @@ class RunFinished(EventBase):
     type: Literal["run.finished"] = "run.finished"
     status: RunStatus
     error: str | None = None
-    reason: str | None = Field(default=None, description="Machine-readable cause, e.g. rebalanced, runner_lost.")
+    reason: Reason | None = Field(default=None, description="Machine-readable cause, e.g. rebalanced, runner_lost.")
     text: str = Field(default="", description="The final answer text of the root run.")
     usage: Usage = Field(default_factory=Usage)
     duration_ms: float = 0.0

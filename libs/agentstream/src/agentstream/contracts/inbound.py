@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from agentstream.contracts.base import Record
+from agentstream.contracts.limits import MAX_NAME
 
 
 def conversation_key(platform: str, chat_id: str, thread_id: str | None = None) -> str:
@@ -81,7 +82,8 @@ class InboundMessage(Record):
     attachments: list[Attachment] = Field(default_factory=list)
     reply_to_id: OptionalIdentifier | None = Field(default=None, description="Platform message id this replies to.")
     profile: str | None = Field(default=None, description="Profile to route to (else routes decide).")
-    assistant_id: str | None = Field(default=None, description="Assistant to run (else the profile's).")
+    assistant_id: Annotated[str, StringConstraints(max_length=MAX_NAME)] | None = Field(
+        default=None, description="Assistant to run (else the profile's).")
     metadata: dict[str, Any] = Field(default_factory=dict)
     sent_at: datetime | None = None
     source: OptionalIdentifier | None = Field(

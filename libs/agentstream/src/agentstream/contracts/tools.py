@@ -8,18 +8,20 @@ from typing import Any, Literal
 from pydantic import Field, TypeAdapter
 
 from agentstream.contracts.base import Record
+from agentstream.contracts.limits import ConversationKey, JsonText, Name, RunId
 
 
 class ToolCallRequest(Record):
     """Ask the tool-executor to run one tool call."""
 
     type: Literal["tool.call_request"] = "tool.call_request"
-    run_id: str
-    root_run_id: str
-    conversation_key: str
-    call_id: str
-    tool: str
-    arguments: str = Field(description="Raw JSON arguments exactly as the model produced them.")
+    run_id: RunId
+    root_run_id: RunId
+    conversation_key: ConversationKey
+    call_id: Name
+    tool: Name
+    arguments: JsonText = Field(description="Raw JSON arguments exactly as the model produced them "
+                                "(nested at most 64 deep).")
     attempt: int = 1
     deadline: datetime | None = Field(default=None, description="After this the result is useless.")
 
@@ -32,11 +34,11 @@ class ToolCallResult(Record):
     """The outcome of one tool call."""
 
     type: Literal["tool.call_result"] = "tool.call_result"
-    run_id: str
-    root_run_id: str
-    conversation_key: str
-    call_id: str
-    tool: str
+    run_id: RunId
+    root_run_id: RunId
+    conversation_key: ConversationKey
+    call_id: Name
+    tool: Name
     ok: bool
     content: str = ""
     error: str | None = None

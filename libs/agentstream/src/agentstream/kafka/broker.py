@@ -14,6 +14,7 @@ default decoder JSON-parses each body that the handler then parses again.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from faststream.kafka import KafkaBroker
@@ -23,6 +24,8 @@ from prometheus_client import CollectorRegistry
 
 from agentstream.config import KafkaSettings
 from agentstream.kafka.security import broker_security
+
+FASTSTREAM_LOGGER = logging.getLogger("faststream")
 
 
 def make_broker(
@@ -40,7 +43,11 @@ def make_broker(
         request_timeout_ms=15_000,
         security=broker_security(kafka),
         middlewares=middlewares,
-        logger=None,
+        # FastStream's own lines (connects, subscriber start, a failure outside our handler
+        # guard) go through the structured logging; its per-record lines are DEBUG (the
+        # "faststream" logger is kept at WARNING, see observability.QUIET_LOGGERS).
+        logger=FASTSTREAM_LOGGER,
+        log_level=logging.DEBUG,
         apply_types=False,
         decoder=the_message_itself,
     )

@@ -17,7 +17,7 @@ from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
 from pydantic import ValidationError
 
-from agentstream.contracts import ResumeRun, RunEventAdapter, RunFinished
+from agentstream.contracts import RESUMABLE_REASONS, ResumeRun, RunEventAdapter, RunFinished
 from agentstream.db import upgrade
 from agentstream.kafka.offsets import CommitPoints
 from agentstream.redaction import storage_redactor
@@ -26,12 +26,12 @@ from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet, Origin, RunBuffer
 from agentstream_persistence.flush import claim_resume, write_run
 from agentstream_persistence.rows import rows_for
-from agentstream_persistence.watchdog import RUNNER_LOST, lost_run_finished
+from agentstream_persistence.watchdog import lost_run_finished
 
 FLUSH_ATTEMPTS = 3
 # Endings that say "the runner went away", not "the run went wrong": with `resume.auto`
 # the run continues elsewhere (a killed runner, a moved partition, a stopping service).
-AUTO_RESUME_REASONS = frozenset({RUNNER_LOST, "rebalanced", "shutdown"})
+AUTO_RESUME_REASONS = RESUMABLE_REASONS
 
 
 class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]

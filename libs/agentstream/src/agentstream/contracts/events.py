@@ -14,8 +14,8 @@ from pydantic import Field, TypeAdapter
 
 from agentstream.contracts.base import Record
 from agentstream.contracts.common import ChatMessage, ReplyTarget, Usage
+from agentstream.contracts.endings import FinishReason, RunStatus
 
-RunStatus = Literal["completed", "failed", "interrupted"]
 StepType = Literal["hook_create", "llm", "tool", "hook_next", "delegate"]
 
 
@@ -137,7 +137,7 @@ class RunFinished(EventBase):
     type: Literal["run.finished"] = "run.finished"
     status: RunStatus
     error: str | None = None
-    reason: str | None = Field(default=None, description="Machine-readable cause, e.g. rebalanced, runner_lost.")
+    reason: FinishReason | None = Field(default=None, description="Why it ended so; None when it simply answered.")
     text: str = Field(default="", description="The final answer text of the root run.")
     usage: Usage = Field(default_factory=Usage)
     duration_ms: float = 0.0

@@ -8,6 +8,7 @@ from pydantic import Field, TypeAdapter
 
 from agentstream.contracts.base import Record
 from agentstream.contracts.common import ReplyTarget
+from agentstream.contracts.endings import FinishReason
 from agentstream.contracts.inbound import User
 
 
@@ -33,7 +34,7 @@ class InterruptRun(Record):
     type: Literal["run.interrupt"] = "run.interrupt"
     conversation_key: str
     run_id: str | None = None
-    reason: str = "user"
+    reason: FinishReason = FinishReason.USER
 
 
 class ResumeRun(Record):

@@ -31,13 +31,23 @@ STOPPED = " ⏹ stopped"
 
 # (status, reason, error) → the marker after the partial text, the notice when nothing was shown.
 CASES = [
-    (RunStatus.FAILED, FinishReason.RUNNER_LOST, "the agent runner stopped responding (no event for 30 s)",
-     "\n\n" + LOST, LOST),
+    (
+        RunStatus.FAILED,
+        FinishReason.RUNNER_LOST,
+        "the agent runner stopped responding (no event for 30 s)",
+        "\n\n" + LOST,
+        LOST,
+    ),
     (RunStatus.FAILED, FinishReason.REBALANCED, "run stopped: rebalanced", "\n\n" + MOVED, MOVED),
     (RunStatus.INTERRUPTED, FinishReason.SHUTDOWN, None, "\n\n" + RESTARTED, RESTARTED),
     (RunStatus.FAILED, FinishReason.ABORTED, "run ended unexpectedly", "\n\n" + ABORTED, ABORTED),
-    (RunStatus.FAILED, FinishReason.ERROR, "tool calls failed: boom",
-     "\n\n⚠️ The run failed: tool calls failed: boom", "⚠️ The run failed: tool calls failed: boom"),
+    (
+        RunStatus.FAILED,
+        FinishReason.ERROR,
+        "tool calls failed: boom",
+        "\n\n⚠️ The run failed: tool calls failed: boom",
+        "⚠️ The run failed: tool calls failed: boom",
+    ),
     (RunStatus.FAILED, None, None, "\n\n⚠️ The run failed: unknown error", "⚠️ The run failed: unknown error"),
     (RunStatus.INTERRUPTED, FinishReason.USER, None, STOPPED, None),
     (RunStatus.INTERRUPTED, FinishReason.RESET, None, STOPPED, None),
@@ -61,8 +71,16 @@ def feed(m: StreamModel, *inputs: object) -> tuple[StreamModel, list[object]]:
 
 def fin(status: RunStatus, reason: FinishReason | None, error: str | None) -> Finish:
     # Through the contract: the delivery input is what the `run.finished` record says.
-    event = RunFinished(run_id="r", root_run_id="r", conversation_key="memory:c", seq=9, status=status,
-                        reason=reason, error=error, text=PARTIAL)
+    event = RunFinished(
+        run_id="r",
+        root_run_id="r",
+        conversation_key="memory:c",
+        seq=9,
+        status=status,
+        reason=reason,
+        error=error,
+        text=PARTIAL,
+    )
     inp = stream_input(event)
     assert isinstance(inp, Finish)
     return inp

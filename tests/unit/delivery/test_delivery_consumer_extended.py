@@ -154,7 +154,7 @@ def test_interrupt_appends_stopped_marker_and_then_nothing():
 def test_runner_lost_keeps_text_and_marks_where_it_ends():
     m, _ = feed(model(), (0.0, TextDelta("m1", "Half an answer")))
     _, ops = feed(m, (0.1, Finish("failed", reason="runner_lost", error="the agent runner stopped responding")))
-    assert ops == [Edit(0, "Half an answer\n\n⚠️ The assistant stopped unexpectedly; this answer is cut off here.",
+    assert ops == [Edit(0, "Half an answer\n\n⚠️ The assistant stopped unexpectedly, before finishing its answer.",
                         final=True)]
 
 

@@ -23,9 +23,9 @@ from agentstream_delivery.render import RESUMED_MARKER, RESUMED_NOTICE
 
 PARTIAL = "Half an answer"
 # The documented texts (docs/delivery.md, "How a run ends"), spelled out: a change must change both.
-LOST = "⚠️ The assistant stopped unexpectedly; this answer is cut off here."
-MOVED = "⚠️ The assistant was moved to another worker; this answer is cut off here."
-RESTARTED = "⏸ The assistant was restarted; this answer is cut off here."
+LOST = "⚠️ The assistant stopped unexpectedly, before finishing its answer."
+MOVED = "⚠️ The assistant was moved to another worker before finishing its answer."
+RESTARTED = "⏸ The assistant was restarted before finishing its answer."
 ABORTED = "⚠️ The answer ended unexpectedly."
 STOPPED = " ⏹ stopped"
 

@@ -22,9 +22,9 @@ RESUMED_NOTICE = "⤵ The assistant was interrupted; its answer was resumed belo
 
 # One fixed text per reason; a failed run's own error is shown for any other reason.
 ENDING_TEXTS: dict[FinishReason, str] = {
-    FinishReason.RUNNER_LOST: "⚠️ The assistant stopped unexpectedly; this answer is cut off here.",
-    FinishReason.REBALANCED: "⚠️ The assistant was moved to another worker; this answer is cut off here.",
-    FinishReason.SHUTDOWN: "⏸ The assistant was restarted; this answer is cut off here.",
+    FinishReason.RUNNER_LOST: "⚠️ The assistant stopped unexpectedly, before finishing its answer.",
+    FinishReason.REBALANCED: "⚠️ The assistant was moved to another worker before finishing its answer.",
+    FinishReason.SHUTDOWN: "⏸ The assistant was restarted before finishing its answer.",
     FinishReason.ABORTED: "⚠️ The answer ended unexpectedly.",
 }
 # Stops someone asked for: the short stopped marker; nothing at all when no text was shown.

@@ -41,7 +41,7 @@ runs_app = typer.Typer(help="Stored runs: list, inspect, resume a failed or inte
 
 WIDE_TERMINAL, MEDIUM_TERMINAL = 150, 110  # columns
 SHORT_ID = 8  # as ingress's /resume names a run
-STATUS_STYLE = {RunStatus.COMPLETED: "green", RunStatus.FAILED: "red", RunStatus.INTERRUPTED: "yellow"}
+STATUS_STYLE: dict[str, str] = {RunStatus.COMPLETED: "green", RunStatus.FAILED: "red", RunStatus.INTERRUPTED: "yellow"}
 RunIdArg = Annotated[str, typer.Argument(help="The run id (or a prefix that only it starts with).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (persistence's read API shapes) instead.")]
 

@@ -14,6 +14,7 @@ inside the driver instead (the old way; for comparison and profiling).
 
     uv run python -m bench.ingress_throughput                     # embedded Tansu + local PostgreSQL
     uv run python -m bench.ingress_throughput -n 5000 --database-url postgresql+psycopg://u:p@host/db
+    uv run python -m bench.ingress_throughput --http              # POST /v1/messages with vs without auth
 
 Without `--database-url` (or AGENTSTREAM__DATABASE__URL) a throw-away database is
 created on the server named by AGENTSTREAM_TEST_PG (default the local server) and
@@ -30,7 +31,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import asdict, dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -46,6 +47,7 @@ if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `benc
     from pathlib import Path as _Path
 
     _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+from bench.ingress_http import Credential, HttpResult, format_http_table, measure_http  # noqa: E402
 from bench.kafka_baseline import BaselineResult, measure_baseline  # noqa: E402
 from bench.service_process import ServiceProcess  # noqa: E402
 
@@ -74,13 +76,13 @@ class IngressResult:
         return self.msgs_per_s / self.baseline_msgs_per_s if self.baseline_msgs_per_s else 0.0
 
 
-def bench_settings(bootstrap: str, db_url: str, embedded: bool) -> Settings:
+def bench_settings(bootstrap: str, db_url: str, embedded: bool, extra_users: Sequence[str] = ()) -> Settings:
     """Dedupe is always on; authz is an allowlist (the path a production config takes)."""
     return load_settings(
         kafka={"bootstrap_servers": bootstrap, "topic_prefix": f"bench{uuid.uuid4().hex[:8]}.", "partitions": 1,
                "embedded": embedded},
         database={"url": db_url},
-        authz={"default": {"allow_all": False, "users": USERS}, "rate_limit": {"enabled": False}},
+        authz={"default": {"allow_all": False, "users": [*USERS, *extra_users]}, "rate_limit": {"enabled": False}},
     )
 
 
@@ -203,6 +205,18 @@ async def _run(args: argparse.Namespace) -> IngressResult:
                                          in_process=args.in_process)
 
 
+async def _run_http(args: argparse.Namespace) -> HttpResult:
+    async with EmbeddedBroker() as broker, AsyncExitStack() as stack:
+        db_url = args.database_url or os.environ.get("AGENTSTREAM__DATABASE__URL")
+        if not db_url:
+            db_url = await stack.enter_async_context(
+                temporary_pg_database(os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)))
+        return await measure_http(
+            lambda extra: bench_settings(broker.bootstrap_servers, db_url, True, extra), db_url, USERS,
+            requests=args.messages, rounds=args.rounds, concurrency=args.concurrency,
+            credential=Credential(args.credential))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ingress_throughput", description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--messages", type=int, default=2000, help="records (default 2000)")
@@ -210,7 +224,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--in-process", action="store_true",
                         help="run ingress inside the driver process (default: its own process)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    http = parser.add_argument_group("--http: POST /v1/messages with the credential check against without it")
+    http.add_argument("--http", action="store_true", help="measure the HTTP front door instead (-n per round)")
+    http.add_argument("--rounds", type=int, default=2, help="rounds per side, alternating which goes first")
+    http.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
+    http.add_argument("--credential", choices=[c.value for c in Credential], default=Credential.GATEWAY.value,
+                      help="a gateway key relaying the bench users (default) or a messages:write key")
     args = parser.parse_args(argv)
+    if args.http:
+        http_result = asyncio.run(_run_http(args))
+        print(json.dumps(http_result.to_json()) if args.json else format_http_table(http_result))
+        return 1 if http_result.failed else 0
     result = asyncio.run(_run(args))
     print(json.dumps(asdict(result) | {"ratio": result.ratio, "cpu_us_per_msg": result.cpu_us_per_msg}) if args.json else format_table(result))
     return 0

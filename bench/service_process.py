@@ -7,6 +7,9 @@ config file), its HTTP port, and is ready when `/readyz` answers 200.
 
     async with ServiceProcess("agent-runner", {"kafka": {...}, "connectors": [...]}) as svc:
         ...  # svc.url is http://127.0.0.1:<port>
+
+`command` replaces `-m agentstream_stack serve NAME` (the interpreter's arguments before
+`--config/--host/--port`), for a bench's own entry point that serves the same way.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +31,10 @@ from agentstream.kafka import free_port
 
 
 class ServiceProcess:
-    def __init__(self, service: str, config: dict[str, Any], *, ready_timeout_s: float = 60.0) -> None:
+    def __init__(self, service: str, config: dict[str, Any], *, ready_timeout_s: float = 60.0,
+                 command: Sequence[str] | None = None) -> None:
         self.service = service
+        self.command = list(command) if command is not None else ["-m", "agentstream_stack", "serve", service]
         self.config = config
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -43,7 +49,7 @@ class ServiceProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSTREAM__")}
         with self.log_path.open("wb") as log:
             self._process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "agentstream_stack", "serve", self.service, "--config", str(config_path),
+                sys.executable, *self.command, "--config", str(config_path),
                 "--host", "127.0.0.1", "--port", str(self.port), stdout=log, stderr=log, env=env)
         try:
             await self._wait_ready()

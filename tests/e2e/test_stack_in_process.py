@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 
 import httpx
 from aiokafka import AIOKafkaProducer
@@ -116,3 +118,30 @@ async def test_ops_endpoints_and_readyz_fails_without_broker(settings_factory):
             ready = await http.get(f"{url}/readyz")
             assert ready.status_code == 503 and ready.json()["checks"]["broker"] is False, name
             assert (await http.get(f"{url}/healthz")).status_code == 200, name
+
+
+async def test_the_web_link_chats_through_the_whole_stack(settings_factory):
+    """The link `agentstream up` prints: its token opens the stream and posts; delivery's own key reaches ingress."""
+    settings = settings_factory()
+    async with embedded_stack(settings, start_broker=False, ports=free_ports(), state_file=None) as stack:
+        link = re.fullmatch(r"(http://127\.0\.0\.1:\d+)/web/local#token=(\S+)", stack.web_link())
+        assert link is not None
+        base, token = link.groups()
+        frames = []
+        async with (
+            httpx.AsyncClient(base_url=base, timeout=30) as http,
+            http.stream("GET", "/v1/web/local/events", params={"token": token}) as events,
+        ):
+            assert events.status_code == 200
+            posted = await http.post("/v1/web/local/messages", headers={"Authorization": f"Bearer {token}"},
+                                     json={"text": "calculate 6*7"})
+            assert posted.status_code == 202, posted.text
+            async with asyncio.timeout(60):
+                async for line in events.aiter_lines():
+                    if line.startswith("data: "):
+                        frames.append(json.loads(line.removeprefix("data: ")))
+                        if frames[-1]["final"] and frames[-1]["text"] == DEMO_ANSWER:
+                            break
+        runs = await poll_json(f"{stack.urls['persistence']}/v1/conversations/web:local/runs",
+                               lambda j: len(j["items"]) == 1)
+        assert runs["items"][0]["status"] == "completed"

@@ -1,48 +1,102 @@
-"""schemathesis against the checked-in OpenAPI document, on a running ingress: no 5xx."""
+"""schemathesis against the HTTP APIs of running services, with credentials so that the generated
+requests get past authentication into the handlers: no 5xx.
+
+Ingress is fuzzed from the checked-in OpenAPI document, once with the admin token (it may assert any
+identity, so most bodies are produced to Kafka) and once with a `messages:write` API key (bodies
+naming other identities are refused); persistence's read API from its app's own document.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
+from agentstream.auth import KeyStore, Scope
+from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
+from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream_ingress import IngressService
+from agentstream_persistence import PersistenceService
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "openapi-ingress.json"
 EXAMPLES = 40
+MESSAGES = "POST /v1/messages"
 pytestmark = pytest.mark.filterwarnings("ignore::hypothesis.errors.HypothesisDeprecationWarning")
 
+Statuses = dict[str, Counter[int]]  # "METHOD /path" → how often each status was answered
 
-def fuzz(base_url: str) -> list[str]:
-    """Run every operation's examples (blocking: it runs in a worker thread); returns what was called."""
-    schema = schemathesis.openapi.from_path(DOC)
-    called: list[str] = []
+
+def _examples(operation: Any, base_url: str, headers: dict[str, str], statuses: Counter[int]) -> None:
+    @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(case=operation.as_strategy())
+    def check(case) -> None:  # type: ignore[no-untyped-def]
+        response = case.call(base_url=base_url, headers=headers, timeout=10)
+        statuses[response.status_code] += 1
+        assert response.status_code < 500, f"{case.method} {case.formatted_path}: {response.status_code}"
+
+    check()
+
+
+def fuzz(schema: Any, base_url: str, headers: dict[str, str], only: set[str] | None = None) -> Statuses:
+    """Run every operation's examples (blocking: it runs in a worker thread); the statuses seen."""
+    seen: Statuses = {}
     for result in schema.get_all_operations():
         operation = result.ok()
-
-        @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-        @given(case=operation.as_strategy())
-        def check(case) -> None:  # type: ignore[no-untyped-def]
-            response = case.call(base_url=base_url, timeout=10)
-            assert response.status_code < 500, f"{case.method} {case.formatted_path}: {response.status_code}"
-
-        check()
-        called.append(f"{operation.method.upper()} {operation.path}")
-    return called
+        name = f"{operation.method.upper()} {operation.path}"
+        if only is None or name in only:
+            _examples(operation, base_url, headers, seen.setdefault(name, Counter()))
+    return seen
 
 
-async def test_no_server_errors(settings_factory, topics_created, monkeypatch):
+async def _key(db_url: str, scopes: set[Scope]) -> str:
+    await upgrade(db_url)
+    engine = create_engine(db_url)
+    try:
+        return (await KeyStore(session_factory(engine)).create("fuzz", scopes)).token
+    finally:
+        await engine.dispose()
+
+
+async def test_ingress_no_server_errors_with_credentials(settings_factory, topics_created, monkeypatch):
     monkeypatch.setenv("T_TG_SECRET", "tg-secret")
     monkeypatch.setenv("T_SLACK_SECRET", "slack-secret")
-    settings = settings_factory(ingress={"webhooks": {"telegram": {"main": {"secret_env": "T_TG_SECRET"}},
-                                                      "slack": {"signing_secret_env": "T_SLACK_SECRET"}}})
-    svc = IngressService(settings)
-    host = ServiceHost([svc], "127.0.0.1", {"ingress": free_port()})
+    settings = settings_factory(
+        ingress={
+            "webhooks": {
+                "telegram": {"main": {"secret_env": "T_TG_SECRET"}},
+                "slack": {"signing_secret_env": "T_SLACK_SECRET"},
+            }
+        }
+    )
+    writer = await _key(settings.database.url, {Scope.MESSAGES_WRITE})
+    schema = schemathesis.openapi.from_path(DOC)
+    host = ServiceHost([IngressService(settings)], "127.0.0.1", {"ingress": free_port()})
     async with host:
-        called = await asyncio.to_thread(fuzz, host.url("ingress"))
-    assert {"POST /v1/messages", "POST /webhooks/telegram/{bot}", "POST /webhooks/slack"} <= set(called)
+        as_admin = await asyncio.to_thread(fuzz, schema, host.url("ingress"), ADMIN_HEADERS)
+        as_writer = await asyncio.to_thread(
+            fuzz, schema, host.url("ingress"), {"Authorization": f"Bearer {writer}"}, {MESSAGES}
+        )
+    assert {MESSAGES, "POST /webhooks/telegram/{bot}", "POST /webhooks/slack"} <= set(as_admin)
+    for run in (as_admin, as_writer):
+        # Every generated request got past authentication, and valid ones were produced to Kafka.
+        assert 401 not in run[MESSAGES] and run[MESSAGES][202] > 0, run[MESSAGES]
+
+
+async def test_persistence_read_api_no_server_errors_with_credentials(settings_factory, topics_created):
+    """Persistence's read API, from the document its app serves (`app.openapi()`)."""
+    svc = PersistenceService(settings_factory())
+    schema = schemathesis.openapi.from_dict(svc.http.openapi())
+    host = ServiceHost([svc], "127.0.0.1", {"persistence": free_port()})
+    async with host:
+        seen = await asyncio.to_thread(fuzz, schema, host.url("persistence"), ADMIN_HEADERS)
+    reads = {name: statuses for name, statuses in seen.items() if name.startswith("GET /v1/")}
+    assert "GET /v1/conversations/{key}/messages" in reads and "GET /v1/runs/{run_id}/resume-steps" in reads
+    for name, statuses in reads.items():
+        assert 401 not in statuses and 403 not in statuses, (name, statuses)

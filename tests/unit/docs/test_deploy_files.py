@@ -24,7 +24,9 @@ import yaml
 from fastapi import FastAPI
 from pydantic import BaseModel
 
+from agentstream.auth import WebSessions
 from agentstream.config import SERVICES, Settings, load_settings
+from agentstream.config.auth import WebSessionSettings
 from agentstream_delivery.adapters.web import WebAdapter
 from agentstream_delivery.adapters.web_http import add_web_routes
 
@@ -101,7 +103,12 @@ def test_compose_environment_is_real_config(compose: dict[str, Any], monkeypatch
     env = {k: interpolate(str(v)) for k, v in compose["services"]["init"]["environment"].items()}
     for service in SERVICES:
         assert compose["services"][service]["environment"] == compose["services"]["init"]["environment"]
+    # besides config keys, only the variables that a `*_env` key names (the secrets themselves)
+    secrets = {v for k, v in env.items() if k.endswith("_ENV")}
     for key, value in env.items():
+        if key in secrets:
+            monkeypatch.setenv(key, value)
+            continue
         assert key.startswith("AGENTSTREAM__"), key
         assert config_key_exists(key.removeprefix("AGENTSTREAM__").lower().split("__")), f"{key} is not a config key"
         monkeypatch.setenv(key, value)
@@ -114,6 +121,9 @@ def test_compose_environment_is_real_config(compose: dict[str, Any], monkeypatch
     assert settings.database.url.startswith("postgresql+psycopg://")
     # delivery's web page forwards posts to ingress by its compose name, not its own loopback
     assert settings.platforms["web"].api_url == f"http://ingress:{_serve_port(compose, 'ingress')}"
+    # credentials come from variables the operator sets; unset ones are empty and never accepted
+    assert settings.auth.admin_token_env and settings.auth.metrics_token_env and settings.auth.web.secret_env
+    assert settings.platforms["web"].api_key_env
 
 
 def _serve_port(compose: dict[str, Any], service: str) -> str:
@@ -442,7 +452,7 @@ def _routes() -> dict[str, list[str]]:
     """The HTTP paths each public service really serves (ingress: its OpenAPI document)."""
     ingress = list(json.loads((ROOT / "docs" / "openapi-ingress.json").read_text())["paths"])
     app = FastAPI()
-    add_web_routes(app, WebAdapter(), "http://ingress")
+    add_web_routes(app, WebAdapter(), WebSessions(WebSessionSettings()), "http://ingress", None)
     delivery = [route.path for route in app.routes if hasattr(route, "methods")]
     return {"agentstream-ingress": ingress, "agentstream-delivery": delivery}
 

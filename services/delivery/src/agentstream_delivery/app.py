@@ -18,6 +18,7 @@ from prometheus_client import Counter, Gauge
 from pydantic import ValidationError
 from rich.console import Console
 
+from agentstream.auth import WebSessions
 from agentstream.config import Settings
 from agentstream.contracts import (
     DeliveryReceipt,
@@ -32,6 +33,7 @@ from agentstream.contracts import (
     conversation_key,
 )
 from agentstream.db import upgrade
+from agentstream.retention import RetentionTask
 from agentstream.service import Service, describe_validation_error
 from agentstream_delivery.adapters import ConsoleAdapter, MemoryAdapter, PlatformAdapter
 from agentstream_delivery.adapters.web import WebAdapter
@@ -46,6 +48,7 @@ from agentstream_delivery.offsets import CommitPoints, OffsetCommitter
 from agentstream_delivery.platforms import build_adapters, cadence_for, chat_interval, late_landing
 from agentstream_delivery.ratelimit import RateLimiter
 from agentstream_delivery.relay import Relay
+from agentstream_delivery.retention import delivery_purges
 from agentstream_delivery.streams import StreamActor, StreamKey, StreamRegistry
 
 FinishedListener = Callable[[RunFinished], Awaitable[None] | None]
@@ -80,6 +83,7 @@ class DeliveryService(Service):
         self._receipts: asyncio.Queue[DeliveryReceipt] = asyncio.Queue()
         self.hooks = HookRuntime(self.settings, self.registry, self.log, lambda: self.sessions)
         self.relay = Relay(self.settings.relay)
+        self.retention = RetentionTask(delivery_purges, self.settings, self.registry, self.log)
         self.platform_calls = Counter(
             "agentstream_delivery_platform_calls_total", "Platform API calls", ["platform", "op", "outcome"],
             registry=self.registry,
@@ -90,8 +94,17 @@ class DeliveryService(Service):
         self.broker.subscriber(self.topics.events, **self.subscriber_options(),
                                ack_policy=AckPolicy.MANUAL)(self.on_event)
         add_routes(self.http, self.streams, self.memory)
+        self.web_sessions = WebSessions(self.settings.auth.web)
         if "web" in self.adapters:
-            add_web_routes(self.http, self.web, self._ingress_url())
+            if self.web_sessions.ephemeral:
+                self.log.warning(
+                    "auth.web.secret_env is not set (or its env var is empty): web chat sessions are signed "
+                    "with a random per-process secret; they do not survive a restart or span replicas",
+                    secret_env=self.settings.auth.web.secret_env,
+                )
+            web_conf = self.settings.platforms.get("web")
+            add_web_routes(self.http, self.web, self.web_sessions, self._ingress_url(),
+                           web_conf.api_key_env if web_conf is not None else None)
         if self.hooks.observing:
             # Observers get their own consumer group: they read the same records at their own
             # pace, so a slow hook lags only itself and never holds back a stream.
@@ -107,8 +120,10 @@ class DeliveryService(Service):
         self._spawn(self.committer.run(COMMIT_EVERY_S))
         self._spawn(self._receipt_loop())
         self.hooks.start()
+        self.retention.start(self.sessions)
 
     async def on_stop(self) -> None:
+        await self.retention.stop()
         await self.streams.cancel_all()
         await self.hooks.stop()
         for task in list(self._background):

@@ -38,6 +38,11 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+# The platform answered, or the call is settled as unknown: retention may delete such rows once
+# old. `pending` and `sending` are work in flight and are never purged.
+SETTLED_STATES: frozenset[LedgerState] = frozenset({LedgerState.SENT, LedgerState.UNKNOWN, LedgerState.FAILED})
+
+
 @dataclass(frozen=True)
 class LedgerScope:
     """The (platform, chat, root run) a stream's rows belong to."""

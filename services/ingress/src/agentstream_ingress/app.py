@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from agentstream.contracts import DeadLetter, InboundMessage, Notice, ReplyTarget, conversation_key, new_id
 from agentstream.db import upgrade
 from agentstream.kafka.producer import producer_of
+from agentstream.retention import RetentionTask
 from agentstream.service import Service
 from agentstream_ingress import http
 from agentstream_ingress.commits import BackgroundCommits, CommitOnRevoke
@@ -34,6 +35,7 @@ from agentstream_ingress.decisions import (
 )
 from agentstream_ingress.output import Output
 from agentstream_ingress.pipeline import Pipeline
+from agentstream_ingress.retention import ingress_purges
 from agentstream_ingress.store import DatabasePorts
 
 MAX_BATCH = 500
@@ -63,11 +65,16 @@ class IngressService(Service):
             **self.subscriber_options())
         self.subscriber(self.on_inbound)
         http.register(self.http, self.settings, self.produce_inbound)
+        self.retention = RetentionTask(ingress_purges, self.settings, self.registry, self.log)
 
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
         assert self.sessions is not None
         self.pipeline = Pipeline(self.settings, DatabasePorts(self.sessions, self.settings.authz.pairing))
+        self.retention.start(self.sessions)
+
+    async def on_stop(self) -> None:
+        await self.retention.stop()
 
     async def produce_inbound(self, msg: InboundMessage) -> None:
         """The HTTP front door writes to `inbound`, like any other producer."""

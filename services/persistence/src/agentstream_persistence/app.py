@@ -21,10 +21,12 @@ from agentstream.contracts import RESUMABLE_REASONS, ResumeRun, RunEventAdapter,
 from agentstream.db import upgrade
 from agentstream.kafka.offsets import CommitPoints
 from agentstream.redaction import storage_redactor
+from agentstream.retention import RetentionTask
 from agentstream.service import Service, describe_validation_error
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet, Origin, RunBuffer
 from agentstream_persistence.flush import claim_resume, write_run
+from agentstream_persistence.retention import persistence_purges
 from agentstream_persistence.rows import rows_for
 from agentstream_persistence.watchdog import lost_run_finished
 
@@ -66,10 +68,15 @@ class PersistenceService(Service):
         )
         self.subscriber(self.on_event)
         add_routes(self.http, lambda: self.sessions)
+        self.retention = RetentionTask(persistence_purges, self.settings, self.registry, self.log)
 
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
         self._watchdog = asyncio.create_task(self._watch(), name="persistence-watchdog")
+        self.retention.start(self.sessions)
+
+    async def on_stop(self) -> None:
+        await self.retention.stop()
 
     async def stop(self) -> None:
         if self._watchdog is not None:

@@ -28,6 +28,7 @@ from agentstream_stack.cli_support import masked as _masked
 from agentstream_stack.client import RunFollower
 from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.keys_cli import keys_app
+from agentstream_stack.purge_cli import db_purge
 from agentstream_stack.render import StreamPrinter
 from agentstream_stack.runs_cli import runs_app
 from agentstream_stack.services import build_service
@@ -38,6 +39,7 @@ topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
 db_app = typer.Typer(help="The database.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
 app.add_typer(db_app, name="db")
+db_app.command("purge")(db_purge)
 pairing_app = typer.Typer(help="Pairing codes of unknown users (ingress authz).", no_args_is_help=True)
 app.add_typer(pairing_app, name="pairing")
 app.add_typer(runs_app, name="runs")
@@ -62,8 +64,8 @@ def up(
         stop = asyncio.Event()
         install_stop_signals(stop)
         out.print("[dim]starting the embedded stack (broker, topics, database, 5 services)…[/]")
-        async with embedded_stack(settings, start_broker=broker, console=out,
-                                  broker_log=state_dir / "broker.log") as stack:
+        async with embedded_stack(settings, start_broker=broker, console=out, broker_log=state_dir / "broker.log",
+                                  admin_key=True, secrets_dir=state_dir) as stack:
             d = stack.describe()
             out.print(f"[green]agentstream is up[/]  kafka [bold]{d['kafka']}[/] (prefix {d['topic_prefix']})"
                       f"  database [bold]{_masked(d['database'])}[/]")
@@ -71,6 +73,16 @@ def up(
                 out.print(f"  {name:<14} {url}  (/healthz /readyz /metrics)")
             if log_file:
                 out.print(f"  logs           {log_file}")
+            out.print("  [dim]credentials    Authorization: Bearer <key> on every route but /healthz /readyz;[/]",
+                      soft_wrap=True)
+            out.print("  [dim]               /metrics too (the admin key, or a key with metrics:read)[/]", soft_wrap=True)
+            if stack.new_admin_key:
+                # Printed, never logged nor written: the database keeps only its hash.
+                out.print("[bold yellow]admin key[/] (save it; it is not shown again):")
+                out.print(f"  {stack.new_admin_key}", soft_wrap=True, highlight=False)
+            else:
+                out.print("  [dim]admin key: the one printed on the first start (`agentstream keys create` makes more)[/]")
+            out.print(f"  web chat       {stack.web_link()}", soft_wrap=True, highlight=False)
             out.print('[dim]send from another terminal: agentstream send "calculate 6*7"   ·   Ctrl-C stops[/]')
             if interactive:
                 from agentstream_stack.console_chat import chat_loop
@@ -158,7 +170,7 @@ def demo(config: ConfigOpt = None) -> None:
 
         async def main() -> RunFinished | None:
             out.print("[dim]starting the embedded stack…[/]")
-            async with embedded_stack(settings, ports=free_ports(), state_file=None) as stack:
+            async with embedded_stack(settings, ports=free_ports(), state_file=None, admin_key=True) as stack:
                 out.print(f"[dim]up in {time.monotonic() - t0:.1f} s; asking the demo assistant[/]")
                 msg = InboundMessage(id=str(uuid.uuid4()), platform="memory", chat_id="demo",
                                      user=User(id="demo-user", name="Demo"), text="calculate 6*7")
@@ -167,7 +179,9 @@ def demo(config: ConfigOpt = None) -> None:
                 finished = await _send(stack.settings, msg, 60, out)
                 if finished is None:
                     return None
-                await _print_persisted(stack.urls["persistence"], finished, msg.conversation_key)
+                assert stack.new_admin_key is not None  # the demo's database is new
+                await _print_persisted(stack.urls["persistence"], stack.new_admin_key, finished,
+                                       msg.conversation_key)
                 return finished
 
         finished = asyncio.run(main())
@@ -177,8 +191,9 @@ def demo(config: ConfigOpt = None) -> None:
     out.print(f"[green]demo finished in {time.monotonic() - t0:.1f} s[/]")
 
 
-async def _print_persisted(persistence_url: str, finished: RunFinished, key: str) -> None:
-    async with httpx.AsyncClient(base_url=persistence_url, timeout=5) as http:
+async def _print_persisted(persistence_url: str, admin_key: str, finished: RunFinished, key: str) -> None:
+    headers = {"Authorization": f"Bearer {admin_key}"}
+    async with httpx.AsyncClient(base_url=persistence_url, timeout=5, headers=headers) as http:
         for _ in range(100):  # the flush follows run.finished by a few milliseconds
             resp = await http.get(f"/v1/runs/{finished.root_run_id}")
             if resp.status_code == 200:

@@ -9,14 +9,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentstream.auth import DEFAULT_TENANT
 from agentstream.config import SERVICES, SecurityProtocol, Settings
+from agentstream.config.delivery import PlatformSettings
 from agentstream.db import upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import EmbeddedBroker, create_topics, free_port
 from agentstream.service import Service
+from agentstream_stack.embedded_auth import forgotten_on_exit, prepare_credentials
 from agentstream_stack.services import build_all
 
 STATE_FILE = Path(".agentstream/stack.json")
+LOCAL_CHAT = "local"  # the web chat whose link `agentstream up` prints, and its user
+LOCAL_USER = "local"
 
 
 @dataclass
@@ -26,6 +31,18 @@ class RunningStack:
     services: dict[str, Service]
     broker: EmbeddedBroker | None
     urls: dict[str, str] = field(default_factory=dict)
+    new_admin_key: str | None = None  # only on the start that made it: shown once, stored nowhere
+
+    def web_link(self, chat_id: str = LOCAL_CHAT, user_id: str = LOCAL_USER) -> str:
+        """The web chat page with a fresh session token for `chat_id`."""
+        # Imported here: the CLI imports this module, and most commands need no service.
+        from agentstream_delivery import DeliveryService
+        from agentstream_delivery.adapters.web_http import page_path
+
+        delivery = self.services["delivery"]
+        assert isinstance(delivery, DeliveryService)
+        token, _ = delivery.web_sessions.issue(chat_id, user_id, DEFAULT_TENANT)
+        return self.urls["delivery"].replace("://0.0.0.0:", "://127.0.0.1:") + page_path(chat_id, token)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -53,9 +70,15 @@ async def embedded_stack(
     ports: dict[str, int] | None = None,
     state_file: Path | None = STATE_FILE,
     broker_log: Path | None = None,
+    admin_key: bool = False,
+    secrets_dir: Path | None = None,
     **delivery_kwargs: Any,
 ) -> AsyncIterator[RunningStack]:
-    """Start everything; stop everything on exit, in reverse, however the block ends."""
+    """Start everything; stop everything on exit, in reverse, however the block ends.
+
+    `admin_key`: make an admin key when the database has none (`RunningStack.new_admin_key`).
+    `secrets_dir`: where the web session secret persists (else one for this process).
+    """
     broker = EmbeddedBroker(log_file=broker_log) if start_broker else None
     if broker is not None:
         await broker.__aenter__()
@@ -64,22 +87,36 @@ async def embedded_stack(
             settings = _with_broker(settings, broker.bootstrap_servers)
         await create_topics(settings.kafka)
         await upgrade(settings.database.url)
+        creds = await prepare_credentials(settings, admin_key=admin_key, state_dir=secrets_dir)
+        settings = creds.settings
         ports = ports or {name: settings.http.port_for(name) for name in SERVICES}
+        settings = _web_to_this_ingress(settings, ports["ingress"])
         services = build_all(settings, **delivery_kwargs)
         host = ServiceHost(services, settings.http.host, ports)
-        async with host:
-            stack = RunningStack(settings, host, {s.name: s for s in services}, broker,
-                                 urls={n: host.url(n) for n in SERVICES})
-            if state_file is not None:
-                _write_state(state_file, stack.describe())
-            try:
-                yield stack
-            finally:
+        with forgotten_on_exit(creds):
+            async with host:
+                stack = RunningStack(settings, host, {s.name: s for s in services}, broker,
+                                     urls={n: host.url(n) for n in SERVICES}, new_admin_key=creds.new_admin_key)
                 if state_file is not None:
-                    state_file.unlink(missing_ok=True)  # noqa: ASYNC240 - tiny local file
+                    _write_state(state_file, stack.describe())
+                try:
+                    yield stack
+                finally:
+                    if state_file is not None:
+                        state_file.unlink(missing_ok=True)  # noqa: ASYNC240 - tiny local file
     finally:
         if broker is not None:
             broker.stop()
+
+
+def _web_to_this_ingress(settings: Settings, ingress_port: int) -> Settings:
+    """The web page's messages go to this stack's ingress, wherever its port is (unless configured)."""
+    web = settings.platforms.get("web") or PlatformSettings()
+    if web.api_url:
+        return settings
+    host = "127.0.0.1" if settings.http.host in ("0.0.0.0", "::") else settings.http.host
+    web = web.model_copy(update={"api_url": f"http://{host}:{ingress_port}"})
+    return settings.model_copy(update={"platforms": {**settings.platforms, "web": web}})
 
 
 def _write_state(state_file: Path, state: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ from agentstream.auth.authenticator import ADMIN_PRINCIPAL, Authenticator, beare
 from agentstream.auth.http import AUTH_RESPONSES, authenticate, requires
 from agentstream.auth.keys import KeyStore, NewKey
 from agentstream.auth.principal import ALL_TENANTS, DEFAULT_TENANT, CredentialKind, Principal, Scope
+from agentstream.auth.web_sessions import WEB_AUDIENCE, WebSession, WebSessions
 
 __all__ = [
     "ADMIN_PRINCIPAL",
@@ -16,6 +17,9 @@ __all__ = [
     "NewKey",
     "Principal",
     "Scope",
+    "WEB_AUDIENCE",
+    "WebSession",
+    "WebSessions",
     "authenticate",
     "bearer_token",
     "requires",

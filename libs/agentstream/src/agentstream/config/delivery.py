@@ -16,6 +16,11 @@ class PlatformSettings(Section):
     api_url: str | None = Field(default=None, description="Base URL of the platform API (fakes, proxies).")
     token_env: str | None = Field(default=None, description="Env var holding the bot token.")
     secret_env: str | None = Field(default=None, description="Env var holding the webhook HMAC-SHA256 key.")
+    api_key_env: str | None = Field(
+        default=None,
+        description="Web: env var holding delivery's API key (scope `gateway` for platform `web`) with which "
+        "the chat page's messages are forwarded to ingress.",
+    )
     account: str | None = Field(default=None, description="Sending account (Signal phone number).")
     edit_interval: float | None = Field(default=None, gt=0, description="Seconds between edits of one message.")
     max_length: int | None = Field(default=None, ge=1)

@@ -25,6 +25,7 @@ from agentstream.config.core import DatabaseSettings, HttpSettings, KafkaSetting
 from agentstream.config.delivery import HooksSettings, PlatformSettings, RelayRule
 from agentstream.config.ingress import AuthzSettings, IngressSettings, ProfileSettings, RouteSettings
 from agentstream.config.persistence import ResumeSettings
+from agentstream.config.retention import RetentionSettings
 from agentstream.config.runner import ConnectorSettings, RunnerSettings
 
 CONFIG_ENV_VAR = "AGENTSTREAM_CONFIG"
@@ -68,6 +69,7 @@ class Settings(BaseSettings):
     hooks: HooksSettings = Field(default_factory=HooksSettings)
     relay: list[RelayRule] = Field(default_factory=list)
     resume: ResumeSettings = Field(default_factory=ResumeSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     runner: RunnerSettings = Field(default_factory=RunnerSettings)
     log_level: str = "INFO"
 

@@ -5,6 +5,7 @@ from agentstream.db import (  # noqa: F401 - register tables
     models_delivery,
     models_ingress,
     models_persistence,
+    models_retention,
     models_runner,
 )
 from agentstream.db.models import Base, Conversation, Message, Run

@@ -60,3 +60,33 @@ async def read_until(
         return records
     finally:
         await consumer.stop()
+
+
+async def read_to_end(bootstrap: str, topic: str, timeout: float = 30.0) -> list[RawRecord]:
+    """Everything on `topic` when called: from the beginning to each partition's end offset.
+
+    To show that something was *not* produced: whatever was acked before the call is in the result."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                                fetch_max_wait_ms=10)
+    await consumer.start()
+    records: list[RawRecord] = []
+    try:
+        await consumer._client.force_metadata_update()  # noqa: SLF001
+        tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or set())]
+        if not tps:
+            raise LookupError(f"topic {topic!r} does not exist")
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        await consumer.seek_to_beginning(*tps)
+        async with asyncio.timeout(timeout):
+            while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
+                batch = await consumer.getmany(timeout_ms=100)
+                for tp_records in batch.values():
+                    records.extend(
+                        RawRecord(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers))
+                        for r in tp_records
+                        if r.offset < ends[TopicPartition(r.topic, r.partition)]
+                    )
+        return records
+    finally:
+        await consumer.stop()

@@ -11,13 +11,20 @@
   const input = document.getElementById("text");
   document.getElementById("title").textContent = "agentstream · " + chatId;
 
-  function userId() {
-    let id = localStorage.getItem("agentstream.user");
-    if (!id) {
-      id = "web-" + Math.random().toString(36).slice(2, 10);
-      localStorage.setItem("agentstream.user", id);
-    }
-    return id;
+  // The session token arrives in the URL fragment (never sent to a server), is kept for this tab
+  // only, and is taken out of the address bar so it is not copied along with the URL.
+  const tokenKey = "agentstream.web.token." + chatId;
+  const fromLink = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (fromLink) {
+    sessionStorage.setItem(tokenKey, fromLink);
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  const token = sessionStorage.getItem(tokenKey);
+  if (!token) {
+    status.textContent = "no session: open the chat link you were given";
+    input.disabled = true;
+    document.getElementById("send").disabled = true;
+    return;
   }
 
   function newId() {
@@ -46,9 +53,13 @@
     list.scrollTop = list.scrollHeight;
   }
 
-  const events = new EventSource(api + "/events");
+  const events = new EventSource(api + "/events?token=" + encodeURIComponent(token));
   events.onopen = function () { status.textContent = "connected"; };
-  events.onerror = function () { status.textContent = "reconnecting…"; };
+  events.onerror = function () {
+    // A refused stream (401/403) is not retried by the browser: the session is over.
+    status.textContent = events.readyState === EventSource.CLOSED
+      ? "session invalid or expired: open a new chat link" : "reconnecting…";
+  };
   events.onmessage = function (ev) { render(JSON.parse(ev.data)); };
 
   document.getElementById("composer").addEventListener("submit", async function (ev) {
@@ -60,11 +71,15 @@
     try {
       const res = await fetch(api + "/messages", {
         method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ id: newId(), text: text, user_id: userId() }),
+        headers: { "content-type": "application/json", "authorization": "Bearer " + token },
+        body: JSON.stringify({ id: newId(), text: text }),
       });
       mine.classList.add(res.ok ? "accepted" : "refused");
-      if (!res.ok) status.textContent = "not sent (" + res.status + ")";
+      if (res.status === 401 || res.status === 403) {
+        status.textContent = "not sent: session invalid or expired, open a new chat link";
+      } else if (!res.ok) {
+        status.textContent = "not sent (" + res.status + ")";
+      }
     } catch (err) {
       mine.classList.add("refused");
       status.textContent = "not sent: " + err;

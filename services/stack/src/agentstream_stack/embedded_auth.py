@@ -1,0 +1,113 @@
+"""Credentials of the embedded stack, so `agentstream up` needs no configuration.
+
+- An admin API key (`embedded-admin`, every tenant) is made when the database has no live one;
+  its token is handed back once, for `up` to print, and is stored nowhere (only its hash).
+- Delivery forwards the web page's messages with a `gateway` key for platform `web`: a fresh one
+  each start (the previous start's is revoked), held only in this process's environment under a
+  generated name that `platforms.web.api_key_env` points to.
+- Web session tokens are signed with a secret kept in `<state dir>/web-secret` (mode 0600), so
+  printed links survive a restart; without a state dir, a random one for this process.
+Whatever the configuration already provides (`platforms.web.api_key_env`, `auth.web.secret_env`
+with their env vars set) is used as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentstream.auth import ALL_TENANTS, KeyStore, Scope
+from agentstream.auth.web_sessions import MIN_SECRET_BYTES
+from agentstream.config import Settings
+from agentstream.config.delivery import PlatformSettings
+from agentstream.db import create_engine, session_factory
+from agentstream.secrets_mask import register_secret
+
+ADMIN_KEY_NAME = "embedded-admin"
+WEB_GATEWAY_KEY_NAME = "embedded-web-gateway"
+WEB_SECRET_FILE = "web-secret"
+WEB_PLATFORM = "web"
+
+
+@dataclass
+class EmbeddedCredentials:
+    settings: Settings
+    new_admin_key: str | None = None  # set only on the start that made it
+    env_names: list[str] = field(default_factory=list)
+
+
+def _env_name(kind: str) -> str:
+    # A name of its own per stack: several embedded stacks may share a process (tests).
+    return f"AGENTSTREAM_EMBEDDED_{kind}_{secrets.token_hex(4).upper()}"
+
+
+def read_or_make_secret(path: Path) -> str:
+    """The web session secret in `path`, made on first use; the file is kept at mode 0600."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        if stat.S_IMODE(path.stat().st_mode) != 0o600:
+            path.chmod(0o600)
+        secret = path.read_text().strip()
+        if len(secret.encode()) < MIN_SECRET_BYTES:
+            raise ValueError(f"{path} holds no usable secret (under {MIN_SECRET_BYTES} bytes): delete it") from None
+        return secret
+    secret = secrets.token_urlsafe(MIN_SECRET_BYTES)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    return secret
+
+
+async def prepare_credentials(
+    settings: Settings, *, admin_key: bool = False, state_dir: Path | None = None
+) -> EmbeddedCredentials:
+    """Make the stack's keys and secret (the database must be migrated)."""
+    creds = EmbeddedCredentials(settings)
+    engine = create_engine(settings.database.url)
+    try:
+        store = KeyStore(session_factory(engine))
+        live = [k for k in await store.list() if k.active]
+        if admin_key and not any(k.name == ADMIN_KEY_NAME for k in live):
+            creds.new_admin_key = (await store.create(ADMIN_KEY_NAME, {Scope.ADMIN}, tenant_id=ALL_TENANTS)).token
+            register_secret(creds.new_admin_key)
+        web = settings.platforms.get(WEB_PLATFORM) or PlatformSettings()
+        if not (web.api_key_env and os.environ.get(web.api_key_env)):
+            for old in (k for k in live if k.name == WEB_GATEWAY_KEY_NAME):
+                await store.revoke(old.key_id)
+            key = await store.create(
+                WEB_GATEWAY_KEY_NAME, {Scope.GATEWAY}, tenant_id=ALL_TENANTS, gateway_platforms=(WEB_PLATFORM,)
+            )
+            name = _env_name("WEB_KEY")
+            os.environ[name] = key.token
+            register_secret(key.token)
+            creds.env_names.append(name)
+            platforms = {**settings.platforms, WEB_PLATFORM: web.model_copy(update={"api_key_env": name})}
+            creds.settings = creds.settings.model_copy(update={"platforms": platforms})
+    finally:
+        await engine.dispose()
+    auth = creds.settings.auth
+    if not auth.web.secret():
+        secret = read_or_make_secret(state_dir / WEB_SECRET_FILE) if state_dir else secrets.token_urlsafe(32)
+        name = _env_name("WEB_SECRET")
+        os.environ[name] = secret
+        register_secret(secret)
+        creds.env_names.append(name)
+        web_auth = auth.web.model_copy(update={"secret_env": name})
+        creds.settings = creds.settings.model_copy(update={"auth": auth.model_copy(update={"web": web_auth})})
+    return creds
+
+
+@contextmanager
+def forgotten_on_exit(creds: EmbeddedCredentials) -> Iterator[EmbeddedCredentials]:
+    """Take the stack's secrets out of the environment when it stops."""
+    try:
+        yield creds
+    finally:
+        for name in creds.env_names:
+            os.environ.pop(name, None)

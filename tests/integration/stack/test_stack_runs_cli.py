@@ -12,7 +12,6 @@ import json
 import os
 import re
 import sys
-import typing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,6 @@ from agentstream.contracts import (
     RunCommandAdapter,
     RunEventAdapter,
     RunFinished,
-    RunStatus,
     StartRun,
     User,
 )
@@ -46,7 +44,6 @@ from agentstream_persistence.pages import MAX_PAGE_SIZE
 from agentstream_persistence.rows import FlushRows
 from agentstream_runner import AgentRunnerService
 from agentstream_stack.cli import app
-from agentstream_stack.runs_cli import RunStatusChoice
 from agentstream_tools import ToolExecutorService
 
 pytestmark = pytest.mark.integration
@@ -105,10 +102,6 @@ def kafka_env(settings: Settings) -> dict[str, str]:
             "AGENTSTREAM__KAFKA__TOPIC_PREFIX": settings.kafka.topic_prefix,
             "AGENTSTREAM__KAFKA__EMBEDDED": "true",  # Tansu: no idempotent producer
             "AGENTSTREAM__DATABASE__URL": settings.database.url}
-
-
-def test_status_choices_are_the_contract_statuses() -> None:
-    assert {s.value for s in RunStatusChoice} == set(typing.get_args(RunStatus))
 
 
 async def test_list_and_show_read_what_persistence_stored(db_url: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentstream.contracts import MessageDelta, RunFinished, SegmentBreak, ToolCall
+from agentstream.contracts import FinishReason, MessageDelta, RunFinished, SegmentBreak, ToolCall
 from agentstream_delivery.consumer import (
     Break,
     Cadence,
@@ -187,12 +187,12 @@ def test_failed_with_nothing_shown_sends_failure_notice():
 
 def test_failed_with_short_pending_text_keeps_text_and_explains():
     _, ops = feed(model(), (0.0, TextDelta("m1", "So")), (0.1, Finish("failed", error="boom")))
-    assert ops == [Send(0, "So", final=True), Send(1, "⚠️ The run failed: boom", final=True, role="notice")]
+    assert ops == [Send(0, "So\n\n⚠️ The run failed: boom", final=True)]
 
 
-def test_failed_after_text_was_shown_only_finalizes_it():
+def test_failed_after_text_was_shown_finalizes_it_with_the_reason():
     m, ops = feed(previewing("Half an ans"), (0.1, Finish("failed", error="boom")))
-    assert ops == [Edit(0, "Half an ans", final=True)]
+    assert ops == [Edit(0, "Half an ans\n\n⚠️ The run failed: boom", final=True)]
     assert m.state is StreamState.FAILED
 
 
@@ -236,4 +236,5 @@ def test_stream_input_mapping():
     assert stream_input(ToolCall(**_ids(), call_id="c", tool="t", arguments="{}")) == ToolStarted("t")
     assert stream_input(ToolCall(**_ids(), call_id="c", tool="t", arguments="{}", attempt=2)) is None
     fin = RunFinished(**_ids(), status="failed", reason="runner_lost")
-    assert stream_input(fin) == Finish("failed", "runner_lost", "")
+    assert stream_input(fin) == Finish("failed", "runner_lost", None, "")
+    assert stream_input(fin).reason is FinishReason.RUNNER_LOST  # type: ignore[union-attr]

@@ -151,11 +151,11 @@ def test_interrupt_appends_stopped_marker_and_then_nothing():
         assert transition(m, inp, 9.0) == (m, [])
 
 
-def test_runner_lost_keeps_text_and_adds_a_visible_notice():
+def test_runner_lost_keeps_text_and_marks_where_it_ends():
     m, _ = feed(model(), (0.0, TextDelta("m1", "Half an answer")))
-    _, ops = feed(m, (0.1, Finish("failed", error="runner_lost")))
-    assert ops[0] == Edit(0, "Half an answer", final=True)
-    assert isinstance(ops[1], Send) and ops[1].role == "notice" and "lost" in ops[1].text
+    _, ops = feed(m, (0.1, Finish("failed", reason="runner_lost", error="the agent runner stopped responding")))
+    assert ops == [Edit(0, "Half an answer\n\n⚠️ The assistant stopped unexpectedly, before finishing its answer.",
+                        final=True)]
 
 
 # -- coalescing ----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import structlog
 from rich.console import Console
 
 from agentstream.config import load_settings
-from agentstream.contracts import LedgerState, MessageDelta, ReplyTarget, RunFinished, RunStarted
+from agentstream.contracts import FinishReason, LedgerState, MessageDelta, ReplyTarget, RunFinished, RunStarted
 from agentstream.kafka.offsets import CommitPoints
 from agentstream_delivery import DeliveryService
 from agentstream_delivery.adapters import MemoryAdapter
@@ -19,6 +19,7 @@ from agentstream_delivery.consumer import Cadence, Finish, TextDelta
 from agentstream_delivery.currency import RunCurrency
 from agentstream_delivery.ledger import LedgerEntry, LedgerScope, MemoryLedger, sha256
 from agentstream_delivery.ratelimit import ChatGate
+from agentstream_delivery.render import ENDING_TEXTS, RESUMED_MARKER
 from agentstream_delivery.streams import StreamActor, StreamKey
 
 TARGET = ReplyTarget(platform="memory", chat_id="c1")
@@ -190,6 +191,9 @@ async def test_resumed_run_streams_below_what_the_first_attempt_showed():
     await svc.handle(RunStarted(**_ids("r", 4), **start))  # resumed: same root run, later seq
     await svc.handle(MessageDelta(**_ids("r", 5), message_id="m2", text="Resumed answer"))
     await svc.handle(RunFinished(**_ids("r", 6), status="completed", text="Resumed answer"))
-    msgs = await svc.memory.wait_for_final("c1", count=3, timeout=3)
-    assert [m.text for m in msgs][0] == "First attempt" and "lost" in msgs[1].text
-    assert msgs[2].text == "Resumed answer"
+    msgs = await svc.memory.wait_for("c1", lambda ms: len(ms) == 2 and all(m.final for m in ms)
+                                     and ms[0].text.endswith(RESUMED_MARKER), timeout=3)
+    # The partial attempt ended visibly, then was re-marked; the answer is one message below it.
+    assert msgs[0].history[-2:] == ["First attempt\n\n" + ENDING_TEXTS[FinishReason.RUNNER_LOST],
+                                    "First attempt" + RESUMED_MARKER]
+    assert msgs[1].text == "Resumed answer"

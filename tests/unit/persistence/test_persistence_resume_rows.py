@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from agentstream.contracts import (
     ChatMessage,
+    FinishReason,
     MessageCompleted,
     MessageDelta,
     MessageStarted,
@@ -22,7 +23,7 @@ from agentstream.contracts import (
 from agentstream.kafka.offsets import CommitPoints
 from agentstream_persistence.buffers import BufferSet, BufferState, Origin
 from agentstream_persistence.rows import rows_for
-from agentstream_persistence.watchdog import RUNNER_LOST, lost_run_finished
+from agentstream_persistence.watchdog import lost_run_finished
 
 KEY = "memory:c1"
 TARGET = ReplyTarget(platform="memory", chat_id="c1")
@@ -98,7 +99,7 @@ def test_silent_open_runs_are_stale_and_end_as_runner_lost():
     assert buffers.stale(now=129.0, stale_after_s=30) == []
     [buf] = buffers.stale(now=130.0, stale_after_s=30)
     fin = lost_run_finished(buf, 30, now=T0 + timedelta(seconds=61))
-    assert (fin.status, fin.reason, fin.seq, fin.text) == ("failed", RUNNER_LOST, 9, "upon a time")
+    assert (fin.status, fin.reason, fin.seq, fin.text) == ("failed", FinishReason.RUNNER_LOST, 9, "upon a time")
     assert fin.usage == Usage(prompt_tokens=7, completion_tokens=1, llm_calls=1)
     assert fin.duration_ms == 60_000
     buf.mark_lost()

@@ -18,6 +18,7 @@ from prometheus_client import Counter, Gauge
 
 from agentstream.contracts import (
     EventBase,
+    FinishReason,
     InterruptRun,
     ResetConversation,
     ResumeRun,
@@ -30,7 +31,6 @@ from agentstream.service import Service
 from agentstream_runner.assistant_files import load_assistants_dir
 from agentstream_runner.assistants import Assistants
 from agentstream_runner.connectors import Connectors
-from agentstream_runner.conversation import REBALANCED, SHUTDOWN
 from agentstream_runner.owners import Conversations
 from agentstream_runner.ownership import RunLauncher
 from agentstream_runner.records import Undecodable, decode_record
@@ -125,13 +125,13 @@ class AgentRunnerService(Service):
     # -- lifecycle -----------------------------------------------------------------
     async def partitions_revoked(self, partitions: set[int]) -> None:
         self.launcher.known_sessions.forget_all()  # their next owner may reset them
-        keys = await self.conversations.close_partitions(partitions, REBALANCED)
+        keys = await self.conversations.close_partitions(partitions, FinishReason.REBALANCED)
         if keys:
             self.log.warning("partitions revoked: runs stopped", partitions=sorted(partitions), conversations=keys)
 
     async def stop(self) -> None:
         # Runs end (interrupted, reason "shutdown") while the broker can still publish run.finished.
-        await self.conversations.close(SHUTDOWN)
+        await self.conversations.close(FinishReason.SHUTDOWN)
         await self.connectors.close()
         await super().stop()
 

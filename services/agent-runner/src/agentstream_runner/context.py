@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentstream.config import RunnerSettings
-from agentstream.contracts import EventBase, ToolCallRequest, ToolCallResult
+from agentstream.contracts import EventBase, FinishReason, ToolCallRequest, ToolCallResult
 from agentstream_runner.assistants import Assistants
 from agentstream_runner.connectors import Connectors, RoleOverrides
 from agentstream_runner.history import HistoryStore
@@ -46,7 +46,7 @@ class RunControl:
     """Written by the conversation owner before it cancels the run's task, read by
     the pipeline to tell why it was cancelled."""
 
-    stop_reason: str | None = None
+    stop_reason: FinishReason | None = None
 
 
 @dataclass(frozen=True)

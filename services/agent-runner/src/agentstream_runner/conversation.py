@@ -28,15 +28,11 @@ from typing import Any
 
 import structlog
 
-from agentstream.contracts import ResumeRun, StartRun
+from agentstream.contracts import FinishReason, ResumeRun, StartRun
 from agentstream_runner.context import RunControl
 
 Work = StartRun | ResumeRun
 RunFn = Callable[[Work, RunControl], Coroutine[Any, Any, None]]
-SHUTDOWN = "shutdown"
-REBALANCED = "rebalanced"
-RESET = "reset"
-DOUBLE_TEXTING = "double_texting"
 DEFAULT_COLLECT_WINDOW_S = 1.0
 
 
@@ -135,7 +131,7 @@ class Conversation:
     def submit(self, start: StartRun) -> None:
         """A new message, handled by the state and the message's policy."""
         if self.state is OwnerState.CLOSED:
-            self._dismiss_soon(start, Dismissal.DROPPED, SHUTDOWN)
+            self._dismiss_soon(start, Dismissal.DROPPED, FinishReason.SHUTDOWN)
             return
         policy = self._policy_for(start)
         match (self.state, policy):
@@ -149,7 +145,7 @@ class Conversation:
                 return
             case (OwnerState.RUNNING, DoubleTextingPolicy.INTERRUPT):
                 self._queue.append(start)
-                self.interrupt(None, DOUBLE_TEXTING)
+                self.interrupt(None, FinishReason.DOUBLE_TEXTING)
             case _:
                 self._queue.append(start)
         if self.state is not OwnerState.RUNNING:
@@ -168,7 +164,7 @@ class Conversation:
         if self.state is not OwnerState.RUNNING:
             self._start_next()
 
-    def interrupt(self, run_id: str | None, reason: str) -> bool:
+    def interrupt(self, run_id: str | None, reason: FinishReason) -> bool:
         """Cancel the active run (any, or only `run_id`). True when one was cancelled."""
         active = self._active
         if active is None or (run_id is not None and run_id != active.work.run_id):
@@ -185,10 +181,10 @@ class Conversation:
 
     def reset(self) -> None:
         """A new session: drop what waits, stop the active run; later messages run normally."""
-        self._drop_waiting(RESET)
-        self.interrupt(None, RESET)
+        self._drop_waiting(FinishReason.RESET)
+        self.interrupt(None, FinishReason.RESET)
 
-    async def close(self, reason: str = SHUTDOWN) -> None:
+    async def close(self, reason: FinishReason = FinishReason.SHUTDOWN) -> None:
         """→ CLOSED: drop waiting work, stop the active run and wait for every ending."""
         self.state = OwnerState.CLOSED
         self._drop_waiting(reason)
@@ -200,7 +196,7 @@ class Conversation:
             await asyncio.wait(set(self._side_tasks))
 
     # -- internals -----------------------------------------------------------------
-    def _drop_waiting(self, reason: str) -> None:
+    def _drop_waiting(self, reason: FinishReason) -> None:
         if self._debounce is not None:
             self._debounce.cancel()
             self._debounce = None

@@ -10,17 +10,18 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from agentstream.contracts import Usage
+from agentstream.contracts import FinishReason, RunStatus, Usage
 
 
 class RunState(StrEnum):
     RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
+    COMPLETED = RunStatus.COMPLETED.value
+    FAILED = RunStatus.FAILED.value
+    INTERRUPTED = RunStatus.INTERRUPTED.value
 
 
-FAILING_STOPS = frozenset({"rebalanced"})
+# A stop that is not the run's fault but must be resumed on the conversation's new owner.
+FAILING_STOPS = frozenset({FinishReason.REBALANCED})
 
 
 class InvalidTransition(RuntimeError):
@@ -32,7 +33,7 @@ class RunOutcome:
         self.state = RunState.RUNNING
         self.started_at = started_at
         self.error: str | None = None
-        self.reason: str | None = None
+        self.reason: FinishReason | None = None
         self.text = ""
         self.data: dict[str, Any] = {}
         self.usage = Usage()
@@ -50,13 +51,13 @@ class RunOutcome:
     def complete(self) -> None:
         self._end(RunState.COMPLETED)
 
-    def fail(self, error: str, reason: str | None = None) -> None:
+    def fail(self, error: str, reason: FinishReason = FinishReason.ERROR) -> None:
         self._end(RunState.FAILED, error=error, reason=reason)
 
-    def interrupt(self, reason: str | None) -> None:
+    def interrupt(self, reason: FinishReason | None) -> None:
         self._end(RunState.INTERRUPTED, reason=reason)
 
-    def stop(self, reason: str | None) -> None:
+    def stop(self, reason: FinishReason | None) -> None:
         """Cancelled by its owner: `interrupted`, except when the runner lost the
         conversation (rebalance): then `failed`, so it is resumed on the new owner."""
         if reason in FAILING_STOPS:
@@ -64,7 +65,7 @@ class RunOutcome:
         else:
             self.interrupt(reason)
 
-    def _end(self, state: RunState, error: str | None = None, reason: str | None = None) -> None:
+    def _end(self, state: RunState, error: str | None = None, reason: FinishReason | None = None) -> None:
         if self.state is not RunState.RUNNING:
             raise InvalidTransition(f"run already ended as {self.state}, cannot end as {state}")
         self.state, self.error, self.reason = state, error, reason
@@ -73,8 +74,8 @@ class RunOutcome:
     def finished_fields(self, now: float) -> dict[str, Any]:
         if self.state is RunState.RUNNING:
             # Only a BaseException the pipeline does not handle gets here (e.g. GeneratorExit).
-            self.fail("run ended unexpectedly", reason="aborted")
+            self.fail("run ended unexpectedly", reason=FinishReason.ABORTED)
         return {
-            "status": self.state.value, "error": self.error, "reason": self.reason, "text": self.text,
+            "status": RunStatus(self.state.value), "error": self.error, "reason": self.reason, "text": self.text,
             "usage": self.usage, "duration_ms": round((now - self.started_at) * 1000, 3), "data": self.data,
         }

@@ -11,11 +11,9 @@ from collections.abc import Iterable
 
 import structlog
 
-from agentstream.contracts import ResumeRun, StartRun
+from agentstream.contracts import FinishReason, ResumeRun, StartRun
 from agentstream_runner.conversation import (
     DEFAULT_COLLECT_WINDOW_S,
-    REBALANCED,
-    SHUTDOWN,
     Conversation,
     DismissFn,
     PolicyFn,
@@ -65,7 +63,7 @@ class Conversations:
     def resume(self, command: ResumeRun, partition: int | None = None) -> None:
         self.owner(command.conversation_key, partition).resume(command)
 
-    def interrupt(self, key: str, run_id: str | None, reason: str) -> bool:
+    def interrupt(self, key: str, run_id: str | None, reason: FinishReason) -> bool:
         owner = self._by_key.get(key)
         return owner is not None and owner.interrupt(run_id, reason)
 
@@ -74,17 +72,17 @@ class Conversations:
         if owner is not None:
             owner.reset()
 
-    async def close(self, reason: str = SHUTDOWN) -> None:
+    async def close(self, reason: FinishReason = FinishReason.SHUTDOWN) -> None:
         await self._close(list(self._by_key.values()), reason)
 
-    async def close_partitions(self, partitions: Iterable[int], reason: str = REBALANCED) -> list[str]:
+    async def close_partitions(self, partitions: Iterable[int], reason: FinishReason = FinishReason.REBALANCED) -> list[str]:
         """Stop the conversations of partitions this runner no longer owns; their keys."""
         wanted = set(partitions)
         owners = [o for o in self._by_key.values() if o.partition in wanted]
         await self._close(owners, reason)
         return [o.key for o in owners]
 
-    async def _close(self, owners: list[Conversation], reason: str) -> None:
+    async def _close(self, owners: list[Conversation], reason: FinishReason) -> None:
         await asyncio.gather(*(o.close(reason) for o in owners))
         for o in owners:
             self._by_key.pop(o.key, None)

@@ -15,12 +15,12 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.config import RunnerSettings
-from agentstream.contracts import Notice, ResumeRun, RunFinished, StartRun
+from agentstream.contracts import FinishReason, Notice, ResumeRun, RunFinished, RunStatus, StartRun
 from agentstream_runner.assistants import Assistants
 from agentstream_runner.chat_sessions import KnownSessions, SessionStore
 from agentstream_runner.connectors import Connectors
 from agentstream_runner.context import RunContext, RunControl, RunPorts
-from agentstream_runner.conversation import REBALANCED, Dismissal, DoubleTextingPolicy, Work
+from agentstream_runner.conversation import Dismissal, DoubleTextingPolicy, Work
 from agentstream_runner.emitter import RunEmitter
 from agentstream_runner.pipeline import ResumePoint, run_pipeline
 from agentstream_runner.prompts import system_messages
@@ -134,11 +134,12 @@ class RunLauncher:
         match why:
             case Dismissal.REJECTED:
                 await events.emit(Notice, level="warning", text=REJECTED_TEXT, reply_target=start.reply_target)
-                await events.emit(RunFinished, status="failed", reason="rejected", error=detail)
+                await events.emit(RunFinished, status=RunStatus.FAILED, reason=FinishReason.REJECTED, error=detail)
             case Dismissal.MERGED:
                 # Its text runs inside run `detail` and is stored there.
-                await events.emit(RunFinished, status="completed", reason="merged", error=None)
+                await events.emit(RunFinished, status=RunStatus.COMPLETED, reason=FinishReason.MERGED, error=None)
             case Dismissal.DROPPED:
-                status = "failed" if detail == REBALANCED else "interrupted"
-                await events.emit(RunFinished, status=status, reason=detail, error=f"not started: {detail}")
+                reason = FinishReason(detail)
+                status = RunStatus.FAILED if reason is FinishReason.REBALANCED else RunStatus.INTERRUPTED
+                await events.emit(RunFinished, status=status, reason=reason, error=f"not started: {detail}")
         await events.confirm()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -28,6 +29,7 @@ from agentstream.contracts import (
     RunFinished,
     RunQueued,
     RunStarted,
+    RunStatus,
     conversation_key,
 )
 from agentstream.db import upgrade
@@ -51,6 +53,8 @@ from agentstream_delivery.streams import StreamActor, StreamKey, StreamRegistry
 
 FinishedListener = Callable[[RunFinished], Awaitable[None] | None]
 COMMIT_EVERY_S = 0.5
+# Streams of runs that ended short of their answer, kept for a resume to re-mark; the oldest go first.
+ENDED_KEPT = 1_000
 class DeliveryService(Service):
     name = "delivery"
     uses_database = True  # hooks (billing, audit) and the delivery ledger
@@ -60,6 +64,7 @@ class DeliveryService(Service):
         self.console_adapter = ConsoleAdapter(console)
         self.web = WebAdapter()
         self.streams = StreamRegistry()
+        self._ended: OrderedDict[str, list[StreamActor]] = OrderedDict()  # root run id → its closed streams
         self.finished_listeners: list[FinishedListener] = []
         self._warned_platforms: set[str] = set()
         self._background: set[asyncio.Task[None]] = set()
@@ -177,12 +182,15 @@ class DeliveryService(Service):
         if superseded is not None:  # a newer run took the conversation: the old stream ends here
             self.log.info("stream superseded by a newer run", root_run_id=superseded, by=event.root_run_id)
             for actor in self.streams.pop(superseded):
-                actor.feed(Finish("interrupted"))
+                actor.feed(Finish(RunStatus.INTERRUPTED))
+        # A resumed run: the streams of its first attempt, whose ending messages it re-marks.
+        before = {a.key: a for a in self._ended.pop(event.root_run_id, [])}
         # Relay mirrors are more targets of the same run: same consumer, same state machine.
         for target in (event.reply_target, *self.relay.mirrors(event.reply_target)):
-            self._open_target(event, target, origin)
+            self._open_target(event, target, origin, before.get(StreamKey.of(event.root_run_id, target)))
 
-    def _open_target(self, event: RunStarted, target: ReplyTarget, origin: tuple[int, int] | None = None) -> None:
+    def _open_target(self, event: RunStarted, target: ReplyTarget, origin: tuple[int, int] | None = None,
+                     predecessor: StreamActor | None = None) -> None:
         adapter = self._adapter(target.platform)
         if adapter is None:
             return
@@ -196,6 +204,7 @@ class DeliveryService(Service):
             gate=self.rate_limiter.gate(target.platform, bot, target.chat_id, chat_interval(adapter)),
             first_segment=first_segment(event),
             late_landing_s=late_landing(adapter, self.settings.platforms.get(adapter.platform)),
+            predecessor=predecessor,
         )
         if not self.streams.add(actor):
             self.log.info("run.started for an open stream ignored", root_run_id=event.root_run_id)
@@ -210,6 +219,10 @@ class DeliveryService(Service):
         actors = self.streams.pop(event.root_run_id)
         for actor in actors:
             actor.feed(finish_input(event))
+        if actors and event.status is not RunStatus.COMPLETED:
+            self._ended[event.root_run_id] = actors
+            while len(self._ended) > ENDED_KEPT:
+                self._ended.popitem(last=False)
         if actors:
             self._spawn(self._forward(actors[0].target, event))
         task = asyncio.create_task(self._after_finish(actors, event))

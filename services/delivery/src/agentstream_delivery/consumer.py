@@ -25,7 +25,10 @@ States and transitions (anything not listed leaves the model unchanged):
       break         → DEGRADED    the missing tail of the segment is sent
     any live state:
       degrade       → DEGRADED    the open preview is left as shown; its missing tail comes at the end
-      finish        → DELIVERED | INTERRUPTED (stopped marker) | FAILED (notice when needed)
+      finish        → DELIVERED | INTERRUPTED | FAILED; a run that did not complete ends visibly
+                                  (`render.Ending`): its words appended to the last message that
+                                  showed text (the final send on a platform that cannot edit), else a
+                                  message of their own; `on_resume` remembers how to re-mark it
     DELIVERED, INTERRUPTED, FAILED are terminal: every input is ignored.
 """
 
@@ -34,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from agentstream.contracts import RunStatus
 from agentstream_delivery.inputs import (
     Break,
     Degrade,
@@ -53,10 +57,9 @@ from agentstream_delivery.inputs import (
 from agentstream_delivery.model import END_STATE, Cadence, Segment, StreamModel, StreamState, ToolProgress
 from agentstream_delivery.render import (
     CURSOR,
-    RUNNER_LOST,
-    STOPPED_MARKER,
-    failure_text,
-    stopped_frame,
+    RESUMED_MARKER,
+    RESUMED_NOTICE,
+    Ending,
     tool_line,
     visible_chars,
 )
@@ -115,13 +118,20 @@ def _sync(model: StreamModel, now: float) -> Step:
         *ops, Edit(model.msg, frame, final=False)]
 
 
+def _fits(model: StreamModel, text: str) -> bool:
+    return MEASURES[model.cadence.measure](text) <= model.cadence.max_length
+
+
 def _finalize(model: StreamModel, suffix: str = "") -> Step:
-    """The segment's last text, exact and without cursor; the model moves past its message."""
+    """The segment's last text, exact and without cursor; the model moves past its message.
+
+    `suffix` (an ending's marker) is appended when the message still fits with it.
+    """
     model, ops = _split_heads(model, final=True)
     body = model.body(final=True)
     if model.frame is None and not visible_chars(body):
         return replace(model, carry="", flush_at=None), ops
-    text = body + suffix
+    text = body + suffix if _fits(model, body + suffix) else body
     if text != model.frame:
         ops.append(_put(model, text, final=True))
     return replace(model, msg=model.msg + 1, base=0, carry="", frame=None, shown=0, sealed=(model.msg, text),
@@ -202,26 +212,59 @@ def _degrade(model: StreamModel, inp: StreamInput, now: float) -> Step:
 
 def _finish(model: StreamModel, inp: StreamInput, now: float) -> Step:
     assert isinstance(inp, Finish)
-    if not model.segment.parts and inp.text and model.sealed is None and model.frame is None \
-            and inp.status == "completed":
-        model = replace(model, segment=Segment((("final", inp.text),)))  # nothing streamed: the answer itself
-    pending = model.frame is not None or visible_chars(model.body(final=True)) > 0
-    ops: list[Op] = []
-    match inp.status:
-        case "completed":
-            model, ops = _finalize(model)
-        case "interrupted":
-            if pending:
-                model, ops = _finalize(model, STOPPED_MARKER)
-            elif model.sealed is not None:
-                index, text = model.sealed
-                ops = [Edit(index, stopped_frame(text), final=True)]
-        case "failed":
-            saw_something = model.sealed is not None or model.frame is not None
-            model, ops = _finalize(model)
-            if inp.error == RUNNER_LOST or not saw_something:  # say why the answer ends here
-                ops.append(Send(model.msg, failure_text(inp.error), final=True, role="notice"))
+    if inp.status is RunStatus.COMPLETED:
+        if not model.segment.parts and inp.text and model.sealed is None and model.frame is None:
+            model = replace(model, segment=Segment((("final", inp.text),)))  # nothing streamed: the answer itself
+        model, ops = _finalize(model)
+    else:
+        model, ops = _end_visibly(model, Ending.of(inp.status, inp.reason, inp.error))
     return replace(model, state=END_STATE[inp.status], frame=None, flush_at=None), ops
+
+
+def _end_visibly(model: StreamModel, ending: Ending) -> Step:
+    """The run stops short of its answer: the user sees where, and why."""
+    ops: list[Op] = []
+    if model.frame is not None or visible_chars(model.body(final=True)) > 0:
+        model, ops = _finalize(model, ending.marker)  # the open message takes the marker
+        assert model.sealed is not None
+        index, text = model.sealed
+        if text.endswith(ending.marker):
+            return _resumable(model, Edit(index, text, final=True), ending.marker), ops
+    last = _last_shown(model)
+    if last is not None and not ops and model.cadence.can_edit and _fits(model, last.text + ending.marker):
+        marked = replace(last, text=last.text + ending.marker)
+        return _resumable(model, marked, ending.marker), [marked]
+    text = ending.follow_up if last is not None else ending.notice
+    if text is None:
+        return model, ops
+    notice = Send(model.msg, text, final=True, role="notice")
+    model = replace(model, msg=model.msg + 1)
+    if last is None:  # nothing of the run was shown: the notice itself is what a resume re-marks
+        return _resumable(model, Edit(notice.segment, text, final=True, role="notice"), text), [*ops, notice]
+    return _resumable(model, last, ""), [*ops, notice]
+
+
+def _last_shown(model: StreamModel) -> Edit | None:
+    """The last message on the platform that shows the run's text or tool line, as its final edit."""
+    shown: list[Edit] = []
+    if model.sealed is not None:
+        shown.append(Edit(model.sealed[0], model.sealed[1], final=True))
+    if model.progress is not None:
+        shown.append(Edit(model.progress[0], model.progress[1], final=True, role="progress"))
+    return max(shown, key=lambda e: e.segment, default=None)
+
+
+def _resumable(model: StreamModel, marked: Edit, marker: str) -> StreamModel:
+    """How a resume re-marks the ending message (platforms that can edit): the resumed marker
+    replaces the ending's words, so the partial attempt never stands unmarked above the answer."""
+    if not model.cadence.can_edit:
+        return model
+    if marked.role == "notice":
+        return replace(model, on_resume=replace(marked, text=RESUMED_NOTICE))
+    base = marked.text[: len(marked.text) - len(marker)] if marker else marked.text
+    if not _fits(model, base + RESUMED_MARKER):
+        return model
+    return replace(model, on_resume=replace(marked, text=base + RESUMED_MARKER))
 
 
 Handler = Callable[[StreamModel, StreamInput, float], Step]

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agentstream.contracts import (
+    FinishReason,
     MessageCompleted,
     MessageDelta,
     RunEvent,
@@ -60,8 +61,14 @@ class Degrade:
 @dataclass(frozen=True)
 class Finish:
     status: RunStatus
+    reason: FinishReason | None = None
     error: str | None = None
     text: str = ""
+
+    def __post_init__(self) -> None:  # plain strings (tests, the relay) become the contract's members
+        object.__setattr__(self, "status", RunStatus(self.status))
+        if self.reason is not None:
+            object.__setattr__(self, "reason", FinishReason(self.reason))
 
 
 StreamInput = TextDelta | TextCompleted | Break | ToolStarted | Tick | Degrade | Finish
@@ -84,7 +91,7 @@ def stream_input(event: RunEvent) -> StreamInput | None:
 
 
 def finish_input(event: RunFinished) -> Finish:
-    return Finish(event.status, event.error or event.reason, event.text)
+    return Finish(event.status, event.reason, event.error, event.text)
 
 
 # -- operations --------------------------------------------------------------------

@@ -7,6 +7,7 @@ from enum import Enum
 from typing import Literal
 
 from agentstream.contracts import RunStatus
+from agentstream_delivery.inputs import Edit
 from agentstream_delivery.render import CURSOR, FIRST_SEND_MIN_CHARS
 from agentstream_delivery.splitting import MeasureName, safe_limit
 from agentstream_delivery.think import visible_text
@@ -29,9 +30,9 @@ class StreamState(Enum):
 
 
 END_STATE: dict[RunStatus, StreamState] = {
-    "completed": StreamState.DELIVERED,
-    "interrupted": StreamState.INTERRUPTED,
-    "failed": StreamState.FAILED,
+    RunStatus.COMPLETED: StreamState.DELIVERED,
+    RunStatus.INTERRUPTED: StreamState.INTERRUPTED,
+    RunStatus.FAILED: StreamState.FAILED,
 }
 
 
@@ -93,6 +94,8 @@ class StreamModel:
     progress: tuple[int, str] | None = None  # (index, text) of the tool line on the platform
     sent_at: float | None = None  # when the last send/edit of the current message went out
     flush_at: float | None = None  # the stream's timer: a held-back frame is due then
+    # A run that did not complete: the edit that marks its ending message if the run is resumed.
+    on_resume: Edit | None = None
 
     @property
     def live_preview(self) -> bool:

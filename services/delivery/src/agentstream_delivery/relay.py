@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from agentstream.config.delivery import RelayMatch, RelayRule
-from agentstream.contracts import InboundMessage, ReplyTarget, RunFinished, RunQueued, User
+from agentstream.contracts import InboundMessage, ReplyTarget, RunFinished, RunQueued, RunStatus, User
 
 RELAY_ID_PREFIX = "relay:"
 RELAY_USER = "agentstream-relay"
@@ -57,7 +57,7 @@ class Relay:
         """Inbound messages to produce for a finished run (completed, with text, not itself relayed)."""
         relayed = event.root_run_id in self._relayed_runs
         self._relayed_runs.pop(event.root_run_id, None)
-        if relayed or event.status != "completed" or not event.text.strip():
+        if relayed or event.status is not RunStatus.COMPLETED or not event.text.strip():
             return []
         return [
             InboundMessage(

@@ -52,7 +52,7 @@ class StreamActor:
         log: structlog.stdlib.BoundLogger, clock: Clock = time.monotonic, observe: CallObserver | None = None,
         outgoing: Outgoing | None = None, *, ledger: Ledger | None = None, gate: ChatGate | None = None,
         conversation_key: str = "", origin: tuple[int, int] | None = None, first_segment: int = 0,
-        late_landing_s: float = DEFAULT_LATE_LANDING_S,
+        late_landing_s: float = DEFAULT_LATE_LANDING_S, predecessor: StreamActor | None = None,
     ) -> None:
         self.key = key
         self.target = target
@@ -70,6 +70,8 @@ class StreamActor:
         self._inbox: deque[StreamInput] = deque()
         self._wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
+        # The first attempt's stream of a resumed run: its ending message is re-marked first.
+        self.predecessor = predecessor
 
     @property
     def state(self) -> StreamState:
@@ -105,7 +107,11 @@ class StreamActor:
 
     async def run(self) -> None:
         try:
-            await self.deliverer.recover()
+            mark = await self._predecessor_mark()
+            await self.deliverer.recover()  # after the predecessor: its rows are final now
+            if mark is not None:
+                self.log.info("partial first attempt re-marked", segment=mark.segment)
+                await self._apply_all([mark])
             while not self.model.state.terminal:
                 ops = self._step(await self._next_input())
                 while self._inbox and not self.model.state.terminal:  # what queued up during the last call
@@ -117,6 +123,15 @@ class StreamActor:
         # The task (and so the commit hold on its first event) lives on until no call of
         # unknown outcome can land any more: a crash before then replays the stream.
         await self.deliverer.settle()
+
+    async def _predecessor_mark(self) -> Op | None:
+        """Waits until the first attempt's stream is done with the platform (its late-landing
+        re-applications included: they must not land after the mark), then its re-mark."""
+        before, self.predecessor = self.predecessor, None  # the closed stream is not kept alive by this one
+        if before is None or before.task is None:
+            return None
+        await asyncio.wait({before.task})
+        return before.model.on_resume
 
     def _step(self, inp: StreamInput) -> list[Op]:
         before = self.model.state

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agentstream.config import Settings
-from agentstream.contracts import InboundMessage, InterruptRun, ResetConversation, ResumeRun
+from agentstream.contracts import FinishReason, InboundMessage, InterruptRun, ResetConversation, ResumeRun
 from agentstream_ingress.decisions import (
     CommandDecision,
     Decision,
@@ -89,7 +89,7 @@ def handle(cmd: Command, msg: InboundMessage, routed: Routed, facts: Conversatio
                                    command=cmd.name)
         case "stop":
             # Always sent: the runner knows best whether something runs (a no-op if not).
-            return CommandDecision((InterruptRun(conversation_key=key, reason="user"),), target, command=cmd.name)
+            return CommandDecision((InterruptRun(conversation_key=key, reason=FinishReason.USER),), target, command=cmd.name)
         case "resume":
             if facts.resumable is None:
                 return say("There is no failed or interrupted run to resume.")

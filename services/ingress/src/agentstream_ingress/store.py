@@ -11,7 +11,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession, async_sessionmaker
 
 from agentstream.config.ingress import PairingSettings
-from agentstream.contracts import InboundMessage
+from agentstream.contracts import InboundMessage, RunStatus
 from agentstream.contracts.inbound import DedupeKey
 from agentstream.db import Run
 from agentstream.db.models_ingress import InboundDedupe, IngressConversation
@@ -20,7 +20,7 @@ from agentstream_ingress.pairing import Issue
 from agentstream_ingress.pairing_store import PairingStore
 
 PENDING_KEPT = 20  # runs remembered per conversation for /status and /stop
-RESUMABLE = ("failed", "interrupted")
+RESUMABLE = (RunStatus.FAILED.value, RunStatus.INTERRUPTED.value)
 # PostgreSQL: the whole batch as two array parameters. One short statement whatever the
 # batch size, so the driver parses it once (a multi-row VALUES clause is re-parsed per batch).
 DEDUPE = InboundDedupe.__tablename__

@@ -22,7 +22,7 @@ from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
 from pydantic import ValidationError
 
-from agentstream.contracts import ResumeRun, RunEventAdapter, RunFinished
+from agentstream.contracts import RESUMABLE_REASONS, ResumeRun, RunEventAdapter, RunFinished
 from agentstream.db import upgrade
 from agentstream.kafka.guard import failure_reason
 from agentstream.kafka.offsets import CommitPoints
@@ -36,7 +36,7 @@ from agentstream_persistence.failures import is_permanent, run_dead_letter
 from agentstream_persistence.flush import claim_resume, write_run
 from agentstream_persistence.retention import persistence_purges
 from agentstream_persistence.rows import rows_for
-from agentstream_persistence.watchdog import RUNNER_LOST, lost_run_finished
+from agentstream_persistence.watchdog import lost_run_finished
 
 # Backoff of a failing flush: doubled per failed attempt, up to the cap, until it passes.
 FLUSH_RETRY_FIRST_S = 0.2
@@ -45,7 +45,7 @@ FLUSH_RETRY_MAX_S = 5.0
 FLUSH_TIMEOUT_S = 15.0
 # Endings that say "the runner went away", not "the run went wrong": with `resume.auto`
 # the run continues elsewhere (a killed runner, a moved partition, a stopping service).
-AUTO_RESUME_REASONS = frozenset({RUNNER_LOST, "rebalanced", "shutdown"})
+AUTO_RESUME_REASONS = RESUMABLE_REASONS
 
 
 class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]

@@ -15,11 +15,11 @@ from sqlalchemy import and_, case, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agentstream.contracts import FinishReason, RunStatus
 from agentstream.db import Conversation, Message, Run
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
 from agentstream_persistence.checkpoint import CheckpointRows
 from agentstream_persistence.rows import FlushRows
-from agentstream_persistence.watchdog import RUNNER_LOST
 
 MESSAGE_KEY = ["root_run_id", "seq", "part"]
 RUN_ENDING = ("status", "error", "reason", "text", "prompt_tokens", "completion_tokens", "llm_calls",
@@ -37,7 +37,8 @@ async def _upsert_run(session: AsyncSession, run: dict[str, Any]) -> None:
     newer = stmt.excluded.finished_at > Run.finished_at
     # The watchdog's ending of a run that was only slow arrives after its real one:
     # it must not turn a completed run into a lost one.
-    newer = and_(newer, or_(stmt.excluded.reason.is_distinct_from(RUNNER_LOST), Run.status != "completed"))
+    newer = and_(newer, or_(stmt.excluded.reason.is_distinct_from(FinishReason.RUNNER_LOST.value),
+                             Run.status != RunStatus.COMPLETED.value))
     await session.execute(stmt.on_conflict_do_update(
         index_elements=["run_id"], set_={k: getattr(stmt.excluded, k) for k in RUN_ENDING}, where=newer))
 
@@ -77,7 +78,7 @@ async def write_run(sessions: async_sessionmaker[AsyncSession], rows: FlushRows)
             await delete_checkpoint(session, root_run_id)
         elif rows.checkpoint is not None:
             stored = await session.scalar(select(Run.status).where(Run.run_id == root_run_id))
-            if stored != "completed":  # else: a re-read ending of a run since resumed to completion
+            if stored != RunStatus.COMPLETED:  # else: a re-read ending of a run since resumed to completion
                 await _write_checkpoint(session, rows.checkpoint)
 
 

@@ -17,14 +17,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from agentstream.contracts import ChatMessage, ReplyTarget
+from agentstream.contracts import NOT_RUN_REASONS, ChatMessage, ReplyTarget, RunStatus
 from agentstream_persistence.buffers import RunBuffer, ToolExchange
 from agentstream_persistence.checkpoint import CheckpointRows, checkpoint_rows
 
 SUMMARY_LIMIT = 200
-# Runs the runner ended without running them (double texting): a merged message is
-# stored with the run it was merged into; a rejected one never reached the model.
-NOT_RUN = frozenset({"merged", "rejected"})
 
 Redact = Callable[[str], str]
 
@@ -43,7 +40,7 @@ class FlushRows:
 
     @property
     def completed(self) -> bool:
-        return self.run["status"] == "completed"
+        return self.run["status"] == RunStatus.COMPLETED
 
 
 def shorten(text: str, limit: int = SUMMARY_LIMIT) -> str:
@@ -97,7 +94,8 @@ def rows_for(buf: RunBuffer, redact: Redact = keep) -> FlushRows:
     messages = [
         {**base, "run_id": buf.root_run_id, "seq": seq, "part": part, "role": m.role, "content": redact(m.content),
          "name": m.name, "tool_call_id": m.tool_call_id, "created_at": ts}
-        for seq, part, m, ts in (_user_input(buf) if fin.reason not in NOT_RUN else [])
+        # A merged message is stored with the run it was merged into; a rejected one never ran.
+        for seq, part, m, ts in (_user_input(buf) if fin.reason not in NOT_RUN_REASONS else [])
     ]
     messages += [
         {**base, "run_id": m.run_id, "seq": m.seq, "part": 0, "role": "assistant", "content": redact(m.text),
@@ -139,6 +137,6 @@ def rows_for(buf: RunBuffer, redact: Redact = keep) -> FlushRows:
         "key": buf.conversation_key, "platform": target.platform, "chat_id": target.chat_id,
         "thread_id": target.thread_id, "session_id": session_id, "created_at": started_at, "updated_at": fin.ts,
     }
-    resumable = fin.status != "completed" and fin.reason not in NOT_RUN
+    resumable = fin.status is not RunStatus.COMPLETED and fin.reason not in NOT_RUN_REASONS
     checkpoint = checkpoint_rows(buf, fin) if resumable else None
     return FlushRows(run=run, messages=messages, conversation=conversation, checkpoint=checkpoint)

@@ -11,10 +11,8 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
-from agentstream.contracts import RunFinished, Usage, utcnow
+from agentstream.contracts import FinishReason, RunFinished, RunStatus, Usage, utcnow
 from agentstream_persistence.buffers import RunBuffer
-
-RUNNER_LOST = "runner_lost"
 
 
 def usage_so_far(buf: RunBuffer) -> Usage:
@@ -37,7 +35,7 @@ def lost_run_finished(buf: RunBuffer, stale_after_s: float, now: datetime | None
     begun = buf.started.ts if buf.started else (buf.queued.ts if buf.queued else now)
     return RunFinished(
         run_id=buf.root_run_id, root_run_id=buf.root_run_id, conversation_key=buf.conversation_key,
-        seq=buf.max_seq + 1, status="failed", reason=RUNNER_LOST,
+        seq=buf.max_seq + 1, status=RunStatus.FAILED, reason=FinishReason.RUNNER_LOST,
         error=f"the agent runner stopped responding (no event for {stale_after_s:g} s)",
         text=text, usage=usage_so_far(buf), duration_ms=max(0.0, (now - begun).total_seconds() * 1000),
     )

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 
 from agentstream.config import SERVICES, Settings
-from agentstream.contracts import InboundMessage, RunFinished, User
+from agentstream.contracts import InboundMessage, RunFinished, RunStatus, User
 from agentstream.db import upgrade
 from agentstream.host import ServiceHost, install_stop_signals
 from agentstream.kafka import create_topics
@@ -156,7 +156,7 @@ def send(
     except Exception as e:  # e.g. broker unreachable
         err.print(f"[red]{type(e).__name__}: {e}[/]")
         raise typer.Exit(1) from None
-    if finished is None or finished.status != "completed":
+    if finished is None or finished.status is not RunStatus.COMPLETED:
         raise typer.Exit(1)
 
 
@@ -185,7 +185,7 @@ def demo(config: ConfigOpt = None) -> None:
                 return finished
 
         finished = asyncio.run(main())
-    if finished is None or finished.status != "completed":
+    if finished is None or finished.status is not RunStatus.COMPLETED:
         err.print("[red]the demo run did not complete[/]")
         raise typer.Exit(1)
     out.print(f"[green]demo finished in {time.monotonic() - t0:.1f} s[/]")

@@ -10,7 +10,6 @@ import asyncio
 import json
 from collections.abc import Coroutine
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -19,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from agentstream.config import KafkaSettings
-from agentstream.contracts import ResumeRun, RunFinished
+from agentstream.contracts import ResumeRun, RunFinished, RunStatus
 from agentstream_persistence.pages import MAX_PAGE_SIZE, InvalidCursor, Key
 from agentstream_persistence.queries import RUNS
 from agentstream_persistence.rows import shorten
@@ -40,17 +39,9 @@ T = TypeVar("T")
 runs_app = typer.Typer(help="Stored runs: list, inspect, resume a failed or interrupted one.", no_args_is_help=True)
 
 
-class RunStatusChoice(StrEnum):
-    """`RunStatus` as a CLI choice (a test keeps the two equal)."""
-
-    completed = "completed"
-    failed = "failed"
-    interrupted = "interrupted"
-
-
 WIDE_TERMINAL, MEDIUM_TERMINAL = 150, 110  # columns
 SHORT_ID = 8  # as ingress's /resume names a run
-STATUS_STYLE = {"completed": "green", "failed": "red", "interrupted": "yellow"}
+STATUS_STYLE: dict[str, str] = {RunStatus.COMPLETED: "green", RunStatus.FAILED: "red", RunStatus.INTERRUPTED: "yellow"}
 RunIdArg = Annotated[str, typer.Argument(help="The run id (or a prefix that only it starts with).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (persistence's read API shapes) instead.")]
 
@@ -94,7 +85,7 @@ def _after(cursor: str | None) -> Key | None:
 
 @runs_app.command("list")
 def runs_list(
-    status: Annotated[list[RunStatusChoice] | None, typer.Option(
+    status: Annotated[list[RunStatus] | None, typer.Option(
         "--status", "-s", help="Only runs that ended so (repeat for several).")] = None,
     conversation: Annotated[str | None, typer.Option(help="Only this conversation key (platform:chat_id[:thread]).")] = None,
     resumable: Annotated[bool, typer.Option("--resumable", help="Only runs with a checkpoint (resumable).")] = False,
@@ -271,5 +262,5 @@ def runs_resume(
         raise typer.Exit(1)
     style = STATUS_STYLE.get(finished.status, "white")
     out.print(f"[{style}]run {escape(run.run_id)} resumed: {finished.status}[/]", highlight=False)
-    if finished.status != "completed":
+    if finished.status is not RunStatus.COMPLETED:
         raise typer.Exit(1)

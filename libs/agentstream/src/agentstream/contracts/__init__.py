@@ -7,6 +7,7 @@ from agentstream.contracts.base import SCHEMA_VERSION, Record, new_id, utcnow
 from agentstream.contracts.common import ChatMessage, ReplyTarget, ToolCallSpec, Usage
 from agentstream.contracts.deliveries import DeliveryReceipt, LedgerState
 from agentstream.contracts.dlq import DeadLetter
+from agentstream.contracts.endings import NOT_RUN_REASONS, RESUMABLE_REASONS, FinishReason, RunStatus
 from agentstream.contracts.events import (
     EventBase,
     MessageCompleted,
@@ -19,7 +20,6 @@ from agentstream.contracts.events import (
     RunHeartbeat,
     RunQueued,
     RunStarted,
-    RunStatus,
     SegmentBreak,
     StepCompleted,
     StepFailed,
@@ -39,9 +39,10 @@ from agentstream.contracts.runs import (
 from agentstream.contracts.tools import ToolCallRequest, ToolCallResult
 
 __all__ = [
-    "SCHEMA_VERSION", "Attachment", "ChatMessage", "DeadLetter", "DeliveryReceipt", "EventBase",
-    "InboundMessage", "InterruptRun", "LedgerState", "MessageCompleted", "MessageDelta",
-    "MessageStarted", "Notice", "Record", "ReplyTarget", "ResetConversation", "ResumeRun",
+    "NOT_RUN_REASONS", "RESUMABLE_REASONS", "SCHEMA_VERSION", "Attachment", "ChatMessage", "DeadLetter",
+    "DeliveryReceipt", "EventBase", "FinishReason", "InboundMessage", "InterruptRun", "LedgerState",
+    "MessageCompleted", "MessageDelta", "MessageStarted", "Notice", "Record", "ReplyTarget", "ResetConversation",
+    "ResumeRun",
     "RunCommand", "RunCommandAdapter", "RunEvent", "RunEventAdapter", "RunFinished",
     "RunHeartbeat", "RunQueued", "RunStarted", "RunStatus", "SegmentBreak", "StartRun",
     "StepCompleted", "StepFailed", "StepStarted", "ToolCall", "ToolCallRequest",

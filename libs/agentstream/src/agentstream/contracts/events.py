@@ -14,9 +14,9 @@ from pydantic import Field, TypeAdapter
 
 from agentstream.contracts.base import Record, new_id
 from agentstream.contracts.common import ChatMessage, ReplyTarget, Usage
+from agentstream.contracts.endings import FinishReason, RunStatus
 from agentstream.contracts.limits import ConversationKey, JsonText, Name, Reason, RunId, SessionId, Subject
 
-RunStatus = Literal["completed", "failed", "interrupted"]
 StepType = Literal["hook_create", "llm", "tool", "hook_next", "delegate"]
 
 
@@ -139,7 +139,7 @@ class RunFinished(EventBase):
     type: Literal["run.finished"] = "run.finished"
     status: RunStatus
     error: str | None = None
-    reason: Reason | None = Field(default=None, description="Machine-readable cause, e.g. rebalanced, runner_lost.")
+    reason: FinishReason | None = Field(default=None, description="Why it ended so; None when it simply answered.")
     text: str = Field(default="", description="The final answer text of the root run.")
     usage: Usage = Field(default_factory=Usage)
     duration_ms: float = 0.0

@@ -8,8 +8,9 @@ from pydantic import Field, TypeAdapter
 
 from agentstream.contracts.base import Record
 from agentstream.contracts.common import ReplyTarget
+from agentstream.contracts.endings import FinishReason
 from agentstream.contracts.inbound import User
-from agentstream.contracts.limits import ConversationKey, Name, Reason, RunId, SessionId, Subject
+from agentstream.contracts.limits import ConversationKey, Name, RunId, SessionId, Subject
 
 
 class StartRun(Record):
@@ -34,7 +35,7 @@ class InterruptRun(Record):
     type: Literal["run.interrupt"] = "run.interrupt"
     conversation_key: ConversationKey
     run_id: RunId | None = None
-    reason: Reason = "user"
+    reason: FinishReason = FinishReason.USER
 
 
 class ResumeRun(Record):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import Awaitable
 from typing import Any, ClassVar, TypeVar, cast
 
 from faststream.kafka import KafkaBroker
@@ -23,11 +24,16 @@ from agentstream.config import Settings
 from agentstream.contracts import DeadLetter
 from agentstream.db import create_engine, session_factory
 from agentstream.kafka import Topics, consumer_options, make_broker
+from agentstream.kafka.health import BrokerHealth, disable_auto_commit
+from agentstream.kafka.offsets import CommitPoints
 from agentstream.kafka.producer import encode_record, producer_of
-from agentstream.observability import ReadyCheck, get_logger, http_app
+from agentstream.observability import NotReady, ReadyCheck, get_logger, http_app
 
 T = TypeVar("T")
-STOP_TIMEOUT_S = 10.0
+# A stop ends within 10 s whatever Kafka does: final commits/flushes get FINAL_STEP_TIMEOUT_S
+# (skipped at once while Kafka is known unavailable), the broker's own stop STOP_TIMEOUT_S.
+STOP_TIMEOUT_S = 5.0
+FINAL_STEP_TIMEOUT_S = 3.0
 
 _frozen = False
 
@@ -76,6 +82,10 @@ class Service:
             registry=self.registry,
         )
         self._published_by_topic: dict[str, Any] = {}
+        self.broker_health = BrokerHealth(settings.kafka, self.topics.all(), self.log,
+                                          client_id=f"{settings.kafka.client_id}-{self.name}-health",
+                                          on_new_cluster=self._restart_consumers)
+        self._health_task: asyncio.Task[None] | None = None
         # Subclasses may add checks in `setup()`; `/readyz` reads this dict on every request.
         self.ready_checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
         if self.uses_database:
@@ -109,12 +119,17 @@ class Service:
             self.auth.use_sessions(self.sessions)
         await self.on_start()
         await self.broker.start()
+        await self.broker_health.check()
+        self._health_task = asyncio.create_task(self.broker_health.run(), name=f"{self.name}-kafka-health")
         freeze_startup_objects()
         self.started = True
         self.log.info("service started", bootstrap=self.settings.kafka.bootstrap_servers)
 
     async def stop(self) -> None:
         self.started = False
+        if self._health_task is not None:
+            self._health_task.cancel()
+            await asyncio.wait({self._health_task})
         try:
             # aiokafka can retry forever against a dead broker; a shutdown must end.
             async with asyncio.timeout(STOP_TIMEOUT_S):
@@ -128,8 +143,48 @@ class Service:
                 await self.engine.dispose()
         self.log.info("service stopped")
 
+    async def final_step(self, step: Awaitable[object], what: str) -> None:
+        """A commit or flush on the way out: bounded by FINAL_STEP_TIMEOUT_S, skipped while Kafka is
+        known to be unavailable (it cannot succeed; the records are read again after a restart)."""
+        if not self.broker_health.ok:
+            if asyncio.iscoroutine(step):
+                step.close()
+            self.log.warning(f"{what} skipped: kafka unavailable", reason=self.broker_health.reason)
+            return
+        try:
+            async with asyncio.timeout(FINAL_STEP_TIMEOUT_S):
+                await step
+        except TimeoutError:
+            self.log.warning(f"{what} did not finish in time; abandoned", timeout_s=FINAL_STEP_TIMEOUT_S)
+
+    async def _restart_consumers(self) -> None:
+        """The broker lost everything (a restarted embedded broker): the consumers' positions point
+        into records that no longer exist. New consumers join afresh and read the new topics from
+        the beginning; the old ones must not commit their positions on the way out."""
+        for sub in self.broker.subscribers:
+            for consumer in {getattr(sub, "consumer", None), *getattr(sub, "consumer_subgroup", ())} - {None}:
+                disable_auto_commit(consumer)
+            await sub.stop()
+        for points in self._commit_points():
+            points.reset()
+        for sub in self.broker.subscribers:
+            await sub.start()
+        self.log.warning("consumers restarted on the new kafka cluster", subscribers=len(self.broker.subscribers))
+
+    def _commit_points(self) -> list[CommitPoints]:
+        """The service's `CommitPoints`, held directly or by one of its parts (e.g. a committer)."""
+        found: dict[int, CommitPoints] = {}
+        for value in vars(self).values():
+            for candidate in (value, *getattr(value, "__dict__", {}).values()):
+                if isinstance(candidate, CommitPoints):
+                    found[id(candidate)] = candidate
+        return list(found.values())
+
     async def _broker_ready(self) -> bool:
-        return self.started and await self.broker.ping(timeout=2.0)
+        if not self.started:
+            raise NotReady("not started")
+        self.broker_health.raise_if_down()
+        return True
 
     async def _db_ready(self) -> bool:
         if self.engine is None:

@@ -75,7 +75,7 @@ class PersistenceService(Service):
         if self._watchdog is not None:
             self._watchdog.cancel()
             await asyncio.wait({self._watchdog})
-        await self.commit()
+        await self.final_step(self.commit(), "final offset commit")
         await super().stop()
 
     # -- events --------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -13,10 +14,12 @@ from agentstream.config import SERVICES, SecurityProtocol, Settings
 from agentstream.db import upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import EmbeddedBroker, create_topics, free_port
+from agentstream.observability import get_logger
 from agentstream.service import Service
 from agentstream_stack.services import build_all
 
 STATE_FILE = Path(".agentstream/stack.json")
+log = get_logger("agentstream.stack")
 
 
 @dataclass
@@ -26,6 +29,17 @@ class RunningStack:
     services: dict[str, Service]
     broker: EmbeddedBroker | None
     urls: dict[str, str] = field(default_factory=dict)
+    broker_exit_code: int | None = None  # set when the embedded broker ended on its own
+
+    async def watch_broker(self, stop: asyncio.Event) -> None:
+        """Set `stop` if the embedded broker process ends: its memory (topics, records, offsets)
+        is gone, so the stack stops instead of serving nothing."""
+        if self.broker is None:
+            return
+        self.broker_exit_code = await self.broker.wait_exit()
+        log.error("embedded broker exited; stopping the stack", exit_code=self.broker_exit_code,
+                  pid=self.broker.pid)
+        stop.set()
 
     def describe(self) -> dict[str, Any]:
         return {

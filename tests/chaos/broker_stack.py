@@ -81,9 +81,11 @@ class Stack:
         return took
 
 
-async def post(http: httpx.AsyncClient, ingress_url: str, chat: str, text: str = "calculate 6*7") -> httpx.Response:
-    return await http.post(f"{ingress_url}/v1/messages", headers=ADMIN_HEADERS, json={
-        "platform": "memory", "chat_id": chat, "user": {"id": "chaos-user"}, "text": text})
+async def post(http: httpx.AsyncClient, ingress_url: str, chat: str, message_id: str | None = None) -> httpx.Response:
+    body = {"platform": "memory", "chat_id": chat, "user": {"id": f"user-{chat}"}, "text": "calculate 6*7"}
+    if message_id is not None:
+        body["id"] = message_id
+    return await http.post(f"{ingress_url}/v1/messages", headers=ADMIN_HEADERS, json=body)
 
 
 async def chat_texts(http: httpx.AsyncClient, delivery_url: str, chat: str) -> list[str]:

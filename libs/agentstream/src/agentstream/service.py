@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, TypeVar, cast
 
 from faststream.kafka import KafkaBroker
@@ -24,7 +24,7 @@ from agentstream.config import Settings
 from agentstream.contracts import DeadLetter
 from agentstream.db import create_engine, session_factory
 from agentstream.kafka import Topics, consumer_options, make_broker
-from agentstream.kafka.health import BrokerHealth, disable_auto_commit
+from agentstream.kafka.health import BrokerHealth, hold_commits, release_commits
 from agentstream.kafka.offsets import CommitPoints
 from agentstream.kafka.producer import encode_record, producer_of
 from agentstream.observability import NotReady, ReadyCheck, get_logger, http_app
@@ -84,7 +84,9 @@ class Service:
         self._published_by_topic: dict[str, Any] = {}
         self.broker_health = BrokerHealth(settings.kafka, self.topics.all(), self.log,
                                           client_id=f"{settings.kafka.client_id}-{self.name}-health",
-                                          on_new_cluster=self._restart_consumers)
+                                          on_new_cluster=self._restart_consumers,
+                                          on_lost=lambda: self._each_consumer(hold_commits),
+                                          on_back=lambda: self._each_consumer(release_commits))
         self._health_task: asyncio.Task[None] | None = None
         # Subclasses may add checks in `setup()`; `/readyz` reads this dict on every request.
         self.ready_checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
@@ -161,15 +163,20 @@ class Service:
         """The broker lost everything (a restarted embedded broker): the consumers' positions point
         into records that no longer exist. New consumers join afresh and read the new topics from
         the beginning; the old ones must not commit their positions on the way out."""
+        self._each_consumer(hold_commits)  # held already since the loss was seen; a fast restart was not
         for sub in self.broker.subscribers:
-            for consumer in {getattr(sub, "consumer", None), *getattr(sub, "consumer_subgroup", ())} - {None}:
-                disable_auto_commit(consumer)
             await sub.stop()
         for points in self._commit_points():
             points.reset()
         for sub in self.broker.subscribers:
             await sub.start()
         self.log.warning("consumers restarted on the new kafka cluster", subscribers=len(self.broker.subscribers))
+
+    def _each_consumer(self, action: Callable[[Any], None]) -> None:
+        for sub in self.broker.subscribers:
+            for consumer in (getattr(sub, "consumer", None), *getattr(sub, "consumer_subgroup", ())):
+                if consumer is not None:
+                    action(consumer)
 
     def _commit_points(self) -> list[CommitPoints]:
         """The service's `CommitPoints`, held directly or by one of its parts (e.g. a committer)."""

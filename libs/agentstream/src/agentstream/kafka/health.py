@@ -14,7 +14,11 @@ way; the readiness check, and the HTTP front door before producing, read the sta
 A cluster id other than the one seen before means the records, offsets and groups
 the consumers know of are gone (the embedded broker gets a fresh id on every start):
 `on_new_cluster` is called once the topics are there, and the service restarts its
-consumers from the beginning of the new topics.
+consumers from the beginning of the new topics. Their old positions must never be
+committed into the new cluster (Tansu answers a fetch past the end with nothing, so a
+consumer would wait there forever): from the moment Kafka is seen unavailable
+`on_lost` holds every commit, and only the same cluster coming back releases them
+(`on_back`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import CommitFailedError
 from aiokafka.protocol.metadata import MetadataRequest
 
 from agentstream.config import KafkaSettings
@@ -45,9 +50,13 @@ class BrokerHealth:
     def __init__(
         self, kafka: KafkaSettings, topics: Sequence[str], log: Any, client_id: str,
         on_new_cluster: Callable[[], Awaitable[None]] | None = None,
+        on_lost: Callable[[], None] | None = None,
+        on_back: Callable[[], None] | None = None,
     ) -> None:
         self.kafka = kafka
         self.on_new_cluster = on_new_cluster
+        self.on_lost = on_lost
+        self.on_back = on_back
         self.cluster_id: str | None = None
         self._new_cluster = False  # seen, not yet handled by `on_new_cluster`
         self.topics = list(topics)
@@ -81,6 +90,8 @@ class BrokerHealth:
             present = await self._topics_present()
         except Exception as err:  # the type only: an exception's text may name hosts
             await self.close()  # a fresh client next time: a half-dead one may never recover
+            if self.reason is None and self.on_lost is not None:
+                self.on_lost()
             return self._down(f"kafka not answering ({type(err).__name__})")
         missing = [t for t in self.topics if t not in present]
         if missing and self.kafka.auto_create_topics:
@@ -102,6 +113,8 @@ class BrokerHealth:
                     await self.on_new_cluster()
             except Exception as err:
                 return self._down(f"consumers not restarted on the new cluster ({type(err).__name__})")
+        elif self.reason is not None and self.reason != NOT_CHECKED and self.on_back is not None:
+            self.on_back()
         self._new_cluster = False
         self._up()
 
@@ -152,10 +165,26 @@ class BrokerHealth:
         self.reason, self._down_since = None, None
 
 
-def disable_auto_commit(consumer: Any) -> None:
-    """Keep an aiokafka consumer from committing its positions again, even when it stops
-    (aiokafka has no public switch; without one, a consumer closed after the broker lost
-    its data would commit offsets of records that no longer exist)."""
+async def _commits_held(*args: Any, **kwargs: Any) -> None:
+    raise CommitFailedError("commits held: kafka was lost and may have come back without our records")
+
+
+def hold_commits(consumer: Any) -> None:
+    """No commit of this consumer reaches Kafka (its own auto-commits included) until
+    `release_commits`: the positions it holds may belong to a cluster that is gone."""
+    if "commit" in vars(consumer):
+        return
+    consumer.commit = _commits_held
     coordinator = getattr(consumer, "_coordinator", None)
     if coordinator is not None and hasattr(coordinator, "_enable_auto_commit"):
+        consumer._agentstream_auto_commit = coordinator._enable_auto_commit
         coordinator._enable_auto_commit = False
+
+
+def release_commits(consumer: Any) -> None:
+    if "commit" not in vars(consumer):
+        return
+    del consumer.commit
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is not None and hasattr(consumer, "_agentstream_auto_commit"):
+        coordinator._enable_auto_commit = consumer._agentstream_auto_commit

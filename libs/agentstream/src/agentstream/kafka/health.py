@@ -59,6 +59,7 @@ class BrokerHealth:
         self.on_back = on_back
         self.cluster_id: str | None = None
         self._new_cluster = False  # seen, not yet handled by `on_new_cluster`
+        self._lost = False  # `on_lost` called, `on_back`/`on_new_cluster` not yet
         self.topics = list(topics)
         self.log = log
         self.client_id = client_id
@@ -90,8 +91,10 @@ class BrokerHealth:
             present = await self._topics_present()
         except Exception as err:  # the type only: an exception's text may name hosts
             await self.close()  # a fresh client next time: a half-dead one may never recover
-            if self.reason is None and self.on_lost is not None:
-                self.on_lost()
+            if self.reason is None and not self._lost:
+                self._lost = True
+                if self.on_lost is not None:
+                    self.on_lost()
             return self._down(f"kafka not answering ({type(err).__name__})")
         missing = [t for t in self.topics if t not in present]
         if missing and self.kafka.auto_create_topics:
@@ -113,9 +116,9 @@ class BrokerHealth:
                     await self.on_new_cluster()
             except Exception as err:
                 return self._down(f"consumers not restarted on the new cluster ({type(err).__name__})")
-        elif self.reason is not None and self.reason != NOT_CHECKED and self.on_back is not None:
+        elif self._lost and self.on_back is not None:
             self.on_back()
-        self._new_cluster = False
+        self._new_cluster = self._lost = False
         self._up()
 
     async def close(self) -> None:

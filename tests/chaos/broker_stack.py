@@ -5,6 +5,7 @@ clients look)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import time
 from pathlib import Path
@@ -32,8 +33,10 @@ class Stack:
         return self.workdir / f"{name}.log"
 
     def start(self) -> None:
-        self.procs = {name: spawn(["serve", name, "--port", str(port)], self.env, self.workdir, self.log(name))
-                      for name, port in self.ports.items()}
+        self.procs = {
+            name: spawn(["serve", name, "--port", str(port)], self.env, self.workdir, self.log(name))
+            for name, port in self.ports.items()
+        }
 
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.ports[name]}"
@@ -61,7 +64,7 @@ class Stack:
         return {name: self.log(name).stat().st_size for name in self.ports}
 
     def lines_since(self, sizes: dict[str, int]) -> dict[str, int]:
-        return {name: len(self.log(name).read_bytes()[sizes[name]:].splitlines()) for name in self.ports}
+        return {name: len(self.log(name).read_bytes()[sizes[name] :].splitlines()) for name in self.ports}
 
     def terminate(self) -> dict[str, float]:
         """SIGTERM every service at once; seconds until each exited (killed after 30 s)."""
@@ -71,10 +74,8 @@ class Stack:
                 proc.terminate()
         took = {}
         for name, proc in self.procs.items():
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=max(0.1, 30 - (time.monotonic() - t0)))
-            except subprocess.TimeoutExpired:
-                pass
             took[name] = time.monotonic() - t0
         for proc in self.procs.values():
             stop(proc, timeout=1)

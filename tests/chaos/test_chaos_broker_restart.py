@@ -48,8 +48,9 @@ async def test_broker_killed_and_restarted_mid_traffic(tmp_path):
     port = free_port()
     broker = EmbeddedBroker(port=port, log_file=tmp_path / "broker-1.log")
     await asyncio.to_thread(broker.start)
-    settings = make_test_settings(broker.bootstrap_servers, f"bl{uuid.uuid4().hex[:6]}.",
-                                  f"sqlite+aiosqlite:///{tmp_path / 'stack.db'}")
+    settings = make_test_settings(
+        broker.bootstrap_servers, f"bl{uuid.uuid4().hex[:6]}.", f"sqlite+aiosqlite:///{tmp_path / 'stack.db'}"
+    )
     await create_topics(settings.kafka)
     stack = Stack(settings, tmp_path)
     stack.start()
@@ -126,9 +127,11 @@ async def test_broker_killed_and_restarted_mid_traffic(tmp_path):
             lost_after_kill = [c for c in lost if accepted[c] > killed_at]
             assert not lost_after_kill, every
             assert len(lost) <= 1, lost  # at most one was in flight in the instant of the kill
-            print(f"\nbroker restart: runs={len(accepted)} exact={len(accepted) - len(lost)} "
-                  f"duplicates={len(duplicates)} lost={len(lost)} refused_503={len(refused)} "
-                  f"log_lines_down={lines}")
+            print(
+                f"\nbroker restart: runs={len(accepted)} exact={len(accepted) - len(lost)} "
+                f"duplicates={len(duplicates)} lost={len(lost)} refused_503={len(refused)} "
+                f"log_lines_down={lines}"
+            )
     finally:
         took = stack.terminate()
         broker.stop()
@@ -139,8 +142,9 @@ async def test_sigterm_while_broker_down_exits_within_10s(tmp_path):
     """The services that used to hang (commits and flushes on stop with no bound) stop in time."""
     broker = EmbeddedBroker(log_file=tmp_path / "broker.log")
     await asyncio.to_thread(broker.start)
-    settings = make_test_settings(broker.bootstrap_servers, f"bl{uuid.uuid4().hex[:6]}.",
-                                  f"sqlite+aiosqlite:///{tmp_path / 'stack.db'}")
+    settings = make_test_settings(
+        broker.bootstrap_servers, f"bl{uuid.uuid4().hex[:6]}.", f"sqlite+aiosqlite:///{tmp_path / 'stack.db'}"
+    )
     await create_topics(settings.kafka)
     stack = Stack(settings, tmp_path, services=("ingress", "persistence", "delivery", "agent-runner"))
     stack.start()

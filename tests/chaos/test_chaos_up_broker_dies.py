@@ -18,8 +18,10 @@ pytestmark = pytest.mark.chaos
 
 
 def test_up_stops_with_a_nonzero_exit_when_its_broker_is_killed(tmp_path):
-    env = {f"AGENTSTREAM__HTTP__{name}": str(free_port())
-           for name in ("INGRESS", "AGENT_RUNNER", "TOOL_EXECUTOR", "DELIVERY", "PERSISTENCE")}
+    env = {
+        f"AGENTSTREAM__HTTP__{name}": str(free_port())
+        for name in ("INGRESS", "AGENT_RUNNER", "TOOL_EXECUTOR", "DELIVERY", "PERSISTENCE")
+    }
     log = tmp_path / "up.log"
     proc = spawn(["up", "--no-chat"], env, tmp_path, log)
     state_file = tmp_path / ".agentstream" / "stack.json"

@@ -28,10 +28,24 @@ class Calls:
 
 
 def health_for(bootstrap: str, prefix: str, calls: Calls, auto_create: bool) -> BrokerHealth:
-    kafka = load_settings(kafka={"bootstrap_servers": bootstrap, "topic_prefix": prefix, "embedded": True,
-                                 "partitions": 2, "auto_create_topics": auto_create}).kafka
-    return BrokerHealth(kafka, Topics(prefix).all(), get_logger("test.health"), client_id="test-health",
-                        on_new_cluster=calls.on_new_cluster, on_lost=calls.on_lost, on_back=calls.on_back)
+    kafka = load_settings(
+        kafka={
+            "bootstrap_servers": bootstrap,
+            "topic_prefix": prefix,
+            "embedded": True,
+            "partitions": 2,
+            "auto_create_topics": auto_create,
+        }
+    ).kafka
+    return BrokerHealth(
+        kafka,
+        Topics(prefix).all(),
+        get_logger("test.health"),
+        client_id="test-health",
+        on_new_cluster=calls.on_new_cluster,
+        on_lost=calls.on_lost,
+        on_back=calls.on_back,
+    )
 
 
 async def test_missing_topics_not_ready_until_created_when_auto_create_is_off() -> None:

@@ -54,12 +54,15 @@ def test_filter_throttles_aiokafka_by_format_string_and_says_how_many() -> None:
     first = record("aiokafka.consumer.group_coordinator", fmt, "g", "p0", "UnknownTopicOrPartitionError")
     assert flt.filter(first)
     # Other partitions, same kind of line: dropped within the interval.
-    assert not any(flt.filter(record("aiokafka.consumer.group_coordinator", fmt, "g", f"p{i}", "E"))
-                   for i in range(1, 78))
+    assert not any(
+        flt.filter(record("aiokafka.consumer.group_coordinator", fmt, "g", f"p{i}", "E")) for i in range(1, 78)
+    )
     clock.now += 10.0
     later = record("aiokafka.consumer.group_coordinator", fmt, "g", "p9", "E")
     assert flt.filter(later)
-    assert later.getMessage() == "OffsetCommit failed for group g on partition p9: E (77 more like this in the last 10 s)"
+    assert (
+        later.getMessage() == "OffsetCommit failed for group g on partition p9: E (77 more like this in the last 10 s)"
+    )
 
 
 def test_filter_throttles_our_listed_events_and_passes_everything_else() -> None:

@@ -64,7 +64,9 @@ class ServiceHost:
             async with asyncio.timeout(STOP_BACKSTOP_S):
                 await asyncio.gather(*(s.stop() for s in reversed(self._started)), return_exceptions=True)
         except TimeoutError:
-            get_logger("agentstream.host").warning("services did not stop in time; abandoning them", timeout_s=STOP_BACKSTOP_S)
+            get_logger("agentstream.host").warning(
+                "services did not stop in time; abandoning them", timeout_s=STOP_BACKSTOP_S
+            )
         self._started = []
         for server, _ in self._servers:
             server.should_exit = True

@@ -36,7 +36,8 @@ class RunningStack:
         if self.broker is None:
             return
         self.broker_exit_code = await self.broker.wait_exit()
-        get_logger("agentstream.stack").error("embedded broker exited; stopping the stack", exit_code=self.broker_exit_code,
+        get_logger("agentstream.stack").error(
+            "embedded broker exited; stopping the stack", exit_code=self.broker_exit_code,
                   pid=self.broker.pid)
         stop.set()
 

@@ -48,7 +48,11 @@ class BrokerUnavailable(NotReady):
 
 class BrokerHealth:
     def __init__(
-        self, kafka: KafkaSettings, topics: Sequence[str], log: Any, client_id: str,
+        self,
+        kafka: KafkaSettings,
+        topics: Sequence[str],
+        log: Any,
+        client_id: str,
         on_new_cluster: Callable[[], Awaitable[None]] | None = None,
         on_lost: Callable[[], None] | None = None,
         on_back: Callable[[], None] | None = None,
@@ -130,8 +134,12 @@ class BrokerHealth:
     async def _topics_present(self) -> set[str]:
         async with asyncio.timeout(self.timeout_s):
             if self._client is None:
-                client = AIOKafkaClient(bootstrap_servers=self.kafka.bootstrap_servers, client_id=self.client_id,
-                                        request_timeout_ms=int(self.timeout_s * 1000), **client_security(self.kafka))
+                client = AIOKafkaClient(
+                    bootstrap_servers=self.kafka.bootstrap_servers,
+                    client_id=self.client_id,
+                    request_timeout_ms=int(self.timeout_s * 1000),
+                    **client_security(self.kafka),
+                )
                 try:
                     await client.bootstrap()
                 except BaseException:
@@ -147,8 +155,11 @@ class BrokerHealth:
         if cluster_id is not None and cluster_id != self.cluster_id:
             if self.cluster_id is not None:
                 self._new_cluster = True
-                self.log.warning("kafka cluster changed: its records, offsets and groups are not the ones we knew",
-                                 cluster_id=cluster_id, previous=self.cluster_id)
+                self.log.warning(
+                    "kafka cluster changed: its records, offsets and groups are not the ones we knew",
+                    cluster_id=cluster_id,
+                    previous=self.cluster_id,
+                )
             self.cluster_id = cluster_id
         return {t[1] for t in metadata.topics if t[0] == 0}  # (error_code, name, ...) in every version
 
@@ -163,8 +174,9 @@ class BrokerHealth:
         if self.reason is not None:
             since = self._down_since
             if self.reason != NOT_CHECKED:
-                self.log.warning("kafka available again: ready",
-                                 down_s=round(time.monotonic() - since, 1) if since else None)
+                self.log.warning(
+                    "kafka available again: ready", down_s=round(time.monotonic() - since, 1) if since else None
+                )
         self.reason, self._down_since = None, None
 
 

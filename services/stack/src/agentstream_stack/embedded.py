@@ -37,8 +37,8 @@ class RunningStack:
             return
         self.broker_exit_code = await self.broker.wait_exit()
         get_logger("agentstream.stack").error(
-            "embedded broker exited; stopping the stack", exit_code=self.broker_exit_code,
-                  pid=self.broker.pid)
+            "embedded broker exited; stopping the stack", exit_code=self.broker_exit_code, pid=self.broker.pid
+        )
         stop.set()
 
     def describe(self) -> dict[str, Any]:

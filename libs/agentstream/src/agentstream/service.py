@@ -34,6 +34,7 @@ T = TypeVar("T")
 # (skipped at once while Kafka is known unavailable), the broker's own stop STOP_TIMEOUT_S.
 STOP_TIMEOUT_S = 5.0
 FINAL_STEP_TIMEOUT_S = 3.0
+OLD_CONSUMER_STOP_S = 10.0
 
 _frozen = False
 
@@ -88,6 +89,7 @@ class Service:
                                           on_lost=lambda: self._each_consumer(hold_commits),
                                           on_back=lambda: self._each_consumer(release_commits))
         self._health_task: asyncio.Task[None] | None = None
+        self._abandoned: set[asyncio.Task[Any]] = set()  # old consumers still stopping
         # Subclasses may add checks in `setup()`; `/readyz` reads this dict on every request.
         self.ready_checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
         if self.uses_database:
@@ -164,13 +166,37 @@ class Service:
         into records that no longer exist. New consumers join afresh and read the new topics from
         the beginning; the old ones must not commit their positions on the way out."""
         self._each_consumer(hold_commits)  # held already since the loss was seen; a fast restart was not
+        old = []
         for sub in self.broker.subscribers:
-            await sub.stop()
+            if getattr(sub, "consumer_subgroup", None):  # not a kind we build; FastStream's own stop
+                await sub.stop()
+                continue
+            kafka_sub = cast("Any", sub)  # a FastStream Kafka subscriber: `consumer` is its aiokafka consumer
+            consumer, kafka_sub.consumer = kafka_sub.consumer, None
+            await sub.stop()  # without its consumer: ends the consume task, nothing that can hang
+            if consumer is not None:
+                old.append(consumer)
         for points in self._commit_points():
             points.reset()
+        await self._close_consumers(old)
         for sub in self.broker.subscribers:
             await sub.start()
         self.log.warning("consumers restarted on the new kafka cluster", subscribers=len(self.broker.subscribers))
+
+    async def _close_consumers(self, consumers: list[Any]) -> None:
+        """Stop the old consumers, but never wait on them for long: one stuck in a rebalance callback
+        (waiting for acks the lost broker never sends) would hold the restart forever, and aiokafka's
+        stop does not always give way to a cancellation. A consumer still stopping is left to finish."""
+        if not consumers:
+            return
+        stopping = {asyncio.create_task(c.stop(), name=f"{self.name}-old-consumer-stop") for c in consumers}
+        _, pending = await asyncio.wait(stopping, timeout=OLD_CONSUMER_STOP_S)
+        if pending:
+            self.log.warning("old consumers did not stop in time; left behind", count=len(pending),
+                             timeout_s=OLD_CONSUMER_STOP_S)
+            self._abandoned |= pending
+            for task in pending:
+                task.add_done_callback(self._abandoned.discard)
 
     def _each_consumer(self, action: Callable[[Any], None]) -> None:
         for sub in self.broker.subscribers:

@@ -13,7 +13,10 @@ from collections.abc import Iterator, Sequence
 
 import uvicorn
 
+from agentstream.observability import get_logger
 from agentstream.service import Service
+
+STOP_BACKSTOP_S = 9.0
 
 
 class _QuietServer(uvicorn.Server):
@@ -56,7 +59,14 @@ class ServiceHost:
                 raise r
 
     async def stop(self) -> None:
-        await asyncio.gather(*(s.stop() for s in reversed(self._started)), return_exceptions=True)
+        try:
+            # Each stop bounds its own steps; this is the backstop for a step that does not.
+            async with asyncio.timeout(STOP_BACKSTOP_S):
+                await asyncio.gather(*(s.stop() for s in reversed(self._started)), return_exceptions=True)
+        except TimeoutError:
+            get_logger("agentstream.host").warning(
+                "services did not stop in time; abandoning them", timeout_s=STOP_BACKSTOP_S
+            )
         self._started = []
         for server, _ in self._servers:
             server.should_exit = True

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from agentstream.auth import AUTH_RESPONSES, Authenticator, Principal, Scope, authenticate, requires
+from agentstream.logthrottle import ThrottleFilter
 from agentstream.secrets_mask import mask_secrets, register_settings_secrets
 
 if TYPE_CHECKING:
@@ -76,6 +77,8 @@ def configure_logging(level: str = "INFO", json: bool = True, log_file: str | No
             ],
         )
     )
+    # Kafka outages repeat the same lines many times a second: once per interval, with a count.
+    handler.addFilter(ThrottleFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(lvl)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar, TypeVar, cast
 
 from faststream.kafka import KafkaBroker
@@ -25,11 +26,17 @@ from agentstream.contracts import DeadLetter
 from agentstream.db import create_engine, session_factory
 from agentstream.kafka import Topics, consumer_options, make_broker
 from agentstream.kafka.guard import failure_reason, handler_guard, records_of
+from agentstream.kafka.health import BrokerHealth, hold_commits, release_commits
+from agentstream.kafka.offsets import CommitPoints
 from agentstream.kafka.producer import encode_record, producer_of
-from agentstream.observability import ReadyCheck, get_logger, http_app
+from agentstream.observability import NotReady, ReadyCheck, get_logger, http_app
 
 T = TypeVar("T")
-STOP_TIMEOUT_S = 10.0
+# A stop ends within 10 s whatever Kafka does: final commits/flushes get FINAL_STEP_TIMEOUT_S
+# (skipped at once while Kafka is known unavailable), the broker's own stop STOP_TIMEOUT_S.
+STOP_TIMEOUT_S = 5.0
+FINAL_STEP_TIMEOUT_S = 3.0
+OLD_CONSUMER_STOP_S = 10.0
 
 _frozen = False
 
@@ -80,6 +87,13 @@ class Service:
             registry=self.registry,
         )
         self._published_by_topic: dict[str, Any] = {}
+        self.broker_health = BrokerHealth(settings.kafka, self.topics.all(), self.log,
+                                          client_id=f"{settings.kafka.client_id}-{self.name}-health",
+                                          on_new_cluster=self._restart_consumers,
+                                          on_lost=lambda: self._each_consumer(hold_commits),
+                                          on_back=lambda: self._each_consumer(release_commits))
+        self._health_task: asyncio.Task[None] | None = None
+        self._abandoned: set[asyncio.Task[Any]] = set()  # old consumers still stopping
         # Subclasses may add checks in `setup()`; `/readyz` reads this dict on every request.
         self.ready_checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
         if self.uses_database:
@@ -113,12 +127,17 @@ class Service:
             self.auth.use_sessions(self.sessions)
         await self.on_start()
         await self.broker.start()
+        await self.broker_health.check()
+        self._health_task = asyncio.create_task(self.broker_health.run(), name=f"{self.name}-kafka-health")
         freeze_startup_objects()
         self.started = True
         self.log.info("service started", bootstrap=self.settings.kafka.bootstrap_servers)
 
     async def stop(self) -> None:
         self.started = False
+        if self._health_task is not None:
+            self._health_task.cancel()
+            await asyncio.wait({self._health_task})
         try:
             # aiokafka can retry forever against a dead broker; a shutdown must end.
             async with asyncio.timeout(STOP_TIMEOUT_S):
@@ -132,8 +151,80 @@ class Service:
                 await self.engine.dispose()
         self.log.info("service stopped")
 
+    async def final_step(self, step: Awaitable[object], what: str) -> None:
+        """A commit or flush on the way out: bounded by FINAL_STEP_TIMEOUT_S, skipped while Kafka is
+        known to be unavailable (it cannot succeed; the records are read again after a restart)."""
+        if not self.broker_health.ok:
+            if asyncio.iscoroutine(step):
+                step.close()
+            self.log.warning(f"{what} skipped: kafka unavailable", reason=self.broker_health.reason)
+            return
+        try:
+            async with asyncio.timeout(FINAL_STEP_TIMEOUT_S):
+                await step
+        except TimeoutError:
+            self.log.warning(f"{what} did not finish in time; abandoned", timeout_s=FINAL_STEP_TIMEOUT_S)
+
+    async def _restart_consumers(self) -> None:
+        """The broker lost everything (a restarted embedded broker): the consumers' positions point
+        into records that no longer exist. New consumers join afresh and read the new topics from
+        the beginning; the old ones must not commit their positions on the way out."""
+        self._each_consumer(hold_commits)  # held already since the loss was seen; a fast restart was not
+        old = []
+        for sub in self.broker.subscribers:
+            if getattr(sub, "consumer_subgroup", None):  # not a kind we build; FastStream's own stop
+                await sub.stop()
+                continue
+            kafka_sub = cast("Any", sub)  # a FastStream Kafka subscriber: `consumer` is its aiokafka consumer
+            consumer, kafka_sub.consumer = kafka_sub.consumer, None
+            await sub.stop()  # without its consumer: ends the consume task, nothing that can hang
+            if consumer is not None:
+                old.append(consumer)
+        for points in self._commit_points():
+            points.reset()
+        await self._close_consumers(old)
+        for sub in self.broker.subscribers:
+            await sub.start()
+        self.log.warning("consumers restarted on the new kafka cluster", subscribers=len(self.broker.subscribers))
+
+    async def _close_consumers(self, consumers: list[Any]) -> None:
+        """Stop the old consumers, but never wait on them for long: one stuck in a rebalance callback
+        (waiting for acks the lost broker never sends) would hold the restart forever, and aiokafka's
+        stop does not always give way to a cancellation. A consumer still stopping is left to finish."""
+        if not consumers:
+            return
+        stopping = {asyncio.create_task(c.stop(), name=f"{self.name}-old-consumer-stop") for c in consumers}
+        _, pending = await asyncio.wait(stopping, timeout=OLD_CONSUMER_STOP_S)
+        if pending:
+            self.log.warning("old consumers did not stop in time; left behind", count=len(pending),
+                             timeout_s=OLD_CONSUMER_STOP_S)
+            self._abandoned |= pending
+            for task in pending:
+                task.add_done_callback(self._abandoned.discard)
+
+    def _each_consumer(self, action: Callable[[Any], None]) -> None:
+        for sub in self.broker.subscribers:
+            for consumer in (getattr(sub, "consumer", None), *getattr(sub, "consumer_subgroup", ())):
+                if consumer is not None:
+                    action(consumer)
+
+    def _commit_points(self) -> list[CommitPoints]:
+        """The service's `CommitPoints`, held directly or by one of its parts (e.g. a committer)."""
+        found: dict[int, CommitPoints] = {}
+        for value in vars(self).values():
+            for candidate in (value, *getattr(value, "__dict__", {}).values()):
+                if isinstance(candidate, CommitPoints):
+                    found[id(candidate)] = candidate
+        return list(found.values())
+
     async def _broker_ready(self) -> bool:
-        return self.started and await self.broker.ping(timeout=2.0)
+        if not self.started:
+            raise NotReady("not started")
+        self.broker_health.raise_if_down()
+        # The periodic check may be up to an interval old: a ping says at once that the broker went away.
+        if not await self.broker.ping(timeout=2.0):
+            raise NotReady("kafka not answering")
+        return True
 
     async def _db_ready(self) -> bool:
         if self.engine is None:

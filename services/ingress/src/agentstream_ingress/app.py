@@ -93,6 +93,7 @@ class IngressService(Service):
         """The HTTP front door writes to `inbound`, like any other producer."""
         if not self.started:
             raise RuntimeError("ingress is not connected to Kafka")
+        self.broker_health.raise_if_down()  # a restarted broker without topics would swallow it
         await self.publish(self.topics.inbound, msg, msg.conversation_key)
 
     async def on_inbound(self, msg: KafkaMessage) -> None:
@@ -127,7 +128,7 @@ class IngressService(Service):
         return getattr(self.subscriber, "consumer", None)
 
     async def stop(self) -> None:
-        await self.commits.flush()  # before the consumer closes
+        await self.final_step(self.commits.flush(), "final offset commit")  # before the consumer closes
         if self.pipeline is not None:
             await self.pipeline.settle()  # before the database closes
         await super().stop()

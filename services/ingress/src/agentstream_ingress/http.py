@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agentstream.auth import Principal, authenticate
 from agentstream.config import Settings
 from agentstream.contracts import InboundMessage
+from agentstream.observability import NotReady
 from agentstream_ingress.identity import PostedMessage, Refused, bind_identity, source_of
 from agentstream_ingress.webhooks import InvalidUpdate, slack, telegram
 
@@ -135,6 +136,8 @@ def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
         try:
             async with asyncio.timeout(cfg.publish_timeout_s):
                 await produce(msg)
+        except NotReady as err:  # known before trying: broker lost, topics gone (our own words, no hosts)
+            return _problem(503, f"kafka unavailable: {err.reason}")
         except TimeoutError:
             return _problem(503, f"kafka did not accept the message within {cfg.publish_timeout_s}s")
         except Exception as err:  # broker down, not started, …: say so instead of a 500

@@ -101,7 +101,7 @@ class PersistenceService(Service):
             if task is not None:
                 task.cancel()
                 await asyncio.wait({task})
-        await self.commit()
+        await self.final_step(self.commit(), "final offset commit")
         await super().stop()
 
     # -- events --------------------------------------------------------------------

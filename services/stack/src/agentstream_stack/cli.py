@@ -33,6 +33,8 @@ from agentstream_stack.render import StreamPrinter
 from agentstream_stack.runs_cli import runs_app
 from agentstream_stack.services import build_service
 
+BROKER_DIED_EXIT = 3  # `agentstream up`: the embedded broker died, the stack was stopped
+
 app = typer.Typer(help="agentstream: a Kafka-native runtime for AI agents.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
@@ -60,7 +62,7 @@ def up(
     log_file = str(state_dir / "agentstream.log") if interactive else None
     configure_logging(settings.log_level, log_file=log_file, settings=settings)
 
-    async def main() -> None:
+    async def main() -> int | None:
         stop = asyncio.Event()
         install_stop_signals(stop)
         out.print("[dim]starting the embedded stack (broker, topics, database, 5 services)…[/]")
@@ -84,15 +86,24 @@ def up(
                 out.print("  [dim]admin key: the one printed on the first start (`agentstream keys create` makes more)[/]")
             out.print(f"  web chat       {stack.web_link()}", soft_wrap=True, highlight=False)
             out.print('[dim]send from another terminal: agentstream send "calculate 6*7"   ·   Ctrl-C stops[/]')
+            watch = asyncio.create_task(stack.watch_broker(stop), name="embedded-broker-watch")
             if interactive:
                 from agentstream_stack.console_chat import chat_loop
 
                 await chat_loop(stack.services["ingress"], stack.services["delivery"], out, stop)
             await stop.wait()
+            watch.cancel()
+            if stack.broker_exit_code is not None:
+                # Never a silent zombie: services without their broker serve nothing. Stop, and say why.
+                err.print(f"[red bold]the embedded broker exited (code {stack.broker_exit_code}); everything it "
+                          "held (topics, records, offsets) is gone. Stopping the stack; start it again with "
+                          "`agentstream up`.[/]")
             out.print("[dim]stopping…[/]")
         out.print("[green]stopped[/]")
+        return stack.broker_exit_code
 
-    asyncio.run(main())
+    if asyncio.run(main()) is not None:
+        raise typer.Exit(BROKER_DIED_EXIT)
 
 
 @app.command()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,6 +16,7 @@ from agentstream.config.delivery import PlatformSettings
 from agentstream.db import upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import EmbeddedBroker, create_topics, free_port
+from agentstream.observability import get_logger
 from agentstream.service import Service
 from agentstream_stack.embedded_auth import forgotten_on_exit, prepare_credentials
 from agentstream_stack.services import build_all
@@ -43,6 +45,18 @@ class RunningStack:
         assert isinstance(delivery, DeliveryService)
         token, _ = delivery.web_sessions.issue(chat_id, user_id, DEFAULT_TENANT)
         return self.urls["delivery"].replace("://0.0.0.0:", "://127.0.0.1:") + page_path(chat_id, token)
+    broker_exit_code: int | None = None  # set when the embedded broker ended on its own
+
+    async def watch_broker(self, stop: asyncio.Event) -> None:
+        """Set `stop` if the embedded broker process ends: its memory (topics, records, offsets)
+        is gone, so the stack stops instead of serving nothing."""
+        if self.broker is None:
+            return
+        self.broker_exit_code = await self.broker.wait_exit()
+        get_logger("agentstream.stack").error(
+            "embedded broker exited; stopping the stack", exit_code=self.broker_exit_code, pid=self.broker.pid
+        )
+        stop.set()
 
     def describe(self) -> dict[str, Any]:
         return {

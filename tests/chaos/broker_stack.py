@@ -1,0 +1,114 @@
+"""Chaos helpers for broker loss: the five services as `agentstream serve` processes on an
+embedded broker this test owns (a fixed port, so a restarted broker is found where the
+clients look)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from tests.chaos.processes import service_env
+from tests.e2e.processes import spawn, stop
+
+from agentstream.config import SERVICES, Settings
+from agentstream.kafka import EmbeddedBroker, create_topics, free_port
+from agentstream.testing.fixtures import ADMIN_HEADERS
+
+HEALTH_INTERVAL_S = "0.5"
+
+
+class Stack:
+    def __init__(self, settings: Settings, workdir: Path, services: tuple[str, ...] = SERVICES) -> None:
+        self.env = service_env(settings, kafka__health_interval_s=HEALTH_INTERVAL_S)
+        self.workdir = workdir
+        self.ports = {name: free_port() for name in services}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def log(self, name: str) -> Path:
+        return self.workdir / f"{name}.log"
+
+    def start(self) -> None:
+        self.procs = {
+            name: spawn(["serve", name, "--port", str(port)], self.env, self.workdir, self.log(name))
+            for name, port in self.ports.items()
+        }
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.ports[name]}"
+
+    async def readiness(self, http: httpx.AsyncClient) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for name in self.ports:
+            assert self.procs[name].poll() is None, self.log(name).read_text()[-3000:]
+            try:
+                out[name] = (await http.get(f"{self.url(name)}/readyz")).json()
+            except httpx.TransportError as err:
+                out[name] = {"ready": False, "reasons": {"http": repr(err)}}
+        return out
+
+    async def wait(self, ready: bool, timeout: float) -> dict[str, dict[str, Any]]:
+        """Until every service's `/readyz` says `ready`; returns the last answers."""
+        async with httpx.AsyncClient(timeout=5) as http, asyncio.timeout(timeout):
+            while True:
+                states = await self.readiness(http)
+                if all(s["ready"] is ready for s in states.values()):
+                    return states
+                await asyncio.sleep(0.2)
+
+    def log_sizes(self) -> dict[str, int]:
+        return {name: self.log(name).stat().st_size for name in self.ports}
+
+    def lines_since(self, sizes: dict[str, int]) -> dict[str, int]:
+        return {name: len(self.log(name).read_bytes()[sizes[name] :].splitlines()) for name in self.ports}
+
+    def terminate(self) -> dict[str, float]:
+        """SIGTERM every service at once; seconds until each exited (killed after 30 s)."""
+        t0 = time.monotonic()
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+        took = {}
+        for name, proc in self.procs.items():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, 30 - (time.monotonic() - t0)))
+            took[name] = time.monotonic() - t0
+        for proc in self.procs.values():
+            stop(proc, timeout=1)
+        return took
+
+
+async def post(http: httpx.AsyncClient, ingress_url: str, chat: str, message_id: str | None = None) -> httpx.Response:
+    body = {"platform": "memory", "chat_id": chat, "user": {"id": f"user-{chat}"}, "text": "calculate 6*7"}
+    if message_id is not None:
+        body["id"] = message_id
+    return await http.post(f"{ingress_url}/v1/messages", headers=ADMIN_HEADERS, json=body)
+
+
+async def chat_texts(http: httpx.AsyncClient, delivery_url: str, chat: str) -> list[str]:
+    resp = await http.get(f"{delivery_url}/v1/memory/chats/{chat}", headers=ADMIN_HEADERS)
+    return [m["text"] for m in resp.json()["messages"]] if resp.status_code == 200 else []
+
+
+async def restart_broker(port: int, log: Path, settings: Settings) -> EmbeddedBroker:
+    """A new broker where the old one was, its topics created at once (as `agentstream up` and
+    the test fixtures do on start). Tansu's memory storage writes a record for a topic that does
+    not exist yet into a void that later collides with the topic's first offsets, and producers
+    with pending batches reconnect within milliseconds: the services' own check (a second at
+    worst) would be too late for those few records."""
+    broker = EmbeddedBroker(port=port, log_file=log)
+    deadline = time.monotonic() + 30
+    while True:  # the old socket may linger a moment
+        try:
+            await asyncio.to_thread(broker.start)
+            break
+        except (RuntimeError, TimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+    await create_topics(settings.kafka)
+    return broker

@@ -1,0 +1,171 @@
+"""The embedded broker killed (`kill -9`) and restarted mid-traffic, under five service processes.
+
+The restarted broker has none of the old topics, records, offsets or groups. While it is
+down every `/readyz` is 503 with a reason and `POST /v1/messages` is 503 (never a 202 for
+a message that goes nowhere), and the stack's logs stay bounded (repeated lines once per
+interval with a count). Once it is back the services recreate the topics, restart their
+consumers on the new cluster and turn ready by themselves; messages posted then are
+answered exactly once. A run caught in flight by that consumer restart ends `failed` with
+a notice in its chat (counted as failed visibly, never silent). A message accepted (202) in the instant before the kill may be lost
+with the broker's memory: that is what the embedded broker promises, and it is counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+
+import httpx
+import pytest
+from tests.chaos.broker_stack import Stack, chat_texts, post, restart_broker
+from tests.e2e.conftest import DEMO_ANSWER
+
+from agentstream.kafka import EmbeddedBroker, create_topics, free_port
+from agentstream.testing.fixtures import make_test_settings
+
+pytestmark = pytest.mark.chaos
+
+DOWN_S = 8.0
+# Per service while the broker is down: state changes, plus each kind of repeated line once
+# per 10 s with its count. Unthrottled it was ~450 lines/s per service.
+MAX_LINES_PER_SERVICE_DOWN = 40
+AFTER = 5  # messages posted once the stack is ready again
+
+
+async def answered(http: httpx.AsyncClient, stack: Stack, chats: list[str], timeout: float) -> dict[str, list[str]]:
+    """chat → its messages, once every chat shows the answer (or the timeout passed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        texts = {chat: await chat_texts(http, stack.url("delivery"), chat) for chat in chats}
+        if all(DEMO_ANSWER in t for t in texts.values()) or time.monotonic() > deadline:
+            return texts
+        await asyncio.sleep(0.3)
+
+
+async def test_broker_killed_and_restarted_mid_traffic(tmp_path):
+    port = free_port()
+    broker = EmbeddedBroker(port=port, log_file=tmp_path / "broker-1.log")
+    await asyncio.to_thread(broker.start)
+    settings = make_test_settings(
+        broker.bootstrap_servers, f"bl{uuid.uuid4().hex[:6]}.", f"sqlite+aiosqlite:///{tmp_path / 'stack.db'}"
+    )
+    await create_topics(settings.kafka)
+    stack = Stack(settings, tmp_path)
+    stack.start()
+    accepted: dict[str, float] = {}  # chat → when its message got 202
+    refused: list[tuple[str, str]] = []  # (chat, detail of the 503)
+    try:
+        await stack.wait(ready=True, timeout=180)
+        async with httpx.AsyncClient(timeout=15) as http:
+            before = [f"before-{i}" for i in range(3)]
+            for chat in before:
+                assert (await post(http, stack.url("ingress"), chat)).status_code == 202
+                accepted[chat] = time.monotonic()
+            texts = await answered(http, stack, before, timeout=60)
+            assert all(t == [DEMO_ANSWER] for t in texts.values()), texts
+
+            # Traffic through the kill, as a client does it: each message posted until it gets a 202,
+            # every retry with the same id (a 503 after the publish timeout may still land later).
+            traffic_on = True
+
+            async def traffic() -> None:
+                i = 0
+                while traffic_on:
+                    chat, message_id = f"during-{i}", str(uuid.uuid4())
+                    while True:
+                        resp = await post(http, stack.url("ingress"), chat, message_id=message_id)
+                        if resp.status_code == 202:
+                            accepted[chat] = time.monotonic()
+                            break
+                        assert resp.status_code == 503, resp.text
+                        refused.append((chat, resp.json()["detail"]))
+                        await asyncio.sleep(0.3)
+                    i += 1
+                    await asyncio.sleep(0.3)
+
+            poster = asyncio.create_task(traffic())
+            await asyncio.sleep(1.0)
+            sizes = stack.log_sizes()
+            os.kill(broker.pid or 0, signal.SIGKILL)
+            killed_at = time.monotonic()
+            broker.stop()  # reaps it
+
+            down = await stack.wait(ready=False, timeout=15)
+            assert all(s["reasons"].get("broker") for s in down.values()), down
+            resp = await post(http, stack.url("ingress"), "while-down")
+            assert resp.status_code == 503, resp.text
+            assert resp.json()["detail"].startswith("kafka unavailable"), resp.text
+            refused.append(("while-down", resp.json()["detail"]))
+            await asyncio.sleep(max(0.0, DOWN_S - (time.monotonic() - killed_at)))
+            assert not any(s["ready"] for s in (await stack.readiness(http)).values())
+            lines = stack.lines_since(sizes)
+            assert all(n <= MAX_LINES_PER_SERVICE_DOWN for n in lines.values()), lines
+
+            broker = await restart_broker(port, tmp_path / "broker-2.log", settings)
+            await stack.wait(ready=True, timeout=180)
+            traffic_on = False
+            await poster
+
+            after = [f"after-{i}" for i in range(AFTER)]
+            for chat in after:
+                resp = await post(http, stack.url("ingress"), chat)
+                assert resp.status_code == 202, resp.text
+                accepted[chat] = time.monotonic()
+            texts = await answered(http, stack, after, timeout=90)
+            assert all(t == [DEMO_ANSWER] for t in texts.values()), texts
+
+            # Refused before producing ("kafka unavailable") went nowhere; every 202 after the kill
+            # was answered exactly once.
+            every = await answered(http, stack, list(accepted), timeout=10)
+            assert await chat_texts(http, stack.url("delivery"), "while-down") == []
+            assert any(detail.startswith("kafka unavailable") for _, detail in refused), refused
+            duplicates = [c for c, t in every.items() if t.count(DEMO_ANSWER) > 1]
+            exact = [c for c, t in every.items() if t == [DEMO_ANSWER]]
+            # A run in flight while the services restart their consumers on the new cluster ends
+            # `failed` (rebalanced) with a notice in the chat: visible, not silent.
+            failed_visibly = [c for c, t in every.items() if t and DEMO_ANSWER not in t]
+            lost = [c for c, t in every.items() if not t]
+            assert not duplicates, every
+            # Lost with the broker's memory: at most the message in flight in the instant of the kill,
+            # and one whose output met Tansu's "void" (a produce pending since the kill lands before
+            # the topics exist and collides with their first offset; ingress then commits past it —
+            # see docs/decisions.md "Broker loss"). Everything posted once the stack was ready again
+            # was answered exactly (asserted above).
+            assert len(lost) <= 2, every
+            assert len(failed_visibly) <= 2, every
+            print(
+                f"\nbroker restart: runs={len(accepted)} exact={len(exact)} failed_visibly={len(failed_visibly)} "
+                f"duplicates={len(duplicates)} lost={len(lost)} refused_503={len(refused)} log_lines_down={lines}"
+            )
+    finally:
+        took = stack.terminate()
+        broker.stop()
+    assert all(t < 10.0 for t in took.values()), took
+
+
+async def test_sigterm_while_broker_down_exits_within_10s(tmp_path):
+    """The services that used to hang (commits and flushes on stop with no bound) stop in time."""
+    broker = EmbeddedBroker(log_file=tmp_path / "broker.log")
+    await asyncio.to_thread(broker.start)
+    settings = make_test_settings(
+        broker.bootstrap_servers, f"bl{uuid.uuid4().hex[:6]}.", f"sqlite+aiosqlite:///{tmp_path / 'stack.db'}"
+    )
+    await create_topics(settings.kafka)
+    stack = Stack(settings, tmp_path, services=("ingress", "persistence", "delivery", "agent-runner"))
+    stack.start()
+    try:
+        await stack.wait(ready=True, timeout=180)
+        async with httpx.AsyncClient(timeout=15) as http:
+            assert (await post(http, stack.url("ingress"), "c-1")).status_code == 202  # offsets to commit
+        await asyncio.sleep(1.0)
+        broker.stop()
+        await stack.wait(ready=False, timeout=15)
+        took = stack.terminate()
+    finally:
+        stack.terminate()
+        broker.stop()
+    assert all(t < 10.0 for t in took.values()), took
+    assert all(p.returncode == 0 for p in stack.procs.values()), {n: p.returncode for n, p in stack.procs.items()}

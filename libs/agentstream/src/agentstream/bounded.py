@@ -75,7 +75,7 @@ class BoundedMap(Generic[K, V]):
     def set(self, key: K, value: V) -> None:
         self._entries[key] = (self._clock(), value)
         self._entries.move_to_end(key)
-        self.sweep()
+        self.sweep(keep=key)
 
     def get_or_create(self, key: K, factory: Callable[[], V]) -> V:
         value = self.get(key)
@@ -88,12 +88,14 @@ class BoundedMap(Generic[K, V]):
         entry = self._entries.pop(key, None)
         return None if entry is None else entry[1]
 
-    def sweep(self) -> int:
-        """Evicts expired and over-cap entries from the oldest end; returns how many."""
+    def sweep(self, keep: K | None = None) -> int:
+        """Evicts expired and over-cap entries from the oldest end, never `keep`; returns how many."""
         now = self._clock()
         evicted = pinned = 0
         while self._entries and pinned < _MAX_PINNED_SCAN:
             key, (used_at, value) = next(iter(self._entries.items()))
+            if key == keep:
+                break  # every entry older than the one just set was looked at
             over_cap = len(self._entries) > self.max_entries
             if not over_cap and now - used_at < self.idle_ttl_s:
                 break  # the oldest entry is fresh and there is room: so is everything after it

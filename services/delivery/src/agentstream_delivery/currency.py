@@ -6,7 +6,8 @@ the stopped marker), and a finished run is over: late events of either (a runner
 has not yet noticed `/stop` or `/new`, a replay) are dropped instead of reopening or
 extending anything. A resumed run keeps its root run id and continues its `seq`: its
 `run.started` after the `run.finished` of the first attempt makes it current again.
-Bounded memory: the oldest finished ids are forgotten first.
+Bounded memory: the oldest finished ids are forgotten first; a conversation's current
+run is forgotten once it is over and the conversation has been idle (an open run stays).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 
+from agentstream.bounded import DEFAULT_IDLE_TTL_S, BoundedMap
 from agentstream.contracts import RunStarted
 
 MAX_REMEMBERED = 10_000
@@ -22,7 +24,8 @@ MAX_REMEMBERED = 10_000
 class RunCurrency:
     def __init__(self, limit: int = MAX_REMEMBERED) -> None:
         self.limit = limit
-        self._current: dict[str, str] = {}  # conversation key → current root run id
+        # conversation key → current root run id
+        self._current: BoundedMap[str, str] = BoundedMap(limit, DEFAULT_IDLE_TTL_S, self._open)
         self._over: OrderedDict[str, float] = OrderedDict()  # finished/superseded root run → its last seq
 
     def resumes(self, root_run_id: str, seq: int) -> bool:
@@ -34,7 +37,7 @@ class RunCurrency:
         if self.resumes(root_run_id, seq):
             del self._over[root_run_id]
         previous = self._current.get(conversation_key)
-        self._current[conversation_key] = root_run_id
+        self._current.set(conversation_key, root_run_id)
         if previous is not None and previous != root_run_id and previous not in self._over:
             self.end(previous)  # superseded: never current again
             return previous
@@ -45,6 +48,9 @@ class RunCurrency:
         self._over.move_to_end(root_run_id)
         while len(self._over) > self.limit:
             self._over.popitem(last=False)
+
+    def _open(self, _conversation_key: str, root_run_id: str) -> bool:
+        return root_run_id not in self._over
 
     def is_over(self, root_run_id: str) -> bool:
         return root_run_id in self._over

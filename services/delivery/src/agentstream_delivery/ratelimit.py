@@ -6,21 +6,32 @@ chat or the Kafka consumer. A 429 moves the chat's next slot to `now + retry_aft
 (no call reaches the chat before) and doubles the spacing between calls; a run of
 successes brings the spacing back to normal. Consecutive strikes are counted per chat:
 the stream degrades to "final text only" at `DEGRADE_AFTER_STRIKES`.
+
+Gates are forgotten when idle (`GATE_IDLE_TTL_S`, at most `MAX_GATES` kept), never while
+their chat's next slot is still ahead (a 429's `retry_after` holds) and never while a
+stream or notice still holds the gate: those are found again through a weak reference,
+so one chat never gets two gates.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from agentstream.bounded import BoundedMap
 
 DEGRADE_AFTER_STRIKES = 3
 RECOVER_AFTER_SUCCESSES = 5
 MAX_BACKOFF_SCALE = 8.0
 BACKOFF_BASE_S = 1.0  # spacing used after a strike on platforms that declare no per-chat interval
+MAX_GATES = 10_000
+GATE_IDLE_TTL_S = 600.0
 
 Clock = Callable[[], float]
+GateKey = tuple[str, str, str]  # (platform, bot, chat)
 
 
 @dataclass
@@ -64,6 +75,11 @@ class ChatGate:
         return self.strikes
 
     @property
+    def waiting(self) -> bool:
+        """A stream is waiting for (or taking) this chat's slot."""
+        return self._lock.locked()
+
+    @property
     def exhausted(self) -> bool:
         return self.strikes >= DEGRADE_AFTER_STRIKES
 
@@ -71,13 +87,26 @@ class ChatGate:
 class RateLimiter:
     """The gates, by (platform, bot, chat)."""
 
-    def __init__(self, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self, clock: Clock = time.monotonic, max_gates: int = MAX_GATES, idle_ttl_s: float = GATE_IDLE_TTL_S
+    ) -> None:
         self.clock = clock
-        self._gates: dict[tuple[str, str, str], ChatGate] = {}
+        self._gates: BoundedMap[GateKey, ChatGate] = BoundedMap(max_gates, idle_ttl_s, self._pinned, clock)
+        # Gates evicted from `_gates` but still held by a stream: the same object must come back.
+        self._held: weakref.WeakValueDictionary[GateKey, ChatGate] = weakref.WeakValueDictionary()
+
+    def __len__(self) -> int:
+        return len(self._gates)
 
     def gate(self, platform: str, bot: str, chat_id: str, min_gap: float) -> ChatGate:
         key = (platform, bot, chat_id)
-        gate = self._gates.get(key)
+        gate = self._gates.get(key) or self._held.get(key)
         if gate is None:
-            gate = self._gates[key] = ChatGate(min_gap, self.clock)
+            gate = ChatGate(min_gap, self.clock)
+            self._held[key] = gate
+        self._gates.set(key, gate)
         return gate
+
+    def _pinned(self, _key: GateKey, gate: ChatGate) -> bool:
+        # A chat whose next slot is ahead (a 429's retry_after, or the spacing) keeps its gate.
+        return gate.next_at > self.clock() or gate.waiting

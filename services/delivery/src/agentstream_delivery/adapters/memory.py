@@ -1,15 +1,23 @@
-"""In-memory platform for tests: remembers every send and edit, per chat."""
+"""In-memory platform for tests and demos: remembers every send and edit, per chat.
+
+Chats idle for `CHAT_IDLE_TTL_S` (and the least recently used beyond `MAX_CHATS`) are
+forgotten, unless a message of theirs is still a preview, so a long demo stays bounded.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-from collections import defaultdict
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from agentstream.bounded import BoundedMap
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters.base import AdapterError
+
+MAX_CHATS = 10_000
+CHAT_IDLE_TTL_S = 600.0
 
 
 @dataclass
@@ -22,8 +30,14 @@ class MemoryMessage:
 
     def to_json(self) -> dict[str, object]:
         # One platform message is created by exactly one send; a duplicate send shows as another message.
-        return {"message_id": self.message_id, "text": self.text, "edits": self.edits, "sends": 1,
-                "final": self.final, "history": list(self.history)}
+        return {
+            "message_id": self.message_id,
+            "text": self.text,
+            "edits": self.edits,
+            "sends": 1,
+            "final": self.final,
+            "history": list(self.history),
+        }
 
 
 class MemoryAdapter:
@@ -31,26 +45,34 @@ class MemoryAdapter:
     can_edit = True
     max_length = 4096
 
-    def __init__(self, edit_interval: float = 0.05) -> None:
+    def __init__(
+        self,
+        edit_interval: float = 0.05,
+        max_chats: int = MAX_CHATS,
+        chat_idle_ttl_s: float = CHAT_IDLE_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.edit_interval = edit_interval
-        self._chats: dict[str, list[MemoryMessage]] = defaultdict(list)
+        self._chats: BoundedMap[str, list[MemoryMessage]] = BoundedMap(
+            max_chats, chat_idle_ttl_s, lambda _chat, msgs: any(not m.final for m in msgs), clock
+        )
         self._ids = itertools.count(1)
         self._changed = asyncio.Condition()
 
     def messages(self, chat_id: str) -> list[MemoryMessage]:
-        return list(self._chats.get(chat_id, []))
+        return list(self._chats.peek(chat_id) or [])
 
     def chats(self) -> list[str]:
         return list(self._chats)
 
     async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
         msg = MemoryMessage(f"m{next(self._ids)}", text, final=final, history=[text])
-        self._chats[target.chat_id].append(msg)
+        self._chats.get_or_create(target.chat_id, list).append(msg)
         await self._notify()
         return msg.message_id
 
     async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
-        msg = next((m for m in self._chats.get(target.chat_id, []) if m.message_id == message_id), None)
+        msg = next((m for m in self._chats.get(target.chat_id) or [] if m.message_id == message_id), None)
         if msg is None:
             raise AdapterError(f"message {message_id} not found in chat {target.chat_id}")
         msg.text, msg.edits, msg.final = text, msg.edits + 1, final

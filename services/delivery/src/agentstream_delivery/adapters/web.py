@@ -5,6 +5,10 @@ connection of that chat; a new connection first receives the chat's recent messa
 so a page opened (or reconnected) mid-stream catches up. Every frame carries the whole
 message text — the page replaces, never appends — so a lost frame is healed by the next.
 The routes live in `web_http`; the page itself in `static/`.
+
+A chat's recent messages are forgotten once it has been idle `CHAT_IDLE_TTL_S` (and the
+least recently used beyond `MAX_CHATS`), never while a page is connected or a message
+of the chat is still a preview (its stream is open and will edit it).
 """
 
 from __future__ import annotations
@@ -12,15 +16,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections import OrderedDict, defaultdict
-from collections.abc import AsyncIterator
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass
 
+from agentstream.bounded import BoundedMap
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters.base import AdapterError
 
 KEEP_MESSAGES = 200  # per chat, for pages that connect late
 SUBSCRIBER_QUEUE = 1000  # frames a slow browser may lag behind before it is disconnected
+MAX_CHATS = 10_000
+CHAT_IDLE_TTL_S = 600.0
 
 
 @dataclass
@@ -43,19 +51,33 @@ class WebAdapter:
     can_edit = True
     max_length = 100_000
 
-    def __init__(self, edit_interval: float = 0.2, keep: int = KEEP_MESSAGES) -> None:
+    def __init__(
+        self,
+        edit_interval: float = 0.2,
+        keep: int = KEEP_MESSAGES,
+        max_chats: int = MAX_CHATS,
+        chat_idle_ttl_s: float = CHAT_IDLE_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.edit_interval = edit_interval
         self.keep = keep
         self._ids = itertools.count(1)
-        self._chats: dict[str, OrderedDict[str, WebFrame]] = defaultdict(OrderedDict)
-        self._subscribers: dict[str, set[asyncio.Queue[WebFrame | _Closed]]] = defaultdict(set)
+        self._chats: BoundedMap[str, OrderedDict[str, WebFrame]] = BoundedMap(
+            max_chats, chat_idle_ttl_s, self._in_use, clock
+        )
+        # Only chats with a connected page have an entry: the last one to leave removes it.
+        self._subscribers: dict[str, set[asyncio.Queue[WebFrame | _Closed]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._chats)
 
     def messages(self, chat_id: str) -> list[WebFrame]:
-        return list(self._chats.get(chat_id, {}).values())
+        chat = self._chats.peek(chat_id)
+        return [] if chat is None else list(chat.values())
 
     async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
         frame = WebFrame(f"w{next(self._ids)}", text, final, "send")
-        chat = self._chats[target.chat_id]
+        chat = self._chats.get_or_create(target.chat_id, OrderedDict)
         chat[frame.message_id] = frame
         while len(chat) > self.keep:
             chat.popitem(last=False)
@@ -63,8 +85,8 @@ class WebAdapter:
         return frame.message_id
 
     async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
-        chat = self._chats.get(target.chat_id, OrderedDict())
-        if message_id not in chat:
+        chat = self._chats.get(target.chat_id)
+        if chat is None or message_id not in chat:
             raise AdapterError(f"message {message_id} not found in web chat {target.chat_id}")
         frame = WebFrame(message_id, text, final, "edit")
         chat[message_id] = frame
@@ -78,7 +100,7 @@ class WebAdapter:
     async def frames(self, chat_id: str, heartbeat_s: float = 15.0) -> AsyncIterator[bytes]:
         """The SSE body of one connection: recent messages, then every new frame, then heartbeats."""
         queue: asyncio.Queue[WebFrame | _Closed] = asyncio.Queue(maxsize=SUBSCRIBER_QUEUE)
-        self._subscribers[chat_id].add(queue)
+        self._subscribers.setdefault(chat_id, set()).add(queue)
         try:
             yield b": connected\n\n"
             for frame in self.messages(chat_id):
@@ -94,13 +116,23 @@ class WebAdapter:
                     return
                 yield item.sse()
         finally:
-            self._subscribers[chat_id].discard(queue)
+            self._unsubscribe(chat_id, queue)
+
+    def _in_use(self, chat_id: str, chat: OrderedDict[str, WebFrame]) -> bool:
+        return chat_id in self._subscribers or any(not f.final for f in chat.values())
+
+    def _unsubscribe(self, chat_id: str, queue: asyncio.Queue[WebFrame | _Closed]) -> None:
+        queues = self._subscribers.get(chat_id)
+        if queues is not None:
+            queues.discard(queue)
+            if not queues:
+                del self._subscribers[chat_id]
 
     def _publish(self, chat_id: str, frame: WebFrame) -> None:
         for q in list(self._subscribers.get(chat_id, ())):
             if not _offer(q, frame):
                 # A browser this far behind is dropped; on reconnect it gets the current texts.
-                self._subscribers[chat_id].discard(q)
+                self._unsubscribe(chat_id, q)
                 _offer(q, _Closed(), force=True)
 
 

@@ -1,7 +1,7 @@
 """Pairing codes, the pure part: generation, hashing, and what a request or approval leads to.
 
 A code is 8 characters from an alphabet without look-alikes (no 0/O, 1/I/L), ~40 bits;
-only its SHA-256 is stored. The rules (ARCHITECTURE §1, issue 5): a code expires after
+only its SHA-256 is stored. The rules: a code expires after
 `code_ttl_s`; a user gets at most one new code per `issue_interval_s`; `max_failures`
 failed approvals lock pairing for the platform for `lockout_s`.
 """

@@ -1,4 +1,4 @@
-"""The ordered decisions for one inbound record (issue 5, steps 1–9), top to bottom.
+"""The ordered decisions for one inbound record (steps 1–9 of docs/ingress.md), top to bottom.
 
 parse → dedupe → self-echo → authz/pairing → rate limit → receive hooks → commands →
 routing → start. Every step either returns a final `Decision` or hands the message on.

@@ -81,7 +81,9 @@ async def counts(sessions: Sessions) -> dict[str, int]:
 
 async def seed(sessions: Sessions) -> tuple[InboundMessage, InboundMessage]:
     store = IngressStore(sessions)
-    await store.first_sightings([("kafka", "telegram", "old"), ("kafka", "telegram", "new")])
+    seen = [("kafka", "telegram", "old"), ("kafka", "telegram", "new")]
+    await store.first_sightings(seen)
+    await store.record_sightings(seen)  # their output was acked
     idle, active = message("idle"), message("active")
     # idle: one run, long finished, nothing since. active: the same, then a run still going today.
     await store.remember_starts([(idle, "run-idle"), (active, "run-active-old")])

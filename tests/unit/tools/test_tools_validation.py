@@ -8,6 +8,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentstream.contracts import ToolCallRequest, utcnow
+from agentstream.observability import get_logger
 from agentstream_tools.builtin import builtin_tools
 from agentstream_tools.executor import execute
 from agentstream_tools.registry import Tool, ToolRegistry
@@ -93,7 +94,16 @@ async def test_tool_exception_is_not_retryable_whatever_its_message():
     assert result.error == "the tool failed unexpectedly (RuntimeError)"
 
 
-async def test_unexpected_exception_reaches_the_model_as_its_type_and_the_log_in_full():
+@pytest.fixture
+def fresh_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    # structlog caches a logger on first use once logging is configured (another test may have done it);
+    # a cached logger bypasses `capture_logs`, so the executor gets an uncached one here.
+    from agentstream_tools import executor
+
+    monkeypatch.setattr(executor, "log", get_logger("agentstream.tool-executor").bind())
+
+
+async def test_unexpected_exception_reaches_the_model_as_its_type_and_the_log_in_full(fresh_log: None):
     with capture_logs() as logs:
         result = await run("leaky")
     assert result.error == "the tool failed unexpectedly (FileNotFoundError)" and not result.retryable
@@ -103,7 +113,7 @@ async def test_unexpected_exception_reaches_the_model_as_its_type_and_the_log_in
     assert isinstance(entry["exc_info"], FileNotFoundError) and "/nonexistent-dir/" in str(entry["exc_info"])
 
 
-async def test_a_tool_failure_is_not_logged_as_unexpected():
+async def test_a_tool_failure_is_not_logged_as_unexpected(fresh_log: None):
     with capture_logs() as logs:
         await run("picky")
     assert not [e for e in logs if e["event"] == "tool raised"]

@@ -70,17 +70,25 @@ async def paced(chunks: list[str], rate: float, each: Callable[[str], Awaitable[
         await asyncio.sleep(max(0.0, start + (k + 1) / rate - time.monotonic()))
 
 
-async def agentstream_consumer(tg: FakeTelegram, chats: list[str], answers: list[str],
-                               finished: dict[str, float], rate: float = 20.0) -> None:
+async def agentstream_consumer(
+    tg: FakeTelegram, chats: list[str], answers: list[str], finished: dict[str, float], rate: float = 20.0
+) -> None:
     adapter = TelegramAdapter(tg.token, api_url=tg.url)
     limiter = RateLimiter()
     log = structlog.get_logger("bench")
 
     async def one(chat: str, text: str) -> None:
         target = ReplyTarget(platform="telegram", chat_id=chat)
-        actor = StreamActor(StreamKey.of(f"run{chat}", target), target, adapter, cadence_for(adapter, None), log,
-                            ledger=MemoryLedger(), conversation_key=f"telegram:{chat}",
-                            gate=limiter.gate("telegram", adapter.bot, chat, chat_interval(adapter)))
+        actor = StreamActor(
+            StreamKey.of(f"run{chat}", target),
+            target,
+            adapter,
+            cadence_for(adapter, None),
+            log,
+            ledger=MemoryLedger(),
+            conversation_key=f"telegram:{chat}",
+            gate=limiter.gate("telegram", adapter.bot, chat, chat_interval(adapter)),
+        )
         task = actor.start()
         await paced(text.split(" ")[:-1], rate, lambda w: actor.feed(TextDelta("m1", w + " ")))
         finished[chat] = time.monotonic()
@@ -93,9 +101,11 @@ async def agentstream_consumer(tg: FakeTelegram, chats: list[str], answers: list
         await adapter.close()
 
 
-async def naive_consumer(tg: FakeTelegram, chats: list[str], answers: list[str],
-                         finished: dict[str, float], rate: float = 20.0) -> None:
+async def naive_consumer(
+    tg: FakeTelegram, chats: list[str], answers: list[str], finished: dict[str, float], rate: float = 20.0
+) -> None:
     async with httpx.AsyncClient(base_url=f"{tg.url}/bot{tg.token}", timeout=30) as http:
+
         async def call(method: str, body: dict[str, object]) -> dict[str, object]:
             while True:  # the naive way to respect flood control: wait it out, then repeat
                 resp = await http.post(f"/{method}", json=body)
@@ -139,8 +149,12 @@ async def measure(name: str, consumer: Consumer, streams: int, seconds: float, r
         messages = sum(len(tg.messages(c)) for c in chats)
         calls = len(tg.calls)
         return ConsumerResult(
-            name=name, messages=messages, api_calls=calls, calls_per_message=round(calls / max(messages, 1), 2),
-            rate_limited=tg.count(429), final_p50_ms=round(statistics.median(latencies), 1) if latencies else -1,
+            name=name,
+            messages=messages,
+            api_calls=calls,
+            calls_per_message=round(calls / max(messages, 1), 2),
+            rate_limited=tg.count(429),
+            final_p50_ms=round(statistics.median(latencies), 1) if latencies else -1,
             final_max_ms=round(max(latencies), 1) if latencies else -1,
             exact_finals_pct=round(100.0 * exact / streams, 1),
         )
@@ -149,20 +163,36 @@ async def measure(name: str, consumer: Consumer, streams: int, seconds: float, r
 async def run(streams: int, seconds: float, rate: float) -> dict[str, object]:
     ours, naive = await asyncio.gather(
         measure("agentstream", agentstream_consumer, streams, seconds, rate),
-        measure("naive", naive_consumer, streams, seconds, rate))
-    return {"streams": streams, "seconds": seconds, "deltas_per_second": rate,
-            "agentstream": asdict(ours), "naive": asdict(naive),
-            "call_reduction": round(naive.api_calls / max(ours.api_calls, 1), 1)}
+        measure("naive", naive_consumer, streams, seconds, rate),
+    )
+    return {
+        "streams": streams,
+        "seconds": seconds,
+        "deltas_per_second": rate,
+        "agentstream": asdict(ours),
+        "naive": asdict(naive),
+        "call_reduction": round(naive.api_calls / max(ours.api_calls, 1), 1),
+    }
 
 
 def format_table(result: dict[str, object]) -> str:
     rows = [result["agentstream"], result["naive"]]
-    cols = ["name", "messages", "api_calls", "calls_per_message", "rate_limited", "final_p50_ms", "final_max_ms",
-            "exact_finals_pct"]
+    cols = [
+        "name",
+        "messages",
+        "api_calls",
+        "calls_per_message",
+        "rate_limited",
+        "final_p50_ms",
+        "final_max_ms",
+        "exact_finals_pct",
+    ]
     lines = ["  ".join(f"{c:>17}" for c in cols)]
     lines += ["  ".join(f"{str(r[c]):>17}" for c in cols) for r in rows]  # type: ignore[index]
-    lines.append(f"naive / agentstream API calls: {result['call_reduction']}x "
-                 f"({result['streams']} streams, {result['seconds']} s, {result['deltas_per_second']} deltas/s)")
+    lines.append(
+        f"naive / agentstream API calls: {result['call_reduction']}x "
+        f"({result['streams']} streams, {result['seconds']} s, {result['deltas_per_second']} deltas/s)"
+    )
     return "\n".join(lines)
 
 

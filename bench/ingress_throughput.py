@@ -79,26 +79,43 @@ class IngressResult:
 def bench_settings(bootstrap: str, db_url: str, embedded: bool, extra_users: Sequence[str] = ()) -> Settings:
     """Dedupe is always on; authz is an allowlist (the path a production config takes)."""
     return load_settings(
-        kafka={"bootstrap_servers": bootstrap, "topic_prefix": f"bench{uuid.uuid4().hex[:8]}.", "partitions": 1,
-               "embedded": embedded},
+        kafka={
+            "bootstrap_servers": bootstrap,
+            "topic_prefix": f"bench{uuid.uuid4().hex[:8]}.",
+            "partitions": 1,
+            "embedded": embedded,
+        },
         database={"url": db_url},
         authz={"default": {"allow_all": False, "users": [*USERS, *extra_users]}, "rate_limit": {"enabled": False}},
     )
 
 
 def _record(seq: int) -> tuple[bytes, bytes]:
-    msg = InboundMessage(id=f"bench-{seq}", platform="bench", chat_id=f"chat-{seq % 64}",
-                         user=User(id=USERS[seq % len(USERS)]), text=f"message {seq}")
+    msg = InboundMessage(
+        id=f"bench-{seq}",
+        platform="bench",
+        chat_id=f"chat-{seq % 64}",
+        user=User(id=USERS[seq % len(USERS)]),
+        text=f"message {seq}",
+    )
     return msg.model_dump_json().encode(), msg.conversation_key.encode()
 
 
 async def _pump(settings: Settings, first: int, n: int, timeout_s: float) -> tuple[int, float]:
     """Produce records first..first+n pipelined; count StartRuns on `runs`; (received, seconds)."""
     inbound, runs = settings.topic("inbound"), settings.topic("runs")
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers,
-                                enable_idempotence=settings.kafka.idempotence, acks="all", linger_ms=0)
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka.bootstrap_servers, group_id=None,
-                                enable_auto_commit=False, fetch_max_wait_ms=settings.kafka.fetch_wait_ms)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        enable_idempotence=settings.kafka.idempotence,
+        acks="all",
+        linger_ms=0,
+    )
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        group_id=None,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=settings.kafka.fetch_wait_ms,
+    )
     await producer.start()
     await consumer.start()
     try:
@@ -116,8 +133,9 @@ async def _pump(settings: Settings, first: int, n: int, timeout_s: float) -> tup
             while received < n:
                 batch = await consumer.getmany(timeout_ms=100)
                 # Count only this round's runs: the end offset a fresh consumer starts from is not exact.
-                received += sum(json.loads(r.value).get("inbound_id") in expected
-                                for records in batch.values() for r in records)
+                received += sum(
+                    json.loads(r.value).get("inbound_id") in expected for records in batch.values() for r in records
+                )
         await asyncio.gather(*sends)
         return received, time.perf_counter() - started
     finally:
@@ -138,9 +156,17 @@ async def ingress_running(settings: Settings, in_process: bool) -> AsyncIterator
         yield lambda: None  # the driver shares the process: no CPU figure of ingress alone
 
 
-async def measure_ingress(bootstrap: str, db_url: str, n: int = 2000, *, embedded: bool = False,
-                          baseline: BaselineResult | None = None, warmup: int = 50,
-                          timeout_s: float = 120.0, in_process: bool = False) -> IngressResult:
+async def measure_ingress(
+    bootstrap: str,
+    db_url: str,
+    n: int = 2000,
+    *,
+    embedded: bool = False,
+    baseline: BaselineResult | None = None,
+    warmup: int = 50,
+    timeout_s: float = 120.0,
+    in_process: bool = False,
+) -> IngressResult:
     """Run one ingress against `bootstrap` and `db_url` and time `n` records through it.
 
     The service runs in its own process (`in_process=False`, as deployed) or in this one."""
@@ -153,9 +179,15 @@ async def measure_ingress(bootstrap: str, db_url: str, n: int = 2000, *, embedde
         received, seconds = await _pump(settings, warmup, n, timeout_s)
         cpu_after = cpu()
     cpu_s = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
-    return IngressResult(messages=n, runs_received=received, seconds=seconds, msgs_per_s=received / seconds,
-                         baseline_msgs_per_s=baseline.msgs_per_s, database=db_url.split("://", 1)[0],
-                         ingress_cpu_s=cpu_s)
+    return IngressResult(
+        messages=n,
+        runs_received=received,
+        seconds=seconds,
+        msgs_per_s=received / seconds,
+        baseline_msgs_per_s=baseline.msgs_per_s,
+        database=db_url.split("://", 1)[0],
+        ingress_cpu_s=cpu_s,
+    )
 
 
 @asynccontextmanager
@@ -197,12 +229,14 @@ async def _run(args: argparse.Namespace) -> IngressResult:
         where = "in this process" if args.in_process else "in its own process"
         if db_url:
             print(f"measuring ingress ({where}) ...", file=sys.stderr)
-            return await measure_ingress(bootstrap, db_url, args.messages, embedded=True, baseline=baseline,
-                                         in_process=args.in_process)
+            return await measure_ingress(
+                bootstrap, db_url, args.messages, embedded=True, baseline=baseline, in_process=args.in_process
+            )
         async with temporary_pg_database(os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)) as url:
             print(f"measuring ingress ({where}) ...", file=sys.stderr)
-            return await measure_ingress(bootstrap, url, args.messages, embedded=True, baseline=baseline,
-                                         in_process=args.in_process)
+            return await measure_ingress(
+                bootstrap, url, args.messages, embedded=True, baseline=baseline, in_process=args.in_process
+            )
 
 
 async def _run_http(args: argparse.Namespace) -> HttpResult:
@@ -210,33 +244,48 @@ async def _run_http(args: argparse.Namespace) -> HttpResult:
         db_url = args.database_url or os.environ.get("AGENTSTREAM__DATABASE__URL")
         if not db_url:
             db_url = await stack.enter_async_context(
-                temporary_pg_database(os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)))
+                temporary_pg_database(os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT))
+            )
         return await measure_http(
-            lambda extra: bench_settings(broker.bootstrap_servers, db_url, True, extra), db_url, USERS,
-            requests=args.messages, rounds=args.rounds, concurrency=args.concurrency,
-            credential=Credential(args.credential))
+            lambda extra: bench_settings(broker.bootstrap_servers, db_url, True, extra),
+            db_url,
+            USERS,
+            requests=args.messages,
+            rounds=args.rounds,
+            concurrency=args.concurrency,
+            credential=Credential(args.credential),
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ingress_throughput", description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--messages", type=int, default=2000, help="records (default 2000)")
     parser.add_argument("--database-url", help="PostgreSQL URL (default: a throw-away database)")
-    parser.add_argument("--in-process", action="store_true",
-                        help="run ingress inside the driver process (default: its own process)")
+    parser.add_argument(
+        "--in-process", action="store_true", help="run ingress inside the driver process (default: its own process)"
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     http = parser.add_argument_group("--http: POST /v1/messages with the credential check against without it")
     http.add_argument("--http", action="store_true", help="measure the HTTP front door instead (-n per round)")
     http.add_argument("--rounds", type=int, default=2, help="rounds per side, alternating which goes first")
     http.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
-    http.add_argument("--credential", choices=[c.value for c in Credential], default=Credential.GATEWAY.value,
-                      help="a gateway key relaying the bench users (default) or a messages:write key")
+    http.add_argument(
+        "--credential",
+        choices=[c.value for c in Credential],
+        default=Credential.GATEWAY.value,
+        help="a gateway key relaying the bench users (default) or a messages:write key",
+    )
     args = parser.parse_args(argv)
     if args.http:
         http_result = asyncio.run(_run_http(args))
         print(json.dumps(http_result.to_json()) if args.json else format_http_table(http_result))
         return 1 if http_result.failed else 0
     result = asyncio.run(_run(args))
-    print(json.dumps(asdict(result) | {"ratio": result.ratio, "cpu_us_per_msg": result.cpu_us_per_msg}) if args.json else format_table(result))
+    print(
+        json.dumps(asdict(result) | {"ratio": result.ratio, "cpu_us_per_msg": result.cpu_us_per_msg})
+        if args.json
+        else format_table(result)
+    )
     return 0
 
 

@@ -103,8 +103,14 @@ async def _delete_topic(bootstrap: str, topic: str) -> None:
 
 
 async def _latency_phase(
-    producer: AIOKafkaProducer, consumer: AIOKafkaConsumer, topic: str, n: int, warmup: int, payload_bytes: int,
-    progress: Progress | None, timeout_s: float,
+    producer: AIOKafkaProducer,
+    consumer: AIOKafkaConsumer,
+    topic: str,
+    n: int,
+    warmup: int,
+    payload_bytes: int,
+    progress: Progress | None,
+    timeout_s: float,
 ) -> list[float]:
     samples: list[float] = []
     step = max(1, n // 10)
@@ -124,8 +130,13 @@ async def _latency_phase(
 
 
 async def _burst_phase(
-    producer: AIOKafkaProducer, consumer: AIOKafkaConsumer, topic: str, n: int, payload_bytes: int,
-    progress: Progress | None, timeout_s: float,
+    producer: AIOKafkaProducer,
+    consumer: AIOKafkaConsumer,
+    topic: str,
+    n: int,
+    payload_bytes: int,
+    progress: Progress | None,
+    timeout_s: float,
 ) -> tuple[int, float]:
     base = 1_000_000  # burst seqs never collide with latency seqs
 
@@ -176,8 +187,11 @@ async def measure_baseline(
     )
     # Manual assignment, no group: a group join would cost seconds on Tansu and measure nothing useful.
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-        fetch_max_wait_ms=kafka.fetch_wait_ms, auto_offset_reset="earliest",
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=kafka.fetch_wait_ms,
+        auto_offset_reset="earliest",
     )
     await producer.start()
     try:
@@ -193,9 +207,15 @@ async def measure_baseline(
         await producer.stop()
         await _delete_topic(bootstrap, topic)
     return BaselineResult(
-        bootstrap=bootstrap, embedded=embedded, messages=n, payload_bytes=payload_bytes,
-        p50_ms=percentile(samples, 50), p99_ms=percentile(samples, 99), msgs_per_s=received / seconds,
-        round_trips=len(samples), burst_received=received,
+        bootstrap=bootstrap,
+        embedded=embedded,
+        messages=n,
+        payload_bytes=payload_bytes,
+        p50_ms=percentile(samples, 50),
+        p99_ms=percentile(samples, 99),
+        msgs_per_s=received / seconds,
+        round_trips=len(samples),
+        burst_received=received,
     )
 
 
@@ -234,10 +254,16 @@ async def measure_loaded_round_trip(
         await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
     finally:
         await admin.close()
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=kafka.idempotence, acks="all",
-                                linger_ms=0)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                fetch_max_wait_ms=kafka.fetch_wait_ms, auto_offset_reset="earliest")
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, enable_idempotence=kafka.idempotence, acks="all", linger_ms=0
+    )
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=kafka.fetch_wait_ms,
+        auto_offset_reset="earliest",
+    )
     sent: dict[int, float] = {}
     samples: list[float] = []
     all_back = asyncio.Event()
@@ -309,14 +335,22 @@ def _print_progress(phase: str, done: int, total: int) -> None:
 async def _run(args: argparse.Namespace) -> BaselineResult:
     bootstrap = args.bootstrap or os.environ.get(BOOTSTRAP_ENV)
     if bootstrap:
-        embedded = args.embedded or KafkaSettings.model_validate({"embedded": os.environ.get(EMBEDDED_ENV, False)}).embedded
+        embedded = (
+            args.embedded or KafkaSettings.model_validate({"embedded": os.environ.get(EMBEDDED_ENV, False)}).embedded
+        )
         print(f"measuring {bootstrap} ...", file=sys.stderr)
-        return await measure_baseline(bootstrap, args.messages, embedded=embedded, payload_bytes=args.payload_bytes,
-                                      progress=_print_progress)
+        return await measure_baseline(
+            bootstrap, args.messages, embedded=embedded, payload_bytes=args.payload_bytes, progress=_print_progress
+        )
     async with EmbeddedBroker() as broker:
         print(f"started embedded broker on {broker.bootstrap_servers} ...", file=sys.stderr)
-        return await measure_baseline(broker.bootstrap_servers, args.messages, embedded=True,
-                                      payload_bytes=args.payload_bytes, progress=_print_progress)
+        return await measure_baseline(
+            broker.bootstrap_servers,
+            args.messages,
+            embedded=True,
+            payload_bytes=args.payload_bytes,
+            progress=_print_progress,
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

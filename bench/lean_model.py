@@ -22,8 +22,10 @@ from typing import Any
 
 from agentstream.testing.fake_openai import tokenize
 
-_HEAD = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
-         b"transfer-encoding: chunked\r\n\r\n")
+_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+    b"transfer-encoding: chunked\r\n\r\n"
+)
 _ENVELOPE = b'{"id":"chatcmpl-lean","object":"chat.completion.chunk","created":0,"model":"lean","choices":'
 
 
@@ -49,8 +51,14 @@ class _Stream:
         self.text = str(users[-1].get("content") or "") if users else ""
         self.tokens = tokenize(self.text)
         self.usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        self.record: dict[str, Any] = {"user": self.text, "received_at": time.monotonic(), "first_token_at": None,
-                                       "last_token_at": None, "completed_at": None, "closed_at": None}
+        self.record: dict[str, Any] = {
+            "user": self.text,
+            "received_at": time.monotonic(),
+            "first_token_at": None,
+            "last_token_at": None,
+            "completed_at": None,
+            "closed_at": None,
+        }
         self.started = self.record["received_at"]
         self.index = 0
         self.timer: asyncio.TimerHandle | None = None
@@ -78,8 +86,9 @@ class _Stream:
         out = _event(b'[{"index":0,"delta":{},"finish_reason":"stop"}]')
         if self.usage:
             n = len(self.tokens)
-            out += _event(b"[]", b',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}'
-                          % (n, n, 2 * n))
+            out += _event(
+                b"[]", b',"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}' % (n, n, 2 * n)
+            )
         self.transport.write(out + _chunked(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         self.record["completed_at"] = time.monotonic()
         self.timer = None
@@ -111,11 +120,17 @@ class _Connection(asyncio.Protocol):
         self.buffer += data
         while (end := self.buffer.find(b"\r\n\r\n")) >= 0:
             head = self.buffer[:end].decode("latin-1")
-            length = next((int(line.split(":", 1)[1]) for line in head.split("\r\n")[1:]
-                           if line.lower().startswith("content-length:")), 0)
+            length = next(
+                (
+                    int(line.split(":", 1)[1])
+                    for line in head.split("\r\n")[1:]
+                    if line.lower().startswith("content-length:")
+                ),
+                0,
+            )
             if len(self.buffer) < end + 4 + length:
                 return
-            body, self.buffer = self.buffer[end + 4:end + 4 + length], self.buffer[end + 4 + length:]
+            body, self.buffer = self.buffer[end + 4 : end + 4 + length], self.buffer[end + 4 + length :]
             self._handle(head.split(" ", 2), body)
 
     def _handle(self, request_line: list[str], body: bytes) -> None:
@@ -123,8 +138,10 @@ class _Connection(asyncio.Protocol):
         method, path = request_line[0], request_line[1]
         if method == "GET" and path == "/_fake/requests":
             payload = json.dumps({"requests": [s.record for s in self.model.streams]}).encode()
-            self.transport.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
-                                 % (len(payload), payload))
+            self.transport.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                % (len(payload), payload)
+            )
         elif method == "POST" and path.endswith("/chat/completions"):
             self.stream = _Stream(self.model, self.transport, json.loads(body or b"{}"))
             self.model.streams.append(self.stream)

@@ -86,7 +86,9 @@ class Runners:
         await self._stack.__aenter__()
         try:
             for _ in range(self.count):
-                self.processes.append(await self._stack.enter_async_context(ServiceProcess("agent-runner", self.config)))
+                self.processes.append(
+                    await self._stack.enter_async_context(ServiceProcess("agent-runner", self.config))
+                )
         except BaseException:
             await self._stack.aclose()
             raise
@@ -161,8 +163,13 @@ class EventWatch:
     """Reads `events` (every partition, manual assignment) and times each run's milestones."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, fetch_wait_ms: int) -> None:
-        self._consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                          fetch_max_wait_ms=fetch_wait_ms, auto_offset_reset="earliest")
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=fetch_wait_ms,
+            auto_offset_reset="earliest",
+        )
         self._topic, self._partitions = topic, partitions
         self.runs: dict[str, RunTimes] = {}
         self.total_records = 0
@@ -204,8 +211,15 @@ class EventWatch:
 
 def _start(run_id: str, text: str) -> StartRun:
     key = f"bench:{run_id}"
-    return StartRun(run_id=run_id, conversation_key=key, assistant_id="default", user=User(id="bench"), text=text,
-                    reply_target=ReplyTarget(platform="bench", chat_id=run_id), options={"skip": ["history"]})
+    return StartRun(
+        run_id=run_id,
+        conversation_key=key,
+        assistant_id="default",
+        user=User(id="bench"),
+        text=text,
+        reply_target=ReplyTarget(platform="bench", chat_id=run_id),
+        options={"skip": ["history"]},
+    )
 
 
 def _text(run_id: str, tokens: int) -> str:
@@ -224,8 +238,9 @@ class FakeModelProcess:
         self.base_url = ""
 
     async def __aenter__(self) -> FakeModelProcess:
-        self._process = await asyncio.create_subprocess_exec(sys.executable, *self._args,
-                                                             stdout=asyncio.subprocess.PIPE, cwd=REPO_ROOT)
+        self._process = await asyncio.create_subprocess_exec(
+            sys.executable, *self._args, stdout=asyncio.subprocess.PIPE, cwd=REPO_ROOT
+        )
         assert self._process.stdout is not None
         self.base_url = (await self._process.stdout.readline()).decode().strip()
         if not self.base_url.startswith("http"):
@@ -246,8 +261,9 @@ class FakeModelProcess:
 
 
 class Bench:
-    def __init__(self, settings: Settings, fake: FakeModelProcess, watch: EventWatch,
-                 producer: AIOKafkaProducer, runner: Runners) -> None:
+    def __init__(
+        self, settings: Settings, fake: FakeModelProcess, watch: EventWatch, producer: AIOKafkaProducer, runner: Runners
+    ) -> None:
         self.settings, self.fake, self.watch, self.producer = settings, fake, watch, producer
         self.runner = runner
         self.runs_topic = f"{settings.kafka.topic_prefix}runs"
@@ -277,8 +293,7 @@ class Bench:
             start.append((received_at - times.launched_at) * 1000)
         return first, last, start
 
-    async def level(self, concurrency: int, tokens: int, rate: float, min_runs: int,
-                    timeout_s: float) -> LevelResult:
+    async def level(self, concurrency: int, tokens: int, rate: float, min_runs: int, timeout_s: float) -> LevelResult:
         """`concurrency` runs in flight, as in steady traffic: each of `concurrency` clients
         starts a run, waits for its `run.finished`, starts the next; their first starts are
         spread over one run's length, so starts arrive evenly rather than all at once."""
@@ -289,30 +304,58 @@ class Bench:
             await asyncio.sleep(index * spacing)
             return [run_id for _ in range(rounds) for run_id in await self.launch(1, tokens, timeout_s)]
 
-        cpu, wall, records, machine = (self.runner.cpu_seconds(), time.monotonic(), self.watch.total_records,
-                                       machine_cpu())
+        cpu, wall, records, machine = (
+            self.runner.cpu_seconds(),
+            time.monotonic(),
+            self.watch.total_records,
+            machine_cpu(),
+        )
         run_ids = [r for ids in await asyncio.gather(*(client(i) for i in range(concurrency))) for r in ids]
-        cpu, wall, machine_busy = self.runner.cpu_seconds() - cpu, time.monotonic() - wall, busy_share(machine,
-                                                                                                  machine_cpu())
+        cpu, wall, machine_busy = (
+            self.runner.cpu_seconds() - cpu,
+            time.monotonic() - wall,
+            busy_share(machine, machine_cpu()),
+        )
         events_per_s = (self.watch.total_records - records) / wall
         first, last, start = await self.overheads(run_ids)
         tokens_per_s = len(run_ids) * tokens / wall
         # The same broker, the same record rate, no agentstream: what Kafka alone costs at this load.
-        loaded = await measure_loaded_round_trip(self.settings.kafka.bootstrap_servers, events_per_s,
-                                                 partitions=self.settings.kafka.partitions,
-                                                 embedded=self.settings.kafka.embedded, seconds=2.0)
-        return LevelResult(concurrency, len(run_ids), percentile(first, 50), percentile(first, 99),
-                           percentile(last, 50), percentile(last, 99),
-                           cpu / (len(run_ids) * tokens) * 1e6, cpu / wall, events_per_s, loaded.p50_ms,
-                           percentile(start, 50), self.runner.count, tokens_per_s, machine_busy)
+        loaded = await measure_loaded_round_trip(
+            self.settings.kafka.bootstrap_servers,
+            events_per_s,
+            partitions=self.settings.kafka.partitions,
+            embedded=self.settings.kafka.embedded,
+            seconds=2.0,
+        )
+        return LevelResult(
+            concurrency,
+            len(run_ids),
+            percentile(first, 50),
+            percentile(first, 99),
+            percentile(last, 50),
+            percentile(last, 99),
+            cpu / (len(run_ids) * tokens) * 1e6,
+            cpu / wall,
+            events_per_s,
+            loaded.p50_ms,
+            percentile(start, 50),
+            self.runner.count,
+            tokens_per_s,
+            machine_busy,
+        )
 
 
 def runner_config(bootstrap: str, embedded: bool, db_url: str, model_url: str) -> dict[str, Any]:
     """The agent-runner's config file: the fake model as the only connector."""
     return {
-        "kafka": {"bootstrap_servers": bootstrap, "embedded": embedded,
-                  "topic_prefix": f"bench-{uuid.uuid4().hex[:6]}."},
-        "database": {"url": db_url}, "log_level": "WARNING", "default_connector": "fake",
+        "kafka": {
+            "bootstrap_servers": bootstrap,
+            "embedded": embedded,
+            "topic_prefix": f"bench-{uuid.uuid4().hex[:6]}.",
+        },
+        "database": {"url": db_url},
+        "log_level": "WARNING",
+        "default_connector": "fake",
         "connectors": [{"id": "fake", "type": "openai", "base_url": model_url, "model": "bench"}],
     }
 
@@ -341,10 +384,10 @@ async def run_bench(
         config = runner_config(bootstrap, embedded, db_url, fake.base_url)
         settings = load_settings(**config)
         await create_topics(settings.kafka)
-        watch = EventWatch(bootstrap, settings.topic("events"), settings.kafka.partitions,
-                           settings.kafka.fetch_wait_ms)
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=settings.kafka.idempotence,
-                                    linger_ms=0)
+        watch = EventWatch(bootstrap, settings.topic("events"), settings.kafka.partitions, settings.kafka.fetch_wait_ms)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, enable_idempotence=settings.kafka.idempotence, linger_ms=0
+        )
         await producer.start()
         await watch.start()
         try:
@@ -357,9 +400,18 @@ async def run_bench(
             await watch.stop()
             await producer.stop()
     long = watch.runs[long_run]
-    return OverheadReport(baseline.p50_ms, baseline.p99_ms, results, long_tokens, rate, long.records / long_tokens,
-                          {"long_run_records": float(long.records),
-                           **{f"long_run.{kind}": float(n) for kind, n in sorted(long.types.items())}})
+    return OverheadReport(
+        baseline.p50_ms,
+        baseline.p99_ms,
+        results,
+        long_tokens,
+        rate,
+        long.records / long_tokens,
+        {
+            "long_run_records": float(long.records),
+            **{f"long_run.{kind}": float(n) for kind, n in sorted(long.types.items())},
+        },
+    )
 
 
 def format_report(report: OverheadReport) -> str:
@@ -376,31 +428,42 @@ def format_report(report: OverheadReport) -> str:
     for r in report.levels:
         first = f"{r.first_p50_ms:.1f}/{r.first_p99_ms:.1f} ({report.ratio(r.first_p50_ms):.1f}x)"
         last = f"{r.last_p50_ms:.1f}/{r.last_p99_ms:.1f} ({report.ratio(r.last_p50_ms):.1f}x)"
-        cpu = f"{r.runner_cpu_us_per_token:.0f} us/token, {r.runner_cpu_share:.0%}, machine {r.machine_busy:.0%}" \
-            + (" SATURATED" if r.saturated else "")
+        cpu = f"{r.runner_cpu_us_per_token:.0f} us/token, {r.runner_cpu_share:.0%}, machine {r.machine_busy:.0%}" + (
+            " SATURATED" if r.saturated else ""
+        )
         lines.append(f"{r.concurrency:>10} {r.runs:>5}  {first:>26}  {last:>26}  {cpu:>34}")
-    lines += ["", "the same levels against the raw round trip at the same broker load (paced probes while as many",
-              "records/s as the runner wrote flow through the broker; raw aiokafka, no agentstream):",
-              f"{'concurrent':>10} {'events/s':>9} {'raw p50 (ms)':>13} {'first token':>12} {'last token':>11}"
-              f"  {'StartRun -> model request p50':>30}"]
+    lines += [
+        "",
+        "the same levels against the raw round trip at the same broker load (paced probes while as many",
+        "records/s as the runner wrote flow through the broker; raw aiokafka, no agentstream):",
+        f"{'concurrent':>10} {'events/s':>9} {'raw p50 (ms)':>13} {'first token':>12} {'last token':>11}"
+        f"  {'StartRun -> model request p50':>30}",
+    ]
     for r in report.levels:
         if r.loaded_p50_ms:
-            lines.append(f"{r.concurrency:>10} {r.events_per_s:>9,.0f} {r.loaded_p50_ms:>13.2f} "
-                         f"{r.first_p50_ms / r.loaded_p50_ms:>11.1f}x {r.last_p50_ms / r.loaded_p50_ms:>10.1f}x"
-                         f"  {r.start_p50_ms:>27.1f} ms")
+            lines.append(
+                f"{r.concurrency:>10} {r.events_per_s:>9,.0f} {r.loaded_p50_ms:>13.2f} "
+                f"{r.first_p50_ms / r.loaded_p50_ms:>11.1f}x {r.last_p50_ms / r.loaded_p50_ms:>10.1f}x"
+                f"  {r.start_p50_ms:>27.1f} ms"
+            )
     if saturated := [r for r in report.levels if r.saturated]:
         top = max(r.tokens_per_core_s for r in saturated)
-        lines += ["", f"SATURATED: the runner processes or the whole machine were busy >= {SATURATED:.0%} of the time,",
-                  "so that level's latency is queueing for CPU, not overhead. One busy runner process carried about",
-                  f"{top:,.0f} tokens/s here; a level needs (concurrent runs x tokens/s per run) / that many runner",
-                  "processes, each on a core of its own beside the model server and the broker (`--runners N`: the",
-                  "partitions of `runs` are split between them)."]
+        lines += [
+            "",
+            f"SATURATED: the runner processes or the whole machine were busy >= {SATURATED:.0%} of the time,",
+            "so that level's latency is queueing for CPU, not overhead. One busy runner process carried about",
+            f"{top:,.0f} tokens/s here; a level needs (concurrent runs x tokens/s per run) / that many runner",
+            "processes, each on a core of its own beside the model server and the broker (`--runners N`: the",
+            "partitions of `runs` are split between them).",
+        ]
     lines += [
         "",
         f"Kafka records per generated token at {report.token_rate:g} tokens/s: "
         f"{report.records_per_token:.3f} ({int(report.extras['long_run_records'])} records / {report.tokens} tokens)",
-        "  by type: " + ", ".join(f"{k.removeprefix('long_run.')} {int(v)}" for k, v in report.extras.items()
-                                  if k.startswith("long_run.")),
+        "  by type: "
+        + ", ".join(
+            f"{k.removeprefix('long_run.')} {int(v)}" for k, v in report.extras.items() if k.startswith("long_run.")
+        ),
         "targets: p50 overhead <= 3x the raw round trip; <= 0.25 records per token",
     ]
     return "\n".join(lines)
@@ -415,9 +478,15 @@ def report_json(report: OverheadReport) -> dict[str, Any]:
 
 
 async def _main(args: argparse.Namespace) -> OverheadReport:
-    options = {"levels": args.levels, "tokens": args.tokens, "rate": args.rate, "min_runs": args.min_runs,
-               "baseline_messages": args.baseline_messages, "database_url": args.database_url,
-               "runners": args.runners}
+    options = {
+        "levels": args.levels,
+        "tokens": args.tokens,
+        "rate": args.rate,
+        "min_runs": args.min_runs,
+        "baseline_messages": args.baseline_messages,
+        "database_url": args.database_url,
+        "runners": args.runners,
+    }
     if args.bootstrap:
         return await run_bench(args.bootstrap, embedded=args.embedded, **options)
     async with EmbeddedBroker() as broker:

@@ -31,8 +31,14 @@ from agentstream.kafka import free_port
 
 
 class ServiceProcess:
-    def __init__(self, service: str, config: dict[str, Any], *, ready_timeout_s: float = 60.0,
-                 command: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        service: str,
+        config: dict[str, Any],
+        *,
+        ready_timeout_s: float = 60.0,
+        command: Sequence[str] | None = None,
+    ) -> None:
         self.service = service
         self.command = list(command) if command is not None else ["-m", "agentstream_stack", "serve", service]
         self.config = config
@@ -49,8 +55,18 @@ class ServiceProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSTREAM__")}
         with self.log_path.open("wb") as log:
             self._process = await asyncio.create_subprocess_exec(
-                sys.executable, *self.command, "--config", str(config_path),
-                "--host", "127.0.0.1", "--port", str(self.port), stdout=log, stderr=log, env=env)
+                sys.executable,
+                *self.command,
+                "--config",
+                str(config_path),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                stdout=log,
+                stderr=log,
+                env=env,
+            )
         try:
             await self._wait_ready()
         except BaseException:

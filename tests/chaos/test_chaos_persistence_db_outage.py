@@ -48,8 +48,9 @@ def open_buffers(metrics: str) -> float:
     return float(found.group(1))
 
 
-async def test_database_outage_is_retried_until_every_run_is_stored(kafka_bootstrap, topic_prefix, pg_available,
-                                                                     tmp_path):
+async def test_database_outage_is_retried_until_every_run_is_stored(
+    kafka_bootstrap, topic_prefix, pg_available, tmp_path
+):
     if not pg_available:
         pytest.skip("PostgreSQL not reachable")
     name, direct = pg_database()
@@ -62,8 +63,9 @@ async def test_database_outage_is_retried_until_every_run_is_stored(kafka_bootst
     persistence = ServiceProcess("persistence", service_env(settings), http_port, tmp_path, "outage")
     try:
         await persistence.start()
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{http_port}", headers=ADMIN_HEADERS,
-                                     timeout=5) as http:
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{http_port}", headers=ADMIN_HEADERS, timeout=5
+        ) as http:
             proxy.cut()
             cut_at = time.monotonic()
             await publish(settings, run_events("outage-1", "first?", "one") + run_events("outage-2", "second?", "two"))

@@ -26,10 +26,17 @@ RUNS = 50
 
 
 def starts() -> list[StartRun]:
-    return [StartRun(run_id=f"burst-{i}", conversation_key=f"web:burst-{i}", assistant_id="default",
-                     user=User(id="u1"), text=f"hello number {i}",
-                     reply_target=ReplyTarget(platform="web", chat_id=f"burst-{i}"))
-            for i in range(RUNS)]
+    return [
+        StartRun(
+            run_id=f"burst-{i}",
+            conversation_key=f"web:burst-{i}",
+            assistant_id="default",
+            user=User(id="u1"),
+            text=f"hello number {i}",
+            reply_target=ReplyTarget(platform="web", chat_id=f"burst-{i}"),
+        )
+        for i in range(RUNS)
+    ]
 
 
 def finished_count(records: list[RawRecord]) -> int:
@@ -83,10 +90,12 @@ async def test_persistence_killed_mid_burst_stores_every_run_exactly_once(kafka_
             await host.stop()
         async with sessions() as s:
             runs = (await s.execute(select(Run.run_id, Run.status))).all()
-            per_run = dict((await s.execute(
-                select(Message.root_run_id, func.count()).group_by(Message.root_run_id))).all())
-            users = dict((await s.execute(
-                select(Message.root_run_id, Message.content).where(Message.role == "user"))).all())
+            per_run = dict(
+                (await s.execute(select(Message.root_run_id, func.count()).group_by(Message.root_run_id))).all()
+            )
+            users = dict(
+                (await s.execute(select(Message.root_run_id, Message.content).where(Message.role == "user"))).all()
+            )
         assert sorted(r.run_id for r in runs) == sorted(s.run_id for s in starts())
         assert {r.status for r in runs} == {"completed"}
         assert per_run == {s.run_id: 2 for s in starts()}  # the question and the answer, once each

@@ -35,8 +35,14 @@ async def test_revoked_partitions_end_their_runs_as_rebalanced(settings_factory,
         )
         first, second = AgentRunnerService(settings), AgentRunnerService(settings)
         bootstrap, t = settings.kafka.bootstrap_servers, first.topics
-        start = StartRun(run_id="run-rb-1", conversation_key=KEY, assistant_id="default", user=User(id="u1"),
-                         text="go", reply_target=ReplyTarget(platform="web", chat_id="rebalance"))
+        start = StartRun(
+            run_id="run-rb-1",
+            conversation_key=KEY,
+            assistant_id="default",
+            user=User(id="u1"),
+            text="go",
+            reply_target=ReplyTarget(platform="web", chat_id="rebalance"),
+        )
         async with ServiceHost([first], "127.0.0.1", {first.name: free_port()}):
             await produce_raw(bootstrap, t.runs, start.to_json(), key=KEY.encode())
             await read_until(bootstrap, t.events, lambda rs: any(b'"message.delta"' in (r.value or b"") for r in rs))

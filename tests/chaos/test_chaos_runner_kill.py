@@ -48,23 +48,38 @@ async def test_runner_killed_mid_stream_is_declared_lost_then_resumed(kafka_boot
         fake.add_turn(text="It is 42.")  # what the resumed run gets
         connectors = [{"id": "fake", "type": "openai", "base_url": fake.base_url, "model": "fake-model"}]
         settings = make_test_settings(
-            kafka_bootstrap, topic_prefix, f"sqlite+aiosqlite:///{tmp_path / 'chaos.db'}",
-            connectors=connectors, default_connector="fake",
+            kafka_bootstrap,
+            topic_prefix,
+            f"sqlite+aiosqlite:///{tmp_path / 'chaos.db'}",
+            connectors=connectors,
+            default_connector="fake",
             resume={"auto": True, "stale_after_s": 2.0, "watchdog_interval_s": 0.2, "max_attempts": 1},
         )
         await create_topics(settings.kafka)
-        env = service_env(settings, connectors=connectors, default_connector="fake",
-                          runner__heartbeat_s="0.5", runner__coalesce_ms="10")
+        env = service_env(
+            settings,
+            connectors=connectors,
+            default_connector="fake",
+            runner__heartbeat_s="0.5",
+            runner__coalesce_ms="10",
+        )
         port = free_port()
         first = ServiceProcess("agent-runner", env, port, tmp_path, "first")
         second = ServiceProcess("agent-runner", env, port, tmp_path, "second")
         persistence, tools = PersistenceService(settings), ToolExecutorService(settings)
-        start = StartRun(run_id="run-chaos-1", conversation_key=KEY, assistant_id="default", user=User(id="u1"),
-                         text="what is 6*7?", reply_target=ReplyTarget(platform="web", chat_id="chaos-runner"))
+        start = StartRun(
+            run_id="run-chaos-1",
+            conversation_key=KEY,
+            assistant_id="default",
+            user=User(id="u1"),
+            text="what is 6*7?",
+            reply_target=ReplyTarget(platform="web", chat_id="chaos-runner"),
+        )
         bootstrap, events_topic = settings.kafka.bootstrap_servers, f"{topic_prefix}events"
         try:
-            host = ServiceHost([persistence, tools], "127.0.0.1",
-                               {persistence.name: free_port(), tools.name: free_port()})
+            host = ServiceHost(
+                [persistence, tools], "127.0.0.1", {persistence.name: free_port(), tools.name: free_port()}
+            )
             try:
                 await asyncio.gather(host.start(), first.start())  # the group joins overlap
                 await produce_raw(bootstrap, f"{topic_prefix}runs", start.to_json(), key=KEY.encode())

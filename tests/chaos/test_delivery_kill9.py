@@ -71,18 +71,23 @@ async def test_kill9_mid_stream_then_restart_every_final_exact_no_duplicates(kaf
             chats = [f"-{1000 + i}" for i in range(STREAMS)]
 
             async def publish(ev: EventBase) -> None:
-                await producer.send_and_wait(f"{topic_prefix}events", ev.to_json(),
-                                             key=ev.conversation_key.encode())
+                await producer.send_and_wait(f"{topic_prefix}events", ev.to_json(), key=ev.conversation_key.encode())
 
             async def run(i: int) -> None:
                 chat, rid = chats[i], f"run-{i}"
                 ids = {"run_id": rid, "root_run_id": rid, "conversation_key": f"telegram:{chat}"}
-                await publish(RunStarted(**ids, seq=1, assistant_id="a", connector_id="demo",
-                                         reply_target=ReplyTarget(platform="telegram", chat_id=chat)))
+                await publish(
+                    RunStarted(
+                        **ids,
+                        seq=1,
+                        assistant_id="a",
+                        connector_id="demo",
+                        reply_target=ReplyTarget(platform="telegram", chat_id=chat),
+                    )
+                )
                 words = answer(i).split(" ")
                 for k, word in enumerate(words):
-                    await publish(MessageDelta(**ids, seq=2 + k, message_id="m1",
-                                               text=word if k == 0 else " " + word))
+                    await publish(MessageDelta(**ids, seq=2 + k, message_id="m1", text=word if k == 0 else " " + word))
                     await asyncio.sleep(DELTA_PAUSE_S)
                 await publish(RunFinished(**ids, seq=2 + len(words), status="completed", text=answer(i)))
 

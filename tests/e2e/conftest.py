@@ -14,8 +14,13 @@ DEMO_ANSWER = "6*7 = 42"
 
 
 def inbound(text: str = "calculate 6*7", chat: str | None = None, platform: str = "memory") -> InboundMessage:
-    return InboundMessage(id=str(uuid.uuid4()), platform=platform, chat_id=chat or f"chat-{uuid.uuid4().hex[:6]}",
-                          user=User(id="u-1", name="Tester"), text=text)
+    return InboundMessage(
+        id=str(uuid.uuid4()),
+        platform=platform,
+        chat_id=chat or f"chat-{uuid.uuid4().hex[:6]}",
+        user=User(id="u-1", name="Tester"),
+        text=text,
+    )
 
 
 async def poll_json(url: str, ready, timeout: float = 30.0):

@@ -17,8 +17,15 @@ def spawn(args: list[str], env: dict[str, str], cwd: Path, log: Path) -> subproc
     # Every test process accepts the test session's bootstrap admin token (agentstream.testing.fixtures).
     full_env = {**os.environ, "AGENTSTREAM__AUTH__ADMIN_TOKEN_ENV": ADMIN_TOKEN_ENV, **env}
     with open(log, "wb") as out:
-        return subprocess.Popen([*AGENTSTREAM, *args], env=full_env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        return subprocess.Popen(
+            [*AGENTSTREAM, *args],
+            env=full_env,
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
 
 
 def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout: float = 20) -> int:

@@ -18,8 +18,9 @@ from agentstream.kafka import free_port
 
 def test_demo_exits_zero_quickly_and_prints_the_reply(tmp_path):
     t0 = time.monotonic()
-    result = subprocess.run([*AGENTSTREAM, "demo"], cwd=tmp_path, capture_output=True, text=True, timeout=90,
-                            stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        [*AGENTSTREAM, "demo"], cwd=tmp_path, capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL
+    )
     elapsed = time.monotonic() - t0
     assert result.returncode == 0, result.stdout + result.stderr
     assert elapsed < 60
@@ -29,8 +30,10 @@ def test_demo_exits_zero_quickly_and_prints_the_reply(tmp_path):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_up_stops_cleanly_and_leaves_no_process(tmp_path, sig):
-    env = {f"AGENTSTREAM__HTTP__{name}": str(free_port())
-           for name in ("INGRESS", "AGENT_RUNNER", "TOOL_EXECUTOR", "DELIVERY", "PERSISTENCE")}
+    env = {
+        f"AGENTSTREAM__HTTP__{name}": str(free_port())
+        for name in ("INGRESS", "AGENT_RUNNER", "TOOL_EXECUTOR", "DELIVERY", "PERSISTENCE")
+    }
     proc = spawn(["up", "--no-chat"], env, tmp_path, tmp_path / "up.log")
     state_file = tmp_path / ".agentstream" / "stack.json"
     try:
@@ -105,8 +108,9 @@ def test_up_prints_an_admin_key_once_and_a_web_link_every_start(tmp_path):
         assert stop(proc, signal.SIGINT, timeout=30) == 0, (tmp_path / "up-1.log").read_text()
     secret_file = tmp_path / ".agentstream" / "web-secret"
     assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
-    assert keys[0] not in "".join(p.read_text(errors="replace") for p in (tmp_path / ".agentstream").iterdir()
-                                  if p.is_file())  # the key is in no file of the stack
+    assert keys[0] not in "".join(
+        p.read_text(errors="replace") for p in (tmp_path / ".agentstream").iterdir() if p.is_file()
+    )  # the key is in no file of the stack
 
     proc, second = _up_until_linked(tmp_path, env, tmp_path / "up-2.log")
     try:

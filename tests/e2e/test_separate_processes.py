@@ -26,8 +26,10 @@ async def test_five_processes_answer_and_persist(kafka_bootstrap, topic_prefix, 
         "AGENTSTREAM__DATABASE__URL": db,
     }
     ports = {name: free_port() for name in SERVICES}
-    procs = {name: spawn(["serve", name, "--port", str(ports[name])], env, tmp_path, tmp_path / f"{name}.log")
-             for name in SERVICES}
+    procs = {
+        name: spawn(["serve", name, "--port", str(ports[name])], env, tmp_path, tmp_path / f"{name}.log")
+        for name in SERVICES
+    }
     try:
         async with httpx.AsyncClient(headers=ADMIN_HEADERS, timeout=5) as http, asyncio.timeout(90):
             for name, port in ports.items():
@@ -42,11 +44,14 @@ async def test_five_processes_answer_and_persist(kafka_bootstrap, topic_prefix, 
         msg = inbound()
         events = await send_and_follow(settings.kafka, msg, timeout=60)
         assert events[-1].type == "run.finished" and events[-1].text == DEMO_ANSWER
-        chat = await poll_json(f"http://127.0.0.1:{ports['delivery']}/v1/memory/chats/{msg.chat_id}",
-                               lambda j: any(m["text"] == DEMO_ANSWER for m in j["messages"]))
+        chat = await poll_json(
+            f"http://127.0.0.1:{ports['delivery']}/v1/memory/chats/{msg.chat_id}",
+            lambda j: any(m["text"] == DEMO_ANSWER for m in j["messages"]),
+        )
         assert [m["text"] for m in chat["messages"]].count(DEMO_ANSWER) == 1
-        run = await poll_json(f"http://127.0.0.1:{ports['persistence']}/v1/runs/{events[-1].root_run_id}",
-                              lambda j: True)
+        run = await poll_json(
+            f"http://127.0.0.1:{ports['persistence']}/v1/runs/{events[-1].root_run_id}", lambda j: True
+        )
         assert run["status"] == "completed" and run["llm_calls"] == 2
     finally:
         codes = {name: stop(p) for name, p in procs.items()}

@@ -24,9 +24,13 @@ async def _db_rows(url: str, root_run_id: str) -> tuple[list[Run], list[Message]
     try:
         async with session_factory(engine)() as s:
             runs = list((await s.scalars(select(Run).where(Run.root_run_id == root_run_id))).all())
-            msgs = list((await s.scalars(
-                select(Message).where(Message.root_run_id == root_run_id).order_by(Message.seq, Message.part)
-            )).all())
+            msgs = list(
+                (
+                    await s.scalars(
+                        select(Message).where(Message.root_run_id == root_run_id).order_by(Message.seq, Message.part)
+                    )
+                ).all()
+            )
             return runs, msgs
     finally:
         await engine.dispose()
@@ -44,8 +48,10 @@ async def test_one_message_streams_reply_calls_tool_and_persists(settings_factor
         assert [e.content for e in events if isinstance(e, ToolResult)] == ["42"]
 
         # Delivery: what the person sees in the (in-memory) chat.
-        chat = await poll_json(f"{stack.urls['delivery']}/v1/memory/chats/{msg.chat_id}",
-                               lambda j: any(m["text"] == DEMO_ANSWER for m in j["messages"]))
+        chat = await poll_json(
+            f"{stack.urls['delivery']}/v1/memory/chats/{msg.chat_id}",
+            lambda j: any(m["text"] == DEMO_ANSWER for m in j["messages"]),
+        )
         assert [m["text"] for m in chat["messages"]].count(DEMO_ANSWER) == 1
 
         # Persistence: the run and its messages, once.
@@ -63,8 +69,14 @@ async def test_raw_json_from_plain_aiokafka_is_answered_and_persisted(settings_f
     settings = settings_factory()
     async with embedded_stack(settings, start_broker=False, ports=free_ports(), state_file=None) as stack:
         t = stack.services["ingress"].topics
-        body = {"id": "raw-1", "platform": "memory", "chat_id": "raw-chat", "user": {"id": "u-9"},
-                "text": "what is 2+3", "some_future_field": True}
+        body = {
+            "id": "raw-1",
+            "platform": "memory",
+            "chat_id": "raw-chat",
+            "user": {"id": "u-9"},
+            "text": "what is 2+3",
+            "some_future_field": True,
+        }
         # No project code on the producer side: plain aiokafka and a JSON literal.
         producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers)
         await producer.start()
@@ -72,14 +84,23 @@ async def test_raw_json_from_plain_aiokafka_is_answered_and_persisted(settings_f
             await producer.send_and_wait(t.inbound, json.dumps(body).encode(), key=b"memory:raw-chat")
         finally:
             await producer.stop()
-        chat = await poll_json(f"{stack.urls['delivery']}/v1/memory/chats/raw-chat",
-                               lambda j: any(m["text"] == "2+3 = 5" for m in j["messages"]), timeout=60)
+        chat = await poll_json(
+            f"{stack.urls['delivery']}/v1/memory/chats/raw-chat",
+            lambda j: any(m["text"] == "2+3 = 5" for m in j["messages"]),
+            timeout=60,
+        )
         assert chat["messages"][-1]["text"] == "2+3 = 5"
-        runs = (await poll_json(f"{stack.urls['persistence']}/v1/conversations/memory:raw-chat/runs",
-                                lambda j: len(j["items"]) == 1))["items"]
+        runs = (
+            await poll_json(
+                f"{stack.urls['persistence']}/v1/conversations/memory:raw-chat/runs", lambda j: len(j["items"]) == 1
+            )
+        )["items"]
         assert runs[0]["status"] == "completed" and runs[0]["text"] == "2+3 = 5"
-        msgs = (await poll_json(f"{stack.urls['persistence']}/v1/conversations/memory:raw-chat/messages",
-                                lambda j: len(j["items"]) >= 2))["items"]
+        msgs = (
+            await poll_json(
+                f"{stack.urls['persistence']}/v1/conversations/memory:raw-chat/messages", lambda j: len(j["items"]) >= 2
+            )
+        )["items"]
         assert msgs[0]["role"] == "user" and msgs[0]["content"] == "what is 2+3"
 
 
@@ -133,8 +154,9 @@ async def test_the_web_link_chats_through_the_whole_stack(settings_factory):
             http.stream("GET", "/v1/web/local/events", params={"token": token}) as events,
         ):
             assert events.status_code == 200
-            posted = await http.post("/v1/web/local/messages", headers={"Authorization": f"Bearer {token}"},
-                                     json={"text": "calculate 6*7"})
+            posted = await http.post(
+                "/v1/web/local/messages", headers={"Authorization": f"Bearer {token}"}, json={"text": "calculate 6*7"}
+            )
             assert posted.status_code == 202, posted.text
             async with asyncio.timeout(60):
                 async for line in events.aiter_lines():
@@ -142,6 +164,7 @@ async def test_the_web_link_chats_through_the_whole_stack(settings_factory):
                         frames.append(json.loads(line.removeprefix("data: ")))
                         if frames[-1]["final"] and frames[-1]["text"] == DEMO_ANSWER:
                             break
-        runs = await poll_json(f"{stack.urls['persistence']}/v1/conversations/web:local/runs",
-                               lambda j: len(j["items"]) == 1)
+        runs = await poll_json(
+            f"{stack.urls['persistence']}/v1/conversations/web:local/runs", lambda j: len(j["items"]) == 1
+        )
         assert runs["items"][0]["status"] == "completed"

@@ -100,14 +100,25 @@ def test_event_union_round_trip():
     ev = MessageDelta(run_id="r", root_run_id="r", conversation_key="k", seq=3, message_id="m", text="he")
     back = RunEventAdapter.validate_json(ev.to_json())
     assert back == ev and isinstance(back, MessageDelta)
-    fin = RunFinished(run_id="r", root_run_id="r", conversation_key="k", seq=9, status="completed",
-                      usage=Usage(prompt_tokens=1, completion_tokens=2, llm_calls=1))
+    fin = RunFinished(
+        run_id="r",
+        root_run_id="r",
+        conversation_key="k",
+        seq=9,
+        status="completed",
+        usage=Usage(prompt_tokens=1, completion_tokens=2, llm_calls=1),
+    )
     assert RunEventAdapter.validate_json(fin.to_json()).usage.total_tokens == 3
 
 
 def test_run_command_union_discriminates():
-    cmd = StartRun(run_id="r", conversation_key="k", assistant_id="a", text="t",
-                   reply_target=ReplyTarget(platform="web", chat_id="c"))
+    cmd = StartRun(
+        run_id="r",
+        conversation_key="k",
+        assistant_id="a",
+        text="t",
+        reply_target=ReplyTarget(platform="web", chat_id="c"),
+    )
     assert isinstance(RunCommandAdapter.validate_json(cmd.to_json()), StartRun)
     with pytest.raises(ValidationError):
         RunCommandAdapter.validate_json(b'{"type": "nope"}')

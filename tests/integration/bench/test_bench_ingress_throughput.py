@@ -14,19 +14,41 @@ if ROOT not in sys.path:
 from bench.ingress_throughput import IngressResult, format_table, measure_ingress  # noqa: E402
 from bench.kafka_baseline import BaselineResult  # noqa: E402
 
-BASELINE = BaselineResult(bootstrap="x", embedded=True, messages=1, payload_bytes=1, p50_ms=1.0, p99_ms=1.0,
-                          msgs_per_s=1000.0, round_trips=1, burst_received=1)
+BASELINE = BaselineResult(
+    bootstrap="x",
+    embedded=True,
+    messages=1,
+    payload_bytes=1,
+    p50_ms=1.0,
+    p99_ms=1.0,
+    msgs_per_s=1000.0,
+    round_trips=1,
+    burst_received=1,
+)
 
 
 def test_table_reports_ratio_and_target():
-    result = IngressResult(messages=10, runs_received=10, seconds=0.02, msgs_per_s=500.0, baseline_msgs_per_s=1000.0,
-                           database="postgresql+psycopg")
+    result = IngressResult(
+        messages=10,
+        runs_received=10,
+        seconds=0.02,
+        msgs_per_s=500.0,
+        baseline_msgs_per_s=1000.0,
+        database="postgresql+psycopg",
+    )
     assert result.ratio == 0.5
     table = format_table(result)
     assert "50% of raw (ok)" in table and "1,000 msg/s" in table
     assert "ingress CPU" not in table  # unknown when ingress shared the driver's process
-    measured = IngressResult(messages=10, runs_received=10, seconds=0.02, msgs_per_s=500.0,
-                             baseline_msgs_per_s=1000.0, database="postgresql+psycopg", ingress_cpu_s=0.001)
+    measured = IngressResult(
+        messages=10,
+        runs_received=10,
+        seconds=0.02,
+        msgs_per_s=500.0,
+        baseline_msgs_per_s=1000.0,
+        database="postgresql+psycopg",
+        ingress_cpu_s=0.001,
+    )
     assert measured.cpu_us_per_msg == 100.0 and "100 us per record" in format_table(measured)
 
 
@@ -44,6 +66,7 @@ async def test_measure_ingress_moves_every_record_to_runs(kafka_bootstrap: str, 
 async def test_measure_ingress_in_the_driver_process(kafka_bootstrap: str, db_url: str) -> None:
     if not db_url.startswith("postgresql"):
         pytest.skip("the benchmark is specified on PostgreSQL")
-    result = await measure_ingress(kafka_bootstrap, db_url, 20, embedded=True, baseline=BASELINE, warmup=5,
-                                   in_process=True)
+    result = await measure_ingress(
+        kafka_bootstrap, db_url, 20, embedded=True, baseline=BASELINE, warmup=5, in_process=True
+    )
     assert result.runs_received == 20 and result.ingress_cpu_s is None

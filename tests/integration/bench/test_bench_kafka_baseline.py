@@ -32,7 +32,9 @@ def test_percentile_is_nearest_rank() -> None:
 @pytest.mark.integration
 async def test_measure_baseline_round_trips_every_message(kafka_bootstrap: str) -> None:
     progress: list[tuple[str, int, int]] = []
-    result = await measure_baseline(kafka_bootstrap, 50, embedded=True, warmup=5, progress=lambda *p: progress.append(p))
+    result = await measure_baseline(
+        kafka_bootstrap, 50, embedded=True, warmup=5, progress=lambda *p: progress.append(p)
+    )
 
     assert isinstance(result, BaselineResult)
     assert result.round_trips == 50
@@ -47,8 +49,9 @@ async def test_measure_baseline_round_trips_every_message(kafka_bootstrap: str) 
 
 @pytest.mark.integration
 async def test_loaded_round_trip_times_every_probe_under_background_load(kafka_bootstrap: str) -> None:
-    result = await measure_loaded_round_trip(kafka_bootstrap, 500, partitions=3, seconds=0.5, probe_interval_s=0.02,
-                                             embedded=True)
+    result = await measure_loaded_round_trip(
+        kafka_bootstrap, 500, partitions=3, seconds=0.5, probe_interval_s=0.02, embedded=True
+    )
     assert result.probes == 25  # every probe came back through the loaded topic
     assert (result.records_per_s, result.partitions) == (500, 3)
     assert 0 < result.p50_ms <= result.p99_ms < 5_000

@@ -27,8 +27,11 @@ async def test_streams_the_echo_one_token_per_chunk_and_records_timings(transpor
     try:
         for _ in range(2):  # twice: the second request reuses the kept-alive connection
             stream = await client.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": text}], stream=True,
-                stream_options={"include_usage": True})
+                model="m",
+                messages=[{"role": "user", "content": text}],
+                stream=True,
+                stream_options={"include_usage": True},
+            )
             chunks = [chunk async for chunk in stream]
             pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
             assert "".join(pieces) == text and len(pieces) == 20

@@ -16,8 +16,16 @@ from bench.run_overhead import format_report, report_json, run_bench  # noqa: E4
 
 @pytest.mark.integration
 async def test_run_overhead_smoke(kafka_bootstrap: str) -> None:
-    report = await run_bench(kafka_bootstrap, levels=(1, 3), tokens=5, rate=200, long_tokens=40, min_runs=2,
-                             baseline_messages=20, timeout_s=60)
+    report = await run_bench(
+        kafka_bootstrap,
+        levels=(1, 3),
+        tokens=5,
+        rate=200,
+        long_tokens=40,
+        min_runs=2,
+        baseline_messages=20,
+        timeout_s=60,
+    )
     assert [(lvl.concurrency, lvl.runs) for lvl in report.levels] == [(1, 2), (3, 3)]
     for lvl in report.levels:
         assert 0 < lvl.first_p50_ms <= lvl.first_p99_ms < 10_000
@@ -37,8 +45,7 @@ def test_a_saturated_level_is_marked_and_the_capacity_of_one_runner_is_given() -
     busy = LevelResult(200, 200, 70.0, 150.0, 50.0, 300.0, runner_cpu_share=1.9, runners=2, tokens_per_s=15_200.0)
     assert not calm.saturated and busy.saturated and busy.busy == pytest.approx(0.95)
     assert busy.tokens_per_core_s == pytest.approx(8_000.0)
-    text = format_report(OverheadReport(1.5, 3.0, [calm, busy], 200, 100.0, 0.235,
-                                        {"long_run_records": 47.0}, cores=2))
+    text = format_report(OverheadReport(1.5, 3.0, [calm, busy], 200, 100.0, 0.235, {"long_run_records": 47.0}, cores=2))
     lines = text.splitlines()
     assert "SATURATED" not in next(line for line in lines if line.strip().startswith("1 "))
     assert "SATURATED" in next(line for line in lines if line.strip().startswith("200 "))

@@ -45,7 +45,7 @@ def ids(seq: int) -> dict[str, object]:
 
 
 def chunks(text: str, size: int = 3) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 def run_events() -> list[EventBase]:
@@ -88,14 +88,21 @@ async def test_run_is_streamed_once_per_segment(settings_factory: Callable[..., 
     svc = DeliveryService(settings, console=Console(file=io.StringIO()))
     finished: list[str] = []
     svc.finished_listeners.append(lambda ev: finished.append(ev.root_run_id))
-    orphan = MessageDelta(run_id="ghost", root_run_id="ghost", conversation_key=KEY, seq=3, message_id="x",
-                          text="never shown")
-    notice = Notice(run_id="n1", root_run_id="n1", conversation_key=KEY, seq=0, level="error",
-                    text="Your message could not be processed", reply_target=TARGET)
+    orphan = MessageDelta(
+        run_id="ghost", root_run_id="ghost", conversation_key=KEY, seq=3, message_id="x", text="never shown"
+    )
+    notice = Notice(
+        run_id="n1",
+        root_run_id="n1",
+        conversation_key=KEY,
+        seq=0,
+        level="error",
+        text="Your message could not be processed",
+        reply_target=TARGET,
+    )
     async with ServiceHost([svc], "127.0.0.1", {svc.name: free_port()}) as host:
         # paced like a model streams, so intermediate frames really are edited in place
-        await publish(settings, [b"not json", orphan.to_json(), *(e.to_json() for e in run_events())],
-                      pause=0.01)
+        await publish(settings, [b"not json", orphan.to_json(), *(e.to_json() for e in run_events())], pause=0.01)
         msgs = await svc.memory.wait_for_final(CHAT, count=2, timeout=30)
         await publish(settings, [notice.to_json()])
         msgs = await svc.memory.wait_for_final(CHAT, count=3, timeout=30)
@@ -118,6 +125,9 @@ async def test_run_is_streamed_once_per_segment(settings_factory: Callable[..., 
             streams = (await http.get("/v1/streams")).json()
         assert chat["chat_id"] == CHAT
         assert [(m["text"], m["sends"]) for m in chat["messages"]] == [
-            (FIRST, 1), (ANSWER, 1), ("Your message could not be processed", 1)]
+            (FIRST, 1),
+            (ANSWER, 1),
+            ("Your message could not be processed", 1),
+        ]
         assert chat["messages"][1]["edits"] == answer.edits
         assert streams == {"streams": []}

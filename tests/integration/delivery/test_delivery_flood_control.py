@@ -23,9 +23,16 @@ LOG = structlog.get_logger("test")
 
 def actor(adapter: TelegramAdapter, chat: str, limiter: RateLimiter, run: str) -> StreamActor:
     target = ReplyTarget(platform="telegram", chat_id=chat)
-    a = StreamActor(StreamKey.of(run, target), target, adapter, cadence_for(adapter, None), LOG,
-                    ledger=MemoryLedger(), conversation_key=f"telegram:{chat}",
-                    gate=limiter.gate("telegram", adapter.bot, chat, chat_interval(adapter)))
+    a = StreamActor(
+        StreamKey.of(run, target),
+        target,
+        adapter,
+        cadence_for(adapter, None),
+        LOG,
+        ledger=MemoryLedger(),
+        conversation_key=f"telegram:{chat}",
+        gate=limiter.gate("telegram", adapter.bot, chat, chat_interval(adapter)),
+    )
     a.start()
     return a
 
@@ -58,8 +65,12 @@ async def test_429_pauses_only_that_chat_and_three_strikes_degrade_to_the_missin
     async with FakeTelegram() as tg:
         adapter = TelegramAdapter(tg.token, api_url=tg.url)
         limiter = RateLimiter()
-        rate_limit = {"ok": False, "error_code": 429, "description": "Too Many Requests: retry after 3",
-                      "parameters": {"retry_after": 3}}
+        rate_limit = {
+            "ok": False,
+            "error_code": 429,
+            "description": "Too Many Requests: retry after 3",
+            "parameters": {"retry_after": 3},
+        }
         tg.fail_next("editMessageText", Failure(429, rate_limit), chat_id="-1")
         slow, other = actor(adapter, "-1", limiter, "r1"), actor(adapter, "-2", limiter, "r2")
         await asyncio.gather(feed_paced(slow, 6.0, 20), feed_paced(other, 6.0, 20))
@@ -81,5 +92,5 @@ async def test_429_pauses_only_that_chat_and_three_strikes_degrade_to_the_missin
     first, tail = tg.messages("-3")
     assert first.text.endswith(CURSOR) and first.edits == 0  # left as it was when the strikes began
     shown = first.text.removesuffix(CURSOR)
-    assert tail.text == text[len(shown):] and shown + tail.text == text
+    assert tail.text == text[len(shown) :] and shown + tail.text == text
     assert len(tg.calls_to("-3", "sendMessage")) == 2 and len(tg.calls_to("-3", "editMessageText")) == 3

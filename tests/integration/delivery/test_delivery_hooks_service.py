@@ -58,7 +58,7 @@ ANSWER = f"Your key is {API_KEY} and it should never be shown. Rotate it now, pl
 SHOWN = "Your key is [REDACTED] and it should never be shown. Rotate it now, please."
 SECRET_ENV = "AS_TEST_HOOK_WEBHOOK_SECRET"
 
-HOOKS = '''
+HOOKS = """
 import asyncio
 
 SEEN = []
@@ -84,7 +84,7 @@ def register(registry):
     registry.add_observer(slow_observer, name="slow")
     registry.add_observer(recorder, name="recorder")
     registry.add_transform(broken_transform, name="broken-transform")
-'''
+"""
 
 
 class Receiver(BaseHTTPRequestHandler):
@@ -127,16 +127,30 @@ def run_events() -> tuple[list[EventBase], RunFinished]:
     seq = iter(range(1, 1000))
     events: list[EventBase] = [
         RunQueued(**ids(0), assistant_id="helper", reply_target=TARGET, text="what is my key?", user_id="u1"),
-        RunStarted(**ids(next(seq)), assistant_id="helper", connector_id="demo", reply_target=TARGET,
-                   user_id="u1", tenant_id="acme", session_id="s1"),
+        RunStarted(
+            **ids(next(seq)),
+            assistant_id="helper",
+            connector_id="demo",
+            reply_target=TARGET,
+            user_id="u1",
+            tenant_id="acme",
+            session_id="s1",
+        ),
         StepCompleted(**ids(next(seq)), step_id="st1", step_type="llm"),
         MessageStarted(**ids(next(seq)), message_id="m1"),
     ]
     # 4-character deltas: the key arrives in six pieces, across several preview frames
-    events += [MessageDelta(**ids(next(seq)), message_id="m1", text=ANSWER[i:i + 4]) for i in range(0, len(ANSWER), 4)]
+    events += [
+        MessageDelta(**ids(next(seq)), message_id="m1", text=ANSWER[i : i + 4]) for i in range(0, len(ANSWER), 4)
+    ]
     events.append(MessageCompleted(**ids(next(seq)), message_id="m1", text=ANSWER))
-    finished = RunFinished(**ids(next(seq)), status="completed", text=ANSWER, duration_ms=1234.0,
-                           usage=Usage(prompt_tokens=11, completion_tokens=22, llm_calls=1))
+    finished = RunFinished(
+        **ids(next(seq)),
+        status="completed",
+        text=ANSWER,
+        duration_ms=1234.0,
+        usage=Usage(prompt_tokens=11, completion_tokens=22, llm_calls=1),
+    )
     return events, finished
 
 
@@ -192,18 +206,26 @@ async def wait_until_async(probe: Callable[[], Awaitable[set[str]]], want: set[s
 
 
 async def test_hooks_redact_observe_bill_and_never_slow_the_stream(
-    settings_factory: Callable[..., Settings], topics_created: str, db_url: str, webhook_url: str,
-    hook_module: str, monkeypatch: pytest.MonkeyPatch,
+    settings_factory: Callable[..., Settings],
+    topics_created: str,
+    db_url: str,
+    webhook_url: str,
+    hook_module: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv(SECRET_ENV, "board-signing-key")
     await upgrade(db_url)
-    settings = settings_factory(db_url=db_url, hooks={
-        "modules": [hook_module],
-        "observer_timeout_s": 60,
-        "billing": {"enabled": True},
-        "audit": {"enabled": True},
-        "webhooks": [{"url": webhook_url, "points": ["agent:*"], "secret_env": SECRET_ENV}],
-    }, relay=[{"match": {"platform": "memory", "chat_id": CHAT}, "to": {"platform": "memory", "chat_id": MIRROR}}])
+    settings = settings_factory(
+        db_url=db_url,
+        hooks={
+            "modules": [hook_module],
+            "observer_timeout_s": 60,
+            "billing": {"enabled": True},
+            "audit": {"enabled": True},
+            "webhooks": [{"url": webhook_url, "points": ["agent:*"], "secret_env": SECRET_ENV}],
+        },
+        relay=[{"match": {"platform": "memory", "chat_id": CHAT}, "to": {"platform": "memory", "chat_id": MIRROR}}],
+    )
     svc = DeliveryService(settings, console=Console(file=io.StringIO()))
     hooks_mod = sys.modules[hook_module]
     events, finished = run_events()
@@ -230,11 +252,23 @@ async def test_hooks_redact_observe_bill_and_never_slow_the_stream(
         assert latency < 5.0, latency  # loose: a shared 2-core machine; the point is it did not wait
         hooks_mod.RELEASE.set()
 
-        notice = Notice(run_id="n1", root_run_id="n1", conversation_key=KEY, seq=0, text="Started a new session.",
-                        reply_target=TARGET, command="new")
+        notice = Notice(
+            run_id="n1",
+            root_run_id="n1",
+            conversation_key=KEY,
+            seq=0,
+            text="Started a new session.",
+            reply_target=TARGET,
+            command="new",
+        )
         await publish([notice, finished])  # the replayed run.finished must not bill twice
-        await wait_until(lambda: "session:reset" in hooks_mod.SEEN and hooks_mod.SEEN.count("agent:end") == 2
-                         and "delivery:sent" in hooks_mod.SEEN)
+        await wait_until(
+            lambda: (
+                "session:reset" in hooks_mod.SEEN
+                and hooks_mod.SEEN.count("agent:end") == 2
+                and "delivery:sent" in hooks_mod.SEEN
+            )
+        )
         await wait_until(lambda: len(Receiver.posts) >= 3)
         await wait_until_async(lambda: audited(db_url), AUDITED)  # the durable observers caught up too
         metrics = svc.hooks.metrics
@@ -246,8 +280,19 @@ async def test_hooks_redact_observe_bill_and_never_slow_the_stream(
     assert metrics.calls.labels("broken-transform", "transform", "error")._value.get() >= 2
 
     usage, audit = await rows(db_url)
-    assert [(u.root_run_id, u.tenant_id, u.user_id, u.assistant_id, u.prompt_tokens, u.completion_tokens,
-             u.llm_calls, u.status) for u in usage] == [("run-h", "acme", "u1", "helper", 11, 22, 1, "completed")]
+    assert [
+        (
+            u.root_run_id,
+            u.tenant_id,
+            u.user_id,
+            u.assistant_id,
+            u.prompt_tokens,
+            u.completion_tokens,
+            u.llm_calls,
+            u.status,
+        )
+        for u in usage
+    ] == [("run-h", "acme", "u1", "helper", 11, 22, 1, "completed")]
     points = [a.point for a in audit]
     assert points.count("agent:end") == 1  # the replay added nothing
     assert set(points) >= AUDITED

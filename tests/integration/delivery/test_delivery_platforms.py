@@ -40,13 +40,25 @@ from agentstream_delivery.streams import StreamActor, StreamKey
 LOG = structlog.get_logger("test")
 
 
-def actor(adapter: PlatformAdapter, chat: str, run: str = "r1", limiter: RateLimiter | None = None,
-          ledger: MemoryLedger | None = None) -> StreamActor:
+def actor(
+    adapter: PlatformAdapter,
+    chat: str,
+    run: str = "r1",
+    limiter: RateLimiter | None = None,
+    ledger: MemoryLedger | None = None,
+) -> StreamActor:
     target = ReplyTarget(platform=adapter.platform, chat_id=chat)
     limiter = limiter or RateLimiter()
-    a = StreamActor(StreamKey.of(run, target), target, adapter, cadence_for(adapter, None), LOG,
-                    ledger=ledger or MemoryLedger(), conversation_key=f"{adapter.platform}:{chat}",
-                    gate=limiter.gate(adapter.platform, "bot", chat, chat_interval(adapter)))
+    a = StreamActor(
+        StreamKey.of(run, target),
+        target,
+        adapter,
+        cadence_for(adapter, None),
+        LOG,
+        ledger=ledger or MemoryLedger(),
+        conversation_key=f"{adapter.platform}:{chat}",
+        gate=limiter.gate(adapter.platform, "bot", chat, chat_interval(adapter)),
+    )
     a.start()
     return a
 
@@ -61,7 +73,7 @@ async def stream(a: StreamActor, inputs: Sequence[StreamInput], pause: float = 0
 
 
 def deltas(text: str, size: int = 20, mid: str = "m1") -> list[StreamInput]:
-    return [TextDelta(mid, text[i:i + size]) for i in range(0, len(text), size)]
+    return [TextDelta(mid, text[i : i + size]) for i in range(0, len(text), size)]
 
 
 def sends(fake: FakePlatform, chat: str, method: str) -> int:
@@ -72,8 +84,17 @@ def sends(fake: FakePlatform, chat: str, method: str) -> int:
 async def test_two_segments_around_a_tool_call_on_telegram():
     async with FakeTelegram() as tg:
         a = actor(TelegramAdapter(tg.token, api_url=tg.url), "-100")
-        await stream(a, [*deltas("Let me calculate that."), ToolStarted("calculator"), Break(),
-                         *deltas("6*7 is 42.", mid="m2"), Finish("completed", text="6*7 is 42.")], pause=0.05)
+        await stream(
+            a,
+            [
+                *deltas("Let me calculate that."),
+                ToolStarted("calculator"),
+                Break(),
+                *deltas("6*7 is 42.", mid="m2"),
+                Finish("completed", text="6*7 is 42."),
+            ],
+            pause=0.05,
+        )
     assert tg.texts("-100") == ["Let me calculate that.", "🔧 calculator …", "6*7 is 42."]
     assert all(len(m.history) >= 1 and not m.text.endswith("▉") for m in tg.messages("-100"))
 
@@ -88,7 +109,8 @@ async def test_telegram_split_by_utf16_and_fences_balanced():
         adapter = TelegramAdapter(tg.token, api_url=tg.url)
         await asyncio.gather(
             stream(actor(adapter, "-1", "r1"), [*deltas(rockets, 100), Finish("completed", text=rockets)]),
-            stream(actor(adapter, "-2", "r2"), [*deltas(answer, 200), Finish("completed", text=answer)]))
+            stream(actor(adapter, "-2", "r2"), [*deltas(answer, 200), Finish("completed", text=answer)]),
+        )
         await adapter.close()
     assert [utf16_len(t) for t in tg.texts("-1")] == [utf16_len(t) for t in tg.texts("-1")]
     assert len(tg.texts("-1")) == 2 and all(utf16_len(t) <= 4096 for t in tg.texts("-1"))
@@ -102,9 +124,18 @@ async def test_telegram_split_by_utf16_and_fences_balanced():
 # -- acceptance 6: "not modified" is success; a timed-out send still gets its final ------------------
 async def test_not_modified_never_breaks_a_stream():
     async with FakeTelegram() as tg:
-        tg.fail_next("editMessageText", Failure(400, {"ok": False, "error_code": 400, "description":
-                     "Bad Request: message is not modified: specified new message content and reply markup are "
-                     "exactly the same"}))
+        tg.fail_next(
+            "editMessageText",
+            Failure(
+                400,
+                {
+                    "ok": False,
+                    "error_code": 400,
+                    "description": "Bad Request: message is not modified: specified new message content and reply markup are "
+                    "exactly the same",
+                },
+            ),
+        )
         a = actor(TelegramAdapter(tg.token, api_url=tg.url), "-5")
         answer = "The stream goes on regardless of what the platform says. " * 6
         await stream(a, [*deltas(answer, 10), Finish("completed", text=answer)], pause=0.1)
@@ -178,10 +209,17 @@ async def test_slack_and_discord_stream_and_honour_their_429s():
         slack.fail_next("chat.update", Failure(429, {"ok": False, "error": "ratelimited"}, {"Retry-After": "1"}))
         discord.fail_next("edit", Failure(429, {"message": "slow", "retry_after": 0.7, "global": False}))
         await asyncio.gather(
-            stream(actor(SlackAdapter(slack.token, api_url=slack.url), "C1"),
-                   [*deltas(answer, 8), Finish("completed", text=answer)], pause=0.08),
-            stream(actor(DiscordAdapter(discord.token, api_url=discord.url), "D1"),
-                   [*deltas(answer, 8), Finish("completed", text=answer)], pause=0.08))
+            stream(
+                actor(SlackAdapter(slack.token, api_url=slack.url), "C1"),
+                [*deltas(answer, 8), Finish("completed", text=answer)],
+                pause=0.08,
+            ),
+            stream(
+                actor(DiscordAdapter(discord.token, api_url=discord.url), "D1"),
+                [*deltas(answer, 8), Finish("completed", text=answer)],
+                pause=0.08,
+            ),
+        )
     assert slack.texts("C1") == [answer] and discord.texts("D1") == [answer]
     for fake, chat, limited_after in ((slack, "C1", 1.0), (discord, "D1", 0.7)):
         calls = fake.calls_to(chat)

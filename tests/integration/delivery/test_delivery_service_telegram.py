@@ -43,23 +43,37 @@ LONG = ("A long paragraph of the final answer, written to cross Telegram's limit
 def run_events(run: str, chat: str) -> list[EventBase]:
     ids = {"run_id": run, "root_run_id": run, "conversation_key": f"telegram:{chat}"}
     seq = iter(range(1, 10_000))
-    events: list[EventBase] = [RunStarted(**ids, seq=next(seq), assistant_id="a", connector_id="demo",
-                                          reply_target=ReplyTarget(platform="telegram", chat_id=chat))]
-    events += [MessageDelta(**ids, seq=next(seq), message_id="m1", text=FIRST[i:i + 5]) for i in range(0, 20, 5)]
-    events += [ToolCall(**ids, seq=next(seq), call_id="c1", tool="search", arguments="{}"),
-               SegmentBreak(**ids, seq=next(seq))]
-    events += [MessageDelta(**ids, seq=next(seq), message_id="m2", text=LONG[i:i + 400])
-               for i in range(0, len(LONG), 400)]
+    events: list[EventBase] = [
+        RunStarted(
+            **ids,
+            seq=next(seq),
+            assistant_id="a",
+            connector_id="demo",
+            reply_target=ReplyTarget(platform="telegram", chat_id=chat),
+        )
+    ]
+    events += [MessageDelta(**ids, seq=next(seq), message_id="m1", text=FIRST[i : i + 5]) for i in range(0, 20, 5)]
+    events += [
+        ToolCall(**ids, seq=next(seq), call_id="c1", tool="search", arguments="{}"),
+        SegmentBreak(**ids, seq=next(seq)),
+    ]
+    events += [
+        MessageDelta(**ids, seq=next(seq), message_id="m2", text=LONG[i : i + 400]) for i in range(0, len(LONG), 400)
+    ]
     events.append(RunFinished(**ids, seq=next(seq), status="completed", text=LONG))
     return events
 
 
 async def test_runs_to_telegram_keep_the_invariant_with_ledger_and_receipts(
-        settings_factory: Callable[..., Settings], topics_created: str, monkeypatch: pytest.MonkeyPatch):
+    settings_factory: Callable[..., Settings], topics_created: str, monkeypatch: pytest.MonkeyPatch
+):
     async with FakeTelegram() as tg:
         monkeypatch.setenv("SVC_TG_TOKEN", tg.token)
-        settings = settings_factory(platforms={"telegram": {"api_url": tg.url, "token_env": "SVC_TG_TOKEN",
-                                                            "edit_interval": 0.3, "chat_interval": 0.2}})
+        settings = settings_factory(
+            platforms={
+                "telegram": {"api_url": tg.url, "token_env": "SVC_TG_TOKEN", "edit_interval": 0.3, "chat_interval": 0.2}
+            }
+        )
         svc = DeliveryService(settings, console=Console(file=io.StringIO()))
         done: list[str] = []
         both_done = asyncio.Event()
@@ -76,8 +90,9 @@ async def test_runs_to_telegram_keep_the_invariant_with_ledger_and_receipts(
             try:
                 for run, chat in (("ra", "-71"), ("rb", "-72")):
                     for ev in run_events(run, chat):
-                        await producer.send_and_wait(f"{settings.kafka.topic_prefix}events", ev.to_json(),
-                                                     key=ev.conversation_key.encode())
+                        await producer.send_and_wait(
+                            f"{settings.kafka.topic_prefix}events", ev.to_json(), key=ev.conversation_key.encode()
+                        )
                         await asyncio.sleep(0.02)
             finally:
                 await producer.stop()
@@ -97,16 +112,23 @@ async def test_runs_to_telegram_keep_the_invariant_with_ledger_and_receipts(
     engine = create_engine(settings.database.url)
     try:
         async with session_factory(engine)() as session:
-            rows = (await session.scalars(select(DeliveryLedger).where(DeliveryLedger.root_run_id == "ra")
-                                          .order_by(DeliveryLedger.segment))).all()
+            rows = (
+                await session.scalars(
+                    select(DeliveryLedger).where(DeliveryLedger.root_run_id == "ra").order_by(DeliveryLedger.segment)
+                )
+            ).all()
     finally:
         await engine.dispose()
     assert [r.state for r in rows] == ["sent"] * len(tg.texts("-71"))
     assert [r.platform_message_id for r in rows] == [m.message_id for m in tg.messages("-71")]
     assert all(r.final and r.text_sha256 == sha256(m.text) for r, m in zip(rows, tg.messages("-71"), strict=True))
 
-    consumer = AIOKafkaConsumer(f"{settings.kafka.topic_prefix}deliveries", bootstrap_servers=kafka_of(settings),
-                                auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(
+        f"{settings.kafka.topic_prefix}deliveries",
+        bootstrap_servers=kafka_of(settings),
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
     await consumer.start()
     try:
         batch = await consumer.getmany(timeout_ms=5000, max_records=10_000)
@@ -122,8 +144,11 @@ def kafka_of(settings: Settings) -> str:
 
 
 async def committed_offsets(settings: Settings) -> dict[int, int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False,
-                                group_id=f"{settings.kafka.topic_prefix}delivery")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        enable_auto_commit=False,
+        group_id=f"{settings.kafka.topic_prefix}delivery",
+    )
     await consumer.start()  # not subscribed: it only reads the group's committed offsets, never joins
     try:
         topic = f"{settings.kafka.topic_prefix}events"

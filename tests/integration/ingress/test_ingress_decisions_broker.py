@@ -34,10 +34,23 @@ from agentstream_ingress.webhooks import slack
 SETTLE_S = 1.5  # after the expected records arrived, wait this long to see that nothing else does
 
 
-def message(mid: str, chat: str, user: str | None = None, text: str = "hello", platform: str = "web",  # type: ignore[no-untyped-def]
-            team: str | None = None, **extra) -> bytes:
-    body = {"id": mid, "platform": platform, "chat_id": chat, "user": {"id": user or f"u-{chat}", "team_id": team}, "text": text,
-            **extra}
+def message(
+    mid: str,
+    chat: str,
+    user: str | None = None,
+    text: str = "hello",
+    platform: str = "web",  # type: ignore[no-untyped-def]
+    team: str | None = None,
+    **extra,
+) -> bytes:
+    body = {
+        "id": mid,
+        "platform": platform,
+        "chat_id": chat,
+        "user": {"id": user or f"u-{chat}", "team_id": team},
+        "text": text,
+        **extra,
+    }
     return json.dumps(body).encode()
 
 
@@ -58,39 +71,68 @@ def config(monkeypatch) -> dict:  # type: ignore[no-untyped-def,type-arg]
     monkeypatch.setenv("T_TG_SECRET", "tg-secret")
     monkeypatch.setenv("T_SLACK_SECRET", "slack-secret")
     return {
-        "authz": {"platforms": {"locked": {"users": ["alice"]}, "tg": {}},
-                  "rate_limit": {"capacity": 3, "refill_per_s": 0.001},
-                  "bot_user_ids": {"web": ["our-bot"]}},
-        "profiles": {"p-platform": {"assistant": "a-platform"}, "p-team": {"assistant": "a-team"},
-                     "p-chat": {"assistant": "a-chat"}, "p-thread": {"assistant": "a-thread"}},
-        "routes": [{"platform": "routed", "profile": "p-platform"},
-                   {"platform": "routed", "team": "T1", "profile": "p-team"},
-                   {"platform": "routed", "chat": "X", "profile": "p-chat"},
-                   {"platform": "routed", "chat": "X", "thread": "T", "profile": "p-thread"}],
-        "ingress": {"hooks": {"message_received": ["tests.unit.ingress.hookfns:receive"]},
-                    "webhooks": {"telegram": {"main": {"secret_env": "T_TG_SECRET"}},
-                                 "slack": {"signing_secret_env": "T_SLACK_SECRET"}}},
+        "authz": {
+            "platforms": {"locked": {"users": ["alice"]}, "tg": {}},
+            "rate_limit": {"capacity": 3, "refill_per_s": 0.001},
+            "bot_user_ids": {"web": ["our-bot"]},
+        },
+        "profiles": {
+            "p-platform": {"assistant": "a-platform"},
+            "p-team": {"assistant": "a-team"},
+            "p-chat": {"assistant": "a-chat"},
+            "p-thread": {"assistant": "a-thread"},
+        },
+        "routes": [
+            {"platform": "routed", "profile": "p-platform"},
+            {"platform": "routed", "team": "T1", "profile": "p-team"},
+            {"platform": "routed", "chat": "X", "profile": "p-chat"},
+            {"platform": "routed", "chat": "X", "thread": "T", "profile": "p-thread"},
+        ],
+        "ingress": {
+            "hooks": {"message_received": ["tests.unit.ingress.hookfns:receive"]},
+            "webhooks": {
+                "telegram": {"main": {"secret_env": "T_TG_SECRET"}},
+                "slack": {"signing_secret_env": "T_SLACK_SECRET"},
+            },
+        },
     }
 
 
 def slack_post(client: httpx.AsyncClient, payload: dict, secret: str = "slack-secret", age: int = 0):  # type: ignore[no-untyped-def,type-arg]
     body = json.dumps(payload).encode()
     ts = str(int(time.time()) - age)
-    return client.post("/webhooks/slack", content=body, headers={
-        "X-Slack-Request-Timestamp": ts, "X-Slack-Signature": slack.sign(secret, ts, body),
-        "Content-Type": "application/json"})
+    return client.post(
+        "/webhooks/slack",
+        content=body,
+        headers={
+            "X-Slack-Request-Timestamp": ts,
+            "X-Slack-Signature": slack.sign(secret, ts, body),
+            "Content-Type": "application/json",
+        },
+    )
 
 
 async def test_each_step_decides_and_nothing_else_happens(settings_factory, topics_created, monkeypatch):
     settings = settings_factory(**config(monkeypatch))
     svc = IngressService(settings)
     bootstrap, t = settings.kafka.bootstrap_servers, svc.topics
-    tg_update = {"update_id": 1, "message": {"message_id": 1, "from": {"id": 555, "is_bot": False},
-                                             "chat": {"id": 555, "type": "private"}, "text": "via telegram"}}
-    slack_event = {"type": "event_callback", "team_id": "T9", "event": {
-        "type": "message", "channel": "C9", "user": "U9", "text": "via slack", "ts": "100.1"}}
+    tg_update = {
+        "update_id": 1,
+        "message": {
+            "message_id": 1,
+            "from": {"id": 555, "is_bot": False},
+            "chat": {"id": 555, "type": "private"},
+            "text": "via telegram",
+        },
+    }
+    slack_event = {
+        "type": "event_callback",
+        "team_id": "T9",
+        "event": {"type": "message", "channel": "C9", "user": "U9", "text": "via slack", "ts": "100.1"},
+    }
     host = ServiceHost([svc], "127.0.0.1", {"ingress": free_port()})
     async with host, httpx.AsyncClient(headers=ADMIN_HEADERS, base_url=host.url("ingress"), timeout=10) as client:
+
         async def send(raw: bytes) -> None:
             await produce_raw(bootstrap, t.inbound, raw, key=b"k")
 
@@ -117,12 +159,16 @@ async def test_each_step_decides_and_nothing_else_happens(settings_factory, topi
         for _ in range(2):
             r = await client.post("/v1/messages", json=json.loads(message("v1", "http", text="via http")))
             assert r.status_code == 202 and r.json() == {"conversation_key": "web:http", "message_id": "v1"}
-            ok = await client.post("/webhooks/telegram/main", json=tg_update,
-                                   headers={"X-Telegram-Bot-Api-Secret-Token": "tg-secret"})
+            ok = await client.post(
+                "/webhooks/telegram/main", json=tg_update, headers={"X-Telegram-Bot-Api-Secret-Token": "tg-secret"}
+            )
             assert ok.status_code == 202
             assert (await slack_post(client, slack_event)).status_code == 202
-        wrong = await client.post("/webhooks/telegram/main", json={**tg_update, "update_id": 2},
-                                  headers={"X-Telegram-Bot-Api-Secret-Token": "nope"})
+        wrong = await client.post(
+            "/webhooks/telegram/main",
+            json={**tg_update, "update_id": 2},
+            headers={"X-Telegram-Bot-Api-Secret-Token": "nope"},
+        )
         assert wrong.status_code == 401
         assert (await slack_post(client, {**slack_event, "event_id": "x"}, secret="bad")).status_code == 401
         assert (await slack_post(client, slack_event, age=301)).status_code == 401
@@ -131,8 +177,12 @@ async def test_each_step_decides_and_nothing_else_happens(settings_factory, topi
 
         # pairing: read the code from the notice, approve it, then the user gets through
         def pairing_notice(rs):  # type: ignore[no-untyped-def]
-            return [e for e in (RunEventAdapter.validate_json(r.value) for r in rs)
-                    if isinstance(e, Notice) and e.reply_target and e.reply_target.chat_id == "pu"]
+            return [
+                e
+                for e in (RunEventAdapter.validate_json(r.value) for r in rs)
+                if isinstance(e, Notice) and e.reply_target and e.reply_target.chat_id == "pu"
+            ]
+
         events = await read_until(bootstrap, t.events, lambda rs: bool(pairing_notice(rs)))
         code = re.search(r"pairing code is ([A-Z0-9]{8})", pairing_notice(events)[0].text).group(1)
         engine = create_engine(settings.database.url)
@@ -144,8 +194,16 @@ async def test_each_step_decides_and_nothing_else_happens(settings_factory, topi
         await send(message("p2", "pu", user="pu", platform="tg", text="paired now"))
 
         expected_starts = {"a1", "rl0", "rl1", "rl2", "h3", "g1", "g2", "g3", "g4", "v1", "555:1", "C9:100.1", "p2"}
-        runs = await read_until(bootstrap, t.runs, settled(lambda rs: sum(
-            isinstance(RunCommandAdapter.validate_json(r.value), StartRun) for r in rs) >= len(expected_starts)))
+        runs = await read_until(
+            bootstrap,
+            t.runs,
+            settled(
+                lambda rs: (
+                    sum(isinstance(RunCommandAdapter.validate_json(r.value), StartRun) for r in rs)
+                    >= len(expected_starts)
+                )
+            ),
+        )
         events = await read_until(bootstrap, t.events, settled(lambda rs: len(rs) > 0))
 
     commands = [RunCommandAdapter.validate_json(r.value) for r in runs]
@@ -157,7 +215,11 @@ async def test_each_step_decides_and_nothing_else_happens(settings_factory, topi
     assert all(c.conversation_key == "web:cmd" for c in others)
     assert starts["h3"].text == "rewritten"
     assert {i: starts[i].assistant_id for i in ("g1", "g2", "g3", "g4")} == {
-        "g1": "a-thread", "g2": "a-chat", "g3": "a-team", "g4": "a-platform"}
+        "g1": "a-thread",
+        "g2": "a-chat",
+        "g3": "a-team",
+        "g4": "a-platform",
+    }
     assert starts["555:1"].reply_target.chat_id == "555" and starts["C9:100.1"].user.team_id == "T9"
 
     notices: dict[str, list[str]] = {}

@@ -25,8 +25,14 @@ from agentstream_ingress import IngressService
 TOTAL = 1000
 MAX_TEXT = 2000
 REQUIRED = ("id", "platform", "chat_id", "user", "text")
-never_a_string = st.one_of(st.integers(), st.floats(allow_nan=False), st.booleans(), st.none(),
-                           st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+never_a_string = st.one_of(
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.booleans(),
+    st.none(),
+    st.lists(st.integers(), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
 
 
 def valid(i: int) -> dict:  # type: ignore[type-arg]
@@ -39,8 +45,11 @@ def bad_record(draw, i: int) -> bytes:  # type: ignore[no-untyped-def]
     kind = draw(st.sampled_from(["wrong_type", "missing", "huge", "utf8", "not_json"]))
     if kind == "wrong_type":
         field = draw(st.sampled_from(REQUIRED))
-        body[field] = draw(never_a_string) if field != "user" else draw(st.one_of(never_a_string.filter(
-            lambda v: not isinstance(v, dict)), st.just({"name": "no id"})))
+        body[field] = (
+            draw(never_a_string)
+            if field != "user"
+            else draw(st.one_of(never_a_string.filter(lambda v: not isinstance(v, dict)), st.just({"name": "no id"})))
+        )
     elif kind == "missing":
         for field in draw(st.sets(st.sampled_from(REQUIRED), min_size=1)):
             del body[field]
@@ -51,8 +60,12 @@ def bad_record(draw, i: int) -> bytes:  # type: ignore[no-untyped-def]
         cut = draw(st.integers(min_value=1, max_value=len(raw) - 1))
         return raw[:cut] + draw(st.sampled_from([b"\xff", b"\xc3\x28", b"\xed\xa0\x80"])) + raw[cut:]
     else:
-        return draw(st.one_of(st.binary(max_size=200).filter(lambda b: not b.strip().startswith(b"{")),
-                              st.text(max_size=100).map(lambda s: ("not json " + s).encode())))
+        return draw(
+            st.one_of(
+                st.binary(max_size=200).filter(lambda b: not b.strip().startswith(b"{")),
+                st.text(max_size=100).map(lambda s: ("not json " + s).encode()),
+            )
+        )
     return json.dumps(body).encode()
 
 

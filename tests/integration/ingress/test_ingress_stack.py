@@ -28,8 +28,9 @@ class Tail:
     """Every event of the test's `events` topic, from the start, collected in the background."""
 
     def __init__(self, bootstrap: str, topic: str) -> None:
-        self.consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                         fetch_max_wait_ms=10)
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=10
+        )
         self.topic = topic
         self.events: list[RunEvent] = []
         self.changed = asyncio.Event()
@@ -70,8 +71,9 @@ class Tail:
 
 
 def msg(chat: str, text: str, **extra) -> InboundMessage:  # type: ignore[no-untyped-def]
-    return InboundMessage(id=str(uuid.uuid4()), platform="memory", chat_id=chat, user=User(id="u-1"), text=text,
-                          **extra)
+    return InboundMessage(
+        id=str(uuid.uuid4()), platform="memory", chat_id=chat, user=User(id="u-1"), text=text, **extra
+    )
 
 
 async def poll_run(url: str, run_id: str, timeout: float = 30) -> Run:
@@ -113,8 +115,7 @@ async def test_stop_resume_new_and_routes(settings_factory, tmp_path: Path):
         await producer.start()
 
         async def send(m: InboundMessage) -> float:
-            await producer.send_and_wait(topics.inbound, m.model_dump_json().encode(),
-                                         key=m.conversation_key.encode())
+            await producer.send_and_wait(topics.inbound, m.model_dump_json().encode(), key=m.conversation_key.encode())
             return time.time()
 
         try:
@@ -140,8 +141,12 @@ async def test_stop_resume_new_and_routes(settings_factory, tmp_path: Path):
 
                 # /resume continues the interrupted run to the end
                 await send(msg("c1", "/resume"))
-                resumed = await tail.wait(lambda e: isinstance(e, RunFinished) and e.conversation_key == "memory:c1"
-                                          and e.status == "completed", timeout=60)
+                resumed = await tail.wait(
+                    lambda e: (
+                        isinstance(e, RunFinished) and e.conversation_key == "memory:c1" and e.status == "completed"
+                    ),
+                    timeout=60,
+                )
                 assert resumed.text.endswith(LONG.split()[-1])
                 assert LONG in resumed.text
 
@@ -151,8 +156,13 @@ async def test_stop_resume_new_and_routes(settings_factory, tmp_path: Path):
                 await asyncio.sleep(0.5)
                 after = msg("c1", "fresh start")
                 await send(after)
-                new = await tail.wait(lambda e: isinstance(e, RunStarted) and e.conversation_key == "memory:c1"
-                                      and "fresh start" in " ".join(m.content for m in e.input))
+                new = await tail.wait(
+                    lambda e: (
+                        isinstance(e, RunStarted)
+                        and e.conversation_key == "memory:c1"
+                        and "fresh start" in " ".join(m.content for m in e.input)
+                    )
+                )
                 assert new.session_id and new.session_id != old.session_id
                 await tail.wait(lambda e: isinstance(e, RunFinished) and e.root_run_id == new.root_run_id)
                 await poll_run(stack.settings.database.url, new.root_run_id)

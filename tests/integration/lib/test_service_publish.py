@@ -8,12 +8,18 @@ from agentstream_tools import ToolExecutorService
 
 
 def notice(seq: int) -> Notice:
-    return Notice(run_id="r1", root_run_id="r1", conversation_key="web:a", seq=seq, level="info",
-                  text=f"n{seq}", reply_target=ReplyTarget(platform="web", chat_id="a"))
+    return Notice(
+        run_id="r1",
+        root_run_id="r1",
+        conversation_key="web:a",
+        seq=seq,
+        level="info",
+        text=f"n{seq}",
+        reply_target=ReplyTarget(platform="web", chat_id="a"),
+    )
 
 
-async def test_records_handed_over_without_waiting_arrive_in_order_with_their_acks(settings_factory,
-                                                                                   topics_created):
+async def test_records_handed_over_without_waiting_arrive_in_order_with_their_acks(settings_factory, topics_created):
     settings = settings_factory()
     svc = ToolExecutorService(settings)  # any service: publishing is the base's
     topic = svc.topics.events

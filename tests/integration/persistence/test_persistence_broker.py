@@ -43,8 +43,14 @@ def run_events(root: str, question: str, answer: str) -> list[bytes]:
 
     events = [
         RunQueued(**ids(0), assistant_id="default", reply_target=TARGET, text=question, user_id="u1"),
-        RunStarted(**ids(1), assistant_id="default", connector_id="demo", reply_target=TARGET, user_id="u1",
-                   input=[ChatMessage(role="user", content=question)]),
+        RunStarted(
+            **ids(1),
+            assistant_id="default",
+            connector_id="demo",
+            reply_target=TARGET,
+            user_id="u1",
+            input=[ChatMessage(role="user", content=question)],
+        ),
         MessageStarted(**ids(2), message_id="m1"),
         MessageDelta(**ids(3), message_id="m1", text="Let me "),
         MessageDelta(**ids(4), message_id="m1", text="calculate."),
@@ -55,8 +61,13 @@ def run_events(root: str, question: str, answer: str) -> list[bytes]:
         MessageStarted(**ids(9), message_id="m2"),
         MessageDelta(**ids(10), message_id="m2", text=answer),
         MessageCompleted(**ids(11), message_id="m2", text=answer),
-        RunFinished(**ids(12), status="completed", text=answer, duration_ms=99.0,
-                    usage=Usage(prompt_tokens=30, completion_tokens=12, llm_calls=2)),
+        RunFinished(
+            **ids(12),
+            status="completed",
+            text=answer,
+            duration_ms=99.0,
+            usage=Usage(prompt_tokens=30, completion_tokens=12, llm_calls=2),
+        ),
     ]
     return [e.to_json() for e in events]
 
@@ -99,13 +110,24 @@ async def test_run_is_persisted_once(db_url: str, settings_factory: Callable[...
     port = free_port()
     first = run_events("run-1", "calculate 6*7", "6*7 = 42")
     await publish(settings, [b"{not json", *first])
-    async with ServiceHost([svc], "127.0.0.1", {svc.name: port}) as host, \
-            httpx.AsyncClient(headers=ADMIN_HEADERS, base_url=host.url(svc.name), timeout=5) as http:
+    async with (
+        ServiceHost([svc], "127.0.0.1", {svc.name: port}) as host,
+        httpx.AsyncClient(headers=ADMIN_HEADERS, base_url=host.url(svc.name), timeout=5) as http,
+    ):
         run = await wait_for_run(http, "run-1")
         assert (run["status"], run["text"], run["assistant_id"], run["connector_id"], run["user_id"]) == (
-            "completed", "6*7 = 42", "default", "demo", "u1")
+            "completed",
+            "6*7 = 42",
+            "default",
+            "demo",
+            "u1",
+        )
         assert (run["prompt_tokens"], run["completion_tokens"], run["llm_calls"], run["duration_ms"]) == (
-            30, 12, 2, 99.0)
+            30,
+            12,
+            2,
+            99.0,
+        )
         expected = [
             ("user", "calculate 6*7", None),
             ("tool", 'calculator({"expression": "6*7"}) → 42', "calculator"),

@@ -65,16 +65,28 @@ async def test_interrupt_saves_a_checkpoint_and_resume_continues_without_repeati
         fake.add_turn(text="It is 42.")
         settings = settings_factory(
             connectors=[{"id": "fake", "type": "openai", "base_url": fake.base_url, "model": "fake-model"}],
-            default_connector="fake", runner={"coalesce_ms": 10},
+            default_connector="fake",
+            runner={"coalesce_ms": 10},
         )
-        runner, tools, persistence = (AgentRunnerService(settings), ToolExecutorService(settings),
-                                      PersistenceService(settings))
+        runner, tools, persistence = (
+            AgentRunnerService(settings),
+            ToolExecutorService(settings),
+            PersistenceService(settings),
+        )
         bootstrap, t = settings.kafka.bootstrap_servers, runner.topics
-        start = StartRun(run_id="run-ir-1", conversation_key=KEY, assistant_id="default", user=User(id="u1"),
-                         text="what is 6*7?", reply_target=ReplyTarget(platform="web", chat_id="resume-1"))
+        start = StartRun(
+            run_id="run-ir-1",
+            conversation_key=KEY,
+            assistant_id="default",
+            user=User(id="u1"),
+            text="what is 6*7?",
+            reply_target=ReplyTarget(platform="web", chat_id="resume-1"),
+        )
         ports = {s.name: free_port() for s in (runner, tools, persistence)}
-        async with ServiceHost([runner, tools, persistence], "127.0.0.1", ports) as host, \
-                httpx.AsyncClient(headers=ADMIN_HEADERS, base_url=host.url(persistence.name), timeout=5) as http:
+        async with (
+            ServiceHost([runner, tools, persistence], "127.0.0.1", ports) as host,
+            httpx.AsyncClient(headers=ADMIN_HEADERS, base_url=host.url(persistence.name), timeout=5) as http,
+        ):
             await produce_raw(bootstrap, t.runs, start.to_json(), key=KEY.encode())
             await read_until(bootstrap, t.events, has_delta, timeout=30)
             await asyncio.sleep(0.3)  # a few slow tokens out
@@ -93,14 +105,16 @@ async def test_interrupt_saves_a_checkpoint_and_resume_continues_without_repeati
             messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()["items"]
             partial = [m["content"] for m in messages if m["role"] == "assistant"]
             assert len(partial) == 1 and SLOW_TEXT.startswith(partial[0]) and 0 < len(partial[0]) < len(SLOW_TEXT)
-            checkpoint = (await poll(http, f"/v1/runs/{start.run_id}/resume-steps",
-                                     lambda r: r.status_code == 200)).json()
+            checkpoint = (
+                await poll(http, f"/v1/runs/{start.run_id}/resume-steps", lambda r: r.status_code == 200)
+            ).json()
             assert [s["step_type"] for s in checkpoint["steps"]] == ["llm", "tool"]
             assert checkpoint["usage"]["llm_calls"] == 1 and checkpoint["last_seq"] == end.seq
 
             # Acceptance 15: the resume continues after the tool step; nothing completed is requested again.
-            await produce_raw(bootstrap, t.runs, ResumeRun(conversation_key=KEY, run_id=start.run_id).to_json(),
-                              key=KEY.encode())
+            await produce_raw(
+                bootstrap, t.runs, ResumeRun(conversation_key=KEY, run_id=start.run_id).to_json(), key=KEY.encode()
+            )
             records = await read_until(bootstrap, t.events, lambda rs: len(finished(rs, start.run_id)) == 2)
             done = finished(records, start.run_id)[1]
             assert (done.status, done.text) == ("completed", "It is 42.")
@@ -134,13 +148,15 @@ async def test_interrupt_saves_a_checkpoint_and_resume_continues_without_repeati
             # ListOffsets answers the last *batch's* base offset + 1, short of the end when the
             # producer batched several records.
             records = await read_until(bootstrap, t.events, lambda rs: len(finished(rs, "run-ir-3")) == 1)
-            consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=persistence.group_id,
-                                        enable_auto_commit=False)
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=bootstrap, group_id=persistence.group_id, enable_auto_commit=False
+            )
             await consumer.start()
             try:
                 tps = [TopicPartition(t.events, p) for p in range(settings.kafka.partitions)]
-                ends = {tp: max((r.offset + 1 for r in records if r.partition == tp.partition), default=0)
-                        for tp in tps}
+                ends = {
+                    tp: max((r.offset + 1 for r in records if r.partition == tp.partition), default=0) for tp in tps
+                }
                 for _ in range(50):  # the commit follows the last flush, or the next watchdog tick
                     committed = [await consumer.committed(tp) or 0 for tp in tps]
                     if committed == [ends[tp] for tp in tps]:

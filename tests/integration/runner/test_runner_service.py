@@ -22,8 +22,14 @@ async def test_calculation_streams_through_runner_and_tool_executor(settings_fac
     runner, tools = AgentRunnerService(settings), ToolExecutorService(settings)
     bootstrap, t = settings.kafka.bootstrap_servers, runner.topics
     key = "web:c1"
-    start = StartRun(run_id="run-int-1", conversation_key=key, assistant_id="default", user=User(id="u1"),
-                     text="calculate 6*7", reply_target=ReplyTarget(platform="web", chat_id="c1"))
+    start = StartRun(
+        run_id="run-int-1",
+        conversation_key=key,
+        assistant_id="default",
+        user=User(id="u1"),
+        text="calculate 6*7",
+        reply_target=ReplyTarget(platform="web", chat_id="c1"),
+    )
 
     async with ServiceHost([runner, tools], "127.0.0.1", {runner.name: free_port(), tools.name: free_port()}):
         await produce_raw(bootstrap, t.runs, b"{not json", key=key.encode())

@@ -52,33 +52,92 @@ T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 KEY_A, KEY_B = "web:runs-a", "telegram:runs-b"
 
 
-def rows(run_id: str, key: str, status: str, at: datetime, *, reason: str | None = None,
-         error: str | None = None, steps: int = 0) -> FlushRows:
+def rows(
+    run_id: str,
+    key: str,
+    status: str,
+    at: datetime,
+    *,
+    reason: str | None = None,
+    error: str | None = None,
+    steps: int = 0,
+) -> FlushRows:
     """What persistence flushes for a finished run; a checkpoint when it did not complete."""
     platform, _, chat = key.partition(":")
-    run = {"run_id": run_id, "root_run_id": run_id, "parent_run_id": None, "conversation_key": key,
-           "session_id": "s-1", "assistant_id": "default", "connector_id": "fake", "user_id": "u-1",
-           "status": status, "error": error, "reason": reason, "text": "partial" if status != "completed" else "42",
-           "prompt_tokens": 10, "completion_tokens": 5, "llm_calls": 1, "duration_ms": 1234.0,
-           "started_at": at - timedelta(seconds=2), "finished_at": at}
-    base = {"conversation_key": key, "session_id": "s-1", "root_run_id": run_id, "run_id": run_id,
-            "name": None, "tool_call_id": None, "created_at": at}
-    messages = [{**base, "seq": 1, "part": 0, "role": "user", "content": "what is 6*7?"},
-                {**base, "seq": 9, "part": 0, "role": "assistant", "content": run["text"]}]
-    conversation = {"key": key, "platform": platform, "chat_id": chat, "thread_id": None, "session_id": "s-1",
-                    "created_at": at, "updated_at": at}
+    run = {
+        "run_id": run_id,
+        "root_run_id": run_id,
+        "parent_run_id": None,
+        "conversation_key": key,
+        "session_id": "s-1",
+        "assistant_id": "default",
+        "connector_id": "fake",
+        "user_id": "u-1",
+        "status": status,
+        "error": error,
+        "reason": reason,
+        "text": "partial" if status != "completed" else "42",
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "llm_calls": 1,
+        "duration_ms": 1234.0,
+        "started_at": at - timedelta(seconds=2),
+        "finished_at": at,
+    }
+    base = {
+        "conversation_key": key,
+        "session_id": "s-1",
+        "root_run_id": run_id,
+        "run_id": run_id,
+        "name": None,
+        "tool_call_id": None,
+        "created_at": at,
+    }
+    messages = [
+        {**base, "seq": 1, "part": 0, "role": "user", "content": "what is 6*7?"},
+        {**base, "seq": 9, "part": 0, "role": "assistant", "content": run["text"]},
+    ]
+    conversation = {
+        "key": key,
+        "platform": platform,
+        "chat_id": chat,
+        "thread_id": None,
+        "session_id": "s-1",
+        "created_at": at,
+        "updated_at": at,
+    }
     checkpoint = None
     if status != "completed":
         kinds = ["llm", "tool"][:steps]
         checkpoint = CheckpointRows(
-            checkpoint={"root_run_id": run_id, "conversation_key": key, "status": status, "reason": reason,
-                        "error": error, "last_seq": 10, "usage": {"llm_calls": 1, "prompt_tokens": 10},
-                        "start": {"assistant_id": "default"}, "resume_attempts": 0, "created_at": at,
-                        "updated_at": at},
-            steps=[{"root_run_id": run_id, "run_id": run_id, "seq": 3 + i, "step_id": f"{kind}-{i}",
-                    "step_type": kind, "input": {"messages": 2, "calls": [{"tool": "calculator"}]},
-                    "output": {"content": "6*7 = 42"}, "memory": [{"role": "user", "content": "x"}],
-                    "created_at": at} for i, kind in enumerate(kinds)])
+            checkpoint={
+                "root_run_id": run_id,
+                "conversation_key": key,
+                "status": status,
+                "reason": reason,
+                "error": error,
+                "last_seq": 10,
+                "usage": {"llm_calls": 1, "prompt_tokens": 10},
+                "start": {"assistant_id": "default"},
+                "resume_attempts": 0,
+                "created_at": at,
+                "updated_at": at,
+            },
+            steps=[
+                {
+                    "root_run_id": run_id,
+                    "run_id": run_id,
+                    "seq": 3 + i,
+                    "step_id": f"{kind}-{i}",
+                    "step_type": kind,
+                    "input": {"messages": 2, "calls": [{"tool": "calculator"}]},
+                    "output": {"content": "6*7 = 42"},
+                    "memory": [{"role": "user", "content": "x"}],
+                    "created_at": at,
+                }
+                for i, kind in enumerate(kinds)
+            ],
+        )
     return FlushRows(run=run, messages=messages, conversation=conversation, checkpoint=checkpoint)
 
 
@@ -98,28 +157,42 @@ async def cli(*args: str, env: dict[str, str]) -> Result:
 
 
 def kafka_env(settings: Settings) -> dict[str, str]:
-    return {"AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
-            "AGENTSTREAM__KAFKA__TOPIC_PREFIX": settings.kafka.topic_prefix,
-            "AGENTSTREAM__KAFKA__EMBEDDED": "true",  # Tansu: no idempotent producer
-            "AGENTSTREAM__DATABASE__URL": settings.database.url}
+    return {
+        "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
+        "AGENTSTREAM__KAFKA__TOPIC_PREFIX": settings.kafka.topic_prefix,
+        "AGENTSTREAM__KAFKA__EMBEDDED": "true",  # Tansu: no idempotent producer
+        "AGENTSTREAM__DATABASE__URL": settings.database.url,
+    }
 
 
 async def test_list_and_show_read_what_persistence_stored(db_url: str) -> None:
     long_id = "0f3c1d2e-9a8b-4c7d-8e6f-5a4b3c2d1e0f"
-    await store(db_url,
-                rows(long_id, KEY_B, "completed", T0 - timedelta(minutes=1)),
-                rows("run-done-1", KEY_A, "completed", T0),
-                rows("run-fail-2", KEY_A, "failed", T0 + timedelta(minutes=1), reason="runner_lost",
-                     error="no event for 30 s", steps=2),
-                rows("run-stop-3", KEY_B, "interrupted", T0 + timedelta(minutes=2), reason="user"))
+    await store(
+        db_url,
+        rows(long_id, KEY_B, "completed", T0 - timedelta(minutes=1)),
+        rows("run-done-1", KEY_A, "completed", T0),
+        rows(
+            "run-fail-2",
+            KEY_A,
+            "failed",
+            T0 + timedelta(minutes=1),
+            reason="runner_lost",
+            error="no event for 30 s",
+            steps=2,
+        ),
+        rows("run-stop-3", KEY_B, "interrupted", T0 + timedelta(minutes=2), reason="user"),
+    )
     env = {"AGENTSTREAM__DATABASE__URL": db_url}
 
     listed = await cli("runs", "list", "--json", env=env)
     assert listed.exit_code == 0, listed.output
     runs = json.loads(listed.output)["items"]
     assert [(r["run_id"], r["status"], r["checkpoint"]) for r in runs] == [
-        ("run-stop-3", "interrupted", True), ("run-fail-2", "failed", True), ("run-done-1", "completed", False),
-        (long_id, "completed", False)]
+        ("run-stop-3", "interrupted", True),
+        ("run-fail-2", "failed", True),
+        ("run-done-1", "completed", False),
+        (long_id, "completed", False),
+    ]
     assert runs[1]["reason"] == "runner_lost" and runs[1]["finished_at"].startswith("2025-03-01T12:01:00")
 
     async def ids(*args: str) -> list[str]:
@@ -152,8 +225,10 @@ async def test_list_and_show_read_what_persistence_stored(db_url: str) -> None:
     assert shown.exit_code == 0, shown.output
     detail = json.loads(shown.output)
     assert (detail["run"]["status"], detail["run"]["error"]) == ("failed", "no event for 30 s")
-    assert [(m["role"], m["content"]) for m in detail["messages"]] == [("user", "what is 6*7?"),
-                                                                       ("assistant", "partial")]
+    assert [(m["role"], m["content"]) for m in detail["messages"]] == [
+        ("user", "what is 6*7?"),
+        ("assistant", "partial"),
+    ]
     assert detail["checkpoint"]["last_seq"] == 10
     assert [s["step_type"] for s in detail["checkpoint"]["steps"]] == ["llm", "tool"]
     done = json.loads((await cli("runs", "show", "run-done-1", "--json", env=env)).output)
@@ -161,8 +236,17 @@ async def test_list_and_show_read_what_persistence_stored(db_url: str) -> None:
 
     text = await cli("runs", "show", "run-fail", env=env)  # a unique prefix is enough
     assert text.exit_code == 0, text.output
-    for part in ("run run-fail-2", "runner_lost", "what is 6*7?", "checkpoint", "last seq 10", "llm-0", "tool-1",
-                 "6*7 = 42", "agentstream runs resume run-fail-2"):
+    for part in (
+        "run run-fail-2",
+        "runner_lost",
+        "what is 6*7?",
+        "checkpoint",
+        "last seq 10",
+        "llm-0",
+        "tool-1",
+        "6*7 = 42",
+        "agentstream runs resume run-fail-2",
+    ):
         assert part in text.output, (part, text.output)
     plain = await cli("runs", "show", "run-done-1", env=env)
     assert plain.exit_code == 0 and "cannot be resumed" in plain.output
@@ -176,9 +260,19 @@ async def test_list_and_show_read_what_persistence_stored(db_url: str) -> None:
 async def test_list_pages_with_cursors_shared_with_the_read_api(db_url: str) -> None:
     """Five runs, three ending at the same instant, read two at a time; a run stored between two
     pages; the table's `more:` line; the same cursors as persistence's `GET /v1/runs`."""
-    await store(db_url, *[rows(f"run-{i}", KEY_A if i % 2 else KEY_B, "failed" if i == 2 else "completed",
-                               T0 + timedelta(minutes=min(i, 3)), reason="runner_lost" if i == 2 else None)
-                          for i in range(5)])
+    await store(
+        db_url,
+        *[
+            rows(
+                f"run-{i}",
+                KEY_A if i % 2 else KEY_B,
+                "failed" if i == 2 else "completed",
+                T0 + timedelta(minutes=min(i, 3)),
+                reason="runner_lost" if i == 2 else None,
+            )
+            for i in range(5)
+        ],
+    )
     newest_first = ["run-4", "run-3", "run-2", "run-1", "run-0"]  # 2, 3 and 4 end together: by id, descending
     env = {"AGENTSTREAM__DATABASE__URL": db_url}
 
@@ -205,7 +299,9 @@ async def test_list_pages_with_cursors_shared_with_the_read_api(db_url: str) -> 
     api = authed_app()
     add_routes(api, lambda: session_factory(engine))
     try:
-        async with httpx.AsyncClient(headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=api), base_url="http://t") as http:
+        async with httpx.AsyncClient(
+            headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=api), base_url="http://t"
+        ) as http:
             over_http = (await http.get("/v1/runs", params={"limit": 3})).json()
             from_cli = await listed("--limit", "3")
             assert over_http["items"] == [{k: v for k, v in r.items() if k != "checkpoint"} for r in from_cli["items"]]
@@ -250,9 +346,11 @@ def on_runs(records: list[RawRecord]) -> list[tuple[str | None, Any]]:
 
 async def test_resume_no_wait_produces_resume_run_keyed_by_conversation(settings_factory, topics_created) -> None:
     settings = settings_factory()
-    await store(settings.database.url,
-                rows("run-done-1", KEY_A, "completed", T0),
-                rows("run-stop-3", KEY_B, "interrupted", T0, reason="user", steps=1))
+    await store(
+        settings.database.url,
+        rows("run-done-1", KEY_A, "completed", T0),
+        rows("run-stop-3", KEY_B, "interrupted", T0, reason="user", steps=1),
+    )
     env = kafka_env(settings)
     runs_topic = Topics(settings.kafka.topic_prefix).runs
 
@@ -306,16 +404,25 @@ async def test_resume_follows_an_interrupted_run_to_completion(settings_factory,
         fake.add_turn(text="It is 42.")
         settings = settings_factory(
             connectors=[{"id": "fake", "type": "openai", "base_url": fake.base_url, "model": "fake-model"}],
-            default_connector="fake", runner={"coalesce_ms": 10})
+            default_connector="fake",
+            runner={"coalesce_ms": 10},
+        )
         services = [AgentRunnerService(settings), ToolExecutorService(settings), PersistenceService(settings)]
         bootstrap, topics = settings.kafka.bootstrap_servers, Topics(settings.kafka.topic_prefix)
         env = kafka_env(settings)
-        start = StartRun(run_id=run_id, conversation_key=key, assistant_id="default", user=User(id="u1"),
-                         text="what is 6*7?", reply_target=ReplyTarget(platform="web", chat_id="runs-e2e"))
+        start = StartRun(
+            run_id=run_id,
+            conversation_key=key,
+            assistant_id="default",
+            user=User(id="u1"),
+            text="what is 6*7?",
+            reply_target=ReplyTarget(platform="web", chat_id="runs-e2e"),
+        )
         async with ServiceHost(services, "127.0.0.1", {s.name: free_port() for s in services}):
             await produce_raw(bootstrap, topics.runs, start.to_json(), key=key.encode())
-            await read_until(bootstrap, topics.events, lambda rs: any(b'"message.delta"' in (r.value or b"")
-                                                                      for r in rs), timeout=30)
+            await read_until(
+                bootstrap, topics.events, lambda rs: any(b'"message.delta"' in (r.value or b"") for r in rs), timeout=30
+            )
             await produce_raw(bootstrap, topics.runs, InterruptRun(conversation_key=key).to_json(), key=key.encode())
             await read_until(bootstrap, topics.events, lambda rs: len(finished(rs, run_id)) == 1)
             before = await wait_for_checkpoint(env, run_id, present=True)
@@ -327,9 +434,18 @@ async def test_resume_follows_an_interrupted_run_to_completion(settings_factory,
 
             # The real entry point, as from a terminal: a process of its own.
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "agentstream_stack", "runs", "resume", run_id, "--timeout", "30",
-                env={**os.environ, **env}, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT)
+                sys.executable,
+                "-m",
+                "agentstream_stack",
+                "runs",
+                "resume",
+                run_id,
+                "--timeout",
+                "30",
+                env={**os.environ, **env},
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+            )
             output = (await asyncio.wait_for(proc.communicate(), 45))[0].decode()
             assert proc.returncode == 0, output
             assert f"resume requested: run {run_id}" in output

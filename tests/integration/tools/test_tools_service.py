@@ -8,16 +8,16 @@ from agentstream_tools import ToolExecutorService
 
 
 def request(call_id: str, tool: str, arguments: str, key: str) -> ToolCallRequest:
-    return ToolCallRequest(run_id="r1", root_run_id="r1", conversation_key=key, call_id=call_id, tool=tool,
-                           arguments=arguments)
+    return ToolCallRequest(
+        run_id="r1", root_run_id="r1", conversation_key=key, call_id=call_id, tool=tool, arguments=arguments
+    )
 
 
 async def test_calls_are_answered_and_bad_records_dead_lettered(settings_factory, topics_created):
     settings = settings_factory()
     svc = ToolExecutorService(settings)
     bootstrap, t = settings.kafka.bootstrap_servers, svc.topics
-    calls = [request("c1", "calculator", '{"expression": "2**10"}', "web:a"),
-             request("c2", "weather", "{}", "web:b")]
+    calls = [request("c1", "calculator", '{"expression": "2**10"}', "web:a"), request("c2", "weather", "{}", "web:b")]
 
     async with ServiceHost([svc], "127.0.0.1", {svc.name: free_port()}):
         await produce_raw(bootstrap, t.tool_calls, b'{"type": "tool.call_request"}', key=b"web:a")

@@ -58,8 +58,7 @@ NEEDS: dict[tuple[str, str], frozenset[AuthScope] | str] = {
 # Routes still answering anonymously on this branch. Each runs as a strict expected failure: the
 # day a route is protected its case starts passing, which fails the run until it is removed here.
 # This list only shrinks.
-STILL_OPEN: dict[tuple[str, str, str], str] = {
-}
+STILL_OPEN: dict[tuple[str, str, str], str] = {}
 
 KEY_SCOPES = [s for s in AuthScope if s is not AuthScope.ADMIN]
 WELL_FORMED_UNKNOWN_KEY = "agsk_000000000000_" + "A" * 43
@@ -179,8 +178,9 @@ async def _status(client: httpx.AsyncClient, method: str, path: str, token: str 
     return response.status_code
 
 
-async def check_route(app: FastAPI, method: str, path: str, credentials: Credentials,
-                      sessions: WebSessions | None = None) -> None:
+async def check_route(
+    app: FastAPI, method: str, path: str, credentials: Credentials, sessions: WebSessions | None = None
+) -> None:
     needs = NEEDS.get((method, path))
     transport = httpx.ASGITransport(app=stops_at_stream_start(app))
     url = _fill(path)

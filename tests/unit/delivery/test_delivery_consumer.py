@@ -205,9 +205,16 @@ def test_terminal_states_ignore_everything(status: str):
 
 def test_cursor_only_on_intermediate_frames():
     m = model()
-    steps = [(0.0, TextDelta("m1", "Hello")), (1.0, TextDelta("m1", " big")), (1.5, TextDelta("m1", " world")),
-             (2.0, Tick()), (2.1, Break()), (2.2, TextDelta("m2", "Second part")), (4.0, TextDelta("m2", "!")),
-             (4.1, Finish("completed"))]
+    steps = [
+        (0.0, TextDelta("m1", "Hello")),
+        (1.0, TextDelta("m1", " big")),
+        (1.5, TextDelta("m1", " world")),
+        (2.0, Tick()),
+        (2.1, Break()),
+        (2.2, TextDelta("m2", "Second part")),
+        (4.0, TextDelta("m2", "!")),
+        (4.1, Finish("completed")),
+    ]
     _, ops = feed(m, *steps)
     assert len(ops) == 7  # send, edit, timer edit, seal; send, edit, final
     for op in ops:
@@ -219,8 +226,13 @@ def test_cursor_only_on_intermediate_frames():
 # -- platforms that cannot edit -----------------------------------------------------------
 def test_platform_without_edit_gets_final_texts_only():
     m = model(can_edit=False)
-    m, ops = feed(m, (0.0, TextDelta("m1", "Let me check")), (5.0, Break()),
-                  (6.0, TextDelta("m2", "The answer is 42")), (9.0, Finish("completed")))
+    m, ops = feed(
+        m,
+        (0.0, TextDelta("m1", "Let me check")),
+        (5.0, Break()),
+        (6.0, TextDelta("m2", "The answer is 42")),
+        (9.0, Finish("completed")),
+    )
     assert ops == [Send(0, "Let me check", final=True), Send(1, "The answer is 42", final=True)]
 
 

@@ -74,7 +74,7 @@ def test_long_stream_is_split_into_messages_under_the_limit_and_joins_back():
     code = "\n".join(f"x = {i}  # comment" for i in range(400))
     answer = "Intro paragraph.\n\n```python\n" + code + "\n```\n\n" + "Closing words. " * 200
     m = model(max_length=4096, measure="utf16")
-    steps = [(i * 0.01, TextDelta("m1", answer[i:i + 40])) for i in range(0, len(answer), 40)]
+    steps = [(i * 0.01, TextDelta("m1", answer[i : i + 40])) for i in range(0, len(answer), 40)]
     m, ops = feed(m, *steps, (99.0, Finish("completed", text=answer)))
     texts = finals(ops)
     assert len(texts) >= 2
@@ -93,8 +93,13 @@ def test_completed_text_at_once_is_split_too():
 
 # -- think blocks ------------------------------------------------------------------------
 def test_think_block_split_across_deltas_never_shown():
-    m, ops = feed(model(), (0.0, TextDelta("m1", "<thi")), (0.1, TextDelta("m1", "nk>plan the answer")),
-                  (2.0, TextDelta("m1", "</think>\nThe answer is 42.")), (3.0, Finish("completed")))
+    m, ops = feed(
+        model(),
+        (0.0, TextDelta("m1", "<thi")),
+        (0.1, TextDelta("m1", "nk>plan the answer")),
+        (2.0, TextDelta("m1", "</think>\nThe answer is 42.")),
+        (3.0, Finish("completed")),
+    )
     assert all("plan" not in o.text and "<" not in o.text for o in ops)  # type: ignore[attr-defined]
     assert finals(ops) == ["The answer is 42."]
 
@@ -107,9 +112,16 @@ def test_unclosed_think_block_suppressed_to_the_end():
 # -- tool progress ---------------------------------------------------------------------------
 def test_two_segments_around_a_tool_call_with_the_tool_line_between():
     m = model(tool_progress="new")
-    m, ops = feed(m, (0.0, TextDelta("m1", "Let me check")), (0.5, ToolStarted("calculator")), (0.6, Break()),
-                  (0.7, ToolStarted("calculator")), (0.8, ToolStarted("search")),
-                  (2.0, TextDelta("m2", "It is 42")), (3.0, Finish("completed")))
+    m, ops = feed(
+        m,
+        (0.0, TextDelta("m1", "Let me check")),
+        (0.5, ToolStarted("calculator")),
+        (0.6, Break()),
+        (0.7, ToolStarted("calculator")),
+        (0.8, ToolStarted("search")),
+        (2.0, TextDelta("m2", "It is 42")),
+        (3.0, Finish("completed")),
+    )
     sends = [o for o in ops if isinstance(o, Send)]
     assert [(s.segment, s.role) for s in sends] == [(0, "text"), (1, "progress"), (2, "text")]
     assert ops[1] == Edit(0, "Let me check", final=True)
@@ -154,12 +166,18 @@ def test_interrupt_appends_stopped_marker_and_then_nothing():
 def test_runner_lost_keeps_text_and_marks_where_it_ends():
     m, _ = feed(model(), (0.0, TextDelta("m1", "Half an answer")))
     _, ops = feed(m, (0.1, Finish("failed", reason="runner_lost", error="the agent runner stopped responding")))
-    assert ops == [Edit(0, "Half an answer\n\n⚠️ The assistant stopped unexpectedly, before finishing its answer.",
-                        final=True)]
+    assert ops == [
+        Edit(0, "Half an answer\n\n⚠️ The assistant stopped unexpectedly, before finishing its answer.", final=True)
+    ]
 
 
 # -- coalescing ----------------------------------------------------------------------------
 def test_coalesce_keeps_the_newest_frame_and_every_final():
-    ops = [Send(0, "a ▉", False), Edit(0, "ab ▉", False), Edit(0, "abc", True), Send(1, "x ▉", False),
-           Edit(1, "xy ▉", False)]
+    ops = [
+        Send(0, "a ▉", False),
+        Edit(0, "ab ▉", False),
+        Edit(0, "abc", True),
+        Send(1, "x ▉", False),
+        Edit(1, "xy ▉", False),
+    ]
     assert coalesce(ops) == [Send(0, "abc", True), Send(1, "xy ▉", False)]

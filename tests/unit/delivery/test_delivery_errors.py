@@ -24,17 +24,21 @@ from agentstream_delivery.ratelimit import ChatGate
 TARGET = ReplyTarget(platform="scripted", chat_id="c")
 
 
-@pytest.mark.parametrize(("status", "description", "kind"), [
-    (429, "Too Many Requests: retry after 5", RateLimited),
-    (400, "Bad Request: message is too long", TooLong),
-    (400, "Bad Request: message to edit not found", NotFound),
-    (400, "Bad Request: can't parse entities", BadFormat),
-    (403, "Forbidden: bot was blocked by the user", Forbidden),
-    (502, "Bad Gateway", Transient),
-])
+@pytest.mark.parametrize(
+    ("status", "description", "kind"),
+    [
+        (429, "Too Many Requests: retry after 5", RateLimited),
+        (400, "Bad Request: message is too long", TooLong),
+        (400, "Bad Request: message to edit not found", NotFound),
+        (400, "Bad Request: can't parse entities", BadFormat),
+        (403, "Forbidden: bot was blocked by the user", Forbidden),
+        (502, "Bad Gateway", Transient),
+    ],
+)
 def test_telegram_errors_are_classified(status: int, description: str, kind: type[AdapterError]):
-    err = classify(status, {"ok": False, "error_code": status, "description": description,
-                            "parameters": {"retry_after": 5}})
+    err = classify(
+        status, {"ok": False, "error_code": status, "description": description, "parameters": {"retry_after": 5}}
+    )
     assert type(err) is kind
     if isinstance(err, RateLimited):
         assert err.retry_after == 5.0
@@ -70,8 +74,14 @@ class Scripted:
 
 
 def deliverer(adapter: Scripted) -> Deliverer:
-    return Deliverer(LedgerScope("scripted", "c", "r", "k"), TARGET, adapter, ChatGate(0.0), MemoryLedger(),
-                     structlog.get_logger("test"))
+    return Deliverer(
+        LedgerScope("scripted", "c", "r", "k"),
+        TARGET,
+        adapter,
+        ChatGate(0.0),
+        MemoryLedger(),
+        structlog.get_logger("test"),
+    )
 
 
 async def test_deleted_message_is_posted_again():

@@ -44,8 +44,15 @@ def ids(run: str = "r1", seq: int = 1) -> dict[str, object]:
 
 
 def started(run: str, session: str | None) -> RunStarted:
-    return RunStarted(**ids(run), assistant_id="a", connector_id="c", reply_target=TARGET, user_id="u1",
-                      tenant_id="t1", session_id=session)
+    return RunStarted(
+        **ids(run),
+        assistant_id="a",
+        connector_id="c",
+        reply_target=TARGET,
+        user_id="u1",
+        tenant_id="t1",
+        session_id=session,
+    )
 
 
 # -- lifecycle mapping ------------------------------------------------------------------
@@ -58,8 +65,15 @@ def test_run_events_map_to_agent_points() -> None:
     assert points == ["agent:start", "agent:step", "agent:step", "agent:end"]
     assert m.map(failed)[0].data["error"] == "boom"
     assert m.map(end)[0].data["usage"]["completion_tokens"] == 4
-    child = RunStarted(run_id="child", root_run_id="r1", conversation_key=KEY, seq=5, assistant_id="b",
-                       connector_id="c", reply_target=TARGET)
+    child = RunStarted(
+        run_id="child",
+        root_run_id="r1",
+        conversation_key=KEY,
+        seq=5,
+        assistant_id="b",
+        connector_id="c",
+        reply_target=TARGET,
+    )
     assert m.map(child) == []  # only the root run starts an agent
 
 
@@ -91,7 +105,9 @@ def test_point_globs() -> None:
 
 # -- observers ----------------------------------------------------------------------------
 def event(point: str = "agent:end", n: int = 0) -> HookEvent:
-    return HookEvent(point=point, event_id=f"e{n}", conversation_key=KEY, ts=RunFinished(**ids(), status="completed").ts)
+    return HookEvent(
+        point=point, event_id=f"e{n}", conversation_key=KEY, ts=RunFinished(**ids(), status="completed").ts
+    )
 
 
 async def test_a_raising_or_slow_observer_does_not_block_the_others() -> None:
@@ -105,9 +121,16 @@ async def test_a_raising_or_slow_observer_does_not_block_the_others() -> None:
         raise RuntimeError("hook bug")
 
     metrics = HookMetrics(None)
-    pool = ObserverPool([ObserverHook("slow", slow), ObserverHook("broken", broken),
-                         ObserverHook("ok", lambda ev: seen.append(ev.event_id), points=("agent:*",))],
-                        metrics, LOG, queue_size=2)
+    pool = ObserverPool(
+        [
+            ObserverHook("slow", slow),
+            ObserverHook("broken", broken),
+            ObserverHook("ok", lambda ev: seen.append(ev.event_id), points=("agent:*",)),
+        ],
+        metrics,
+        LOG,
+        queue_size=2,
+    )
     pool.start()
     try:
         waited = 0.0
@@ -187,20 +210,33 @@ async def test_transforms_run_in_order_and_failures_pass_text_through() -> None:
         return text + ("!" if ctx.final else "…")
 
     metrics = HookMetrics(None)
-    hooks = [TransformHook(n, f) for n, f in
-             [("shout", shout), ("broken", broken), ("too_slow", too_slow), ("blocking", blocking),
-              ("not_text", not_text), ("suffix", suffix)]]
+    hooks = [
+        TransformHook(n, f)
+        for n, f in [
+            ("shout", shout),
+            ("broken", broken),
+            ("too_slow", too_slow),
+            ("blocking", blocking),
+            ("not_text", not_text),
+            ("suffix", suffix),
+        ]
+    ]
     chain = TransformChain(hooks, None, metrics, LOG, budget_s=0.05)
     t0 = time.perf_counter()
     assert await chain("hi", CTX) == "HI…"
     assert time.perf_counter() - t0 < 0.9  # under the blocking hook's 1 s: the budget holds (loose: a loaded 2-core CI)
-    for name, outcome in [("broken", "error"), ("too_slow", "timeout"), ("blocking", "timeout"),
-                          ("not_text", "error"), ("shout", "ok")]:
+    for name, outcome in [
+        ("broken", "error"),
+        ("too_slow", "timeout"),
+        ("blocking", "timeout"),
+        ("not_text", "error"),
+        ("shout", "ok"),
+    ]:
         assert metrics.calls.labels(name, "transform", outcome)._value.get() == 1, name
 
 
 # -- registry -----------------------------------------------------------------------------
-HOOK_MODULE = '''
+HOOK_MODULE = """
 from agentstream_delivery.hooks import observer, transform
 
 CALLS = []
@@ -215,11 +251,11 @@ def polite(text, ctx):
 
 def plain(event):
     CALLS.append("plain")
-'''
-REGISTER_MODULE = '''
+"""
+REGISTER_MODULE = """
 def register(registry):
     registry.add_observer(lambda ev: None, name="via-register", points=["session:*"])
-'''
+"""
 
 
 @pytest.fixture
@@ -239,7 +275,10 @@ def test_registry_loads_modules_functions_and_register(hook_modules: str) -> Non
     reg.load(f"marked_{hook_modules}:plain")
     reg.load(f"reg_{hook_modules}")
     assert [(o.name.rsplit(".", 1)[-1], o.points) for o in reg.observers] == [
-        ("on_end", ("agent:end",)), ("plain", ("*",)), ("via-register", ("session:*",))]
+        ("on_end", ("agent:end",)),
+        ("plain", ("*",)),
+        ("via-register", ("session:*",)),
+    ]
     assert [t.name.rsplit(".", 1)[-1] for t in reg.transforms] == ["polite"]
 
 
@@ -276,8 +315,9 @@ async def test_runtime_redacts_the_values_of_configured_secret_env_vars(monkeypa
     )
     runtime = HookRuntime(settings, None, LOG, lambda: None)
     assert not runtime.observing  # nothing but the security transform: no hooks consumer needed
-    out = await runtime.transform("k=plain-looking-secret-value x=another-secret-value TICKET-7",
-                                  TransformContext("memory", "c", final=True))
+    out = await runtime.transform(
+        "k=plain-looking-secret-value x=another-secret-value TICKET-7", TransformContext("memory", "c", final=True)
+    )
     assert out == "k=*** x=*** ***"
     off = HookRuntime(load_settings(hooks={"security": {"enabled": False}}), None, LOG, lambda: None)
     assert off.transform.empty

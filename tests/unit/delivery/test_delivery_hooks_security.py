@@ -15,16 +15,19 @@ KEY = "sk-proj-" + "Zx81Qw72Er63Ty54Ui45Op36"
 MASK = "[REDACTED]"
 
 
-@pytest.mark.parametrize("secret", [
-    KEY,
-    "ghp_" + "a1" * 18,
-    "xoxb-1234567890-abcdefghij",
-    "AKIA" + "ABCDEFGHIJKLMNOP",
-    "AIza" + "B" * 35,
-    "123456789:AA" + "c" * 33,
-    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
-])
+@pytest.mark.parametrize(
+    "secret",
+    [
+        KEY,
+        "ghp_" + "a1" * 18,
+        "xoxb-1234567890-abcdefghij",
+        "AKIA" + "ABCDEFGHIJKLMNOP",
+        "AIza" + "B" * 35,
+        "123456789:AA" + "c" * 33,
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+    ],
+)
 def test_known_secret_shapes_are_masked(secret: str) -> None:
     out = SecurityFilter().redact(f"before {secret} after", final=True)
     assert secret not in out

@@ -104,8 +104,15 @@ async def test_resumed_stream_edits_the_posted_message_instead_of_posting_again(
     ledger = MemoryLedger()
     scope = LedgerScope("memory", "c1", "r1", "memory:c1")
     await ledger.record(scope, LedgerEntry(0, "sent", posted, len("Hello wo ▉"), sha256("Hello wo ▉")))
-    a = StreamActor(StreamKey.of("r1", TARGET), TARGET, memory, Cadence(edit_interval=0.01),
-                    structlog.get_logger("test"), ledger=ledger, conversation_key="memory:c1")
+    a = StreamActor(
+        StreamKey.of("r1", TARGET),
+        TARGET,
+        memory,
+        Cadence(edit_interval=0.01),
+        structlog.get_logger("test"),
+        ledger=ledger,
+        conversation_key="memory:c1",
+    )
     a.start()
     for piece in ("Hello", " wo", "rld"):  # the replay from the committed offset
         a.feed(TextDelta("m1", piece))
@@ -122,8 +129,15 @@ async def test_send_cut_off_by_a_crash_is_unknown_and_the_final_goes_out_as_a_ne
     ledger = MemoryLedger()
     scope = LedgerScope("memory", "c1", "r1", "memory:c1")
     await ledger.record(scope, LedgerEntry(0, LedgerState.SENDING, None, 5, sha256("Hi ▉")))  # cut off by kill -9
-    a = StreamActor(StreamKey.of("r1", TARGET), TARGET, memory, Cadence(edit_interval=0.01),
-                    structlog.get_logger("test"), ledger=ledger, conversation_key="memory:c1")
+    a = StreamActor(
+        StreamKey.of("r1", TARGET),
+        TARGET,
+        memory,
+        Cadence(edit_interval=0.01),
+        structlog.get_logger("test"),
+        ledger=ledger,
+        conversation_key="memory:c1",
+    )
     a.start()
     a.feed(TextDelta("m1", "Hi there"))
     a.feed(Finish("completed"))
@@ -138,8 +152,15 @@ async def test_pending_row_never_left_and_is_sent_after_restart():
     ledger = MemoryLedger()
     scope = LedgerScope("memory", "c1", "r1", "memory:c1")
     await ledger.record(scope, LedgerEntry(0, LedgerState.PENDING))  # waited behind a 429 when killed
-    a = StreamActor(StreamKey.of("r1", TARGET), TARGET, memory, Cadence(edit_interval=0.01),
-                    structlog.get_logger("test"), ledger=ledger, conversation_key="memory:c1")
+    a = StreamActor(
+        StreamKey.of("r1", TARGET),
+        TARGET,
+        memory,
+        Cadence(edit_interval=0.01),
+        structlog.get_logger("test"),
+        ledger=ledger,
+        conversation_key="memory:c1",
+    )
     a.start()
     a.feed(Finish("completed", text="The whole answer"))
     assert a.task is not None
@@ -191,9 +212,12 @@ async def test_resumed_run_streams_below_what_the_first_attempt_showed():
     await svc.handle(RunStarted(**_ids("r", 4), **start))  # resumed: same root run, later seq
     await svc.handle(MessageDelta(**_ids("r", 5), message_id="m2", text="Resumed answer"))
     await svc.handle(RunFinished(**_ids("r", 6), status="completed", text="Resumed answer"))
-    msgs = await svc.memory.wait_for("c1", lambda ms: len(ms) == 2 and all(m.final for m in ms)
-                                     and ms[0].text.endswith(RESUMED_MARKER), timeout=3)
+    msgs = await svc.memory.wait_for(
+        "c1", lambda ms: len(ms) == 2 and all(m.final for m in ms) and ms[0].text.endswith(RESUMED_MARKER), timeout=3
+    )
     # The partial attempt ended visibly, then was re-marked; the answer is one message below it.
-    assert msgs[0].history[-2:] == ["First attempt\n\n" + ENDING_TEXTS[FinishReason.RUNNER_LOST],
-                                    "First attempt" + RESUMED_MARKER]
+    assert msgs[0].history[-2:] == [
+        "First attempt\n\n" + ENDING_TEXTS[FinishReason.RUNNER_LOST],
+        "First attempt" + RESUMED_MARKER,
+    ]
     assert msgs[1].text == "Resumed answer"

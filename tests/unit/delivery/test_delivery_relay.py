@@ -11,13 +11,16 @@ OTHER = ReplyTarget(platform="telegram", chat_id="43")
 
 
 def rules() -> list[RelayRule]:
-    return [RelayRule.model_validate(r) for r in [
-        {"match": {"platform": "telegram", "chat_id": "42"}, "to": {"platform": "slack", "chat_id": "C1"}},
-        {"match": {"platform": "telegram"}, "to": {"platform": "memory", "chat_id": "audit"}},
-        {"match": {"platform": "telegram"}, "to": {"platform": "memory", "chat_id": "audit"}},  # duplicate
-        {"match": {"chat_id": "42"}, "to": {"platform": "telegram", "chat_id": "42"}},  # itself: ignored
-        {"match": {"chat_id": "42"}, "to": {"platform": "web", "chat_id": "review"}, "profile": "reviewer"},
-    ]]
+    return [
+        RelayRule.model_validate(r)
+        for r in [
+            {"match": {"platform": "telegram", "chat_id": "42"}, "to": {"platform": "slack", "chat_id": "C1"}},
+            {"match": {"platform": "telegram"}, "to": {"platform": "memory", "chat_id": "audit"}},
+            {"match": {"platform": "telegram"}, "to": {"platform": "memory", "chat_id": "audit"}},  # duplicate
+            {"match": {"chat_id": "42"}, "to": {"platform": "telegram", "chat_id": "42"}},  # itself: ignored
+            {"match": {"chat_id": "42"}, "to": {"platform": "web", "chat_id": "review"}, "profile": "reviewer"},
+        ]
+    ]
 
 
 def finished(run: str, status: str = "completed", text: str = "the answer") -> RunFinished:
@@ -26,8 +29,10 @@ def finished(run: str, status: str = "completed", text: str = "the answer") -> R
 
 def test_mirrors_match_source_without_duplicates_or_self() -> None:
     relay = Relay(rules())
-    assert relay.mirrors(SRC) == [ReplyTarget(platform="slack", chat_id="C1"),
-                                  ReplyTarget(platform="memory", chat_id="audit")]
+    assert relay.mirrors(SRC) == [
+        ReplyTarget(platform="slack", chat_id="C1"),
+        ReplyTarget(platform="memory", chat_id="audit"),
+    ]
     assert relay.mirrors(OTHER) == [ReplyTarget(platform="memory", chat_id="audit")]
     assert relay.mirrors(ReplyTarget(platform="web", chat_id="x")) == []
 
@@ -49,7 +54,16 @@ def test_only_completed_answers_with_text_are_forwarded() -> None:
 
 def test_a_forwarded_run_is_not_forwarded_again() -> None:
     relay = Relay(rules())
-    relay.note_queued(RunQueued(run_id="r9", root_run_id="r9", conversation_key="web:review", seq=0,
-                                assistant_id="a", reply_target=SRC, inbound_id=f"{RELAY_ID_PREFIX}r1:4"))
+    relay.note_queued(
+        RunQueued(
+            run_id="r9",
+            root_run_id="r9",
+            conversation_key="web:review",
+            seq=0,
+            assistant_id="a",
+            reply_target=SRC,
+            inbound_id=f"{RELAY_ID_PREFIX}r1:4",
+        )
+    )
     assert relay.forwards(SRC, finished("r9")) == []
     assert len(relay.forwards(SRC, finished("r10"))) == 1

@@ -28,8 +28,9 @@ TARGET = ReplyTarget(platform="memory", chat_id="c1")
 
 
 def actor(adapter: MemoryAdapter, interval: float) -> StreamActor:
-    a = StreamActor(StreamKey.of("r1", TARGET), TARGET, adapter, Cadence(edit_interval=interval),
-                    structlog.get_logger("test"))
+    a = StreamActor(
+        StreamKey.of("r1", TARGET), TARGET, adapter, Cadence(edit_interval=interval), structlog.get_logger("test")
+    )
     a.start()
     return a
 
@@ -79,8 +80,9 @@ def ids(seq: int, run_id: str = "r1") -> dict[str, object]:
 
 
 def started(platform: str = "memory") -> RunStarted:
-    return RunStarted(**ids(1), assistant_id="a", connector_id="demo",
-                      reply_target=ReplyTarget(platform=platform, chat_id="c1"))
+    return RunStarted(
+        **ids(1), assistant_id="a", connector_id="demo", reply_target=ReplyTarget(platform=platform, chat_id="c1")
+    )
 
 
 def service(**overrides: object) -> DeliveryService:
@@ -96,10 +98,12 @@ async def test_service_streams_segments_and_calls_listeners_after_final_text():
 
     svc.finished_listeners.append(on_finished)
     for ev in (
-        started(), MessageStarted(**ids(2), message_id="m1"),
+        started(),
+        MessageStarted(**ids(2), message_id="m1"),
         MessageDelta(**ids(3), message_id="m1", text="Let me "),
         MessageDelta(**ids(4), message_id="m1", text="secret", kind="thinking"),
-        MessageDelta(**ids(5), message_id="m1", text="compute."), SegmentBreak(**ids(6)),
+        MessageDelta(**ids(5), message_id="m1", text="compute."),
+        SegmentBreak(**ids(6)),
         MessageDelta(**ids(7), message_id="m2", text="It is 42."),
         MessageCompleted(**ids(8), message_id="m2", text="It is 42."),
         RunFinished(**ids(9), status="completed", text="It is 42."),

@@ -17,7 +17,7 @@ B = ReplyTarget(platform="web", chat_id="b")
 
 def decode(chunk: bytes) -> dict[str, object] | None:
     text = chunk.decode()
-    return json.loads(text[len("data: "):]) if text.startswith("data: ") else None
+    return json.loads(text[len("data: ") :]) if text.startswith("data: ") else None
 
 
 async def test_frames_stream_per_chat_and_late_pages_catch_up() -> None:

@@ -149,7 +149,10 @@ def test_compose_endpoints_match_infrastructure(compose: dict[str, Any]) -> None
     pg = {k: interpolate(str(v)) for k, v in compose["services"]["postgres"]["environment"].items()}
     url = urlsplit(env["AGENTSTREAM__DATABASE__URL"])
     assert (url.hostname, url.username, url.password, url.path) == (
-        "postgres", pg["POSTGRES_USER"], pg["POSTGRES_PASSWORD"], f"/{pg['POSTGRES_DB']}"
+        "postgres",
+        pg["POSTGRES_USER"],
+        pg["POSTGRES_PASSWORD"],
+        f"/{pg['POSTGRES_DB']}",
     )
 
 
@@ -193,7 +196,9 @@ def manifests(kustomization: dict[str, Any]) -> dict[tuple[str, str], dict[str, 
 
 
 def test_every_k8s_yaml_parses_and_is_listed(kustomization: dict[str, Any]) -> None:
-    listed = set(kustomization["resources"]) | {f["files"][0].split("=")[-1] for f in kustomization["configMapGenerator"]}
+    listed = set(kustomization["resources"]) | {
+        f["files"][0].split("=")[-1] for f in kustomization["configMapGenerator"]
+    }
     on_disk = {p.name for p in (ROOT / "k8s").glob("*.yaml")} - {"kustomization.yaml"}
     assert on_disk == listed
     for path in (ROOT / "k8s").glob("*.yaml"):
@@ -217,7 +222,9 @@ def test_k8s_deployment_serves_itself_with_probes(
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
     assert template["metadata"]["annotations"] == {
-        "prometheus.io/scrape": "true", "prometheus.io/port": "8080", "prometheus.io/path": "/metrics",
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "8080",
+        "prometheus.io/path": "/metrics",
     }
     labels = template["metadata"]["labels"]
     assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
@@ -294,8 +301,12 @@ def test_k8s_every_resource_passes_kubernetes_validate(
 
 
 def test_kubernetes_validate_catches_a_bad_network_policy() -> None:
-    bad = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": {"name": "x"},
-           "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"form": []}]}}
+    bad = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "x"},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"form": []}]},
+    }
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad, K8S_VERSIONS[0], strict=True)
 
@@ -316,8 +327,12 @@ def selects(selector: dict[str, Any], labels: Labels) -> bool:
         return False
     for expr in selector.get("matchExpressions", []):
         key, op, values = expr["key"], expr["operator"], expr.get("values", [])
-        ok = {"In": key in labels and labels[key] in values, "NotIn": labels.get(key) not in values,
-              "Exists": key in labels, "DoesNotExist": key not in labels}[op]
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": labels.get(key) not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
         if not ok:
             return False
     return True
@@ -347,12 +362,14 @@ def rule_allows(rule: dict[str, Any], peers_key: str, other: dict[str, Any], por
     return port_ok and (peers is None or any(peer_matches(p, other) for p in peers))
 
 
-def allowed(policies: list[dict[str, Any]], direction: str, pod: Labels, other: dict[str, Any], port: int,
-            protocol: str = "TCP") -> bool:
+def allowed(
+    policies: list[dict[str, Any]], direction: str, pod: Labels, other: dict[str, Any], port: int, protocol: str = "TCP"
+) -> bool:
     """Whether `pod` may send to (Egress) / receive from (Ingress) `other` on `port`."""
     rules_key, peers_key = ("egress", "to") if direction == "Egress" else ("ingress", "from")
-    applying = [p["spec"] for p in policies
-                if selects(p["spec"]["podSelector"], pod) and direction in p["spec"]["policyTypes"]]
+    applying = [
+        p["spec"] for p in policies if selects(p["spec"]["podSelector"], pod) and direction in p["spec"]["policyTypes"]
+    ]
     if not applying:
         return True  # not isolated (never the case here: see the default-deny test)
     return any(rule_allows(r, peers_key, other, port, protocol) for spec in applying for r in spec.get(rules_key, []))
@@ -383,9 +400,13 @@ def pods(manifests: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Labels]:
 
 
 def test_k8s_default_deny_covers_every_pod(policies: list[dict[str, Any]], pods: dict[str, Labels]) -> None:
-    deny = [p["spec"] for p in policies
-            if set(p["spec"]["policyTypes"]) == {"Ingress", "Egress"}
-            and not p["spec"].get("ingress") and not p["spec"].get("egress")]
+    deny = [
+        p["spec"]
+        for p in policies
+        if set(p["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+        and not p["spec"].get("ingress")
+        and not p["spec"].get("egress")
+    ]
     assert deny, "no default-deny NetworkPolicy (both directions, no rules)"
     for name, labels in pods.items():
         assert any(selects(spec["podSelector"], labels) for spec in deny), f"{name} pods are not under default deny"
@@ -397,8 +418,9 @@ DNS_POD = {"pod": {"k8s-app": "kube-dns"}, "ns": KUBE_SYSTEM}
 INFRA_POD = {"pod": {"app": "kafka-or-postgres"}, "ns": NAMESPACE}
 
 
-def test_k8s_every_pod_reaches_dns_kafka_and_postgres_only(policies: list[dict[str, Any]],
-                                                          pods: dict[str, Labels]) -> None:
+def test_k8s_every_pod_reaches_dns_kafka_and_postgres_only(
+    policies: list[dict[str, Any]], pods: dict[str, Labels]
+) -> None:
     for name, labels in pods.items():
         assert allowed(policies, "Egress", labels, DNS_POD, 53, "UDP"), name
         assert allowed(policies, "Egress", labels, DNS_POD, 53, "TCP"), name
@@ -461,15 +483,20 @@ def test_k8s_ingress_exposes_webhooks_messages_and_the_web_chat_only(
     manifests: dict[tuple[str, str], dict[str, Any]],
 ) -> None:
     (ingress,) = [doc for (kind, _), doc in manifests.items() if kind == "Ingress"]
-    paths = [(p["path"], p["pathType"], p["backend"]["service"]["name"])
-             for rule in ingress["spec"]["rules"] for p in rule["http"]["paths"]]
+    paths = [
+        (p["path"], p["pathType"], p["backend"]["service"]["name"])
+        for rule in ingress["spec"]["rules"]
+        for p in rule["http"]["paths"]
+    ]
     assert "defaultBackend" not in ingress["spec"]
-    assert sorted(paths) == sorted([
-        ("/webhooks/", "Prefix", "agentstream-ingress"),
-        ("/v1/messages", "Exact", "agentstream-ingress"),
-        ("/web/", "Prefix", "agentstream-delivery"),
-        ("/v1/web/", "Prefix", "agentstream-delivery"),
-    ])
+    assert sorted(paths) == sorted(
+        [
+            ("/webhooks/", "Prefix", "agentstream-ingress"),
+            ("/v1/messages", "Exact", "agentstream-ingress"),
+            ("/web/", "Prefix", "agentstream-delivery"),
+            ("/v1/web/", "Prefix", "agentstream-delivery"),
+        ]
+    )
     backends = {p["backend"]["service"]["name"] for rule in ingress["spec"]["rules"] for p in rule["http"]["paths"]}
     assert "agentstream-persistence" not in backends
     for path, _, _ in paths:

@@ -29,8 +29,9 @@ def test_every_topic_is_a_receive_and_a_send_channel_with_the_default_prefix() -
         assert addresses[f"{topic}:receive"] == f"agentstream.{topic}"
         assert addresses[f"{topic}:send"] == f"agentstream.{topic}"
     actions = {name: op["action"] for name, op in doc["operations"].items()}
-    assert actions == {f"{t}:{side}": ("receive" if side == "receive" else "send")
-                       for t in TOPIC_NAMES for side in ("receive", "send")}
+    assert actions == {
+        f"{t}:{side}": ("receive" if side == "receive" else "send") for t in TOPIC_NAMES for side in ("receive", "send")
+    }
 
 
 def _union_members(schema: dict) -> set[str]:

@@ -51,8 +51,13 @@ def ports() -> FakePorts:
 
 
 def _raw(**over: object) -> bytes:
-    body: dict[str, object] = {"id": "m-1", "platform": "telegram", "chat_id": "42", "user": {"id": "u-1"},
-                               "text": "hello"}
+    body: dict[str, object] = {
+        "id": "m-1",
+        "platform": "telegram",
+        "chat_id": "42",
+        "user": {"id": "u-1"},
+        "text": "hello",
+    }
     body.update(over)
     return json.dumps(body).encode()
 

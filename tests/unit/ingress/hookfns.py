@@ -4,8 +4,12 @@ from agentstream_ingress.hooks import Deny, Handled, Rewrite
 
 
 def receive(msg):  # type: ignore[no-untyped-def]
-    return {"please deny": Deny("denied by hook"), "please rewrite": Rewrite("rewritten"),
-            "please handle": Handled(), "please answer": Handled("answered by hook")}.get(msg.text)
+    return {
+        "please deny": Deny("denied by hook"),
+        "please rewrite": Rewrite("rewritten"),
+        "please handle": Handled(),
+        "please answer": Handled("answered by hook"),
+    }.get(msg.text)
 
 
 def broken(msg):  # type: ignore[no-untyped-def]

@@ -26,10 +26,18 @@ def run(text: str, facts: ConversationFacts | None = None):  # type: ignore[no-u
     return handle(cmd, MSG, ROUTED, facts or ConversationFacts(), SETTINGS)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("/stop", Command("stop", "")), ("/stop@my_bot", Command("stop", "")), ("  /Model smart ", Command("model", "smart")),
-    ("/queue do it later", Command("queue", "do it later")), ("hello", None), ("/", None), ("/ x", None),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/stop", Command("stop", "")),
+        ("/stop@my_bot", Command("stop", "")),
+        ("  /Model smart ", Command("model", "smart")),
+        ("/queue do it later", Command("queue", "do it later")),
+        ("hello", None),
+        ("/", None),
+        ("/ x", None),
+    ],
+)
 def test_parse_command(text, expected):
     assert parse_command(text) == expected
 
@@ -37,9 +45,9 @@ def test_parse_command(text, expected):
 def test_new_and_reset_reset_the_conversation():
     for text in ("/new", "/reset"):
         d = run(text)
-        assert isinstance(d, CommandDecision) and d.commands == (ResetConversation(conversation_key="web:c",
-                                                                                     id=d.commands[0].id,
-                                                                                     ts=d.commands[0].ts),)
+        assert isinstance(d, CommandDecision) and d.commands == (
+            ResetConversation(conversation_key="web:c", id=d.commands[0].id, ts=d.commands[0].ts),
+        )
 
 
 def test_stop_interrupts():
@@ -80,8 +88,11 @@ def test_model_sets_clears_and_refuses_unknown_roles():
 
 
 def test_status_reports_run_queue_assistant_connector():
-    facts = ConversationFacts(unfinished=("run-aaaaaaaa", "run-bbbbbbbb"), role_override="smart",
-                              last_finished=RunSummary("old-run-1", "completed"))
+    facts = ConversationFacts(
+        unfinished=("run-aaaaaaaa", "run-bbbbbbbb"),
+        role_override="smart",
+        last_finished=RunSummary("old-run-1", "completed"),
+    )
     d = run("/status", facts)
     assert isinstance(d, NoticeDecision)
     assert "Current run: run-aaaa" in d.text and "Queued: 1" in d.text

@@ -51,8 +51,10 @@ async def test_dedupe_migration_keeps_old_rows_as_source_kafka(db_url):
     engine = create_engine(db_url)
     try:
         async with engine.begin() as conn:
-            await conn.execute(text("INSERT INTO inbound_dedupe (platform, message_id, received_at)"
-                                    " VALUES ('telegram', '1:5', :at)"), {"at": T0})
+            await conn.execute(
+                text("INSERT INTO inbound_dedupe (platform, message_id, received_at) VALUES ('telegram', '1:5', :at)"),
+                {"at": T0},
+            )
         await upgrade(db_url)
         store = IngressStore(session_factory(engine))
         old, api = ("kafka", "telegram", "1:5"), ("api", "telegram", "1:5")
@@ -116,9 +118,20 @@ async def test_conversation_facts_role_retry_and_resumable(sessions):
     await store.set_role("web:c", "smart")
     async with sessions() as s, s.begin():
         for run_id, status, minute in (("run-0", "interrupted", 1), ("run-1", "failed", 2)):
-            s.add(Run(run_id=run_id, root_run_id=run_id, conversation_key="web:c", status=status, text="",
-                      prompt_tokens=0, completion_tokens=0, llm_calls=0, duration_ms=0.0,
-                      finished_at=T0 + timedelta(minutes=minute)))
+            s.add(
+                Run(
+                    run_id=run_id,
+                    root_run_id=run_id,
+                    conversation_key="web:c",
+                    status=status,
+                    text="",
+                    prompt_tokens=0,
+                    completion_tokens=0,
+                    llm_calls=0,
+                    duration_ms=0.0,
+                    finished_at=T0 + timedelta(minutes=minute),
+                )
+            )
     facts = await store.facts("web:c")
     assert facts.role_override == "smart" and await store.role_overrides(["web:c", "x"]) == {"web:c": "smart"}
     assert facts.last_message is not None and facts.last_message.text == "second"

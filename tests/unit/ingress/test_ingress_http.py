@@ -19,18 +19,32 @@ from agentstream_ingress.webhooks import slack
 
 ROOT = Path(__file__).resolve().parents[3]
 BODY = {"id": "m-1", "platform": "web", "chat_id": "c1", "user": {"id": "u"}, "text": "hi"}
-UPDATE = {"update_id": 1, "message": {"message_id": 3, "from": {"id": 5, "is_bot": False},
-                                      "chat": {"id": 5, "type": "private"}, "text": "hello"}}
+UPDATE = {
+    "update_id": 1,
+    "message": {
+        "message_id": 3,
+        "from": {"id": 5, "is_bot": False},
+        "chat": {"id": 5, "type": "private"},
+        "text": "hello",
+    },
+}
 
 
 @pytest.fixture
 def front(monkeypatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("TG_SECRET", "tg-secret")
     monkeypatch.setenv("SLACK_SECRET", "slack-secret")
-    settings = load_settings(auth={"admin_token_env": ADMIN_TOKEN_ENV}, ingress={
-        "max_body_bytes": 2048, "publish_timeout_s": 0.2,
-        "webhooks": {"telegram": {"main": {"secret_env": "TG_SECRET"}},
-                     "slack": {"signing_secret_env": "SLACK_SECRET"}}})
+    settings = load_settings(
+        auth={"admin_token_env": ADMIN_TOKEN_ENV},
+        ingress={
+            "max_body_bytes": 2048,
+            "publish_timeout_s": 0.2,
+            "webhooks": {
+                "telegram": {"main": {"secret_env": "TG_SECRET"}},
+                "slack": {"signing_secret_env": "SLACK_SECRET"},
+            },
+        },
+    )
     produced: list[InboundMessage] = []
     delay = {"s": 0.0}
 
@@ -94,8 +108,9 @@ def test_a_credential_whose_user_id_breaks_the_contract_is_422_not_500(front):
     from agentstream.auth.principal import CredentialKind
 
     client, produced, _ = front
-    pinned = Principal(subject="k1", kind=CredentialKind.API_KEY, scopes=frozenset({Scope.MESSAGES_WRITE}),
-                       user_id="u" * 201)  # a valid user id, one too long for the direct chat's id
+    pinned = Principal(
+        subject="k1", kind=CredentialKind.API_KEY, scopes=frozenset({Scope.MESSAGES_WRITE}), user_id="u" * 201
+    )  # a valid user id, one too long for the direct chat's id
     client.app.dependency_overrides[authenticate] = lambda: pinned
     r = client.post("/v1/messages", json={"text": "hi"})
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "chat_id"] and produced == []
@@ -121,8 +136,12 @@ def test_telegram_secret_checked(front):
     assert client.post("/webhooks/telegram/main", json=UPDATE).status_code == 401
     bad = client.post("/webhooks/telegram/main", json=UPDATE, headers={"X-Telegram-Bot-Api-Secret-Token": "no"})
     assert bad.status_code == 401
-    assert client.post("/webhooks/telegram/other", json=UPDATE,
-                       headers={"X-Telegram-Bot-Api-Secret-Token": "tg-secret"}).status_code == 404
+    assert (
+        client.post(
+            "/webhooks/telegram/other", json=UPDATE, headers={"X-Telegram-Bot-Api-Secret-Token": "tg-secret"}
+        ).status_code
+        == 404
+    )
     assert produced == []
     ok = client.post("/webhooks/telegram/main", json=UPDATE, headers={"X-Telegram-Bot-Api-Secret-Token": "tg-secret"})
     assert ok.status_code == 202 and ok.json()["message_id"] == "5:3"
@@ -174,16 +193,21 @@ def test_telegram_webhook_message_carries_its_source(front):
 def _slack(client, payload, ts=None, secret="slack-secret"):  # type: ignore[no-untyped-def]
     body = json.dumps(payload).encode()
     ts = ts or str(int(time.time()))
-    headers = {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": slack.sign(secret, ts, body),
-               "Content-Type": "application/json"}
+    headers = {
+        "X-Slack-Request-Timestamp": ts,
+        "X-Slack-Signature": slack.sign(secret, ts, body),
+        "Content-Type": "application/json",
+    }
     return client.post("/webhooks/slack", content=body, headers=headers)
 
 
 def test_slack_signature_timestamp_challenge_and_bots(front):
     client, produced, _ = front
     assert _slack(client, {"type": "url_verification", "challenge": "abc"}).json() == {"challenge": "abc"}
-    event = {"type": "event_callback", "event": {"type": "message", "channel": "C1", "user": "U1",
-                                                  "text": "hi", "ts": "1.1"}}
+    event = {
+        "type": "event_callback",
+        "event": {"type": "message", "channel": "C1", "user": "U1", "text": "hi", "ts": "1.1"},
+    }
     assert _slack(client, event, secret="wrong").status_code == 401
     assert _slack(client, event, ts=str(int(time.time()) - 301)).status_code == 401
     assert client.post("/webhooks/slack", json=event).status_code == 401

@@ -10,8 +10,13 @@ from agentstream_ingress.identity import PostedMessage, Refused, bind_identity, 
 
 
 def key(*scopes: Scope, **over: object) -> Principal:
-    fields: dict[str, object] = {"subject": "k1", "kind": CredentialKind.API_KEY, "tenant_id": "acme",
-                                 "scopes": frozenset(scopes), **over}
+    fields: dict[str, object] = {
+        "subject": "k1",
+        "kind": CredentialKind.API_KEY,
+        "tenant_id": "acme",
+        "scopes": frozenset(scopes),
+        **over,
+    }
     return Principal.model_validate(fields)
 
 
@@ -28,7 +33,12 @@ def bound(body: PostedMessage, who: Principal) -> InboundMessage:
 def test_a_plain_key_posts_as_itself_on_the_api_platform():
     msg = bound(post(thread_id="t1"), key(Scope.MESSAGES_WRITE))
     assert (msg.platform, msg.chat_id, msg.thread_id, msg.user.id, msg.user.tenant_id) == (
-        "api", "key.k1", "t1", "key.k1", "acme")
+        "api",
+        "key.k1",
+        "t1",
+        "key.k1",
+        "acme",
+    )
 
 
 def test_a_pinned_key_posts_as_its_user():
@@ -39,14 +49,17 @@ def test_a_pinned_key_posts_as_its_user():
     assert bound(post(platform="telegram", chat_id="42", user={"id": "42"}), who).user.id == "42"
 
 
-@pytest.mark.parametrize("body", [
-    {"platform": "telegram", "chat_id": "555", "user": {"id": "ceo"}},  # another platform and user
-    {"user": {"id": "ceo"}},  # another user
-    {"user": {"id": "key.k1", "team_id": "allowed-team"}},  # a team it does not have
-    {"user": {"id": "key.k1", "tenant_id": "other"}},  # another tenant
-    {"chat_id": "victim-chat"},  # someone else's chat
-    {"profile": "allow-all"},  # a profile the key does not list
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"platform": "telegram", "chat_id": "555", "user": {"id": "ceo"}},  # another platform and user
+        {"user": {"id": "ceo"}},  # another user
+        {"user": {"id": "key.k1", "team_id": "allowed-team"}},  # a team it does not have
+        {"user": {"id": "key.k1", "tenant_id": "other"}},  # another tenant
+        {"chat_id": "victim-chat"},  # someone else's chat
+        {"profile": "allow-all"},  # a profile the key does not list
+    ],
+)
 def test_claims_beyond_the_credential_are_refused(body: dict[str, object]):
     assert isinstance(bind_identity(post(**body), key(Scope.MESSAGES_WRITE)), Refused)
 

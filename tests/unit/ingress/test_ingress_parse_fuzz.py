@@ -9,9 +9,11 @@ from agentstream.contracts import InboundMessage
 from agentstream_ingress.decisions import DeadLetterDecision
 from agentstream_ingress.parsing import parse
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-                           max_leaves=8)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
 VALID = {"id": "m", "platform": "web", "chat_id": "c", "user": {"id": "u"}, "text": "hi"}
 
 

@@ -69,8 +69,11 @@ async def test_ids_are_deduped_per_source(ports, raw):
     assert isinstance(await p.decide(raw(id="42:9")), StartDecision)  # straight from Kafka: source "kafka"
     assert await p.decide(raw(id="42:9", source="kafka")) == DropDecision(DropReason.DUPLICATE)
     assert await p.decide(raw(id="42:9", source="webhook:telegram:main")) == DropDecision(DropReason.DUPLICATE)
-    assert ports.seen == {("api", "telegram", "42:9"), ("webhook:telegram:main", "telegram", "42:9"),
-                          ("kafka", "telegram", "42:9")}
+    assert ports.seen == {
+        ("api", "telegram", "42:9"),
+        ("webhook:telegram:main", "telegram", "42:9"),
+        ("kafka", "telegram", "42:9"),
+    }
 
 
 @pytest.mark.parametrize("over", [{"metadata": {"origin": "agentstream"}}, {"user": {"id": "bot-7"}}])
@@ -147,31 +150,58 @@ async def test_model_override_is_stored_and_sent_as_connector_role(ports, raw):
 
 
 async def test_profile_routing_picks_assistant_role_and_policy(ports, raw):
-    p = pipeline(ports, profiles={"support": {"assistant": "helper", "connector_role": "fast",
-                                              "double_texting": "interrupt", "delivery": {"edit_interval": 2}}},
-                 routes=[{"platform": "telegram", "chat": "42", "profile": "support"}])
+    p = pipeline(
+        ports,
+        profiles={
+            "support": {
+                "assistant": "helper",
+                "connector_role": "fast",
+                "double_texting": "interrupt",
+                "delivery": {"edit_interval": 2},
+            }
+        },
+        routes=[{"platform": "telegram", "chat": "42", "profile": "support"}],
+    )
     d = await p.decide(raw())
     assert isinstance(d, StartDecision) and d.start.assistant_id == "helper"
-    assert d.start.options == {"connector": "use::fast", "double_texting": "interrupt",
-                               "delivery": {"edit_interval": 2}}
+    assert d.start.options == {
+        "connector": "use::fast",
+        "double_texting": "interrupt",
+        "delivery": {"edit_interval": 2},
+    }
     assert d.start.metadata["profile"] == "support"
 
 
 async def test_profile_denylist_refuses(ports, raw):
-    p = pipeline(ports, profiles={"vip": {"authz": {"deny_users": ["u-1"]}}},
-                 routes=[{"platform": "telegram", "profile": "vip"}])
+    p = pipeline(
+        ports, profiles={"vip": {"authz": {"deny_users": ["u-1"]}}}, routes=[{"platform": "telegram", "profile": "vip"}]
+    )
     d = await p.decide(raw())
     assert isinstance(d, NoticeDecision) and d.reason is NoticeReason.REFUSED
 
 
 async def test_a_batch_decides_in_order_and_dedupes_inside_itself(ports, raw):
     p = pipeline(ports, roles={"smart": "demo"})
-    decisions = await p.decide_batch([raw(id="a"), raw(id="a"), b"nope", raw(id="b", text="/model smart"),
-                                      raw(id="c", text="after"), raw(id="d", text="/retry")])
+    decisions = await p.decide_batch(
+        [
+            raw(id="a"),
+            raw(id="a"),
+            b"nope",
+            raw(id="b", text="/model smart"),
+            raw(id="c", text="after"),
+            raw(id="d", text="/retry"),
+        ]
+    )
     kinds = [type(d).__name__ for d in decisions]
     # (the fake's facts know no last message, so /retry answers with a notice)
-    assert kinds == ["StartDecision", "DropDecision", "DeadLetterDecision", "NoticeDecision", "StartDecision",
-                     "NoticeDecision"]
+    assert kinds == [
+        "StartDecision",
+        "DropDecision",
+        "DeadLetterDecision",
+        "NoticeDecision",
+        "StartDecision",
+        "NoticeDecision",
+    ]
     assert decisions[4].start.options["connector"] == "use::smart"  # the override from earlier in the batch
     assert [text for text, _ in ports.started] == ["hello", "after"]
 

@@ -16,16 +16,19 @@ def msg(**over) -> InboundMessage:  # type: ignore[no-untyped-def]
     return InboundMessage.model_validate(body)
 
 
-@pytest.mark.parametrize(("rule", "profile", "verdict"), [
-    (AuthzRule(allow_all=True), None, Verdict.ALLOWED),
-    (AuthzRule(allow_all=True, deny_users=["u"]), None, Verdict.DENIED),
-    (AuthzRule(allow_all=True), AuthzRule(deny_teams=["T1"]), Verdict.DENIED),
-    (AuthzRule(users=["u"]), None, Verdict.ALLOWED),
-    (AuthzRule(teams=["T1"]), None, Verdict.ALLOWED),
-    (AuthzRule(users=["someone"]), None, Verdict.DENIED),
-    (AuthzRule(), AuthzRule(users=["u"]), Verdict.ALLOWED),
-    (AuthzRule(), None, Verdict.UNKNOWN),
-])
+@pytest.mark.parametrize(
+    ("rule", "profile", "verdict"),
+    [
+        (AuthzRule(allow_all=True), None, Verdict.ALLOWED),
+        (AuthzRule(allow_all=True, deny_users=["u"]), None, Verdict.DENIED),
+        (AuthzRule(allow_all=True), AuthzRule(deny_teams=["T1"]), Verdict.DENIED),
+        (AuthzRule(users=["u"]), None, Verdict.ALLOWED),
+        (AuthzRule(teams=["T1"]), None, Verdict.ALLOWED),
+        (AuthzRule(users=["someone"]), None, Verdict.DENIED),
+        (AuthzRule(), AuthzRule(users=["u"]), Verdict.ALLOWED),
+        (AuthzRule(), None, Verdict.UNKNOWN),
+    ],
+)
 def test_authorize(rule, profile, verdict):
     assert authorize(msg(), rule, profile) is verdict
 
@@ -51,15 +54,18 @@ ROUTES = [
 PROFILES = {name: {"assistant": f"a-{name}"} for name in ("platform", "team", "chat", "thread", "bot", "default")}
 
 
-@pytest.mark.parametrize(("over", "expected"), [
-    ({"thread_id": "th"}, "thread"),
-    ({}, "chat"),
-    ({"chat_id": "C2"}, "team"),
-    ({"chat_id": "C2", "user": {"id": "u"}}, "platform"),
-    ({"platform": "telegram", "chat_id": "9"}, "default"),
-    ({"platform": "telegram", "chat_id": "9", "metadata": {"bot": "b2"}}, "bot"),
-    ({"profile": "bot"}, "bot"),  # an explicit profile skips routing
-])
+@pytest.mark.parametrize(
+    ("over", "expected"),
+    [
+        ({"thread_id": "th"}, "thread"),
+        ({}, "chat"),
+        ({"chat_id": "C2"}, "team"),
+        ({"chat_id": "C2", "user": {"id": "u"}}, "platform"),
+        ({"platform": "telegram", "chat_id": "9"}, "default"),
+        ({"platform": "telegram", "chat_id": "9", "metadata": {"bot": "b2"}}, "bot"),
+        ({"profile": "bot"}, "bot"),  # an explicit profile skips routing
+    ],
+)
 def test_most_specific_route_wins(over, expected):
     settings = load_settings(routes=ROUTES, profiles=PROFILES)
     routed = route(msg(**over), settings)
@@ -94,7 +100,11 @@ def test_naming_another_profile_keeps_the_routed_profiles_deny_list():
     # the bypassed profile's allows do not count; the named profile's do
     alice = msg(user={"id": "alice"}, profile="open")
     r = route(alice, settings)
-    assert authorize(alice, settings.authz.rule_for(alice.platform), r.profile.authz,
-                     r.bypassed.authz if r.bypassed else None) is Verdict.ALLOWED
+    assert (
+        authorize(
+            alice, settings.authz.rule_for(alice.platform), r.profile.authz, r.bypassed.authz if r.bypassed else None
+        )
+        is Verdict.ALLOWED
+    )
     # without the bypassed rule (the old behaviour) mallory would have passed: the test guards the fix
     assert authorize(named, settings.authz.rule_for(named.platform), routed.profile.authz) is Verdict.ALLOWED

@@ -4,9 +4,16 @@ import pytest
 
 from agentstream_ingress.webhooks import InvalidUpdate, slack, telegram
 
-UPDATE = {"update_id": 9, "message": {"message_id": 5, "from": {"id": 77, "first_name": "Ann", "is_bot": False},
-                                      "chat": {"id": 77, "type": "private"}, "text": "hi",
-                                      "reply_to_message": {"message_id": 4}}}
+UPDATE = {
+    "update_id": 9,
+    "message": {
+        "message_id": 5,
+        "from": {"id": 77, "first_name": "Ann", "is_bot": False},
+        "chat": {"id": 77, "type": "private"},
+        "text": "hi",
+        "reply_to_message": {"message_id": 4},
+    },
+}
 
 
 def test_telegram_secret_check():
@@ -59,9 +66,12 @@ def test_telegram_ids_as_integers_or_strings_only():
 
 
 def test_slack_event_to_inbound_and_bot_events_dropped():
-    payload = {"type": "event_callback", "team_id": "T1", "event_id": "Ev1",
-               "event": {"type": "message", "channel": "D1", "user": "U1", "text": "hey", "ts": "1.2",
-                         "channel_type": "im"}}
+    payload = {
+        "type": "event_callback",
+        "team_id": "T1",
+        "event_id": "Ev1",
+        "event": {"type": "message", "channel": "D1", "user": "U1", "text": "hey", "ts": "1.2", "channel_type": "im"},
+    }
     msg = slack.to_inbound(payload)
     assert msg is not None and msg.id == "D1:1.2" and msg.user.team_id == "T1"
     assert msg.metadata["chat_type"] == "direct" and msg.thread_id is None

@@ -32,8 +32,15 @@ def ids(seq: int, run_id: str = "r1", **kw: object) -> dict[str, object]:
 def full_run() -> list[object]:
     return [
         RunQueued(**ids(0), assistant_id="default", reply_target=TARGET, text="calculate 6*7", user_id="u1"),
-        RunStarted(**ids(1), assistant_id="default", connector_id="demo", reply_target=TARGET, user_id="u1",
-                   session_id="s1", input=[ChatMessage(role="user", content="calculate 6*7")]),
+        RunStarted(
+            **ids(1),
+            assistant_id="default",
+            connector_id="demo",
+            reply_target=TARGET,
+            user_id="u1",
+            session_id="s1",
+            input=[ChatMessage(role="user", content="calculate 6*7")],
+        ),
         MessageDelta(**ids(2), message_id="m1", text="Let me"),
         MessageCompleted(**ids(3), message_id="m1", text=""),
         ToolCall(**ids(4), call_id="c1", tool="calculator", arguments='{"expression":"6*7"}'),
@@ -41,8 +48,13 @@ def full_run() -> list[object]:
         ToolCall(**ids(6, run_id="child", parent_run_id="r1", depth=1), call_id="c2", tool="clock", arguments="{}"),
         MessageCompleted(**ids(7, run_id="child", parent_run_id="r1", depth=1), message_id="m2", text="noon"),
         MessageCompleted(**ids(8), message_id="m3", text="6*7 = 42"),
-        RunFinished(**ids(9), status="completed", text="6*7 = 42", duration_ms=12.5,
-                    usage=Usage(prompt_tokens=10, completion_tokens=5, llm_calls=2)),
+        RunFinished(
+            **ids(9),
+            status="completed",
+            text="6*7 = 42",
+            duration_ms=12.5,
+            usage=Usage(prompt_tokens=10, completion_tokens=5, llm_calls=2),
+        ),
     ]
 
 
@@ -91,10 +103,25 @@ def test_oldest_origin_is_the_first_event_of_the_oldest_open_run():
 def test_rows_of_a_finished_run():
     rows = rows_for(buffered(full_run()))
     assert rows.run | {"started_at": None, "finished_at": None} == {
-        "run_id": "r1", "root_run_id": "r1", "parent_run_id": None, "conversation_key": KEY, "session_id": "s1",
-        "assistant_id": "default", "connector_id": "demo", "user_id": "u1", "status": "completed", "error": None,
-        "reason": None, "text": "6*7 = 42", "prompt_tokens": 10, "completion_tokens": 5, "llm_calls": 2,
-        "duration_ms": 12.5, "started_at": None, "finished_at": None, "tenant_id": None,
+        "run_id": "r1",
+        "root_run_id": "r1",
+        "parent_run_id": None,
+        "conversation_key": KEY,
+        "session_id": "s1",
+        "assistant_id": "default",
+        "connector_id": "demo",
+        "user_id": "u1",
+        "status": "completed",
+        "error": None,
+        "reason": None,
+        "text": "6*7 = 42",
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "llm_calls": 2,
+        "duration_ms": 12.5,
+        "started_at": None,
+        "finished_at": None,
+        "tenant_id": None,
     }
     assert [(m["seq"], m["part"], m["role"], m["run_id"], m["content"]) for m in rows.messages] == [
         (1, 0, "user", "r1", "calculate 6*7"),  # from run.started, the queued copy is not repeated
@@ -120,7 +147,10 @@ def test_user_input_falls_back_to_queued_text_and_target_to_the_key():
     rows = rows_for(buf)
     assert rows.messages == [] and rows.run["status"] == "failed" and rows.run["reason"] == "runner_lost"
     assert (rows.conversation["platform"], rows.conversation["chat_id"], rows.conversation["thread_id"]) == (
-        "slack", "C1", "T7")
+        "slack",
+        "C1",
+        "T7",
+    )
 
 
 def test_unfinished_buffer_has_no_rows():

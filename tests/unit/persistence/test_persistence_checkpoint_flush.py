@@ -35,8 +35,7 @@ USER = ChatMessage(role="user", content="q")
 
 
 def ids(seq: int) -> dict[str, object]:
-    return {"run_id": "r1", "root_run_id": "r1", "conversation_key": KEY, "seq": seq,
-            "ts": T0 + timedelta(seconds=seq)}
+    return {"run_id": "r1", "root_run_id": "r1", "conversation_key": KEY, "seq": seq, "ts": T0 + timedelta(seconds=seq)}
 
 
 def rows(events: list[object]) -> FlushRows:
@@ -51,24 +50,44 @@ def rows(events: list[object]) -> FlushRows:
 def first_attempt() -> FlushRows:
     """llm-1 completed (called a tool), then the run was interrupted."""
     assistant = ChatMessage(role="assistant", content="")
-    return rows([
-        RunStarted(**ids(1), assistant_id="default", connector_id="fake", user_id="u1", input=[USER],
-                   reply_target=ReplyTarget(platform="memory", chat_id="c1")),
-        StepCompleted(**ids(2), step_id="llm-1", step_type="llm", output={"text": ""}, memory=[USER, assistant]),
-        RunFinished(**ids(3), status="interrupted", reason="user", usage=Usage(prompt_tokens=5, llm_calls=1)),
-    ])
+    return rows(
+        [
+            RunStarted(
+                **ids(1),
+                assistant_id="default",
+                connector_id="fake",
+                user_id="u1",
+                input=[USER],
+                reply_target=ReplyTarget(platform="memory", chat_id="c1"),
+            ),
+            StepCompleted(**ids(2), step_id="llm-1", step_type="llm", output={"text": ""}, memory=[USER, assistant]),
+            RunFinished(**ids(3), status="interrupted", reason="user", usage=Usage(prompt_tokens=5, llm_calls=1)),
+        ]
+    )
 
 
 def resumed(status: str) -> FlushRows:
     """The same run id continued after seq 3."""
-    return rows([
-        RunStarted(**ids(4), assistant_id="default", connector_id="fake", user_id="u1",
-                   reply_target=ReplyTarget(platform="memory", chat_id="c1")),
-        MessageCompleted(**ids(5), message_id="m", text="answer"),
-        StepCompleted(**ids(6), step_id="llm-2", step_type="llm", output={"text": "answer"}, memory=[USER]),
-        RunFinished(**ids(7), status=status, reason=None if status == "completed" else "runner_lost",
-                    text="answer", usage=Usage(prompt_tokens=12, llm_calls=2)),
-    ])
+    return rows(
+        [
+            RunStarted(
+                **ids(4),
+                assistant_id="default",
+                connector_id="fake",
+                user_id="u1",
+                reply_target=ReplyTarget(platform="memory", chat_id="c1"),
+            ),
+            MessageCompleted(**ids(5), message_id="m", text="answer"),
+            StepCompleted(**ids(6), step_id="llm-2", step_type="llm", output={"text": "answer"}, memory=[USER]),
+            RunFinished(
+                **ids(7),
+                status=status,
+                reason=None if status == "completed" else "runner_lost",
+                text="answer",
+                usage=Usage(prompt_tokens=12, llm_calls=2),
+            ),
+        ]
+    )
 
 
 @pytest.fixture
@@ -87,7 +106,9 @@ async def count(sessions: async_sessionmaker[AsyncSession], table: type) -> int:
 async def api_get(sessions: async_sessionmaker[AsyncSession], path: str) -> httpx.Response:
     app = authed_app()
     add_routes(app, lambda: sessions)
-    async with httpx.AsyncClient(headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+    async with httpx.AsyncClient(
+        headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as http:
         return await http.get(path)
 
 
@@ -97,7 +118,11 @@ async def test_interrupted_run_leaves_a_checkpoint_served_by_the_api(sessions):
     assert (await count(sessions, RunCheckpoint), await count(sessions, ResumeStep)) == (1, 1)
     body = (await api_get(sessions, "/v1/runs/r1/resume-steps")).json()
     assert (body["status"], body["reason"], body["last_seq"], body["usage"]["prompt_tokens"]) == (
-        "interrupted", "user", 3, 5)
+        "interrupted",
+        "user",
+        3,
+        5,
+    )
     assert [(s["step_id"], s["seq"]) for s in body["steps"]] == [("llm-1", 2)]
     assert [m["role"] for m in body["steps"][0]["memory"]] == ["user", "assistant"]
     assert (await api_get(sessions, "/v1/runs/nope/resume-steps")).status_code == 404
@@ -121,8 +146,12 @@ async def test_completion_after_resume_deletes_the_checkpoint_and_a_re_read_does
     async with sessions() as s:
         run = await s.get(Run, "r1")
         contents = (await s.scalars(select(Message.content).order_by(Message.seq))).all()
-    assert run is not None and (run.status, run.text, run.prompt_tokens, run.llm_calls) == ("completed", "answer",
-                                                                                           12, 2)
+    assert run is not None and (run.status, run.text, run.prompt_tokens, run.llm_calls) == (
+        "completed",
+        "answer",
+        12,
+        2,
+    )
     assert list(contents) == ["q", "answer"]  # the user input once, the answer once
 
 

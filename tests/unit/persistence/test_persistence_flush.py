@@ -32,14 +32,24 @@ T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 def run_rows(root: str, question: str, answer: str, minute: int, session_id: str | None = "s1") -> FlushRows:
     def ids(seq: int) -> dict[str, object]:
-        return {"run_id": root, "root_run_id": root, "conversation_key": KEY, "seq": seq,
-                "ts": T0 + timedelta(minutes=minute, seconds=seq)}
+        return {
+            "run_id": root,
+            "root_run_id": root,
+            "conversation_key": KEY,
+            "seq": seq,
+            "ts": T0 + timedelta(minutes=minute, seconds=seq),
+        }
 
     buffers = BufferSet()
     for ev in (
-        RunStarted(**ids(1), assistant_id="default", connector_id="demo", session_id=session_id,
-                   reply_target=ReplyTarget(platform="memory", chat_id="c1"),
-                   input=[ChatMessage(role="user", content=question)]),
+        RunStarted(
+            **ids(1),
+            assistant_id="default",
+            connector_id="demo",
+            session_id=session_id,
+            reply_target=ReplyTarget(platform="memory", chat_id="c1"),
+            input=[ChatMessage(role="user", content=question)],
+        ),
         ToolCall(**ids(2), call_id="c1", tool="calculator", arguments='{"expression": "6*7"}'),
         ToolResult(**ids(3), call_id="c1", tool="calculator", ok=True, content="42"),
         MessageCompleted(**ids(4), message_id="m", text=answer),
@@ -69,7 +79,11 @@ async def test_flushing_the_same_run_twice_leaves_one_copy(sessions: async_sessi
     rows = run_rows("r1", "calculate 6*7", "It is 42.", minute=0)
     await write_run(sessions, rows)
     await write_run(sessions, rows)
-    assert (await count(sessions, Run), await count(sessions, Message), await count(sessions, Conversation)) == (1, 3, 1)
+    assert (await count(sessions, Run), await count(sessions, Message), await count(sessions, Conversation)) == (
+        1,
+        3,
+        1,
+    )
     async with sessions() as s:
         run = await s.get(Run, "r1")
         assert run is not None and run.status == "completed" and run.text == "It is 42."
@@ -92,19 +106,28 @@ async def test_read_api(sessions: async_sessionmaker[AsyncSession]):
     await write_run(sessions, run_rows("r1", "first question", "first answer", minute=0))
     app = authed_app()
     add_routes(app, lambda: sessions)
-    async with httpx.AsyncClient(headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+    async with httpx.AsyncClient(
+        headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as http:
         run = (await http.get("/v1/runs/r1")).json()
         assert (run["run_id"], run["status"], run["text"], run["connector_id"], run["llm_calls"]) == (
-            "r1", "completed", "first answer", "demo", 0)
+            "r1",
+            "completed",
+            "first answer",
+            "demo",
+            0,
+        )
         assert run["finished_at"] in ("2026-01-01T12:00:05Z", "2026-01-01T12:00:05+00:00")  # UTC on both engines
         assert (await http.get("/v1/runs/nope")).status_code == 404
         runs = (await http.get(f"/v1/conversations/{KEY}/runs")).json()
         assert [r["run_id"] for r in runs["items"]] == ["r1", "r2"] and runs["next_cursor"] is None
         messages = (await http.get(f"/v1/conversations/{KEY}/messages")).json()["items"]
         assert [(m["role"], m["content"]) for m in messages] == [
-            ("user", "first question"), ("tool", 'calculator({"expression": "6*7"}) → 42'),
+            ("user", "first question"),
+            ("tool", 'calculator({"expression": "6*7"}) → 42'),
             ("assistant", "first answer"),
-            ("user", "second question"), ("tool", 'calculator({"expression": "6*7"}) → 42'),
+            ("user", "second question"),
+            ("tool", 'calculator({"expression": "6*7"}) → 42'),
             ("assistant", "second answer"),
         ]
         assert (await http.get("/v1/conversations/unknown:x/messages")).json() == {"items": [], "next_cursor": None}

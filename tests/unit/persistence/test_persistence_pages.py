@@ -70,7 +70,9 @@ async def sessions(db_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession
 async def http(sessions: async_sessionmaker[AsyncSession]) -> AsyncIterator[httpx.AsyncClient]:
     app = authed_app()
     add_routes(app, lambda: sessions)
-    async with httpx.AsyncClient(headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+    async with httpx.AsyncClient(
+        headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=app), base_url="http://t"
+    ) as client:
         yield client
 
 

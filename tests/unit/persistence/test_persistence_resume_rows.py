@@ -32,26 +32,42 @@ USER = ChatMessage(role="user", content="tell me a story")
 
 
 def ids(seq: int, root: str = "r1") -> dict[str, object]:
-    return {"run_id": root, "root_run_id": root, "conversation_key": KEY, "seq": seq,
-            "ts": T0 + timedelta(seconds=seq)}
+    return {"run_id": root, "root_run_id": root, "conversation_key": KEY, "seq": seq, "ts": T0 + timedelta(seconds=seq)}
 
 
 def interrupted_run(status: str = "interrupted") -> list[object]:
     first = ChatMessage(role="assistant", content="Once")
     return [
-        RunStarted(**ids(1), assistant_id="default", connector_id="fake", reply_target=TARGET, user_id="u1",
-                   session_id="s1", input=[USER]),
+        RunStarted(
+            **ids(1),
+            assistant_id="default",
+            connector_id="fake",
+            reply_target=TARGET,
+            user_id="u1",
+            session_id="s1",
+            input=[USER],
+        ),
         MessageStarted(**ids(2), message_id="m1"),
         MessageCompleted(**ids(3), message_id="m1", text="Once"),
-        StepCompleted(**ids(4), step_id="llm-1", step_type="llm", input={"turn": 1},
-                      output={"text": "Once", "usage": {"prompt_tokens": 7, "completion_tokens": 1, "llm_calls": 1}},
-                      memory=[USER, first]),
+        StepCompleted(
+            **ids(4),
+            step_id="llm-1",
+            step_type="llm",
+            input={"turn": 1},
+            output={"text": "Once", "usage": {"prompt_tokens": 7, "completion_tokens": 1, "llm_calls": 1}},
+            memory=[USER, first],
+        ),
         MessageStarted(**ids(5), message_id="m2"),
         MessageDelta(**ids(6), message_id="m2", text="upon "),
         MessageDelta(**ids(7), message_id="m2", text="a time"),
         RunHeartbeat(**ids(8)),
-        RunFinished(**ids(9), status=status, reason="user", text="Once",
-                    usage=Usage(prompt_tokens=7, completion_tokens=1, llm_calls=1)),
+        RunFinished(
+            **ids(9),
+            status=status,
+            reason="user",
+            text="Once",
+            usage=Usage(prompt_tokens=7, completion_tokens=1, llm_calls=1),
+        ),
     ]
 
 
@@ -63,15 +79,21 @@ def test_partial_text_and_steps_become_messages_and_a_checkpoint():
     assert buf is not None and buf.state is BufferState.FINISHED and buf.max_seq == 9
     rows = rows_for(buf)
     assert [(m["role"], m["content"], m["seq"]) for m in rows.messages] == [
-        ("user", "tell me a story", 1), ("assistant", "Once", 3), ("assistant", "upon a time", 6)]
+        ("user", "tell me a story", 1),
+        ("assistant", "Once", 3),
+        ("assistant", "upon a time", 6),
+    ]
     assert rows.checkpoint is not None
     cp = rows.checkpoint.checkpoint
     assert (cp["status"], cp["reason"], cp["last_seq"], cp["usage"]["llm_calls"]) == ("interrupted", "user", 9, 1)
     assert cp["start"]["user_id"] == "u1" and cp["start"]["session_id"] == "s1"
     assert cp["start"]["reply_target"]["chat_id"] == "c1" and cp["start"]["input"][0]["content"] == USER.content
     [step] = rows.checkpoint.steps
-    assert (step["step_id"], step["seq"], [m["content"] for m in step["memory"]]) == ("llm-1", 4, [
-        "tell me a story", "Once"])
+    assert (step["step_id"], step["seq"], [m["content"] for m in step["memory"]]) == (
+        "llm-1",
+        4,
+        ["tell me a story", "Once"],
+    )
 
 
 def test_a_completed_run_has_no_checkpoint():
@@ -112,8 +134,10 @@ def test_silent_open_runs_are_stale_and_end_as_runner_lost():
 
 def test_commit_stops_at_the_oldest_unflushed_run():
     buffers, points = BufferSet(), CommitPoints()
-    a, b = interrupted_run()[:3], [RunStarted(**{**ids(1, "r2")}, assistant_id="default", connector_id="fake",
-                                              reply_target=TARGET)]
+    a, b = (
+        interrupted_run()[:3],
+        [RunStarted(**{**ids(1, "r2")}, assistant_id="default", connector_id="fake", reply_target=TARGET)],
+    )
     offset = 0
     for ev in a:
         buffers.add(ev, Origin(0, offset))  # type: ignore[arg-type]

@@ -22,20 +22,36 @@ from agentstream_persistence.rows import rows_for
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-async def store_run(sessions: async_sessionmaker[AsyncSession], root: str, key: str, tenant: str | None,
-                    user: str, failed: bool = False) -> None:
+async def store_run(
+    sessions: async_sessionmaker[AsyncSession], root: str, key: str, tenant: str | None, user: str, failed: bool = False
+) -> None:
     def ids(seq: int) -> dict[str, object]:
-        return {"run_id": root, "root_run_id": root, "conversation_key": key, "seq": seq,
-                "ts": T0 + timedelta(seconds=seq)}
+        return {
+            "run_id": root,
+            "root_run_id": root,
+            "conversation_key": key,
+            "seq": seq,
+            "ts": T0 + timedelta(seconds=seq),
+        }
 
     buffers = BufferSet()
     for ev in (
-        RunStarted(**ids(1), assistant_id="default", connector_id="demo", user_id=user, tenant_id=tenant,
-                   reply_target=ReplyTarget(platform="web", chat_id=key.split(":")[1]),
-                   input=[ChatMessage(role="user", content=f"question of {user}")]),
+        RunStarted(
+            **ids(1),
+            assistant_id="default",
+            connector_id="demo",
+            user_id=user,
+            tenant_id=tenant,
+            reply_target=ReplyTarget(platform="web", chat_id=key.split(":")[1]),
+            input=[ChatMessage(role="user", content=f"question of {user}")],
+        ),
         MessageCompleted(**ids(2), message_id="m", text=f"answer for {user}"),
-        RunFinished(**ids(3), status="failed" if failed else "completed", text=f"answer for {user}",
-                    reason="error" if failed else None),
+        RunFinished(
+            **ids(3),
+            status="failed" if failed else "completed",
+            text=f"answer for {user}",
+            reason="error" if failed else None,
+        ),
     ):
         buffers.add(ev)
     buf = buffers.get(root)
@@ -88,8 +104,11 @@ async def test_each_tenant_sees_only_its_own(api: tuple[httpx.AsyncClient, KeySt
 
 async def test_a_key_pinned_to_a_user_sees_only_that_users_runs(api: tuple[httpx.AsyncClient, KeyStore]) -> None:
     http, keys = api
-    alice = bearer((await keys.create("alice", {Scope.CONVERSATIONS_READ}, tenant_id="acme", platform="web",
-                                      user_id="alice")).token)
+    alice = bearer(
+        (
+            await keys.create("alice", {Scope.CONVERSATIONS_READ}, tenant_id="acme", platform="web", user_id="alice")
+        ).token
+    )
     assert (await http.get("/v1/runs/ra", headers=alice)).status_code == 200
     assert (await http.get("/v1/runs/rb", headers=alice)).status_code == 404
     assert (await http.get("/v1/conversations/web:bob/messages", headers=alice)).json()["items"] == []
@@ -99,8 +118,13 @@ async def test_a_key_pinned_to_a_user_sees_only_that_users_runs(api: tuple[httpx
 async def test_anonymous_and_wrong_scope(api: tuple[httpx.AsyncClient, KeyStore]) -> None:
     http, keys = api
     writer = bearer((await keys.create("w", {Scope.MESSAGES_WRITE}, tenant_id="acme")).token)
-    for path in ("/v1/runs", "/v1/runs/ra", "/v1/conversations/web:alice/messages",
-                 "/v1/conversations/web:alice/runs", "/v1/runs/ra/resume-steps"):
+    for path in (
+        "/v1/runs",
+        "/v1/runs/ra",
+        "/v1/conversations/web:alice/messages",
+        "/v1/conversations/web:alice/runs",
+        "/v1/runs/ra/resume-steps",
+    ):
         assert (await http.get(path)).status_code == 401, path
         assert (await http.get(path, headers=bearer("agsk_000000000000_" + "x" * 43))).status_code == 401, path
         assert (await http.get(path, headers=writer)).status_code == 403, path

@@ -25,8 +25,9 @@ async def test_a_stale_run_gets_one_runner_lost_ending_and_a_refused_one_is_forg
 
     svc.publish = publish  # type: ignore[method-assign]
     svc.buffers.add(RunQueued(**ids("lost", 0), assistant_id="default", reply_target=TARGET), now=0.0)
-    svc.buffers.add(RunStarted(**ids("lost", 1), assistant_id="default", connector_id="c", reply_target=TARGET),
-                    now=0.0)
+    svc.buffers.add(
+        RunStarted(**ids("lost", 1), assistant_id="default", connector_id="c", reply_target=TARGET), now=0.0
+    )
     svc.buffers.add(RunQueued(**ids("refused", 0), assistant_id="default", reply_target=TARGET), now=0.0)
     svc.buffers.add(Notice(**ids("refused", 1), text="not authorized"), now=0.0)
 
@@ -36,8 +37,11 @@ async def test_a_stale_run_gets_one_runner_lost_ending_and_a_refused_one_is_forg
     await svc.end_stale_runs(now=11.0)
     [(topic, ending, key)] = published
     assert topic == svc.topics.events and key == "web:c1"
-    assert isinstance(ending, RunFinished) and (ending.root_run_id, ending.reason, ending.seq) == ("lost", "runner_lost",
-                                                                                                  2)
+    assert isinstance(ending, RunFinished) and (ending.root_run_id, ending.reason, ending.seq) == (
+        "lost",
+        "runner_lost",
+        2,
+    )
     assert svc.buffers.get("refused") is None
     lost = svc.buffers.get("lost")
     assert lost is not None and lost.state is BufferState.LOST

@@ -90,16 +90,32 @@ class FakeRoles:
 
 
 def openai_connector(fake: FakeOpenAI, connector_id: str = "gpt", **extra: Any) -> dict[str, Any]:
-    return {"id": connector_id, "type": "openai", "base_url": fake.base_url, "model": "fake-model",
-            "retry_base_delay_s": 0, **extra}
+    return {
+        "id": connector_id,
+        "type": "openai",
+        "base_url": fake.base_url,
+        "model": "fake-model",
+        "retry_base_delay_s": 0,
+        **extra,
+    }
 
 
-def start_run(text: str = "hi", assistant_id: str = "default", options: dict[str, Any] | None = None,
-              metadata: dict[str, Any] | None = None) -> StartRun:
-    return StartRun(run_id="run-1", conversation_key="web:c1", assistant_id=assistant_id,
-                    user=User(id="u1", name="Ann", team_id="t1"), text=text,
-                    reply_target=ReplyTarget(platform="web", chat_id="c1"),
-                    options=options or {}, metadata=metadata or {})
+def start_run(
+    text: str = "hi",
+    assistant_id: str = "default",
+    options: dict[str, Any] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> StartRun:
+    return StartRun(
+        run_id="run-1",
+        conversation_key="web:c1",
+        assistant_id=assistant_id,
+        user=User(id="u1", name="Ann", team_id="t1"),
+        text=text,
+        reply_target=ReplyTarget(platform="web", chat_id="c1"),
+        options=options or {},
+        metadata=metadata or {},
+    )
 
 
 def assistant(assistant_id: str = "helper", **fields: Any) -> Assistant:
@@ -124,7 +140,13 @@ async def run(
 ) -> Ports:
     config = load_settings(connectors=connectors or [openai_connector(fake)], runner={"coalesce_ms": 0}, **settings)
     ports = Ports(tool)
-    ctx = RunContext(ports=ports, connectors=Connectors(config), assistants=Assistants(config, assistants, hooks),
-                     runner=config.runner, history=history, roles=role_store)
+    ctx = RunContext(
+        ports=ports,
+        connectors=Connectors(config),
+        assistants=Assistants(config, assistants, hooks),
+        runner=config.runner,
+        history=history,
+        roles=role_store,
+    )
     await run_pipeline(ctx, start_run(text, assistant_id, options, metadata))
     return ports

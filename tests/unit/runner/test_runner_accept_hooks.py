@@ -17,8 +17,9 @@ def parent(**hooks) -> tuple[list, dict]:
 async def test_create_hook_changes_sampling_options():
     assistants, hooks = parent(create=fns.create_sampling)
     async with FakeOpenAI() as fake:
-        ports = await run(fake, "hi", assistants=assistants, hooks=hooks, assistant_id="parent",
-                          options={"temperature": 0.9})
+        ports = await run(
+            fake, "hi", assistants=assistants, hooks=hooks, assistant_id="parent", options={"temperature": 0.9}
+        )
         body = fake.requests[0].body
     assert (body["temperature"], body["max_tokens"]) == (0.1, 33)
     assert fns.SEEN[-1].options["temperature"] == 0.9  # the hook saw the merged request options
@@ -29,16 +30,20 @@ async def test_create_hook_replaces_messages():
     assistants, hooks = parent(create=fns.create_replace_messages)
     async with FakeOpenAI() as fake:
         ports = await run(fake, "old", assistants=assistants, hooks=hooks, assistant_id="parent")
-        assert fake.requests[0].body["messages"] == [{"role": "system", "content": "replaced"},
-                                                    {"role": "user", "content": "new question"}]
+        assert fake.requests[0].body["messages"] == [
+            {"role": "system", "content": "replaced"},
+            {"role": "user", "content": "new question"},
+        ]
     assert ports.finished.text == "new question"
 
 
 async def test_create_hook_changes_connector_and_capabilities_follow():
     assistants, hooks = parent(create=fns.create_connector)
     async with FakeOpenAI() as fake:
-        connectors = [openai_connector(fake), openai_connector(fake, "plain", capabilities=["streaming"],
-                                                               model="plain-model")]
+        connectors = [
+            openai_connector(fake),
+            openai_connector(fake, "plain", capabilities=["streaming"], model="plain-model"),
+        ]
         await run(fake, "hi", assistants=assistants, hooks=hooks, assistant_id="parent", connectors=connectors)
         body = fake.requests[0].body
     assert body["model"] == "plain-model" and "tools" not in body
@@ -57,8 +62,9 @@ async def test_create_hook_delegates_and_the_model_of_the_parent_is_never_called
     finished = ports.finished
     assert (finished.status, finished.text, finished.usage.llm_calls) == ("completed", "child answer", 1)
     child_events = [e for e in ports.events if e.run_id != "run-1"]
-    assert child_events and all(e.parent_run_id == "run-1" and e.depth == 1 and e.root_run_id == "run-1"
-                                for e in child_events)
+    assert child_events and all(
+        e.parent_run_id == "run-1" and e.depth == 1 and e.root_run_id == "run-1" for e in child_events
+    )
     assert {s.step_type for s in ports.of(StepCompleted) if s.run_id == "run-1"} == {"hook_create", "delegate"}
 
 

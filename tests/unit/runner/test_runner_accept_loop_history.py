@@ -62,17 +62,21 @@ async def test_loop_disabled_gives_the_standard_response():
 
 # -- history -------------------------------------------------------------------------
 
+
 def msgs(*pairs: tuple[str, str]) -> list[ChatMessage]:
     return [ChatMessage(role=r, content=c) for r, c in pairs]
 
 
-@pytest.mark.parametrize(("history", "incoming", "kept"), [
-    ([("user", "a"), ("assistant", "b")], [("user", "c")], [("user", "c")]),  # none
-    ([("user", "a"), ("assistant", "b")], [("assistant", "b"), ("user", "c")], [("user", "c")]),  # partial
-    ([("user", "a"), ("assistant", "b")], [("user", "a"), ("assistant", "b")], []),  # full
-    ([("user", "a"), ("assistant", "b")], [("user", "a"), ("assistant", "b"), ("user", "c")], [("user", "c")]),
-    ([("user", "x")], [("assistant", "x")], [("assistant", "x")]),  # same content, other role
-])
+@pytest.mark.parametrize(
+    ("history", "incoming", "kept"),
+    [
+        ([("user", "a"), ("assistant", "b")], [("user", "c")], [("user", "c")]),  # none
+        ([("user", "a"), ("assistant", "b")], [("assistant", "b"), ("user", "c")], [("user", "c")]),  # partial
+        ([("user", "a"), ("assistant", "b")], [("user", "a"), ("assistant", "b")], []),  # full
+        ([("user", "a"), ("assistant", "b")], [("user", "a"), ("assistant", "b"), ("user", "c")], [("user", "c")]),
+        ([("user", "x")], [("assistant", "x")], [("assistant", "x")]),  # same content, other role
+    ],
+)
 def test_overlap_dropping(history, incoming, kept):
     assert drop_overlap(msgs(*history), msgs(*incoming)) == msgs(*kept)
 
@@ -87,8 +91,12 @@ def test_history_size_priority_and_skip():
 
 
 def test_tool_rows_are_replayed_as_summaries():
-    rows = [StoredMessage("user", "q"), StoredMessage("tool", "x" * 500, name="calculator"),
-            StoredMessage("assistant", "a"), StoredMessage("system", "ignored")]
+    rows = [
+        StoredMessage("user", "q"),
+        StoredMessage("tool", "x" * 500, name="calculator"),
+        StoredMessage("assistant", "a"),
+        StoredMessage("system", "ignored"),
+    ]
     replayed = replay(rows)
     assert [m.role for m in replayed] == ["user", "assistant", "assistant"]
     assert replayed[1].content.startswith("[tool calculator returned: xxx") and len(replayed[1].content) < 250
@@ -97,8 +105,12 @@ def test_tool_rows_are_replayed_as_summaries():
 async def test_history_is_loaded_and_the_overlap_dropped():
     history = FakeHistory([("user", "earlier"), ("assistant", "reply"), ("user", "again")])
     async with FakeOpenAI() as fake:
-        ports = await run(fake, "ignored", history=history, options={
-            "messages": [{"role": "user", "content": "again"}, {"role": "user", "content": "new"}]})
+        ports = await run(
+            fake,
+            "ignored",
+            history=history,
+            options={"messages": [{"role": "user", "content": "again"}, {"role": "user", "content": "new"}]},
+        )
         sent = [(m["role"], m["content"]) for m in fake.requests[0].body["messages"]]
     assert sent[1:] == [("user", "earlier"), ("assistant", "reply"), ("user", "again"), ("user", "new")]
     assert [(m.role, m.content) for m in ports.started.input] == [("user", "new")]  # only the new input is stored

@@ -36,8 +36,9 @@ async def test_streamed_answer_in_order_with_usage():
 
 async def test_connector_without_tools_capability_gets_no_tools():
     async with FakeOpenAI() as fake:
-        ports = await run(fake, "hi", connectors=[openai_connector(fake, capabilities=["streaming"])],
-                          default_connector="gpt")
+        ports = await run(
+            fake, "hi", connectors=[openai_connector(fake, capabilities=["streaming"])], default_connector="gpt"
+        )
         assert "tools" not in fake.requests[0].body
     assert ports.finished.text == "hi"  # echo mode
 
@@ -46,8 +47,7 @@ async def test_role_overrides_route_the_run():
     async with FakeOpenAI() as fake:
         connectors = [openai_connector(fake, "sys"), openai_connector(fake, "mine", model="user-model")]
         helper = assistant("helper", connector="use::fast")
-        common = {"assistants": [helper], "assistant_id": "helper", "connectors": connectors,
-                  "roles": {"fast": "sys"}}
+        common = {"assistants": [helper], "assistant_id": "helper", "connectors": connectors, "roles": {"fast": "sys"}}
         by_user = await run(fake, role_store=FakeRoles(user={"fast": "mine"}), **common)
         assert by_user.started.connector_id == "mine" and fake.requests[-1].body["model"] == "user-model"
         by_team = await run(fake, role_store=FakeRoles(team={"fast": "mine"}), **common)

@@ -34,8 +34,9 @@ async def test_retryable_error_then_corrected_call_with_the_exact_retry_messages
         ports = await run(fake, "2+2?")
         retry = fake.requests[1].body["messages"]
     assert [m["role"] for m in retry] == ["system", "user", "assistant", "tool", "user"]
-    assert retry[2]["tool_calls"] == [{"id": "call_1", "type": "function",
-                                       "function": {"name": "calculator", "arguments": '{"expr": "2+2"}'}}]
+    assert retry[2]["tool_calls"] == [
+        {"id": "call_1", "type": "function", "function": {"name": "calculator", "arguments": '{"expr": "2+2"}'}}
+    ]
     assert retry[3]["tool_call_id"] == "call_1"
     assert retry[3]["content"].startswith("error: invalid arguments for calculator:")
     assert "expression" in retry[3]["content"]  # says what was wrong
@@ -66,8 +67,11 @@ async def test_non_retryable_error_goes_back_once_and_the_model_answers_without_
         ports = await run(fake, "1/0?")
         answer_request = fake.requests[1].body
     assert "tools" not in answer_request
-    assert answer_request["messages"][-1] == {"role": "tool", "content": "error: division by zero",
-                                              "tool_call_id": "call_1"}
+    assert answer_request["messages"][-1] == {
+        "role": "tool",
+        "content": "error: division by zero",
+        "tool_call_id": "call_1",
+    }
     assert [r.retryable for r in ports.of(ToolResult)] == [False]
     assert (ports.finished.status, ports.finished.text) == ("completed", "You cannot divide by zero.")
 
@@ -78,7 +82,10 @@ async def test_on_tool_error_fail_makes_the_run_fail():
         fake.add_turn(tool_calls=[("calculator", {"expression": "1/0"})])
         ports = await run(fake, "1/0?", assistants=[strict], assistant_id="strict")
         assert fake.request_count == 1
-    assert (ports.finished.status, ports.finished.error) == ("failed", "tool calls failed: calculator: division by zero")
+    assert (ports.finished.status, ports.finished.error) == (
+        "failed",
+        "tool calls failed: calculator: division by zero",
+    )
 
 
 async def test_plain_text_answer_on_retry_is_accepted():

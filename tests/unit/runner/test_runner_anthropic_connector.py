@@ -21,24 +21,39 @@ from agentstream_runner.connectors.anthropic_connector import AnthropicConnector
 from agentstream_runner.connectors.retry import LLMError
 
 EVENTS: list[dict[str, Any]] = [
-    {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "c",
-                                          "content": [], "stop_reason": None, "stop_sequence": None,
-                                          "usage": {"input_tokens": 12, "output_tokens": 1}}},
-    {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "",
-                                                                  "signature": ""}},
+    {
+        "type": "message_start",
+        "message": {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "c",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 12, "output_tokens": 1},
+        },
+    },
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
     {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm"}},
     {"type": "content_block_stop", "index": 0},
     {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
     {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Checking"}},
     {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": " the time"}},
     {"type": "content_block_stop", "index": 1},
-    {"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "tu_1", "name": "clock",
-                                                                  "input": {}}},
+    {
+        "type": "content_block_start",
+        "index": 2,
+        "content_block": {"type": "tool_use", "id": "tu_1", "name": "clock", "input": {}},
+    },
     {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"timez'}},
     {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": 'one": "UTC"}'}},
     {"type": "content_block_stop", "index": 2},
-    {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-     "usage": {"output_tokens": 9}},
+    {
+        "type": "message_delta",
+        "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+        "usage": {"output_tokens": 9},
+    },
     {"type": "message_stop"},
 ]
 
@@ -61,8 +76,13 @@ class FakeAnthropic:
         status = self.statuses.pop(0) if self.statuses else 200
         if status != 200:
             body = json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": f"fake {status}"}})
-            await send({"type": "http.response.start", "status": status,
-                        "headers": [(b"content-type", b"application/json"), (b"retry-after", b"0")]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"retry-after", b"0")],
+                }
+            )
             await send({"type": "http.response.body", "body": body.encode()})
             return
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
@@ -97,8 +117,9 @@ def connector(base_url: str) -> AnthropicConnector:
     return AnthropicConnector(settings, sleep=no_sleep)
 
 
-REQUEST = LLMRequest(messages=[ChatMessage(role="system", content="brief"), ChatMessage(role="user", content="t?")],
-                     tools=(CLOCK,))
+REQUEST = LLMRequest(
+    messages=[ChatMessage(role="system", content="brief"), ChatMessage(role="user", content="t?")], tools=(CLOCK,)
+)
 
 
 async def test_stream_through_the_sdk_with_a_retried_overload():
@@ -106,7 +127,9 @@ async def test_stream_through_the_sdk_with_a_retried_overload():
     async with serving(fake) as url:
         chunks = [c async for c in connector(url).stream(REQUEST)]
     assert chunks == [
-        ThinkingDelta("hmm"), TextDelta("Checking"), TextDelta(" the time"),
+        ThinkingDelta("hmm"),
+        TextDelta("Checking"),
+        TextDelta(" the time"),
         ToolCallChunk(call_id="tu_1", name="clock", arguments='{"timezone": "UTC"}'),
         UsageChunk(Usage(prompt_tokens=12, completion_tokens=9, llm_calls=1)),
     ]

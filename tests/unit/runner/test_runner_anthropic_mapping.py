@@ -15,8 +15,11 @@ def test_messages_tools_and_results_map_to_blocks():
     messages = [
         ChatMessage(role="system", content="be brief"),
         ChatMessage(role="user", content="time?"),
-        ChatMessage(role="assistant", content="checking", tool_calls=[
-            ToolCallSpec(id="t1", name="clock", arguments='{"timezone": "UTC"}')]),
+        ChatMessage(
+            role="assistant",
+            content="checking",
+            tool_calls=[ToolCallSpec(id="t1", name="clock", arguments='{"timezone": "UTC"}')],
+        ),
         ChatMessage(role="tool", content="12:00", tool_call_id="t1", name="clock"),
         ChatMessage(role="user", content="thanks"),
     ]
@@ -24,19 +27,32 @@ def test_messages_tools_and_results_map_to_blocks():
     assert system == "be brief"
     assert out == [
         {"role": "user", "content": [{"type": "text", "text": "time?"}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "checking"},
-                                          {"type": "tool_use", "id": "t1", "name": "clock",
-                                           "input": {"timezone": "UTC"}}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "checking"},
+                {"type": "tool_use", "id": "t1", "name": "clock", "input": {"timezone": "UTC"}},
+            ],
+        },
         # the tool result and the next user message merge into one user turn
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "12:00"},
-                                     {"type": "text", "text": "thanks"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "12:00"},
+                {"type": "text", "text": "thanks"},
+            ],
+        },
     ]
 
 
 def test_payload_carries_tools_and_sampling():
     settings = ConnectorSettings(id="c", type="anthropic", model="claude-x", max_tokens=99)
-    payload = build_payload(settings, LLMRequest(messages=[ChatMessage(role="user", content="hi")], tools=(CLOCK,),
-                                                 options={"temperature": 0.5, "seed": 1}))
+    payload = build_payload(
+        settings,
+        LLMRequest(
+            messages=[ChatMessage(role="user", content="hi")], tools=(CLOCK,), options={"temperature": 0.5, "seed": 1}
+        ),
+    )
     assert payload["model"] == "claude-x" and payload["max_tokens"] == 99 and payload["temperature"] == 0.5
     assert "seed" not in payload and "system" not in payload
     assert payload["tools"] == [{"name": "clock", "description": CLOCK.description, "input_schema": CLOCK.parameters}]
@@ -57,7 +73,8 @@ def test_stream_events_become_chunks():
     ]
     chunks = [c for e in events for c in mapper.feed(e)] + mapper.finish()
     assert chunks == [
-        ThinkingDelta("hmm"), TextDelta("Let me"),
+        ThinkingDelta("hmm"),
+        TextDelta("Let me"),
         ToolCallChunk(call_id="tu1", name="clock", arguments='{"timezone": "UTC"}'),
         UsageChunk(Usage(prompt_tokens=10, completion_tokens=7, llm_calls=1)),
     ]

@@ -36,9 +36,15 @@ def test_bad_files_are_reported_with_file_and_field_and_others_load(tmp_path):
     loaded = load_assistants_dir(tmp_path)
     assert sorted(a.id for a in loaded.assistants) == ["f", "good"]
     problems = {(Path(p.file).name, p.field) for p in loaded.problems}
-    assert problems == {("bad_field.yaml", "tool_loop.max_turns"), ("bad_tool.yml", "tools"),
-                        ("extra.yaml", "colour"), ("broken.yaml", "(file)"), ("hooks.yaml", "hooks"),
-                        ("zz_dup.yaml", "id"), ("fallback.yaml", "fallback")}
+    assert problems == {
+        ("bad_field.yaml", "tool_loop.max_turns"),
+        ("bad_tool.yml", "tools"),
+        ("extra.yaml", "colour"),
+        ("broken.yaml", "(file)"),
+        ("hooks.yaml", "hooks"),
+        ("zz_dup.yaml", "id"),
+        ("fallback.yaml", "fallback"),
+    }
     assert any("hammer" in p.message for p in loaded.problems)
 
 
@@ -58,9 +64,14 @@ def test_yaml_assistants_join_the_built_in_default():
 
 def test_system_prompts_fill_ctx_variables():
     helper = {a.id: a for a in load_assistants_dir(EXAMPLES).assistants}["helper"]
-    start = StartRun(run_id="r", conversation_key="web:c9", assistant_id="helper",
-                     user=User(id="u1", name="Ann", team_id="t1"), text="hi",
-                     reply_target=ReplyTarget(platform="web", chat_id="c9"))
+    start = StartRun(
+        run_id="r",
+        conversation_key="web:c9",
+        assistant_id="helper",
+        user=User(id="u1", name="Ann", team_id="t1"),
+        text="hi",
+        reply_target=ReplyTarget(platform="web", chat_id="c9"),
+    )
     prompts = [m.content for m in system_messages(helper, start, {"locale": "fr", "tenant": "acme"})]
     assert prompts == ["You are Helper, talking to Ann in chat c9. Answer in the locale 'fr'.", "Tenant: acme"]
     assert system_messages(helper, start, {})[1].content == "Tenant: "  # unknown variables vanish

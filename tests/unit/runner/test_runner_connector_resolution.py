@@ -32,8 +32,12 @@ def test_explicit_id_never_falls_back():
 def test_each_level_of_the_role_chain_in_turn():
     """Remove the winning level each time: the next one down is chosen."""
     levels = [
-        ("user", "fast", "u-fast"), ("team", "fast", "t-fast"), ("system", "fast", "s-fast"),
-        ("user", "default", "u-def"), ("team", "default", "t-def"), ("system", "default", "s-def"),
+        ("user", "fast", "u-fast"),
+        ("team", "fast", "t-fast"),
+        ("system", "fast", "s-fast"),
+        ("user", "default", "u-def"),
+        ("team", "default", "t-def"),
+        ("system", "default", "s-def"),
     ]
     chosen = []
     for removed in range(len(levels) + 2):
@@ -72,8 +76,9 @@ def test_nothing_usable_is_connector_not_specified():
 
 
 def test_connector_types_open_and_are_reused():
-    connectors = Connectors(settings([B, {"id": "gpt", "type": "openai", "model": "gpt-4o"},
-                                      {"id": "claude", "type": "anthropic"}]))
+    connectors = Connectors(
+        settings([B, {"id": "gpt", "type": "openai", "model": "gpt-4o"}, {"id": "claude", "type": "anthropic"}])
+    )
     assert isinstance(connectors.resolve("gpt", None), OpenAIConnector)
     assert isinstance(connectors.resolve("claude", None), AnthropicConnector)
     first = connectors.resolve("b", None)

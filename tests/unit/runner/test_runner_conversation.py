@@ -7,8 +7,13 @@ from agentstream_runner.owners import Conversations
 
 
 def start(run_id: str, key: str = "web:c1") -> StartRun:
-    return StartRun(run_id=run_id, conversation_key=key, assistant_id="default", text="hi",
-                    reply_target=ReplyTarget(platform="web", chat_id="c1"))
+    return StartRun(
+        run_id=run_id,
+        conversation_key=key,
+        assistant_id="default",
+        text="hi",
+        reply_target=ReplyTarget(platform="web", chat_id="c1"),
+    )
 
 
 class Recorder:

@@ -19,8 +19,14 @@ KEY = "web:c1"
 
 
 def start(run_id: str, text: str = "hi", policy: str = "enqueue", chat: str = "c1") -> StartRun:
-    return StartRun(run_id=run_id, conversation_key=KEY, assistant_id="default", text=text,
-                    reply_target=ReplyTarget(platform="web", chat_id=chat), options={"double_texting": policy})
+    return StartRun(
+        run_id=run_id,
+        conversation_key=KEY,
+        assistant_id="default",
+        text=text,
+        reply_target=ReplyTarget(platform="web", chat_id=chat),
+        options={"double_texting": policy},
+    )
 
 
 class Runs:
@@ -50,8 +56,12 @@ class Runs:
         self.release.setdefault(run_id, asyncio.Event()).set()
 
     def owners(self, window_s: float = 0.05) -> Conversations:
-        return Conversations(self.run, lambda s: DoubleTextingPolicy(s.options["double_texting"]), self.dismiss,
-                             collect_window_s=window_s)
+        return Conversations(
+            self.run,
+            lambda s: DoubleTextingPolicy(s.options["double_texting"]),
+            self.dismiss,
+            collect_window_s=window_s,
+        )
 
 
 async def settle(seconds: float = 0.0) -> None:

@@ -8,8 +8,13 @@ from agentstream_runner.emitter import RunEmitter
 
 
 def start() -> StartRun:
-    return StartRun(run_id="r1", conversation_key="web:c1", assistant_id="default", text="hi",
-                    reply_target=ReplyTarget(platform="web", chat_id="c1"))
+    return StartRun(
+        run_id="r1",
+        conversation_key="web:c1",
+        assistant_id="default",
+        text="hi",
+        reply_target=ReplyTarget(platform="web", chat_id="c1"),
+    )
 
 
 async def test_identity_and_seq_start_at_one():

@@ -19,8 +19,11 @@ def _client(fake: FakeOpenAI) -> AsyncOpenAI:
 async def test_echo_stream_with_usage() -> None:
     async with FakeOpenAI() as fake:
         stream = await _client(fake).chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "hello there world"}], stream=True,
-            stream_options={"include_usage": True})
+            model="m",
+            messages=[{"role": "user", "content": "hello there world"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
         parts, usage = [], None
         async for chunk in stream:
             if chunk.choices and chunk.choices[0].delta.content:
@@ -34,10 +37,12 @@ async def test_echo_stream_with_usage() -> None:
 
 async def test_scripted_tool_calls_split_across_chunks_and_reasoning() -> None:
     async with FakeOpenAI() as fake:
-        fake.add_turn(text="checking", reasoning="let me think",
-                      tool_calls=[("calculator", {"expression": "2+2"}), ("clock", {})])
+        fake.add_turn(
+            text="checking", reasoning="let me think", tool_calls=[("calculator", {"expression": "2+2"}), ("clock", {})]
+        )
         stream = await _client(fake).chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "x"}], stream=True)
+            model="m", messages=[{"role": "user", "content": "x"}], stream=True
+        )
         calls: dict[int, dict[str, str]] = {}
         reasoning, pieces, finish = "", 0, None
         async for chunk in stream:
@@ -84,7 +89,8 @@ async def test_client_dropping_a_slow_stream_is_measured_at_the_server() -> None
     async with FakeOpenAI() as fake:
         fake.add_turn(text=" ".join(["word"] * 50), mode="slow", token_delay_s=0.1)
         stream = await _client(fake).chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "x"}], stream=True)
+            model="m", messages=[{"role": "user", "content": "x"}], stream=True
+        )
         seen = 0
         async for _chunk in stream:
             seen += 1

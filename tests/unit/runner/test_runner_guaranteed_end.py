@@ -74,17 +74,30 @@ class Ports:
 
 
 def start(run_id: str) -> StartRun:
-    return StartRun(run_id=run_id, conversation_key="web:c1", assistant_id="default", user=User(id="u1"),
-                    text="hi", reply_target=ReplyTarget(platform="web", chat_id="c1"))
+    return StartRun(
+        run_id=run_id,
+        conversation_key="web:c1",
+        assistant_id="default",
+        user=User(id="u1"),
+        text="hi",
+        reply_target=ReplyTarget(platform="web", chat_id="c1"),
+    )
 
 
 async def test_an_unexpected_exception_ends_failed_with_a_checkpoint_and_the_next_run_works():
-    settings = load_settings(connectors=[{"id": "flaky", "type": "scripted"}], default_connector="flaky",
-                             runner={"coalesce_ms": 0})
+    settings = load_settings(
+        connectors=[{"id": "flaky", "type": "scripted"}], default_connector="flaky", runner={"coalesce_ms": 0}
+    )
     ports = Ports()
     assistants = Assistants(settings)
-    launcher = RunLauncher(ports, Connectors(settings, {"scripted": FlakyConnector}), assistants,
-                           settings.runner, lambda: None, structlog.get_logger())
+    launcher = RunLauncher(
+        ports,
+        Connectors(settings, {"scripted": FlakyConnector}),
+        assistants,
+        settings.runner,
+        lambda: None,
+        structlog.get_logger(),
+    )
     owners = Conversations(launcher.run, launcher.policy_for, launcher.dismiss)
     FlakyConnector.calls = 0
     owners.submit(start("run-1"))
@@ -121,9 +134,11 @@ def test_policy_comes_from_the_request_then_the_assistant():
     s = start("r")
     assert policy_of(assistants, s) is DoubleTextingPolicy.ENQUEUE
     assert policy_of(assistants, s.model_copy(update={"options": {"double_texting": "reject"}})) is (
-        DoubleTextingPolicy.REJECT)
+        DoubleTextingPolicy.REJECT
+    )
     assert policy_of(assistants, s.model_copy(update={"options": {"double_texting": "bogus"}})) is (
-        DoubleTextingPolicy.ENQUEUE)
+        DoubleTextingPolicy.ENQUEUE
+    )
     assert policy_of(assistants, s.model_copy(update={"assistant_id": "nope"})) is DoubleTextingPolicy.ENQUEUE
 
 
@@ -131,8 +146,11 @@ def test_resume_memory_skips_an_llm_step_whose_tool_round_never_completed():
     call = ChatMessage(role="assistant", tool_calls=[ToolCallSpec(id="c1", name="clock")])
     tool = ChatMessage(role="tool", content="noon", tool_call_id="c1")
     call2 = ChatMessage(role="assistant", tool_calls=[ToolCallSpec(id="c2", name="clock")])
-    steps = [SavedStep("llm-1", "llm", [USER, call]), SavedStep("tool-2", "tool", [USER, call, tool]),
-             SavedStep("llm-3", "llm", [USER, call, tool, call2])]
+    steps = [
+        SavedStep("llm-1", "llm", [USER, call]),
+        SavedStep("tool-2", "tool", [USER, call, tool]),
+        SavedStep("llm-3", "llm", [USER, call, tool, call2]),
+    ]
     assert callable_memory(steps) == [USER, call, tool]
     assert callable_memory(steps[:1]) is None
     assert callable_memory([]) is None
@@ -140,9 +158,21 @@ def test_resume_memory_skips_an_llm_step_whose_tool_round_never_completed():
 
 def test_the_resumed_start_is_rebuilt_from_the_checkpoint():
     checkpoint = Checkpoint(
-        root_run_id="r1", conversation_key="web:c1:t", status="interrupted", last_seq=9, usage=Usage(),
-        start={"assistant_id": "helper", "user_id": "u1", "session_id": "s1", "connector_id": "fake",
-               "reply_target": None, "input": [USER.model_dump()], "text": ""})
+        root_run_id="r1",
+        conversation_key="web:c1:t",
+        status="interrupted",
+        last_seq=9,
+        usage=Usage(),
+        start={
+            "assistant_id": "helper",
+            "user_id": "u1",
+            "session_id": "s1",
+            "connector_id": "fake",
+            "reply_target": None,
+            "input": [USER.model_dump()],
+            "text": "",
+        },
+    )
     s = start_of(ResumeRun(conversation_key="web:c1:t", run_id="r1"), checkpoint)
     assert (s.run_id, s.assistant_id, s.user.id, s.session_id, s.text) == ("r1", "helper", "u1", "s1", "q")
     assert s.options == {"connector": "fake"}

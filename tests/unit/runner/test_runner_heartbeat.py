@@ -6,8 +6,13 @@ from agentstream_runner.heartbeat import heartbeat
 
 
 def start() -> StartRun:
-    return StartRun(run_id="r1", conversation_key="web:c1", assistant_id="default", text="hi",
-                    reply_target=ReplyTarget(platform="web", chat_id="c1"))
+    return StartRun(
+        run_id="r1",
+        conversation_key="web:c1",
+        assistant_id="default",
+        text="hi",
+        reply_target=ReplyTarget(platform="web", chat_id="c1"),
+    )
 
 
 async def test_beats_while_inside_and_never_after_the_block():

@@ -36,21 +36,30 @@ async def collect(conn: OpenAIConnector, request: LLMRequest) -> list:
 @pytest.mark.parametrize("http_client", ["aiohttp", "httpx"])
 async def test_streamed_text_reasoning_tool_calls_and_usage(http_client):
     async with FakeOpenAI() as fake:
-        fake.add_turn(text="let me compute", reasoning="think first",
-                      tool_calls=[("calculator", {"expression": "6*7"}), ("clock", {"timezone": "UTC"})],
-                      usage=(11, 5))
-        chunks = await collect(connector(fake, http_client=http_client), LLMRequest(messages=USER, tools=(CALCULATOR, CLOCK),
-                                                            options={"temperature": 0.2, "unknown": 1}))
+        fake.add_turn(
+            text="let me compute",
+            reasoning="think first",
+            tool_calls=[("calculator", {"expression": "6*7"}), ("clock", {"timezone": "UTC"})],
+            usage=(11, 5),
+        )
+        chunks = await collect(
+            connector(fake, http_client=http_client),
+            LLMRequest(messages=USER, tools=(CALCULATOR, CLOCK), options={"temperature": 0.2, "unknown": 1}),
+        )
         body = fake.requests[0].body
     assert "".join(c.text for c in chunks if isinstance(c, ThinkingDelta)) == "think first"
     assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "let me compute"
     calls = [c for c in chunks if isinstance(c, ToolCallChunk)]
     assert [(c.call_id, c.name, json.loads(c.arguments)) for c in calls] == [
-        ("call_1", "calculator", {"expression": "6*7"}), ("call_2", "clock", {"timezone": "UTC"})]
+        ("call_1", "calculator", {"expression": "6*7"}),
+        ("call_2", "clock", {"timezone": "UTC"}),
+    ]
     assert chunks[-1] == UsageChunk(Usage(prompt_tokens=11, completion_tokens=5, llm_calls=1))
     # The tool specs and sampling options reach the model; unknown options do not.
-    assert body["tools"] == [{"type": "function", "function": CALCULATOR.model_dump()},
-                             {"type": "function", "function": CLOCK.model_dump()}]
+    assert body["tools"] == [
+        {"type": "function", "function": CALCULATOR.model_dump()},
+        {"type": "function", "function": CLOCK.model_dump()},
+    ]
     assert body["stream_options"] == {"include_usage": True} and body["temperature"] == 0.2
     assert "unknown" not in body
 
@@ -110,8 +119,9 @@ async def test_client_errors_are_never_retried(status):
 async def test_connection_errors_are_transient():
     async with FakeOpenAI() as fake:
         port = fake.port  # closed once the block ends: every attempt fails to connect
-    settings = ConnectorSettings(id="gpt", type="openai", base_url=f"http://127.0.0.1:{port}/v1", model="m",
-                                 timeout_s=0.5)
+    settings = ConnectorSettings(
+        id="gpt", type="openai", base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout_s=0.5
+    )
     sleeps: list[float] = []
 
     async def sleep(seconds: float) -> None:
@@ -137,7 +147,12 @@ def test_retry_policy_and_retry_after_parsing():
 def test_message_mapping():
     calls = [ToolCallSpec(id="c1", name="clock", arguments="{}")]
     assert to_openai_message(ChatMessage(role="assistant", content="", tool_calls=calls)) == {
-        "role": "assistant", "content": None,
-        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "clock", "arguments": "{}"}}]}
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "clock", "arguments": "{}"}}],
+    }
     assert to_openai_message(ChatMessage(role="tool", content="42", name="clock", tool_call_id="c1")) == {
-        "role": "tool", "content": "42", "tool_call_id": "c1"}
+        "role": "tool",
+        "content": "42",
+        "tool_call_id": "c1",
+    }

@@ -37,8 +37,14 @@ async def test_events_are_split_as_the_sse_spec_reads_them():
 
 def chunk(content: str | None = None, **extra: object) -> bytes:
     delta = {} if content is None else {"content": content}
-    body = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": None}], **extra}
+    body = {
+        "id": "c",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+        **extra,
+    }
     return json.dumps(body).encode()
 
 
@@ -61,8 +67,9 @@ class RawSSEServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
-        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                      if line.lower().startswith(b"content-length"))
+        length = next(
+            int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")
+        )
         await reader.readexactly(length)
         writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
         for data in self.writes:
@@ -74,8 +81,9 @@ class RawSSEServer:
 
 async def stream(writes: list[bytes], http_client: str) -> list:
     async with RawSSEServer(writes) as base_url:
-        conn = OpenAIConnector(ConnectorSettings(id="m", type="openai", base_url=base_url, model="m",
-                                                 http_client=http_client))
+        conn = OpenAIConnector(
+            ConnectorSettings(id="m", type="openai", base_url=base_url, model="m", http_client=http_client)
+        )
         try:
             return [c async for c in conn.stream(LLMRequest(messages=[ChatMessage(role="user", content="hi")]))]
         finally:
@@ -87,8 +95,15 @@ async def test_crlf_comments_split_writes_and_a_sparse_chunk_all_come_through(ht
     sparse = json.dumps({"id": "c", "choices": [{"index": 0, "delta": {"content": " sparse"}}]}).encode()
     usage = chunk(usage={"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7})
     first = b"data: " + chunk("Hel")
-    writes = [b": processing\r\n\r\n", first[:20], first[20:] + b"\r\n\r\n", b"data: " + chunk("lo") + b"\r\n\r\n",
-              b"data: " + sparse + b"\n\n", b"data: " + usage + b"\n\n", b"data: [DONE]\n\n"]
+    writes = [
+        b": processing\r\n\r\n",
+        first[:20],
+        first[20:] + b"\r\n\r\n",
+        b"data: " + chunk("lo") + b"\r\n\r\n",
+        b"data: " + sparse + b"\n\n",
+        b"data: " + usage + b"\n\n",
+        b"data: [DONE]\n\n",
+    ]
     chunks = await stream(writes, http_client)
     assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "Hello sparse"
     assert isinstance(chunks[-1], UsageChunk) and chunks[-1].usage.completion_tokens == 4

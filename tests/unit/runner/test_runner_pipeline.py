@@ -38,9 +38,15 @@ ToolFn = Callable[[ToolCallRequest], Awaitable[ToolCallResult]]
 
 
 def answer(request: ToolCallRequest, content: str) -> ToolCallResult:
-    return ToolCallResult(run_id=request.run_id, root_run_id=request.root_run_id,
-                          conversation_key=request.conversation_key, call_id=request.call_id,
-                          tool=request.tool, ok=True, content=content)
+    return ToolCallResult(
+        run_id=request.run_id,
+        root_run_id=request.root_run_id,
+        conversation_key=request.conversation_key,
+        call_id=request.call_id,
+        tool=request.tool,
+        ok=True,
+        content=content,
+    )
 
 
 async def forty_two(request: ToolCallRequest) -> ToolCallResult:
@@ -85,16 +91,28 @@ def make_settings(**overrides: Any) -> Settings:
     return load_settings(**overrides)
 
 
-def make_ctx(ports: FakePorts, settings: Settings | None = None, factories=DEFAULT_FACTORIES,
-             control: RunControl | None = None) -> RunContext:
+def make_ctx(
+    ports: FakePorts, settings: Settings | None = None, factories=DEFAULT_FACTORIES, control: RunControl | None = None
+) -> RunContext:
     settings = settings or make_settings()
-    return RunContext(ports=ports, connectors=Connectors(settings, factories), assistants=Assistants(settings),
-                      runner=settings.runner, control=control or RunControl())
+    return RunContext(
+        ports=ports,
+        connectors=Connectors(settings, factories),
+        assistants=Assistants(settings),
+        runner=settings.runner,
+        control=control or RunControl(),
+    )
 
 
 def start_run(text: str, user: User | None = User(id="u1", name="Ann")) -> StartRun:
-    return StartRun(run_id="run-1", conversation_key="web:c1", assistant_id="default", user=user, text=text,
-                    reply_target=ReplyTarget(platform="web", chat_id="c1"))
+    return StartRun(
+        run_id="run-1",
+        conversation_key="web:c1",
+        assistant_id="default",
+        user=user,
+        text=text,
+        reply_target=ReplyTarget(platform="web", chat_id="c1"),
+    )
 
 
 def assert_one_well_formed_stream(ports: FakePorts) -> RunFinished:
@@ -135,11 +153,18 @@ async def test_tool_round_trip():
     assert request.run_id == request.root_run_id == "run-1" and request.deadline is not None
     assert ports.types == [
         "run.started",
-        "step.started", "step.completed",  # llm turn 1: only the tool call, no text
-        "step.started", "tool.call", "tool.result", "step.completed",  # the tool round
+        "step.started",
+        "step.completed",  # llm turn 1: only the tool call, no text
+        "step.started",
+        "tool.call",
+        "tool.result",
+        "step.completed",  # the tool round
         "segment.break",
-        "step.started", "message.started", *["message.delta"] * len(ports.of(MessageDelta)),
-        "message.completed", "step.completed",  # llm turn 2: the answer
+        "step.started",
+        "message.started",
+        *["message.delta"] * len(ports.of(MessageDelta)),
+        "message.completed",
+        "step.completed",  # llm turn 2: the answer
         "run.finished",
     ]
     call, result = ports.of(ToolCall)[0], ports.of(ToolResult)[0]
@@ -249,7 +274,7 @@ async def test_tool_timeout_becomes_a_failed_result_and_heartbeats_flow():
     [result] = ports.of(ToolResult)
     assert (result.ok, result.error, result.retryable) == (False, "tool timed out", False)
     # The run heartbeats all along (a slow step must not look lost); at least while the tool is awaited.
-    waiting = ports.types[ports.types.index("tool.call"):ports.types.index("tool.result")]
+    waiting = ports.types[ports.types.index("tool.call") : ports.types.index("tool.result")]
     assert waiting.count("run.heartbeat") >= 2
     finished = assert_one_well_formed_stream(ports)
     assert (finished.status, finished.text) == ("completed", "6*7 = error: tool timed out")

@@ -5,8 +5,13 @@ from agentstream_runner.records import Undecodable, decode_record
 
 
 def test_run_commands_and_tool_results_by_type():
-    start = StartRun(run_id="r", conversation_key="k", assistant_id="a", text="t",
-                     reply_target=ReplyTarget(platform="web", chat_id="c"))
+    start = StartRun(
+        run_id="r",
+        conversation_key="k",
+        assistant_id="a",
+        text="t",
+        reply_target=ReplyTarget(platform="web", chat_id="c"),
+    )
     assert decode_record(start.to_json()) == start
     assert isinstance(decode_record(InterruptRun(conversation_key="k").to_json()), InterruptRun)
     result = ToolCallResult(run_id="r", root_run_id="r", conversation_key="k", call_id="c", tool="clock", ok=True)
@@ -27,4 +32,5 @@ def test_undecodable_records_have_readable_reasons():
 def test_deep_nesting_is_undecodable_not_an_exception():
     assert decode_record(b"[" * 5000) == Undecodable("not valid JSON: nested too deeply")
     assert decode_record(b'{"type": "run.start", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}") == Undecodable(
-        "not valid JSON: nested too deeply")
+        "not valid JSON: nested too deeply"
+    )

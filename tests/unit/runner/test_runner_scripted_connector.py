@@ -16,8 +16,9 @@ def connector(delay_ms: float = 0, script: str | None = None, sleeps: list | Non
         if sleeps is not None:
             sleeps.append(seconds)
 
-    return ScriptedConnector(ConnectorSettings(id="demo", type="scripted", token_delay_ms=delay_ms, script=script),
-                             sleep=fake_sleep)
+    return ScriptedConnector(
+        ConnectorSettings(id="demo", type="scripted", token_delay_ms=delay_ms, script=script), sleep=fake_sleep
+    )
 
 
 async def collect(conn: ScriptedConnector, messages: list[ChatMessage], tools=TOOLS):
@@ -54,8 +55,9 @@ async def test_calculation_is_a_tool_call_then_the_answer():
 
     history = [
         user("please calculate 6*7"),
-        ChatMessage(role="assistant", tool_calls=[ToolCallSpec(id=call.call_id, name=call.name,
-                                                               arguments=call.arguments)]),
+        ChatMessage(
+            role="assistant", tool_calls=[ToolCallSpec(id=call.call_id, name=call.name, arguments=call.arguments)]
+        ),
         ChatMessage(role="tool", content="42", tool_call_id=call.call_id, name="calculator"),
     ]
     second = await collect(conn, history)
@@ -67,8 +69,14 @@ async def test_time_question_calls_the_clock():
     conn = connector()
     [call] = [c for c in await collect(conn, [user("What TIME is it?")]) if isinstance(c, ToolCallChunk)]
     assert (call.name, call.arguments) == ("clock", "{}")
-    answer = await collect(conn, [user("What TIME is it?"), ChatMessage(role="assistant"),
-                                  ChatMessage(role="tool", content="2024-01-15T12:30:05+00:00")])
+    answer = await collect(
+        conn,
+        [
+            user("What TIME is it?"),
+            ChatMessage(role="assistant"),
+            ChatMessage(role="tool", content="2024-01-15T12:30:05+00:00"),
+        ],
+    )
     assert text_of(answer) == "The current time is 2024-01-15T12:30:05+00:00."
 
 
@@ -99,8 +107,9 @@ async def test_custom_script_with_say_and_named_groups(tmp_path):
     assert text_of(first) == "Looking up Paris..."
     [call] = [c for c in first if isinstance(c, ToolCallChunk)]
     assert json.loads(call.arguments) == {"city": "Paris", "units": "metric"}
-    second = await collect(conn, [user("weather in Paris"), ChatMessage(role="tool", content="sunny")],
-                           tools=("weather",))
+    second = await collect(
+        conn, [user("weather in Paris"), ChatMessage(role="tool", content="sunny")], tools=("weather",)
+    )
     assert text_of(second) == "In Paris: sunny"
     # no rule matches: an empty answer
     assert text_of(await collect(conn, [user("hello")], tools=("weather",))) == ""

@@ -42,12 +42,18 @@ class Ports:
 async def test_runs_that_never_ran_still_end_once():
     settings = load_settings()
     ports = Ports()
-    launcher = RunLauncher(ports, Connectors(settings), Assistants(settings), settings.runner, lambda: None,
-                           structlog.get_logger())
+    launcher = RunLauncher(
+        ports, Connectors(settings), Assistants(settings), settings.runner, lambda: None, structlog.get_logger()
+    )
 
     def start(run_id: str) -> StartRun:
-        return StartRun(run_id=run_id, conversation_key="web:c1", assistant_id="default", text="x",
-                        reply_target=ReplyTarget(platform="web", chat_id="c1"))
+        return StartRun(
+            run_id=run_id,
+            conversation_key="web:c1",
+            assistant_id="default",
+            text="x",
+            reply_target=ReplyTarget(platform="web", chat_id="c1"),
+        )
 
     await launcher.dismiss(start("rej"), Dismissal.REJECTED, "a run is already in progress")
     await launcher.dismiss(start("mer"), Dismissal.MERGED, "first")
@@ -58,6 +64,9 @@ async def test_runs_that_never_ran_still_end_once():
     assert notice.reply_target == ReplyTarget(platform="web", chat_id="c1")
     assert all(isinstance(e, RunFinished) for e in endings)
     assert [(e.run_id, e.status, e.reason) for e in endings] == [
-        ("rej", "failed", "rejected"), ("mer", "completed", "merged"), ("reb", "failed", "rebalanced"),
-        ("shu", "interrupted", "shutdown")]
+        ("rej", "failed", "rejected"),
+        ("mer", "completed", "merged"),
+        ("reb", "failed", "rebalanced"),
+        ("shu", "interrupted", "shutdown"),
+    ]
     assert [e.seq for e in ports.events] == [1, 2, 1, 1, 1]  # after the run.queued (seq 0) of each

@@ -24,31 +24,53 @@ async def sessions(db_url):  # type: ignore[no-untyped-def]
 
 
 def message(i: int, role: str, content: str, session: str = "s1", key: str = "web:c1") -> Message:
-    return Message(conversation_key=key, session_id=session, root_run_id=f"r{i}", run_id=f"r{i}", seq=i, part=0,
-                   role=role, content=content, name="clock" if role == "tool" else None, created_at=T0)
+    return Message(
+        conversation_key=key,
+        session_id=session,
+        root_run_id=f"r{i}",
+        run_id=f"r{i}",
+        seq=i,
+        part=0,
+        role=role,
+        content=content,
+        name="clock" if role == "tool" else None,
+        created_at=T0,
+    )
 
 
 async def test_recent_messages_of_the_session_oldest_first(sessions):
     async with sessions() as s, s.begin():
-        s.add_all([message(1, "user", "one"), message(2, "assistant", "two"), message(3, "tool", "t"),
-                   message(4, "user", "four"), message(5, "user", "other session", session="s2"),
-                   message(6, "user", "other chat", key="web:c2")])
+        s.add_all(
+            [
+                message(1, "user", "one"),
+                message(2, "assistant", "two"),
+                message(3, "tool", "t"),
+                message(4, "user", "four"),
+                message(5, "user", "other session", session="s2"),
+                message(6, "user", "other chat", key="web:c2"),
+            ]
+        )
     stores = SqlStores(sessions)
     assert await stores.recent("web:c1", "s1", 3) == [
-        StoredMessage("assistant", "two"), StoredMessage("tool", "t", "clock"), StoredMessage("user", "four")]
+        StoredMessage("assistant", "two"),
+        StoredMessage("tool", "t", "clock"),
+        StoredMessage("user", "four"),
+    ]
     assert [m.content for m in await stores.recent("web:c1", None, 10)][-1] == "other session"
     assert await stores.recent("web:c1", "s1", 0) == []
 
 
 async def test_role_overrides_for_user_and_team(sessions):
     async with sessions() as s, s.begin():
-        s.add_all([
-            RoleSetting(scope="user", subject_id="u1", role="fast", connector_id="mine", updated_at=T0),
-            RoleSetting(scope="team", subject_id="t1", role="fast", connector_id="team-fast", updated_at=T0),
-            RoleSetting(scope="team", subject_id="t1", role="default", connector_id="team-def", updated_at=T0),
-            RoleSetting(scope="user", subject_id="u2", role="fast", connector_id="other", updated_at=T0),
-            RoleSetting(scope="user", subject_id="t1", role="slow", connector_id="a-user-named-t1", updated_at=T0),
-        ])
+        s.add_all(
+            [
+                RoleSetting(scope="user", subject_id="u1", role="fast", connector_id="mine", updated_at=T0),
+                RoleSetting(scope="team", subject_id="t1", role="fast", connector_id="team-fast", updated_at=T0),
+                RoleSetting(scope="team", subject_id="t1", role="default", connector_id="team-def", updated_at=T0),
+                RoleSetting(scope="user", subject_id="u2", role="fast", connector_id="other", updated_at=T0),
+                RoleSetting(scope="user", subject_id="t1", role="slow", connector_id="a-user-named-t1", updated_at=T0),
+            ]
+        )
     stores = SqlStores(sessions)
     found = await stores.overrides("u1", "t1")
     assert dict(found.user) == {"fast": "mine"} and dict(found.team) == {"fast": "team-fast", "default": "team-def"}
@@ -142,8 +164,10 @@ async def test_a_failed_batch_fails_its_waiters_and_the_next_one_works(sessions)
 
     store, known = CountingStore(sessions), KnownSessions()
     store.fail = True
-    results = await asyncio.gather(*(known.current(store, f"web:f{i}") for i in range(5)),  # type: ignore[arg-type]
-                                   return_exceptions=True)
+    results = await asyncio.gather(
+        *(known.current(store, f"web:f{i}") for i in range(5)),  # type: ignore[arg-type]
+        return_exceptions=True,
+    )
     assert all(isinstance(r, RuntimeError) for r in results)
     store.fail = False
     assert await known.current(store, "web:f1")  # type: ignore[arg-type]

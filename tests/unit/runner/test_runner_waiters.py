@@ -3,8 +3,9 @@ from agentstream_runner.waiters import ToolWaiters
 
 
 def result(run_id: str = "r1", call_id: str = "call_1") -> ToolCallResult:
-    return ToolCallResult(run_id=run_id, root_run_id=run_id, conversation_key="k", call_id=call_id, tool="clock",
-                          ok=True, content="now")
+    return ToolCallResult(
+        run_id=run_id, root_run_id=run_id, conversation_key="k", call_id=call_id, tool="clock", ok=True, content="now"
+    )
 
 
 async def test_result_resolves_only_its_own_call():

@@ -35,8 +35,19 @@ def test_division_by_zero_is_a_tool_error():
 
 @pytest.mark.parametrize(
     "expression",
-    ["__import__('os').system('true')", "a + 1", "True + 1", "'a' * 3", "abs(-1)", "[1, 2]", "1 if 1 else 2",
-     "2 << 3", "1j", "6*", ""],
+    [
+        "__import__('os').system('true')",
+        "a + 1",
+        "True + 1",
+        "'a' * 3",
+        "abs(-1)",
+        "[1, 2]",
+        "1 if 1 else 2",
+        "2 << 3",
+        "1j",
+        "6*",
+        "",
+    ],
 )
 def test_anything_but_arithmetic_is_an_argument_error(expression):
     with pytest.raises(ArgumentError):

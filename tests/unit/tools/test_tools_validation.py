@@ -36,18 +36,21 @@ async def _rejects(args):
 
 
 def registry() -> ToolRegistry:
-    return ToolRegistry([
-        *builtin_tools(),
-        Tool("slow", "sleeps", OBJECT, _slow, timeout_s=0.05),
-        Tool("boom", "raises", OBJECT, _boom),
-        Tool("leaky", "raises with a path", OBJECT, _leaks),
-        Tool("picky", "rejects", OBJECT, _rejects),
-    ])
+    return ToolRegistry(
+        [
+            *builtin_tools(),
+            Tool("slow", "sleeps", OBJECT, _slow, timeout_s=0.05),
+            Tool("boom", "raises", OBJECT, _boom),
+            Tool("leaky", "raises with a path", OBJECT, _leaks),
+            Tool("picky", "rejects", OBJECT, _rejects),
+        ]
+    )
 
 
 def request(tool: str, arguments: str, **kw) -> ToolCallRequest:
-    return ToolCallRequest(run_id="r1", root_run_id="r1", conversation_key="web:c1", call_id="call_1",
-                           tool=tool, arguments=arguments, **kw)
+    return ToolCallRequest(
+        run_id="r1", root_run_id="r1", conversation_key="web:c1", call_id="call_1", tool=tool, arguments=arguments, **kw
+    )
 
 
 async def run(tool: str, arguments: str = "{}", **kw):
@@ -109,7 +112,11 @@ async def test_unexpected_exception_reaches_the_model_as_its_type_and_the_log_in
     assert result.error == "the tool failed unexpectedly (FileNotFoundError)" and not result.retryable
     [entry] = [e for e in logs if e["event"] == "tool raised"]
     assert (entry["run_id"], entry["call_id"], entry["tool"], entry["conversation_key"]) == (
-        "r1", "call_1", "leaky", "web:c1")
+        "r1",
+        "call_1",
+        "leaky",
+        "web:c1",
+    )
     assert isinstance(entry["exc_info"], FileNotFoundError) and "/nonexistent-dir/" in str(entry["exc_info"])
 
 

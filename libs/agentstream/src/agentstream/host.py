@@ -41,8 +41,9 @@ class ServiceHost:
     async def start(self) -> None:
         for svc in self.services:
             port = self.ports[svc.name]
-            cfg = uvicorn.Config(svc.http, host=self.http_host, port=port, log_config=None,
-                                 lifespan="off", access_log=False)
+            cfg = uvicorn.Config(
+                svc.http, host=self.http_host, port=port, log_config=None, lifespan="off", access_log=False
+            )
             server = _QuietServer(cfg)
             task = asyncio.create_task(server.serve(), name=f"http-{svc.name}")
             self._servers.append((server, task))

@@ -34,13 +34,15 @@ class NotReady(Exception):
         super().__init__(reason)
         self.reason = reason
 
+
 _configured = False
 # Loggers too chatty at INFO; httpx's INFO line is every request URL (a Telegram URL carries the bot token).
 QUIET_LOGGERS = ("aiokafka", "uvicorn.access", "alembic", "httpx", "httpcore", "faststream")
 
 
-def configure_logging(level: str = "INFO", json: bool = True, log_file: str | None = None,
-                      settings: Settings | None = None) -> None:
+def configure_logging(
+    level: str = "INFO", json: bool = True, log_file: str | None = None, settings: Settings | None = None
+) -> None:
     """Route stdlib and structlog output through one JSON renderer (stderr or `log_file`).
 
     Every record passes `mask_secrets` last before rendering; with `settings`, the secret values
@@ -91,9 +93,7 @@ def get_logger(name: str, **bound: object) -> structlog.stdlib.BoundLogger:
     return structlog.get_logger(name).bind(**bound)  # type: ignore[no-any-return]
 
 
-def http_app(
-    service: str, registry: CollectorRegistry, checks: dict[str, ReadyCheck], auth: Authenticator
-) -> FastAPI:
+def http_app(service: str, registry: CollectorRegistry, checks: dict[str, ReadyCheck], auth: Authenticator) -> FastAPI:
     """The operational endpoints; services add their own routes to the returned app.
 
     Only `/healthz` and `/readyz` answer without a credential: `/metrics` needs the scrape token

@@ -83,15 +83,21 @@ class Service:
             "agentstream_dead_letters_total", "Records sent to the dlq", ["service", "topic"], registry=self.registry
         )
         self.records_published = Counter(
-            "agentstream_records_published_total", "Records handed to the producer", ["service", "topic"],
+            "agentstream_records_published_total",
+            "Records handed to the producer",
+            ["service", "topic"],
             registry=self.registry,
         )
         self._published_by_topic: dict[str, Any] = {}
-        self.broker_health = BrokerHealth(settings.kafka, self.topics.all(), self.log,
-                                          client_id=f"{settings.kafka.client_id}-{self.name}-health",
-                                          on_new_cluster=self._restart_consumers,
-                                          on_lost=lambda: self._each_consumer(hold_commits),
-                                          on_back=lambda: self._each_consumer(release_commits))
+        self.broker_health = BrokerHealth(
+            settings.kafka,
+            self.topics.all(),
+            self.log,
+            client_id=f"{settings.kafka.client_id}-{self.name}-health",
+            on_new_cluster=self._restart_consumers,
+            on_lost=lambda: self._each_consumer(hold_commits),
+            on_back=lambda: self._each_consumer(release_commits),
+        )
         self._health_task: asyncio.Task[None] | None = None
         self._abandoned: set[asyncio.Task[Any]] = set()  # old consumers still stopping
         # Subclasses may add checks in `setup()`; `/readyz` reads this dict on every request.
@@ -196,8 +202,9 @@ class Service:
         stopping = {asyncio.create_task(c.stop(), name=f"{self.name}-old-consumer-stop") for c in consumers}
         _, pending = await asyncio.wait(stopping, timeout=OLD_CONSUMER_STOP_S)
         if pending:
-            self.log.warning("old consumers did not stop in time; left behind", count=len(pending),
-                             timeout_s=OLD_CONSUMER_STOP_S)
+            self.log.warning(
+                "old consumers did not stop in time; left behind", count=len(pending), timeout_s=OLD_CONSUMER_STOP_S
+            )
             self._abandoned |= pending
             for task in pending:
                 task.add_done_callback(self._abandoned.discard)
@@ -285,16 +292,24 @@ class Service:
         )
         await self.publish(self.topics.dlq, letter, key or "")
         self.dead_letters.labels(self.name, letter.source_topic).inc()
-        self.log.warning("dead letter", topic=letter.source_topic, partition=letter.source_partition,
-                         offset=letter.source_offset, error=error)
+        self.log.warning(
+            "dead letter",
+            topic=letter.source_topic,
+            partition=letter.source_partition,
+            offset=letter.source_offset,
+            error=error,
+        )
 
     async def handler_failed(self, msg: StreamMessage[Any], err: Exception) -> None:
         """A handler raised what it did not expect: log where the record sits, dead-letter it
         (the type and first line of the error, never a traceback), and read on."""
         reason = failure_reason(err)
         for i, raw in enumerate(records_of(msg)):
-            where = {"topic": getattr(raw, "topic", None), "partition": getattr(raw, "partition", None),
-                     "offset": getattr(raw, "offset", None)}
+            where = {
+                "topic": getattr(raw, "topic", None),
+                "partition": getattr(raw, "partition", None),
+                "offset": getattr(raw, "offset", None),
+            }
             # The traceback once per failure (in the log only); a batch names every record.
             self.log.error("handler failed", **where, error=reason, exc_info=err if i == 0 else None)
             try:

@@ -52,10 +52,14 @@ class AgentRunnerService(Service):
         self.connectors = Connectors(self.settings)
         self.ready_checks["connectors"] = self._connectors_ready
         self.waiters = ToolWaiters()
-        self.launcher = RunLauncher(self, self.connectors, self.assistants, self.settings.runner,
-                                    lambda: self.sessions, self.log)
+        self.launcher = RunLauncher(
+            self, self.connectors, self.assistants, self.settings.runner, lambda: self.sessions, self.log
+        )
         self.conversations = Conversations(
-            self.launcher.run, self.launcher.policy_for, self.launcher.dismiss, log=self.log,
+            self.launcher.run,
+            self.launcher.policy_for,
+            self.launcher.dismiss,
+            log=self.log,
             collect_window_s=self.settings.runner.collect_window_ms / 1000,
         )
         self.records = Counter(
@@ -66,8 +70,13 @@ class AgentRunnerService(Service):
         ).set_function(lambda: len(self.conversations))
         # One subscription for both topics: they are co-partitioned, so a conversation's
         # commands and tool results reach the same runner, in order.
-        self.broker.subscriber(self.topics.runs, self.topics.tool_results, **self.subscriber_options(),
-                               auto_commit_interval_ms=COMMIT_INTERVAL_MS, listener=_Revocations(self))(self.on_record)
+        self.broker.subscriber(
+            self.topics.runs,
+            self.topics.tool_results,
+            **self.subscriber_options(),
+            auto_commit_interval_ms=COMMIT_INTERVAL_MS,
+            listener=_Revocations(self),
+        )(self.on_record)
 
     def _load_assistants(self) -> Assistants:
         if not self.settings.assistants_dir:
@@ -107,8 +116,9 @@ class AgentRunnerService(Service):
                 self.log.info("conversation reset", conversation=key, session_id=session_id)
             case ToolCallResult():
                 if not self.waiters.resolve(record):
-                    self.log.info("tool result ignored: no run waits for it", run_id=record.run_id,
-                                  call_id=record.call_id)
+                    self.log.info(
+                        "tool result ignored: no run waits for it", run_id=record.run_id, call_id=record.call_id
+                    )
 
     # -- RunPorts ------------------------------------------------------------------
     async def publish_event(self, event: EventBase) -> asyncio.Future[Any]:

@@ -69,7 +69,9 @@ def load_assistants_dir(directory: str | Path) -> LoadedAssistants:
             continue
         assistant, assistant_hooks = loaded
         if assistant.id in seen:
-            problems.append(LoadProblem(str(path), "id", f"duplicate id {assistant.id!r} (also in {seen[assistant.id]})"))
+            problems.append(
+                LoadProblem(str(path), "id", f"duplicate id {assistant.id!r} (also in {seen[assistant.id]})")
+            )
             continue
         seen[assistant.id] = path
         assistants.append(assistant)
@@ -77,6 +79,7 @@ def load_assistants_dir(directory: str | Path) -> LoadedAssistants:
     known = set(seen) | {DEFAULT_ASSISTANT_ID}
     for assistant in assistants:
         if assistant.fallback and assistant.fallback not in known:
-            problems.append(LoadProblem(str(seen[assistant.id]), "fallback",
-                                        f"unknown assistant {assistant.fallback!r}"))
+            problems.append(
+                LoadProblem(str(seen[assistant.id]), "fallback", f"unknown assistant {assistant.fallback!r}")
+            )
     return LoadedAssistants(assistants, hooks, problems)

@@ -74,8 +74,9 @@ def default_assistant(settings: Settings) -> Assistant:
 
 
 class Assistants:
-    def __init__(self, settings: Settings, extra: Iterable[Assistant] = (),
-                 hooks: Mapping[str, Hooks] | None = None) -> None:
+    def __init__(
+        self, settings: Settings, extra: Iterable[Assistant] = (), hooks: Mapping[str, Hooks] | None = None
+    ) -> None:
         self._by_id = {a.id: a for a in (default_assistant(settings), *extra)}
         self._hooks = dict(hooks or {})
 

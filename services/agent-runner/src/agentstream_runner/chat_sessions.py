@@ -37,14 +37,19 @@ class SessionStore:
             rows = await session.execute(
                 select(ChatSession.conversation_key, ChatSession.session_id)
                 .where(ChatSession.conversation_key.in_(keys), ChatSession.ended_at.is_(None))
-                .order_by(ChatSession.started_at))
+                .order_by(ChatSession.started_at)
+            )
             found = {key: session_id for key, session_id in rows}  # the newest open one wins
             opened = {key: new_id() for key in keys if key not in found}
             if opened:
                 now = utcnow()
-                await session.execute(insert(ChatSession), [
-                    {"session_id": session_id, "conversation_key": key, "started_at": now}
-                    for key, session_id in opened.items()])
+                await session.execute(
+                    insert(ChatSession),
+                    [
+                        {"session_id": session_id, "conversation_key": key, "started_at": now}
+                        for key, session_id in opened.items()
+                    ],
+                )
         return {**found, **opened}
 
     async def reset(self, conversation_key: str, reason: str = "reset") -> str:
@@ -53,7 +58,8 @@ class SessionStore:
             await session.execute(
                 update(ChatSession)
                 .where(ChatSession.conversation_key == conversation_key, ChatSession.ended_at.is_(None))
-                .values(ended_at=utcnow(), end_reason=reason))
+                .values(ended_at=utcnow(), end_reason=reason)
+            )
             session_id = new_id()
             session.add(ChatSession(session_id=session_id, conversation_key=conversation_key, started_at=utcnow()))
             return session_id

@@ -77,12 +77,14 @@ def merge_starts(starts: list[StartRun]) -> StartRun:
     first, last = starts[0], starts[-1]
     if len(starts) == 1:
         return first
-    return first.model_copy(update={
-        "text": "\n\n".join(s.text for s in starts if s.text),
-        "reply_target": last.reply_target,
-        "options": {**first.options, **last.options},
-        "metadata": {**first.metadata, **last.metadata},
-    })
+    return first.model_copy(
+        update={
+            "text": "\n\n".join(s.text for s in starts if s.text),
+            "reply_target": last.reply_target,
+            "options": {**first.options, **last.options},
+            "metadata": {**first.metadata, **last.metadata},
+        }
+    )
 
 
 def policy_enqueue(_: StartRun) -> DoubleTextingPolicy:

@@ -51,8 +51,12 @@ class RunEmitter:
     ) -> None:
         self._publish = publish
         self._identity: dict[str, Any] = {
-            "run_id": run_id, "root_run_id": run_id, "parent_run_id": None, "depth": 0,
-            "conversation_key": conversation_key, "epoch": epoch,
+            "run_id": run_id,
+            "root_run_id": run_id,
+            "parent_run_id": None,
+            "depth": 0,
+            "conversation_key": conversation_key,
+            "epoch": epoch,
         }
         self._seq = _Sequence(first_seq)
 
@@ -60,8 +64,7 @@ class RunEmitter:
         """The emitter of a delegated child run: same root stream and seq, one level deeper."""
         child = RunEmitter.__new__(RunEmitter)
         child._publish = self._publish
-        child._identity = {**self._identity, "run_id": run_id, "parent_run_id": self.run_id,
-                           "depth": self.depth + 1}
+        child._identity = {**self._identity, "run_id": run_id, "parent_run_id": self.run_id, "depth": self.depth + 1}
         child._seq = self._seq
         return child
 

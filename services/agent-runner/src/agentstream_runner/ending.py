@@ -57,9 +57,16 @@ async def next_hook_ending(scope: RunScope, completion: Completion, delegate: De
     if isinstance(phase, ToolsFailed):
         error = phase.error
     last = phase.completion if isinstance(phase, ToolsDone | AnsweredOnRetry) else completion
-    decision = await call_next(scope.hooks.next, NextInput(
-        messages=list(scope.memory), text=last.text, tool_calls=list(last.tool_calls), tool_results=results,
-        error=error))
+    decision = await call_next(
+        scope.hooks.next,
+        NextInput(
+            messages=list(scope.memory),
+            text=last.text,
+            tool_calls=list(last.tool_calls),
+            tool_results=results,
+            error=error,
+        ),
+    )
     if decision.delegate is not None:
         return await delegate(scope, decision.delegate)
     if error is not None and not isinstance(phase, ToolsFailed):
@@ -90,8 +97,12 @@ async def tool_loop_ending(scope: RunScope, completion: Completion, delegate: De
 
 async def _loop_failed(scope: RunScope, completion: Completion, phase: PhaseEnd, delegate: DelegateFn) -> Answer:
     fallback = scope.assistant.fallback
-    log.info("tool loop reached max_turns", run_id=scope.run_id, max_turns=scope.assistant.tool_loop.max_turns,
-             fallback=fallback)
+    log.info(
+        "tool loop reached max_turns",
+        run_id=scope.run_id,
+        max_turns=scope.assistant.tool_loop.max_turns,
+        fallback=fallback,
+    )
     if fallback:
         try:
             return await delegate(scope, Delegate(assistant=fallback, messages=_conversation(scope)))

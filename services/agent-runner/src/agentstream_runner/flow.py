@@ -31,9 +31,16 @@ async def _apply_create_hook(scope: RunScope) -> Delegate | None:
         return None
     step_input = {"assistant": scope.assistant.id, "messages": len(scope.memory)}
     async with step(scope.events, "hook_create", scope.step_id("hook_create"), step_input) as record:
-        result = await call_create(scope.hooks.create, CreateInput(
-            messages=list(scope.memory), options=dict(scope.options), metadata=dict(scope.metadata),
-            assistant_id=scope.assistant.id, start=scope.start))
+        result = await call_create(
+            scope.hooks.create,
+            CreateInput(
+                messages=list(scope.memory),
+                options=dict(scope.options),
+                metadata=dict(scope.metadata),
+                assistant_id=scope.assistant.id,
+                start=scope.start,
+            ),
+        )
         if result.messages is not None:
             scope.memory = list(result.messages)
         if result.options is not None:
@@ -88,12 +95,18 @@ async def run_child(parent: RunScope, delegate: Delegate) -> Answer:
     step_input: dict[str, Any] = {"assistant": assistant.id, "child_run_id": child_id, "messages": len(messages)}
     async with step(parent.events, "delegate", parent.step_id("delegate"), step_input) as record:
         child = RunScope(
-            ctx=ctx, start=parent.start, events=events, totals=parent.totals, assistant=assistant,
+            ctx=ctx,
+            start=parent.start,
+            events=events,
+            totals=parent.totals,
+            assistant=assistant,
             hooks=ctx.assistants.hooks(assistant.id),
             connector=ctx.connectors.resolve(None, assistant.connector, parent.overrides),
             overrides=parent.overrides,
             memory=[*system_messages(assistant, parent.start, parent.metadata), *messages],
-            options={**assistant.options}, metadata=dict(parent.metadata), tool_names=list(assistant.tools),
+            options={**assistant.options},
+            metadata=dict(parent.metadata),
+            tool_names=list(assistant.tools),
             chain=(*parent.chain, assistant.id),
         )
         answer = await execute(child)

@@ -68,7 +68,7 @@ def drop_overlap(history: Sequence[ChatMessage], incoming: Sequence[ChatMessage]
     """`incoming` without the longest suffix of `history` that equals its prefix
     (a client that resends the conversation so far does not duplicate it)."""
     for size in range(min(len(history), len(incoming)), 0, -1):
-        tail = history[len(history) - size:]
+        tail = history[len(history) - size :]
         if all(_same(h, i) for h, i in zip(tail, incoming[:size], strict=True)):
             return list(incoming[size:])
     return list(incoming)

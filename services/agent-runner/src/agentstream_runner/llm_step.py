@@ -95,7 +95,8 @@ async def llm_turn(scope: RunScope, *, with_tools: bool = True) -> Completion:
         # goes out in a produce request of its own instead of queueing behind step.started's.
         await scope.events.confirm()
         completion = await stream_completion(
-            scope.events, scope.connector, request, scope.ctx.runner.coalesce_ms / 1000)
+            scope.events, scope.connector, request, scope.ctx.runner.coalesce_ms / 1000
+        )
         scope.totals.add(completion.usage)
         scope.memory.append(completion.as_message())
         record.output = {

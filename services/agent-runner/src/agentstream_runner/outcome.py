@@ -76,6 +76,11 @@ class RunOutcome:
             # Only a BaseException the pipeline does not handle gets here (e.g. GeneratorExit).
             self.fail("run ended unexpectedly", reason=FinishReason.ABORTED)
         return {
-            "status": RunStatus(self.state.value), "error": self.error, "reason": self.reason, "text": self.text,
-            "usage": self.usage, "duration_ms": round((now - self.started_at) * 1000, 3), "data": self.data,
+            "status": RunStatus(self.state.value),
+            "error": self.error,
+            "reason": self.reason,
+            "text": self.text,
+            "usage": self.usage,
+            "duration_ms": round((now - self.started_at) * 1000, 3),
+            "data": self.data,
         }

@@ -50,8 +50,15 @@ class Conversations:
     def owner(self, key: str, partition: int | None = None) -> Conversation:
         owner = self._by_key.get(key)
         if owner is None:
-            owner = Conversation(key, self._run, self._policy_for, self._dismiss, on_idle=self._forget,
-                                 log=self._log, collect_window_s=self._collect_window_s)
+            owner = Conversation(
+                key,
+                self._run,
+                self._policy_for,
+                self._dismiss,
+                on_idle=self._forget,
+                log=self._log,
+                collect_window_s=self._collect_window_s,
+            )
             self._by_key[key] = owner
         if partition is not None:
             owner.partition = partition
@@ -75,7 +82,9 @@ class Conversations:
     async def close(self, reason: FinishReason = FinishReason.SHUTDOWN) -> None:
         await self._close(list(self._by_key.values()), reason)
 
-    async def close_partitions(self, partitions: Iterable[int], reason: FinishReason = FinishReason.REBALANCED) -> list[str]:
+    async def close_partitions(
+        self, partitions: Iterable[int], reason: FinishReason = FinishReason.REBALANCED
+    ) -> list[str]:
         """Stop the conversations of partitions this runner no longer owns; their keys."""
         wanted = set(partitions)
         owners = [o for o in self._by_key.values() if o.partition in wanted]

@@ -52,8 +52,15 @@ def policy_of(assistants: Assistants, start: StartRun) -> DoubleTextingPolicy:
 
 
 class RunLauncher:
-    def __init__(self, ports: RunPorts, connectors: Connectors, assistants: Assistants, runner: RunnerSettings,
-                 sessions: SessionsGetter, log: structlog.stdlib.BoundLogger) -> None:
+    def __init__(
+        self,
+        ports: RunPorts,
+        connectors: Connectors,
+        assistants: Assistants,
+        runner: RunnerSettings,
+        sessions: SessionsGetter,
+        log: structlog.stdlib.BoundLogger,
+    ) -> None:
         self._ports = ports
         self._connectors = connectors
         self._assistants = assistants
@@ -70,8 +77,15 @@ class RunLauncher:
         factory = self._sessions()
         stores = SqlStores(factory) if factory is not None else None
         roles = self._roles.over(stores) if stores is not None else None
-        return RunContext(ports=self._ports, connectors=self._connectors, assistants=self._assistants,
-                          runner=self._runner, control=control, history=history or stores, roles=roles)
+        return RunContext(
+            ports=self._ports,
+            connectors=self._connectors,
+            assistants=self._assistants,
+            runner=self._runner,
+            control=control,
+            history=history or stores,
+            roles=roles,
+        )
 
     async def run(self, work: Work, control: RunControl) -> None:
         if isinstance(work, ResumeRun):
@@ -111,10 +125,10 @@ class RunLauncher:
         start = start_of(command, checkpoint)
         assert factory is not None
         ctx = self._context(control, history=HistoryWithout(factory, command.run_id))
-        point = ResumePoint(memory=await self._memory(ctx, start, checkpoint), usage=checkpoint.usage,
-                            first_seq=checkpoint.last_seq + 1)
-        self._log.info("resuming run", run_id=command.run_id, steps=len(checkpoint.steps),
-                       from_seq=point.first_seq)
+        point = ResumePoint(
+            memory=await self._memory(ctx, start, checkpoint), usage=checkpoint.usage, first_seq=checkpoint.last_seq + 1
+        )
+        self._log.info("resuming run", run_id=command.run_id, steps=len(checkpoint.steps), from_seq=point.first_seq)
         await run_pipeline(ctx, start, point)
 
     async def _memory(self, ctx: RunContext, start: StartRun, checkpoint: Checkpoint) -> list[Any]:

@@ -45,8 +45,13 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
     """
     events = RunEmitter.for_start(start, ctx.ports.publish_event, epoch=ctx.epoch)
     if resume is not None and resume.first_seq is not None:
-        events = RunEmitter(ctx.ports.publish_event, run_id=start.run_id, conversation_key=start.conversation_key,
-                            epoch=ctx.epoch, first_seq=resume.first_seq)
+        events = RunEmitter(
+            ctx.ports.publish_event,
+            run_id=start.run_id,
+            conversation_key=start.conversation_key,
+            epoch=ctx.epoch,
+            first_seq=resume.first_seq,
+        )
 
     # 1. Permission: without an identity the user gets a notice and nothing else.
     if not is_authorized(start.user):
@@ -70,16 +75,31 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
         else:
             new_input, memory = [], list(resume.memory)
         await events.emit(
-            RunStarted, assistant_id=assistant.id, connector_id=connector.id, reply_target=start.reply_target,
-            input=new_input, user_id=start.user.id if start.user else None, session_id=start.session_id,
-            tenant_id=start.user.tenant_id if start.user else None, store_history=not skips_history(options),
+            RunStarted,
+            assistant_id=assistant.id,
+            connector_id=connector.id,
+            reply_target=start.reply_target,
+            input=new_input,
+            user_id=start.user.id if start.user else None,
+            session_id=start.session_id,
+            tenant_id=start.user.tenant_id if start.user else None,
+            store_history=not skips_history(options),
         )
 
         # 4. Create hook → model → tools → the one ending (hooks, loop, delegation).
         scope = RunScope(
-            ctx=ctx, start=start, events=events, totals=totals, assistant=assistant,
-            hooks=ctx.assistants.hooks(assistant.id), connector=connector, overrides=overrides, memory=memory,
-            options=options, metadata=dict(start.metadata), tool_names=list(assistant.tools),
+            ctx=ctx,
+            start=start,
+            events=events,
+            totals=totals,
+            assistant=assistant,
+            hooks=ctx.assistants.hooks(assistant.id),
+            connector=connector,
+            overrides=overrides,
+            memory=memory,
+            options=options,
+            metadata=dict(start.metadata),
+            tool_names=list(assistant.tools),
             chain=(assistant.id,),
         )
         # Heartbeats while the run is alive: persistence's watchdog tells slow from lost.

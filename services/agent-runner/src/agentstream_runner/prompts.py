@@ -21,13 +21,19 @@ _VARIABLE = re.compile(r"\$CTX\.([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)*)")
 def prompt_context(assistant: Assistant, start: StartRun, metadata: dict[str, Any]) -> dict[str, str]:
     user, target = start.user, start.reply_target
     values: dict[str, Any] = {
-        "assistant": assistant.name, "assistant.id": assistant.id, "assistant.name": assistant.name,
+        "assistant": assistant.name,
+        "assistant.id": assistant.id,
+        "assistant.name": assistant.name,
         "assistant.description": assistant.description,
-        "chat": target.chat_id, "chat.id": target.chat_id, "chat.platform": target.platform,
+        "chat": target.chat_id,
+        "chat.id": target.chat_id,
+        "chat.platform": target.platform,
         "chat.key": start.conversation_key,
-        "user": (user.name or user.id) if user else "", "user.id": user.id if user else "",
+        "user": (user.name or user.id) if user else "",
+        "user.id": user.id if user else "",
         "user.name": (user.name or "") if user else "",
-        "team": (user.team_id or "") if user else "", "locale": metadata.get("locale", ""),
+        "team": (user.team_id or "") if user else "",
+        "locale": metadata.get("locale", ""),
     }
     values.update({f"metadata.{k}": v for k, v in metadata.items()})
     return {k: "" if v is None else str(v) for k, v in values.items()}

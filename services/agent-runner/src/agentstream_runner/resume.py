@@ -69,9 +69,13 @@ def start_of(command: ResumeRun, checkpoint: Checkpoint) -> StartRun:
     text = next((m.content for m in inputs if m.role == "user"), None) or info.get("text") or ""
     target = info.get("reply_target") or _target_of(command.conversation_key)
     return StartRun(
-        run_id=command.run_id, conversation_key=command.conversation_key, session_id=info.get("session_id"),
-        assistant_id=info.get("assistant_id") or "default", user=User(id=user_id) if user_id else None,
-        text=text, reply_target=ReplyTarget.model_validate(target),
+        run_id=command.run_id,
+        conversation_key=command.conversation_key,
+        session_id=info.get("session_id"),
+        assistant_id=info.get("assistant_id") or "default",
+        user=User(id=user_id) if user_id else None,
+        text=text,
+        reply_target=ReplyTarget.model_validate(target),
         options={"connector": info["connector_id"]} if info.get("connector_id") else {},
     )
 
@@ -93,13 +97,17 @@ async def read_checkpoint(sessions: async_sessionmaker[AsyncSession], run_id: st
         row = await session.get(RunCheckpoint, run_id)
         if row is None:
             return None
-        steps = (await session.scalars(
-            select(ResumeStep).where(ResumeStep.root_run_id == run_id).order_by(ResumeStep.seq))).all()
+        steps = (
+            await session.scalars(select(ResumeStep).where(ResumeStep.root_run_id == run_id).order_by(ResumeStep.seq))
+        ).all()
     return Checkpoint(
-        root_run_id=row.root_run_id, conversation_key=row.conversation_key, status=row.status,
-        last_seq=row.last_seq, usage=Usage.model_validate(row.usage or {}), start=dict(row.start or {}),
-        steps=[SavedStep(s.step_id, s.step_type, [ChatMessage.model_validate(m) for m in s.memory])
-               for s in steps],
+        root_run_id=row.root_run_id,
+        conversation_key=row.conversation_key,
+        status=row.status,
+        last_seq=row.last_seq,
+        usage=Usage.model_validate(row.usage or {}),
+        start=dict(row.start or {}),
+        steps=[SavedStep(s.step_id, s.step_type, [ChatMessage.model_validate(m) for m in s.memory]) for s in steps],
     )
 
 
@@ -128,7 +136,8 @@ class HistoryWithout:
         if limit <= 0:
             return []
         query = select(Message.role, Message.content, Message.name).where(
-            Message.conversation_key == conversation_key, Message.root_run_id != self._root_run_id)
+            Message.conversation_key == conversation_key, Message.root_run_id != self._root_run_id
+        )
         if session_id is not None:
             query = query.where(Message.session_id == session_id)
         query = query.order_by(Message.id.desc()).limit(limit)

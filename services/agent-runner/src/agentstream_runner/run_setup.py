@@ -43,8 +43,9 @@ async def role_overrides(ctx: RunContext, start: StartRun) -> RoleOverrides:
         return RoleOverrides()
 
 
-async def load_history(ctx: RunContext, start: StartRun, options: dict[str, Any],
-                       assistant: Assistant) -> list[ChatMessage]:
+async def load_history(
+    ctx: RunContext, start: StartRun, options: dict[str, Any], assistant: Assistant
+) -> list[ChatMessage]:
     if ctx.history is None or skips_history(options):
         return []
     size = history_size(options, assistant.history_size)
@@ -56,8 +57,9 @@ async def load_history(ctx: RunContext, start: StartRun, options: dict[str, Any]
     return replay(rows)
 
 
-async def history_and_input(ctx: RunContext, start: StartRun, options: dict[str, Any],
-                            assistant: Assistant) -> tuple[list[ChatMessage], list[ChatMessage]]:
+async def history_and_input(
+    ctx: RunContext, start: StartRun, options: dict[str, Any], assistant: Assistant
+) -> tuple[list[ChatMessage], list[ChatMessage]]:
     """(history, new input): input messages already at the end of history are dropped."""
     history = await load_history(ctx, start, options, assistant)
     return history, drop_overlap(history, input_messages(start))

@@ -40,6 +40,10 @@ async def step(
         await events.emit(StepFailed, step_id=step_id, step_type=step_type, input=step_input, error=_describe(err))
         raise
     await events.emit(
-        StepCompleted, step_id=step_id, step_type=step_type, input=step_input,
-        output=record.output, memory=list(record.memory),
+        StepCompleted,
+        step_id=step_id,
+        step_type=step_type,
+        input=step_input,
+        output=record.output,
+        memory=list(record.memory),
     )

@@ -35,14 +35,18 @@ class SqlStores:
         return [StoredMessage(role=r.role, content=r.content or "", name=r.name) for r in reversed(rows)]
 
     async def overrides(self, user_id: str | None, team_id: str | None) -> RoleOverrides:
-        wanted = [and_(RoleSetting.scope == scope, RoleSetting.subject_id == subject)
-                  for scope, subject in (("user", user_id), ("team", team_id)) if subject]
+        wanted = [
+            and_(RoleSetting.scope == scope, RoleSetting.subject_id == subject)
+            for scope, subject in (("user", user_id), ("team", team_id))
+            if subject
+        ]
         if not wanted:
             return RoleOverrides()
         found: dict[str, dict[str, str]] = {"user": {}, "team": {}}
         async with self._sessions() as session:  # one query for the user's and the team's rows
             rows = await session.execute(
-                select(RoleSetting.scope, RoleSetting.role, RoleSetting.connector_id).where(or_(*wanted)))
+                select(RoleSetting.scope, RoleSetting.role, RoleSetting.connector_id).where(or_(*wanted))
+            )
         for scope, role, connector_id in rows:
             found[scope][role] = connector_id
         return RoleOverrides(user=found["user"], team=found["team"])

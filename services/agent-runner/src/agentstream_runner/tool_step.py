@@ -34,10 +34,16 @@ def tool_message(result: ToolCallResult) -> ChatMessage:
 
 async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int) -> ToolCallResult:
     timeout_s = scope.ctx.runner.tool_timeout_s
-    identity: dict[str, Any] = {"run_id": scope.run_id, "root_run_id": scope.events.root_run_id,
-                "conversation_key": scope.start.conversation_key, "call_id": call.id, "tool": call.name}
-    request = ToolCallRequest(**identity, arguments=call.arguments, attempt=attempt,
-                              deadline=utcnow() + timedelta(seconds=timeout_s))
+    identity: dict[str, Any] = {
+        "run_id": scope.run_id,
+        "root_run_id": scope.events.root_run_id,
+        "conversation_key": scope.start.conversation_key,
+        "call_id": call.id,
+        "tool": call.name,
+    }
+    request = ToolCallRequest(
+        **identity, arguments=call.arguments, attempt=attempt, deadline=utcnow() + timedelta(seconds=timeout_s)
+    )
     try:
         async with asyncio.timeout(timeout_s):
             return await scope.ctx.ports.call_tool(request)
@@ -56,11 +62,18 @@ async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 
         results = await asyncio.gather(*(call_tool(scope, c, attempt) for c in calls))
         for r in results:
             await events.emit(
-                ToolResult, call_id=r.call_id, tool=r.tool, ok=r.ok, content=r.content, error=r.error,
-                retryable=r.retryable, duration_ms=r.duration_ms,
+                ToolResult,
+                call_id=r.call_id,
+                tool=r.tool,
+                ok=r.ok,
+                content=r.content,
+                error=r.error,
+                retryable=r.retryable,
+                duration_ms=r.duration_ms,
             )
         scope.memory.extend(tool_message(r) for r in results)
-        record.output = {"results": [r.model_dump(include={"call_id", "tool", "ok", "content", "error"})
-                                     for r in results]}
+        record.output = {
+            "results": [r.model_dump(include={"call_id", "tool", "ok", "content", "error"}) for r in results]
+        }
         record.memory = scope.memory
     return list(results)

@@ -55,6 +55,8 @@ FinishedListener = Callable[[RunFinished], Awaitable[None] | None]
 COMMIT_EVERY_S = 0.5
 # Streams of runs that ended short of their answer, kept for a resume to re-mark; the oldest go first.
 ENDED_KEPT = 1_000
+
+
 class DeliveryService(Service):
     name = "delivery"
     uses_database = True  # hooks (billing, audit) and the delivery ledger
@@ -85,14 +87,17 @@ class DeliveryService(Service):
         self.relay = Relay(self.settings.relay)
         self.retention = RetentionTask(delivery_purges, self.settings, self.registry, self.log)
         self.platform_calls = Counter(
-            "agentstream_delivery_platform_calls_total", "Platform API calls", ["platform", "op", "outcome"],
+            "agentstream_delivery_platform_calls_total",
+            "Platform API calls",
+            ["platform", "op", "outcome"],
             registry=self.registry,
         )
         open_streams = Gauge("agentstream_delivery_open_streams", "Streams being delivered", registry=self.registry)
         open_streams.set_function(lambda: len(self.streams.all()))
         # Offsets are committed by hand (see offsets.py): never past an unfinished stream.
-        self.broker.subscriber(self.topics.events, **self.subscriber_options(),
-                               ack_policy=AckPolicy.MANUAL)(self.on_event)
+        self.broker.subscriber(self.topics.events, **self.subscriber_options(), ack_policy=AckPolicy.MANUAL)(
+            self.on_event
+        )
         add_routes(self.http, self.streams, self.memory)
         self.web_sessions = WebSessions(self.settings.auth.web)
         if "web" in self.adapters:
@@ -103,13 +108,19 @@ class DeliveryService(Service):
                     secret_env=self.settings.auth.web.secret_env,
                 )
             web_conf = self.settings.platforms.get("web")
-            add_web_routes(self.http, self.web, self.web_sessions, self._ingress_url(),
-                           web_conf.api_key_env if web_conf is not None else None)
+            add_web_routes(
+                self.http,
+                self.web,
+                self.web_sessions,
+                self._ingress_url(),
+                web_conf.api_key_env if web_conf is not None else None,
+            )
         if self.hooks.observing:
             # Observers get their own consumer group: they read the same records at their own
             # pace, so a slow hook lags only itself and never holds back a stream.
             self.broker.subscriber(
-                self.topics.events, self.topics.deliveries,
+                self.topics.events,
+                self.topics.deliveries,
                 **{**self.subscriber_options(), "group_id": f"{self.group_id}-hooks"},
             )(self.on_hook_record)
 
@@ -152,8 +163,7 @@ class DeliveryService(Service):
     async def handle(self, event: RunEvent, origin: tuple[int, int] | None = None) -> None:
         resumed = isinstance(event, RunStarted) and self.currency.resumes(event.root_run_id, event.seq)
         if not isinstance(event, Notice) and self.currency.is_over(event.root_run_id) and not resumed:
-            self.log.debug("event of a run no longer current dropped", type=event.type,
-                           root_run_id=event.root_run_id)
+            self.log.debug("event of a run no longer current dropped", type=event.type, root_run_id=event.root_run_id)
             return
         match event:
             case Notice():
@@ -189,18 +199,28 @@ class DeliveryService(Service):
         for target in (event.reply_target, *self.relay.mirrors(event.reply_target)):
             self._open_target(event, target, origin, before.get(StreamKey.of(event.root_run_id, target)))
 
-    def _open_target(self, event: RunStarted, target: ReplyTarget, origin: tuple[int, int] | None = None,
-                     predecessor: StreamActor | None = None) -> None:
+    def _open_target(
+        self,
+        event: RunStarted,
+        target: ReplyTarget,
+        origin: tuple[int, int] | None = None,
+        predecessor: StreamActor | None = None,
+    ) -> None:
         adapter = self._adapter(target.platform)
         if adapter is None:
             return
         bot = str(getattr(adapter, "bot", ""))
         actor = StreamActor(
-            StreamKey.of(event.root_run_id, target), target, adapter,
-            cadence_for(adapter, self.settings.platforms.get(adapter.platform)), self.log,
+            StreamKey.of(event.root_run_id, target),
+            target,
+            adapter,
+            cadence_for(adapter, self.settings.platforms.get(adapter.platform)),
+            self.log,
             observe=lambda platform, op, outcome: self.platform_calls.labels(platform, op, outcome).inc(),
             outgoing=None if self.hooks.transform.empty else self.hooks.transform,
-            ledger=self.ledger, conversation_key=event.conversation_key, origin=origin,
+            ledger=self.ledger,
+            conversation_key=event.conversation_key,
+            origin=origin,
             gate=self.rate_limiter.gate(target.platform, bot, target.chat_id, chat_interval(adapter)),
             first_segment=first_segment(event),
             late_landing_s=late_landing(adapter, self.settings.platforms.get(adapter.platform)),
@@ -263,16 +283,24 @@ class DeliveryService(Service):
         if adapter is None:
             return
         text = await self.hooks.transform(
-            event.text, TransformContext(target.platform, target.chat_id, event.root_run_id, 0, final=True))
+            event.text, TransformContext(target.platform, target.chat_id, event.root_run_id, 0, final=True)
+        )
         bot = str(getattr(adapter, "bot", ""))
         # Its own task: a notice waits for the chat's slot (a 429 may last long) without
         # holding up the consumer; the commit stays held at it until the ledger has its outcome.
-        task = asyncio.create_task(deliver_notice(
-            event, target, text, adapter, self.rate_limiter.gate(target.platform, bot, target.chat_id,
-                                                                 chat_interval(adapter)),
-            self.ledger, self.log,
-            lambda platform, op, outcome: self.platform_calls.labels(platform, op, outcome).inc(),
-            late_landing_s=late_landing(adapter, self.settings.platforms.get(adapter.platform))))
+        task = asyncio.create_task(
+            deliver_notice(
+                event,
+                target,
+                text,
+                adapter,
+                self.rate_limiter.gate(target.platform, bot, target.chat_id, chat_interval(adapter)),
+                self.ledger,
+                self.log,
+                lambda platform, op, outcome: self.platform_calls.labels(platform, op, outcome).inc(),
+                late_landing_s=late_landing(adapter, self.settings.platforms.get(adapter.platform)),
+            )
+        )
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         if origin is not None:

@@ -66,8 +66,23 @@ from agentstream_delivery.render import (
 from agentstream_delivery.splitting import MEASURES, cut, open_fence
 
 __all__ = [
-    "Break", "Cadence", "Degrade", "Edit", "Finish", "Op", "Send", "StreamInput", "StreamModel", "StreamState",
-    "TextCompleted", "TextDelta", "Tick", "ToolProgress", "ToolStarted", "finish_input", "stream_input",
+    "Break",
+    "Cadence",
+    "Degrade",
+    "Edit",
+    "Finish",
+    "Op",
+    "Send",
+    "StreamInput",
+    "StreamModel",
+    "StreamState",
+    "TextCompleted",
+    "TextDelta",
+    "Tick",
+    "ToolProgress",
+    "ToolStarted",
+    "finish_input",
+    "stream_input",
     "transition",
 ]
 
@@ -92,8 +107,17 @@ def _split_heads(model: StreamModel, final: bool) -> Step:
     measure = MEASURES[model.cadence.measure]
     while (c := cut(model.body(final=final), model.cadence.safe, measure)) is not None:
         ops.append(_put(model, c.head, final=True))
-        model = replace(model, msg=model.msg + 1, base=model.base + c.consumed - len(model.carry), carry=c.carry,
-                        frame=None, shown=0, sealed=(model.msg, c.head), sent_at=None, flush_at=None)
+        model = replace(
+            model,
+            msg=model.msg + 1,
+            base=model.base + c.consumed - len(model.carry),
+            carry=c.carry,
+            frame=None,
+            shown=0,
+            sealed=(model.msg, c.head),
+            sent_at=None,
+            flush_at=None,
+        )
     return model, ops
 
 
@@ -107,15 +131,19 @@ def _sync(model: StreamModel, now: float) -> Step:
     if model.frame is None:
         if visible_chars(body) < model.cadence.min_first_chars:
             return model, ops
-        return replace(model, state=StreamState.PREVIEWING, frame=frame, shown=len(body), sent_at=now,
-                       flush_at=None), [*ops, Send(model.msg, frame, final=False)]
+        return replace(model, state=StreamState.PREVIEWING, frame=frame, shown=len(body), sent_at=now, flush_at=None), [
+            *ops,
+            Send(model.msg, frame, final=False),
+        ]
     if frame == model.frame:
         return replace(model, flush_at=None), ops
     due = (now if model.sent_at is None else model.sent_at) + model.cadence.edit_interval
     if now < due and len(body) - model.shown < model.cadence.buffer_threshold:
         return replace(model, flush_at=due), ops
     return replace(model, frame=frame, shown=len(body), sent_at=now, flush_at=None), [
-        *ops, Edit(model.msg, frame, final=False)]
+        *ops,
+        Edit(model.msg, frame, final=False),
+    ]
 
 
 def _fits(model: StreamModel, text: str) -> bool:
@@ -134,8 +162,17 @@ def _finalize(model: StreamModel, suffix: str = "") -> Step:
     text = body + suffix if _fits(model, body + suffix) else body
     if text != model.frame:
         ops.append(_put(model, text, final=True))
-    return replace(model, msg=model.msg + 1, base=0, carry="", frame=None, shown=0, sealed=(model.msg, text),
-                   sent_at=None, flush_at=None), ops
+    return replace(
+        model,
+        msg=model.msg + 1,
+        base=0,
+        carry="",
+        frame=None,
+        shown=0,
+        sealed=(model.msg, text),
+        sent_at=None,
+        flush_at=None,
+    ), ops
 
 
 # -- handlers ----------------------------------------------------------------------
@@ -143,8 +180,11 @@ def _add_text(model: StreamModel, inp: StreamInput, now: float) -> Step:
     assert isinstance(inp, TextDelta | TextCompleted)
     if inp.message_id in model.sealed_ids:
         return model, []  # its segment is already final on the platform
-    seg = model.segment.append(inp.message_id, inp.text) if isinstance(inp, TextDelta) \
+    seg = (
+        model.segment.append(inp.message_id, inp.text)
+        if isinstance(inp, TextDelta)
         else model.segment.complete(inp.message_id, inp.text)
+    )
     model = replace(model, segment=seg)
     if model.tools and visible_chars(seg.visible(final=False)):
         model = replace(model, tools=(), progress=None)  # the tool phase is over: its line stays as it is
@@ -187,7 +227,8 @@ def _progress_line(model: StreamModel) -> Step:
     text = tool_line(model.tools)
     if model.progress is None:
         return replace(model, progress=(model.msg, text), msg=model.msg + 1), [
-            Send(model.msg, text, final=True, role="progress")]
+            Send(model.msg, text, final=True, role="progress")
+        ]
     index, shown = model.progress
     if shown == text:
         return model, []
@@ -205,7 +246,7 @@ def _degrade(model: StreamModel, inp: StreamInput, now: float) -> Step:
     covered = max(0, inp.shown - len(model.carry))
     visible = model.segment.visible(final=False)
     base = model.base + covered
-    lang = open_fence(model.carry + visible[model.base:base])
+    lang = open_fence(model.carry + visible[model.base : base])
     carry = "" if lang is None else f"```{lang}\n"
     return replace(model, msg=model.msg + 1, base=base, carry=carry, frame=None, shown=0), []
 

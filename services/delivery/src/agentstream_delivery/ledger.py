@@ -69,14 +69,29 @@ class LedgerEntry:
         return self.state == LedgerState.SENT and self.text_sha256 == sha256(text)
 
     def with_text(self, state: LedgerState, text: str, final: bool, message_id: str | None = None) -> LedgerEntry:
-        return replace(self, state=state, message_id=message_id or self.message_id, text_length=len(text),
-                       text_sha256=sha256(text), final=final, error=None)
+        return replace(
+            self,
+            state=state,
+            message_id=message_id or self.message_id,
+            text_length=len(text),
+            text_sha256=sha256(text),
+            final=final,
+            error=None,
+        )
 
     def receipt(self, scope: LedgerScope) -> DeliveryReceipt:
         return DeliveryReceipt(
-            conversation_key=scope.conversation_key, root_run_id=scope.root_run_id, platform=scope.platform,
-            chat_id=scope.chat_id, segment=self.segment, state=self.state, platform_message_id=self.message_id,
-            text_length=self.text_length, text_sha256=self.text_sha256, final=self.final, error=self.error,
+            conversation_key=scope.conversation_key,
+            root_run_id=scope.root_run_id,
+            platform=scope.platform,
+            chat_id=scope.chat_id,
+            segment=self.segment,
+            state=self.state,
+            platform_message_id=self.message_id,
+            text_length=self.text_length,
+            text_sha256=self.text_sha256,
+            final=self.final,
+            error=self.error,
         )
 
 
@@ -97,8 +112,11 @@ class MemoryLedger:
         self.sink = sink
 
     async def load(self, scope: LedgerScope) -> dict[int, LedgerEntry]:
-        return {seg: e for (p, c, r, seg), e in self.rows.items()
-                if (p, c, r) == (scope.platform, scope.chat_id, scope.root_run_id)}
+        return {
+            seg: e
+            for (p, c, r, seg), e in self.rows.items()
+            if (p, c, r) == (scope.platform, scope.chat_id, scope.root_run_id)
+        }
 
     async def record(self, scope: LedgerScope, entry: LedgerEntry) -> None:
         self.rows[(scope.platform, scope.chat_id, scope.root_run_id, entry.segment)] = entry
@@ -113,20 +131,47 @@ class SqlLedger:
 
     async def load(self, scope: LedgerScope) -> dict[int, LedgerEntry]:
         async with self.sessions() as session:
-            rows = (await session.scalars(select(DeliveryLedger).where(
-                DeliveryLedger.platform == scope.platform, DeliveryLedger.chat_id == scope.chat_id,
-                DeliveryLedger.root_run_id == scope.root_run_id))).all()
-        return {r.segment: LedgerEntry(r.segment, LedgerState(r.state), r.platform_message_id, r.text_length,
-                                       r.text_sha256, r.final, r.error, r.reapply_at) for r in rows}
+            rows = (
+                await session.scalars(
+                    select(DeliveryLedger).where(
+                        DeliveryLedger.platform == scope.platform,
+                        DeliveryLedger.chat_id == scope.chat_id,
+                        DeliveryLedger.root_run_id == scope.root_run_id,
+                    )
+                )
+            ).all()
+        return {
+            r.segment: LedgerEntry(
+                r.segment,
+                LedgerState(r.state),
+                r.platform_message_id,
+                r.text_length,
+                r.text_sha256,
+                r.final,
+                r.error,
+                r.reapply_at,
+            )
+            for r in rows
+        }
 
     async def record(self, scope: LedgerScope, entry: LedgerEntry) -> None:
         async with self.sessions.begin() as session:
-            row = await session.scalar(select(DeliveryLedger).where(
-                DeliveryLedger.platform == scope.platform, DeliveryLedger.chat_id == scope.chat_id,
-                DeliveryLedger.root_run_id == scope.root_run_id, DeliveryLedger.segment == entry.segment))
+            row = await session.scalar(
+                select(DeliveryLedger).where(
+                    DeliveryLedger.platform == scope.platform,
+                    DeliveryLedger.chat_id == scope.chat_id,
+                    DeliveryLedger.root_run_id == scope.root_run_id,
+                    DeliveryLedger.segment == entry.segment,
+                )
+            )
             if row is None:
-                row = DeliveryLedger(platform=scope.platform, chat_id=scope.chat_id, root_run_id=scope.root_run_id,
-                                     segment=entry.segment, conversation_key=scope.conversation_key)
+                row = DeliveryLedger(
+                    platform=scope.platform,
+                    chat_id=scope.chat_id,
+                    root_run_id=scope.root_run_id,
+                    segment=entry.segment,
+                    conversation_key=scope.conversation_key,
+                )
                 session.add(row)
             row.state = entry.state
             row.platform_message_id = entry.message_id

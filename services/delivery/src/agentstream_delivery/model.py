@@ -102,4 +102,4 @@ class StreamModel:
         return self.cadence.can_edit and self.state is not StreamState.DEGRADED
 
     def body(self, *, final: bool) -> str:
-        return self.carry + self.segment.visible(final=final)[self.base:]
+        return self.carry + self.segment.visible(final=final)[self.base :]

@@ -33,8 +33,13 @@ from agentstream_delivery.delivering import DEFAULT_LATE_LANDING_S
 
 LATE_LANDING_MARGIN_S = 5.0  # how long after its client gave up a platform may still apply a request
 
-DEFAULT_ENV = {"telegram": "TELEGRAM_BOT_TOKEN", "slack": "SLACK_BOT_TOKEN", "discord": "DISCORD_BOT_TOKEN",
-               "signal": "SIGNAL_ACCOUNT", "webhook": "AGENTSTREAM_WEBHOOK_SECRET"}
+DEFAULT_ENV = {
+    "telegram": "TELEGRAM_BOT_TOKEN",
+    "slack": "SLACK_BOT_TOKEN",
+    "discord": "DISCORD_BOT_TOKEN",
+    "signal": "SIGNAL_ACCOUNT",
+    "webhook": "AGENTSTREAM_WEBHOOK_SECRET",
+}
 
 
 def _secret(conf: PlatformSettings, name: str, field: str = "token_env") -> str | None:
@@ -51,8 +56,11 @@ def _build(name: str, conf: PlatformSettings) -> PlatformAdapter | None:
         "slack": lambda: (t := _secret(conf, name)) and SlackAdapter(t, **kw),
         "discord": lambda: (t := _secret(conf, name)) and DiscordAdapter(t, **kw),
         "signal": lambda: (n := conf.account or _secret(conf, name)) and SignalAdapter(n, **kw),
-        "webhook": lambda: (s := _secret(conf, name, "secret_env")) and conf.api_url
-        and WebhookAdapter(conf.api_url, s, **{k: v for k, v in kw.items() if k != "api_url"}),
+        "webhook": lambda: (
+            (s := _secret(conf, name, "secret_env"))
+            and conf.api_url
+            and WebhookAdapter(conf.api_url, s, **{k: v for k, v in kw.items() if k != "api_url"})
+        ),
     }
     build = builders.get(name)
     return build() if build is not None else None
@@ -76,12 +84,18 @@ def build_adapters(settings: Settings, log: structlog.stdlib.BoundLogger) -> lis
 
 def _with_overrides(adapter: PlatformAdapter, conf: PlatformSettings) -> PlatformAdapter:
     caps = capabilities_of(adapter)
-    changes = {k: v for k, v in {
-        "max_length": conf.max_length, "edit_interval": conf.edit_interval,
-        "buffer_threshold": conf.buffer_threshold, "tool_progress": conf.tool_progress,
-        "chat_interval": conf.chat_interval,
-        "draft_streaming": conf.drafts if isinstance(adapter, TelegramAdapter) else None,
-    }.items() if v is not None}
+    changes = {
+        k: v
+        for k, v in {
+            "max_length": conf.max_length,
+            "edit_interval": conf.edit_interval,
+            "buffer_threshold": conf.buffer_threshold,
+            "tool_progress": conf.tool_progress,
+            "chat_interval": conf.chat_interval,
+            "draft_streaming": conf.drafts if isinstance(adapter, TelegramAdapter) else None,
+        }.items()
+        if v is not None
+    }
     if changes and hasattr(adapter, "capabilities"):
         adapter.capabilities = replace(caps, **changes)  # type: ignore[misc]
     return adapter
@@ -91,15 +105,17 @@ def cadence_for(adapter: PlatformAdapter, conf: PlatformSettings | None) -> Cade
     caps = capabilities_of(adapter)
     interval = conf.edit_interval if conf is not None and conf.edit_interval else caps.edit_interval
     return Cadence(
-        edit_interval=interval, can_edit=caps.can_edit, buffer_threshold=caps.buffer_threshold,
-        max_length=caps.max_length, measure=caps.measure,
+        edit_interval=interval,
+        can_edit=caps.can_edit,
+        buffer_threshold=caps.buffer_threshold,
+        max_length=caps.max_length,
+        measure=caps.measure,
         tool_progress=caps.tool_progress if caps.can_edit else "off",
     )
 
 
 def chat_interval(adapter: PlatformAdapter) -> float:
     return capabilities_of(adapter).chat_interval
-
 
 
 def late_landing(adapter: PlatformAdapter, conf: PlatformSettings | None) -> float:

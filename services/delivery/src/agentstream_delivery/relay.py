@@ -22,9 +22,11 @@ RELAY_USER = "agentstream-relay"
 
 
 def _matches(m: RelayMatch, target: ReplyTarget) -> bool:
-    return ((m.platform is None or m.platform == target.platform)
-            and (m.chat_id is None or m.chat_id == target.chat_id)
-            and (m.thread_id is None or m.thread_id == target.thread_id))
+    return (
+        (m.platform is None or m.platform == target.platform)
+        and (m.chat_id is None or m.chat_id == target.chat_id)
+        and (m.thread_id is None or m.thread_id == target.thread_id)
+    )
 
 
 def _as_target(rule: RelayRule) -> ReplyTarget:
@@ -61,8 +63,12 @@ class Relay:
             return []
         return [
             InboundMessage(
-                id=f"{RELAY_ID_PREFIX}{event.root_run_id}:{i}", platform=rule.to.platform, chat_id=rule.to.chat_id,
-                thread_id=rule.to.thread_id, user=User(id=RELAY_USER, name="relay"), text=event.text,
+                id=f"{RELAY_ID_PREFIX}{event.root_run_id}:{i}",
+                platform=rule.to.platform,
+                chat_id=rule.to.chat_id,
+                thread_id=rule.to.thread_id,
+                user=User(id=RELAY_USER, name="relay"),
+                text=event.text,
                 profile=rule.profile,
                 metadata={"relay_from": event.conversation_key, "relay_root_run_id": event.root_run_id},
             )

@@ -116,7 +116,7 @@ def split_text(text: str, limit: int, measure: Measure = len, cursor: str = CURS
     body = text
     while (c := cut(carry + body, safe, measure)) is not None:
         pieces.append(c.head)
-        body = (carry + body)[c.consumed:]
+        body = (carry + body)[c.consumed :]
         carry = c.carry
     if body or not pieces:
         pieces.append(carry + body)
@@ -129,7 +129,7 @@ def unsplit(pieces: list[str]) -> str:
     reopen = ""
     for i, piece in enumerate(pieces):
         if reopen and piece.startswith(reopen):
-            piece = piece[len(reopen):]
+            piece = piece[len(reopen) :]
         reopen = ""
         if i < len(pieces) - 1 and piece.endswith(FENCE):
             body = piece[: -len(FENCE)]

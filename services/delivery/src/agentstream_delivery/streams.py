@@ -48,11 +48,23 @@ class StreamKey:
 
 class StreamActor:
     def __init__(
-        self, key: StreamKey, target: ReplyTarget, adapter: PlatformAdapter, cadence: Cadence,
-        log: structlog.stdlib.BoundLogger, clock: Clock = time.monotonic, observe: CallObserver | None = None,
-        outgoing: Outgoing | None = None, *, ledger: Ledger | None = None, gate: ChatGate | None = None,
-        conversation_key: str = "", origin: tuple[int, int] | None = None, first_segment: int = 0,
-        late_landing_s: float = DEFAULT_LATE_LANDING_S, predecessor: StreamActor | None = None,
+        self,
+        key: StreamKey,
+        target: ReplyTarget,
+        adapter: PlatformAdapter,
+        cadence: Cadence,
+        log: structlog.stdlib.BoundLogger,
+        clock: Clock = time.monotonic,
+        observe: CallObserver | None = None,
+        outgoing: Outgoing | None = None,
+        *,
+        ledger: Ledger | None = None,
+        gate: ChatGate | None = None,
+        conversation_key: str = "",
+        origin: tuple[int, int] | None = None,
+        first_segment: int = 0,
+        late_landing_s: float = DEFAULT_LATE_LANDING_S,
+        predecessor: StreamActor | None = None,
     ) -> None:
         self.key = key
         self.target = target
@@ -64,8 +76,16 @@ class StreamActor:
         self.origin = origin  # (partition, offset) of the event that opened the stream: the commit seam
         self._shown: dict[int, str] = {}  # segment → the transformed text the platform shows
         scope = LedgerScope(key.platform, key.chat_id, key.root_run_id, conversation_key)
-        self.deliverer = Deliverer(scope, target, adapter, gate or ChatGate(0.0, clock), ledger or MemoryLedger(),
-                                   self.log, observe, late_landing_s=late_landing_s)
+        self.deliverer = Deliverer(
+            scope,
+            target,
+            adapter,
+            gate or ChatGate(0.0, clock),
+            ledger or MemoryLedger(),
+            self.log,
+            observe,
+            late_landing_s=late_landing_s,
+        )
         self.closed = asyncio.Event()  # every final op is out; the late-landing re-application may follow
         self._inbox: deque[StreamInput] = deque()
         self._wake = asyncio.Event()
@@ -191,9 +211,14 @@ class StreamActor:
 
     def describe(self) -> dict[str, object]:
         return {
-            "root_run_id": self.key.root_run_id, "platform": self.key.platform, "chat_id": self.key.chat_id,
-            "thread_id": self.key.thread_id, "state": self.model.state.value, "segment": self.model.msg,
-            "message_ids": list(self.message_ids.values()), "degraded": self.deliverer.degraded,
+            "root_run_id": self.key.root_run_id,
+            "platform": self.key.platform,
+            "chat_id": self.key.chat_id,
+            "thread_id": self.key.thread_id,
+            "state": self.model.state.value,
+            "segment": self.model.msg,
+            "message_ids": list(self.message_ids.values()),
+            "degraded": self.deliverer.degraded,
         }
 
 

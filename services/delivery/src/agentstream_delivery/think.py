@@ -35,10 +35,10 @@ def visible_text(raw: str, *, final: bool) -> str:
     i = 0
     while (m := _OPEN.search(raw, i)) is not None:
         if not _at_block_boundary(raw, m.start()):
-            out.append(raw[i:m.end()])
+            out.append(raw[i : m.end()])
             i = m.end()
             continue
-        out.append(raw[i:m.start()])
+        out.append(raw[i : m.start()])
         close = re.compile(f"</{m.group(1)}>", re.IGNORECASE).search(raw, m.end())
         if close is None:
             return "".join(out)  # unclosed: everything after the tag is reasoning

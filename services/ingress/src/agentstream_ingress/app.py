@@ -55,14 +55,15 @@ def _failed(err: Exception) -> asyncio.Future[None]:
     return failed
 
 
-
 class IngressService(Service):
     name = "ingress"
     uses_database = True
 
     def setup(self) -> None:
         self.decisions = Counter(
-            "agentstream_ingress_decisions_total", "Inbound records by decision", ["decision", "reason"],
+            "agentstream_ingress_decisions_total",
+            "Inbound records by decision",
+            ["decision", "reason"],
             registry=self.registry,
         )
         self._decision_counters: dict[tuple[str, str], Any] = {}
@@ -72,9 +73,14 @@ class IngressService(Service):
         # periodic auto-commit on, which may commit a batch that is still being handled.
         self.commits = BackgroundCommits(self.topics.inbound, self.inbound_consumer, self.log)
         self.subscriber: Any = self.broker.subscriber(
-            self.topics.inbound, batch=True, max_records=MAX_BATCH, batch_timeout_ms=BATCH_WAIT_MS,
-            ack_policy=AckPolicy.MANUAL, listener=CommitOnRevoke(self.commits),
-            **self.subscriber_options())
+            self.topics.inbound,
+            batch=True,
+            max_records=MAX_BATCH,
+            batch_timeout_ms=BATCH_WAIT_MS,
+            ack_policy=AckPolicy.MANUAL,
+            listener=CommitOnRevoke(self.commits),
+            **self.subscriber_options(),
+        )
         self.subscriber(self.on_inbound)
         http.register(self.http, self.settings, self.produce_inbound)
         self.retention = RetentionTask(ingress_purges, self.settings, self.registry, self.log)
@@ -120,8 +126,9 @@ class IngressService(Service):
             acks = [_failed(err)]
         # Not awaited here: the next batch is decided while this one's output is on its way
         # (the producer keeps the order per partition); its offsets wait for the acks.
-        self.commits.after_acks(acks, records, after=lambda: ports.record_sightings(claims),
-                                undo=lambda: ports.release_sightings(claims))
+        self.commits.after_acks(
+            acks, records, after=lambda: ports.record_sightings(claims), undo=lambda: ports.release_sightings(claims)
+        )
 
     def inbound_consumer(self) -> Any:
         """The subscriber's aiokafka consumer (None until the broker started)."""
@@ -142,8 +149,9 @@ class IngressService(Service):
                 if target is not None:
                     out.append(self.notice(target, f"Your message could not be processed: {error}", "error"))
                 self.count("dead_letter", "invalid")
-                self.log.warning("dead letter", topic=record.topic, partition=record.partition, offset=record.offset,
-                                 error=error)
+                self.log.warning(
+                    "dead letter", topic=record.topic, partition=record.partition, offset=record.offset, error=error
+                )
                 return key, out
             case DropDecision(reason=reason):
                 self.count("drop", reason)
@@ -164,17 +172,29 @@ class IngressService(Service):
 
     def letter(self, record: ConsumerRecord, key: str, error: str) -> DeadLetter:
         self.dead_letters.labels(self.name, record.topic).inc()
-        return DeadLetter(source_topic=record.topic, source_partition=record.partition, source_offset=record.offset,
-                          key=key or None, raw_value=(record.value or b"").decode("utf-8", "replace"), error=error,
-                          service=self.name)
+        return DeadLetter(
+            source_topic=record.topic,
+            source_partition=record.partition,
+            source_offset=record.offset,
+            key=key or None,
+            raw_value=(record.value or b"").decode("utf-8", "replace"),
+            error=error,
+            service=self.name,
+        )
 
     def notice(
         self, target: ReplyTarget, text: str, level: str = "info", command: str | None = None
     ) -> tuple[str, BaseModel]:
         run_id = new_id()  # a notice outside any run gets a run id of its own
         return self.topics.events, Notice(
-            run_id=run_id, root_run_id=run_id, conversation_key=self.key_of(target), seq=0,
-            level=level, text=text, reply_target=target, command=command,  # type: ignore[arg-type]
+            run_id=run_id,
+            root_run_id=run_id,
+            conversation_key=self.key_of(target),
+            seq=0,
+            level=level,
+            text=text,
+            reply_target=target,
+            command=command,  # type: ignore[arg-type]
         )
 
     @staticmethod

@@ -36,8 +36,9 @@ def is_direct_chat(msg: InboundMessage) -> bool:
     return msg.chat_id == msg.user.id
 
 
-def authorize(msg: InboundMessage, platform_rule: AuthzRule, profile_rule: AuthzRule | None,
-              deny_only: AuthzRule | None = None) -> Verdict:
+def authorize(
+    msg: InboundMessage, platform_rule: AuthzRule, profile_rule: AuthzRule | None, deny_only: AuthzRule | None = None
+) -> Verdict:
     """`deny_only`: a rule whose deny lists apply but whose allows do not (a profile the message bypassed)."""
     rules = [platform_rule] + ([profile_rule] if profile_rule is not None else [])
     user, team = msg.user.id, msg.user.team_id

@@ -76,8 +76,9 @@ def help_text(prefix: str = "") -> str:
     return prefix + "Commands:\n" + "\n".join(f"/{name} — {text}" for name, text in HELP.items())
 
 
-def handle(cmd: Command, msg: InboundMessage, routed: Routed, facts: ConversationFacts,
-           settings: Settings) -> Decision | RoleDecision:
+def handle(
+    cmd: Command, msg: InboundMessage, routed: Routed, facts: ConversationFacts, settings: Settings
+) -> Decision | RoleDecision:
     key, target = msg.conversation_key, target_of(msg)
 
     def say(text: str) -> NoticeDecision:
@@ -85,17 +86,24 @@ def handle(cmd: Command, msg: InboundMessage, routed: Routed, facts: Conversatio
 
     match cmd.name:
         case "new" | "reset":
-            return CommandDecision((ResetConversation(conversation_key=key),), target, "Started a new conversation.",
-                                   command=cmd.name)
+            return CommandDecision(
+                (ResetConversation(conversation_key=key),), target, "Started a new conversation.", command=cmd.name
+            )
         case "stop":
             # Always sent: the runner knows best whether something runs (a no-op if not).
-            return CommandDecision((InterruptRun(conversation_key=key, reason=FinishReason.USER),), target, command=cmd.name)
+            return CommandDecision(
+                (InterruptRun(conversation_key=key, reason=FinishReason.USER),), target, command=cmd.name
+            )
         case "resume":
             if facts.resumable is None:
                 return say("There is no failed or interrupted run to resume.")
             run_id = facts.resumable.run_id
-            return CommandDecision((ResumeRun(conversation_key=key, run_id=run_id),), target,
-                                   f"Resuming the {facts.resumable.status} run {run_id[:8]}.", command=cmd.name)
+            return CommandDecision(
+                (ResumeRun(conversation_key=key, run_id=run_id),),
+                target,
+                f"Resuming the {facts.resumable.status} run {run_id[:8]}.",
+                command=cmd.name,
+            )
         case "retry":
             if facts.last_message is None:
                 return say("There is no earlier message to retry.")

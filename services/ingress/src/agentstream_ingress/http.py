@@ -52,8 +52,12 @@ class ValidationProblem(BaseModel):
 
 # Webhook bodies are read raw (the secret or signature is checked before any parsing);
 # the document still says they are JSON objects.
-JSON_OBJECT_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {"application/json": {
-    "schema": {"type": "object", "additionalProperties": True}}}}}
+JSON_OBJECT_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}},
+    }
+}
 
 
 class BodyLimit:
@@ -90,8 +94,13 @@ class BodyTooLarge(Exception):
 
 async def _too_large(send: Send, limit: int) -> None:
     body = json.dumps({"detail": f"request body larger than {limit} bytes"}).encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -125,12 +134,17 @@ def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)
     app.add_exception_handler(RequestValidationError, _validation_problem)
     errors: dict[int | str, dict[str, Any]] = {
-        503: {"model": Problem, "description": "Kafka did not accept the message in time."}}
+        503: {"model": Problem, "description": "Kafka did not accept the message in time."}
+    }
     invalid: dict[int | str, dict[str, Any]] = {
-        422: {"model": ValidationProblem, "description": "Validation error: where and what, not the values."}}
+        422: {"model": ValidationProblem, "description": "Validation error: where and what, not the values."}
+    }
     webhook_errors: dict[int | str, dict[str, Any]] = {
         400: {"model": Problem, "description": "Not a JSON object, or a message with invalid ids."},
-        401: {"model": Problem}, 404: {"model": Problem}, **errors}
+        401: {"model": Problem},
+        404: {"model": Problem},
+        **errors,
+    }
 
     async def accept(msg: InboundMessage) -> JSONResponse:
         try:
@@ -142,12 +156,17 @@ def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
             return _problem(503, f"kafka did not accept the message within {cfg.publish_timeout_s}s")
         except Exception as err:  # broker down, not started, …: say so instead of a 500
             return _problem(503, f"kafka unavailable: {type(err).__name__}")
-        return JSONResponse(MessageAccepted(conversation_key=msg.conversation_key, message_id=msg.id).model_dump(),
-                            status_code=202)
+        return JSONResponse(
+            MessageAccepted(conversation_key=msg.conversation_key, message_id=msg.id).model_dump(), status_code=202
+        )
 
-    @app.post("/v1/messages", status_code=202, tags=["messages"], response_model=MessageAccepted,
-              responses={401: {"model": Problem}, 403: {"model": Problem}, 413: {"model": Problem}, **invalid,
-                         **errors})
+    @app.post(
+        "/v1/messages",
+        status_code=202,
+        tags=["messages"],
+        response_model=MessageAccepted,
+        responses={401: {"model": Problem}, 403: {"model": Problem}, 413: {"model": Problem}, **invalid, **errors},
+    )
     async def post_message(post: PostedMessage, principal: Principal = Depends(authenticate)) -> JSONResponse:
         """Send a message as if produced to `inbound`; the answer streams to its reply target.
 
@@ -162,10 +181,16 @@ def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
         # The credential is the source (never the body's claim): one caller cannot dedupe away another's ids.
         return await accept(bound.model_copy(update={"source": source_of(principal)}))
 
-    @app.post("/webhooks/telegram/{bot}", tags=["webhooks"], responses={**webhook_errors, **invalid},
-              openapi_extra=JSON_OBJECT_BODY)
+    @app.post(
+        "/webhooks/telegram/{bot}",
+        tags=["webhooks"],
+        responses={**webhook_errors, **invalid},
+        openapi_extra=JSON_OBJECT_BODY,
+    )
     async def telegram_webhook(
-        bot: str, request: Request, secret: str | None = Header(default=None, alias=telegram.SECRET_HEADER),
+        bot: str,
+        request: Request,
+        secret: str | None = Header(default=None, alias=telegram.SECRET_HEADER),
     ) -> JSONResponse:
         """A Telegram Bot API update (`setWebhook` with `secret_token`)."""
         hook = cfg.webhooks.telegram.get(bot)
@@ -191,8 +216,14 @@ def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
         if hook is None:
             return _problem(404, "slack is not configured")
         body = await request.body()
-        check = slack.check_signature(hook.secret(), request.headers.get(slack.TIMESTAMP_HEADER),
-                                      request.headers.get(slack.SIGNATURE_HEADER), body, time.time(), hook.max_age_s)
+        check = slack.check_signature(
+            hook.secret(),
+            request.headers.get(slack.TIMESTAMP_HEADER),
+            request.headers.get(slack.SIGNATURE_HEADER),
+            body,
+            time.time(),
+            hook.max_age_s,
+        )
         if check is not slack.SignatureCheck.OK:
             return _problem(401, f"signature check failed: {check.value}")
         payload = _json_object(body)

@@ -32,8 +32,9 @@ def new_batch(producer: AIOKafkaProducer) -> BatchBuilder:
     accumulator = producer._message_accumulator
     if producer._txn_manager is not None or producer._key_serializer or producer._value_serializer:
         return producer.create_batch()  # not how our brokers are built: keep aiokafka's own
-    return BatchBuilder(max(accumulator._batch_size, BATCH_BYTES), accumulator._compression_type,
-                        is_transactional=False)
+    return BatchBuilder(
+        max(accumulator._batch_size, BATCH_BYTES), accumulator._compression_type, is_transactional=False
+    )
 
 
 class Output:
@@ -68,4 +69,3 @@ class Output:
             acks.append(await producer.send_batch(builder, topic, partition=partition))
         self.records = []
         return acks
-

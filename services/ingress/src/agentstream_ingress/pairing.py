@@ -60,8 +60,9 @@ class Approval:
     user_id: str | None = None
 
 
-def may_issue(last_issued: datetime | None, locked_until: datetime | None, now: datetime,
-              settings: PairingSettings) -> IssueOutcome:
+def may_issue(
+    last_issued: datetime | None, locked_until: datetime | None, now: datetime, settings: PairingSettings
+) -> IssueOutcome:
     if locked_until is not None and locked_until > now:
         return IssueOutcome.LOCKED
     if last_issued is not None and now - last_issued < timedelta(seconds=settings.issue_interval_s):
@@ -73,8 +74,10 @@ def notice_text(issue: Issue, settings: PairingSettings) -> str:
     match issue.outcome:
         case IssueOutcome.ISSUED:
             minutes = round(settings.code_ttl_s / 60)
-            return (f"You are not authorized yet. Your pairing code is {issue.code} (valid {minutes} min). "
-                    f"Ask the operator to run: agentstream pairing approve {issue.code}")
+            return (
+                f"You are not authorized yet. Your pairing code is {issue.code} (valid {minutes} min). "
+                f"Ask the operator to run: agentstream pairing approve {issue.code}"
+            )
         case IssueOutcome.TOO_SOON:
             return "You are not authorized yet. A pairing code was sent recently; ask the operator to approve it."
         case IssueOutcome.LOCKED:

@@ -29,8 +29,9 @@ def _aware(ts: datetime | None) -> datetime | None:
 
 
 async def _locked_until(session: AsyncSession, platform: str) -> datetime | None:
-    rows = await session.scalars(select(PairingLock.locked_until).where(
-        PairingLock.platform.in_([platform, ANY_PLATFORM])))
+    rows = await session.scalars(
+        select(PairingLock.locked_until).where(PairingLock.platform.in_([platform, ANY_PLATFORM]))
+    )
     times = [t for t in (_aware(r) for r in rows) if t is not None]
     return max(times) if times else None
 
@@ -47,15 +48,29 @@ class PairingStore:
     async def issue(self, platform: str, user_id: str, chat_id: str, now: datetime | None = None) -> Issue:
         now = now or datetime.now(UTC)
         async with self.sessions() as s, s.begin():
-            last = _aware(await s.scalar(select(func.max(PairingCode.issued_at)).where(
-                PairingCode.platform == platform, PairingCode.user_id == user_id)))
+            last = _aware(
+                await s.scalar(
+                    select(func.max(PairingCode.issued_at)).where(
+                        PairingCode.platform == platform, PairingCode.user_id == user_id
+                    )
+                )
+            )
             outcome = may_issue(last, await _locked_until(s, platform), now, self.settings)
             if outcome is not IssueOutcome.ISSUED:
                 return Issue(outcome)
             code = new_code()
             expires = now + timedelta(seconds=self.settings.code_ttl_s)
-            s.add(PairingCode(code_hash=hash_code(code), platform=platform, user_id=user_id, chat_id=chat_id,
-                              issued_at=now, expires_at=expires, approved_at=None))
+            s.add(
+                PairingCode(
+                    code_hash=hash_code(code),
+                    platform=platform,
+                    user_id=user_id,
+                    chat_id=chat_id,
+                    issued_at=now,
+                    expires_at=expires,
+                    approved_at=None,
+                )
+            )
         return Issue(IssueOutcome.ISSUED, code, expires)
 
     async def approve(self, code: str, platform: str | None = None, now: datetime | None = None) -> Approval:

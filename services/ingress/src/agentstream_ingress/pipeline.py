@@ -94,7 +94,9 @@ class Pipeline:
         # is raised, so the caller knows which sightings were claimed (see `first_sightings`).
         fresh, roles = await asyncio.gather(
             self.ports.first_sightings([m.dedupe_key for m in messages]),  # 2
-            self.ports.role_overrides({m.conversation_key for m in messages}), return_exceptions=True)
+            self.ports.role_overrides({m.conversation_key for m in messages}),
+            return_exceptions=True,
+        )
         for result in (fresh, roles):
             if isinstance(result, BaseException):
                 raise result

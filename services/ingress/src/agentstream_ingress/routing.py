@@ -26,8 +26,13 @@ class Routed:
 
 def _values(msg: InboundMessage) -> dict[str, str | None]:
     bot = msg.metadata.get("bot")
-    return {"platform": msg.platform, "team": msg.user.team_id, "chat": msg.chat_id, "thread": msg.thread_id,
-            "bot": bot if isinstance(bot, str) else None}
+    return {
+        "platform": msg.platform,
+        "team": msg.user.team_id,
+        "chat": msg.chat_id,
+        "thread": msg.thread_id,
+        "bot": bot if isinstance(bot, str) else None,
+    }
 
 
 def specificity(route: RouteSettings, msg: InboundMessage) -> int | None:

@@ -27,18 +27,36 @@ def run_options(routed: Routed, role_override: str | None) -> dict[str, Any]:
     return options
 
 
-def build_start(msg: InboundMessage, routed: Routed, role_override: str | None, settings: Settings,
-                **extra_options: Any) -> StartDecision:
+def build_start(
+    msg: InboundMessage, routed: Routed, role_override: str | None, settings: Settings, **extra_options: Any
+) -> StartDecision:
     key, run_id, target, now = msg.conversation_key, new_id(), target_of(msg), datetime.now(UTC)
     assistant = msg.assistant_id or routed.profile.assistant or settings.default_assistant
     start = StartRun(
-        id=new_id(), ts=now, run_id=run_id, conversation_key=key, assistant_id=assistant, user=msg.user,
-        text=msg.text, inbound_id=msg.id, reply_target=target, metadata={**msg.metadata, "profile": routed.name},
+        id=new_id(),
+        ts=now,
+        run_id=run_id,
+        conversation_key=key,
+        assistant_id=assistant,
+        user=msg.user,
+        text=msg.text,
+        inbound_id=msg.id,
+        reply_target=target,
+        metadata={**msg.metadata, "profile": routed.name},
         options={**run_options(routed, role_override), **extra_options},
     )
     queued = RunQueued(
-        id=new_id(), ts=now, run_id=run_id, root_run_id=run_id, conversation_key=key, seq=0,
-        assistant_id=assistant, inbound_id=msg.id, reply_target=target, text=msg.text, user_id=msg.user.id,
+        id=new_id(),
+        ts=now,
+        run_id=run_id,
+        root_run_id=run_id,
+        conversation_key=key,
+        seq=0,
+        assistant_id=assistant,
+        inbound_id=msg.id,
+        reply_target=target,
+        text=msg.text,
+        user_id=msg.user.id,
         tenant_id=msg.user.tenant_id,
     )
     return StartDecision(message=msg, start=start, queued=queued)

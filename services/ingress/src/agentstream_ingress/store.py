@@ -24,12 +24,17 @@ RESUMABLE = (RunStatus.FAILED.value, RunStatus.INTERRUPTED.value)
 # PostgreSQL: the whole batch as two array parameters. One short statement whatever the
 # batch size, so the driver parses it once (a multi-row VALUES clause is re-parsed per batch).
 DEDUPE = InboundDedupe.__tablename__
-IDENTS_PG = ("unnest(CAST(:sources AS varchar[]), CAST(:platforms AS varchar[]), CAST(:message_ids AS varchar[]))"
-             " AS t(s, p, m)")
-SEEN_PG = text(f"SELECT d.source, d.platform, d.message_id FROM {DEDUPE} d JOIN {IDENTS_PG} ON d.source = t.s"
-               " AND d.platform = t.p AND d.message_id = t.m")
-RECORD_PG = text(f"INSERT INTO {DEDUPE} (source, platform, message_id, received_at) SELECT s, p, m, :now"
-                 f" FROM {IDENTS_PG} ON CONFLICT DO NOTHING")
+IDENTS_PG = (
+    "unnest(CAST(:sources AS varchar[]), CAST(:platforms AS varchar[]), CAST(:message_ids AS varchar[])) AS t(s, p, m)"
+)
+SEEN_PG = text(
+    f"SELECT d.source, d.platform, d.message_id FROM {DEDUPE} d JOIN {IDENTS_PG} ON d.source = t.s"
+    " AND d.platform = t.p AND d.message_id = t.m"
+)
+RECORD_PG = text(
+    f"INSERT INTO {DEDUPE} (source, platform, message_id, received_at) SELECT s, p, m, :now"
+    f" FROM {IDENTS_PG} ON CONFLICT DO NOTHING"
+)
 CONVERSATIONS = IngressConversation.__tablename__
 ROLES_PG = text(f"SELECT key, connector_role FROM {CONVERSATIONS} WHERE key = ANY(CAST(:keys AS varchar[]))")
 PENDING_PG = text(f"SELECT key, pending_runs FROM {CONVERSATIONS} WHERE key = ANY(CAST(:keys AS varchar[]))")
@@ -63,14 +68,24 @@ class IngressStore:
         async with self.sessions() as s:
             conn = await s.connection()
             if conn.dialect.name == "postgresql":
-                rows = (await conn.execute(SEEN_PG, {
-                    "sources": [s for s, _, _ in unique], "platforms": [p for _, p, _ in unique],
-                    "message_ids": [m for _, _, m in unique]})).all()
+                rows = (
+                    await conn.execute(
+                        SEEN_PG,
+                        {
+                            "sources": [s for s, _, _ in unique],
+                            "platforms": [p for _, p, _ in unique],
+                            "message_ids": [m for _, _, m in unique],
+                        },
+                    )
+                ).all()
             else:
-                rows = (await conn.execute(
-                    select(InboundDedupe.source, InboundDedupe.platform, InboundDedupe.message_id).where(
-                        tuple_(InboundDedupe.source, InboundDedupe.platform, InboundDedupe.message_id).in_(unique)
-                    ))).all()
+                rows = (
+                    await conn.execute(
+                        select(InboundDedupe.source, InboundDedupe.platform, InboundDedupe.message_id).where(
+                            tuple_(InboundDedupe.source, InboundDedupe.platform, InboundDedupe.message_id).in_(unique)
+                        )
+                    )
+                ).all()
         fresh = set(unique) - {(row[0], row[1], row[2]) for row in rows}
         self._claimed |= fresh
         self._taken.extend(fresh)
@@ -88,12 +103,20 @@ class IngressStore:
             async with self.sessions() as s, s.begin():
                 conn = await s.connection()
                 if conn.dialect.name == "postgresql":
-                    await conn.execute(RECORD_PG, {
-                        "now": now, "sources": [s for s, _, _ in idents], "platforms": [p for _, p, _ in idents],
-                        "message_ids": [m for _, _, m in idents]})
+                    await conn.execute(
+                        RECORD_PG,
+                        {
+                            "now": now,
+                            "sources": [s for s, _, _ in idents],
+                            "platforms": [p for _, p, _ in idents],
+                            "message_ids": [m for _, _, m in idents],
+                        },
+                    )
                 else:  # SQLite: one cached statement over a parameter list (SQLAlchemy batches it)
-                    await conn.execute(sqlite_insert(InboundDedupe).on_conflict_do_nothing(), [
-                        {"source": s, "platform": p, "message_id": m, "received_at": now} for s, p, m in idents])
+                    await conn.execute(
+                        sqlite_insert(InboundDedupe).on_conflict_do_nothing(),
+                        [{"source": s, "platform": p, "message_id": m, "received_at": now} for s, p, m in idents],
+                    )
         self.release_sightings(idents)
 
     def release_sightings(self, idents: Sequence[DedupeKey]) -> None:
@@ -108,8 +131,11 @@ class IngressStore:
             if conn.dialect.name == "postgresql":  # one array parameter: the same statement for any batch
                 rows = await conn.execute(ROLES_PG, {"keys": list(keys)})
             else:
-                rows = await conn.execute(select(IngressConversation.key, IngressConversation.connector_role)
-                                          .where(IngressConversation.key.in_(list(keys))))
+                rows = await conn.execute(
+                    select(IngressConversation.key, IngressConversation.connector_role).where(
+                        IngressConversation.key.in_(list(keys))
+                    )
+                )
             return {key: role for key, role in rows.all()}
 
     async def facts(self, key: str) -> ConversationFacts:
@@ -117,14 +143,22 @@ class IngressStore:
             row = await s.get(IngressConversation, key)
             pending = list((row.pending_runs or {}).get("run_ids", [])) if row else []
             finished = set(await s.scalars(select(Run.run_id).where(Run.run_id.in_(pending)))) if pending else set()
-            resumable = (await s.execute(
-                select(Run.run_id, Run.status, Run.assistant_id, Run.connector_id)
-                .where(Run.conversation_key == key, Run.parent_run_id.is_(None), Run.status.in_(RESUMABLE))
-                .order_by(Run.finished_at.desc()).limit(1))).first()
-            last = (await s.execute(
-                select(Run.run_id, Run.status, Run.assistant_id, Run.connector_id)
-                .where(Run.conversation_key == key, Run.parent_run_id.is_(None))
-                .order_by(Run.finished_at.desc()).limit(1))).first()
+            resumable = (
+                await s.execute(
+                    select(Run.run_id, Run.status, Run.assistant_id, Run.connector_id)
+                    .where(Run.conversation_key == key, Run.parent_run_id.is_(None), Run.status.in_(RESUMABLE))
+                    .order_by(Run.finished_at.desc())
+                    .limit(1)
+                )
+            ).first()
+            last = (
+                await s.execute(
+                    select(Run.run_id, Run.status, Run.assistant_id, Run.connector_id)
+                    .where(Run.conversation_key == key, Run.parent_run_id.is_(None))
+                    .order_by(Run.finished_at.desc())
+                    .limit(1)
+                )
+            ).first()
         last_message = InboundMessage.model_validate(row.last_message) if row and row.last_message else None
         return ConversationFacts(
             role_override=row.connector_role if row else None,
@@ -155,27 +189,48 @@ class IngressStore:
     @staticmethod
     async def _remember_pg(conn: AsyncConnection, per_key: dict[str, tuple[InboundMessage, list[str]]]) -> None:
         keys = list(per_key)
-        pending = {key: (runs or {}).get("run_ids", [])
-                   for key, runs in (await conn.execute(PENDING_PG, {"keys": keys})).all()}
+        pending = {
+            key: (runs or {}).get("run_ids", []) for key, runs in (await conn.execute(PENDING_PG, {"keys": keys})).all()
+        }
         rows = ",".join(  # each piece is valid JSON: the message serialized by pydantic, the rest by json
             f'{{"k":{json.dumps(key)},"m":{last.model_dump_json()},'
             f'"p":{json.dumps({"run_ids": (list(pending.get(key, [])) + run_ids)[-PENDING_KEPT:]})}}}'
-            for key, (last, run_ids) in per_key.items())
+            for key, (last, run_ids) in per_key.items()
+        )
         await conn.execute(REMEMBER_PG, {"now": datetime.now(UTC), "rows": f"[{rows}]"})
 
     @staticmethod
     async def _remember_core(conn: AsyncConnection, per_key: dict[str, tuple[InboundMessage, list[str]]]) -> None:
         table = IngressConversation.__table__
-        pending = {key: (runs or {}).get("run_ids", []) for key, runs in (await conn.execute(
-            select(table.c.key, table.c.pending_runs).where(table.c.key.in_(list(per_key))))).all()}
+        pending = {
+            key: (runs or {}).get("run_ids", [])
+            for key, runs in (
+                await conn.execute(select(table.c.key, table.c.pending_runs).where(table.c.key.in_(list(per_key))))
+            ).all()
+        }
         now = datetime.now(UTC)
-        rows = [{"key": key, "connector_role": None, "last_message": last.model_dump(mode="json"),
-                 "pending_runs": {"run_ids": (list(pending.get(key, [])) + run_ids)[-PENDING_KEPT:]},
-                 "updated_at": now} for key, (last, run_ids) in per_key.items()]
+        rows = [
+            {
+                "key": key,
+                "connector_role": None,
+                "last_message": last.model_dump(mode="json"),
+                "pending_runs": {"run_ids": (list(pending.get(key, [])) + run_ids)[-PENDING_KEPT:]},
+                "updated_at": now,
+            }
+            for key, (last, run_ids) in per_key.items()
+        ]
         stmt = sqlite_insert(IngressConversation)
-        await conn.execute(stmt.on_conflict_do_update(index_elements=[table.c.key], set_={
-            "last_message": stmt.excluded.last_message, "pending_runs": stmt.excluded.pending_runs,
-            "updated_at": stmt.excluded.updated_at}), rows)
+        await conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=[table.c.key],
+                set_={
+                    "last_message": stmt.excluded.last_message,
+                    "pending_runs": stmt.excluded.pending_runs,
+                    "updated_at": stmt.excluded.updated_at,
+                },
+            ),
+            rows,
+        )
 
     async def set_role(self, key: str, role: str | None) -> None:
         async with self.sessions() as s, s.begin():
@@ -185,8 +240,9 @@ class IngressStore:
 
     @staticmethod
     def _new_row(key: str) -> IngressConversation:
-        return IngressConversation(key=key, connector_role=None, last_message=None, pending_runs=None,
-                                   updated_at=datetime.now(UTC))
+        return IngressConversation(
+            key=key, connector_role=None, last_message=None, pending_runs=None, updated_at=datetime.now(UTC)
+        )
 
     async def _row(self, s: AsyncSession, key: str) -> IngressConversation:
         row = await s.get(IngressConversation, key)

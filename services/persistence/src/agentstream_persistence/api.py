@@ -148,33 +148,45 @@ def add_routes(app: FastAPI, sessions: SessionsGetter) -> None:
         after = _after(keyset, cursor)
         async with db()() as session:
             rows, next_cursor = await queries.read_page(session, keyset, query, after, limit)
-            return RunPage(items=[RunOut.model_validate(run) for run, in rows], next_cursor=next_cursor)
+            return RunPage(items=[RunOut.model_validate(run) for (run,) in rows], next_cursor=next_cursor)
 
     @app.get("/v1/runs", tags=["persistence"], responses=AUTH_RESPONSES)
-    async def list_runs(status: Annotated[list[RunStatus] | None, Query()] = None, conversation_key: str | None = None,
-                        limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None,
-                        principal: Principal = requires(Scope.CONVERSATIONS_READ)) -> RunPage:
+    async def list_runs(
+        status: Annotated[list[RunStatus] | None, Query()] = None,
+        conversation_key: str | None = None,
+        limit: Limit = DEFAULT_PAGE_SIZE,
+        cursor: Cursor = None,
+        principal: Principal = requires(Scope.CONVERSATIONS_READ),
+    ) -> RunPage:
         """Runs, newest ending first; `status` may repeat."""
         query = queries.runs(statuses=status or (), conversation=conversation_key)
         return await run_page(queries.RUNS, queries.visible_to(query, principal), limit, cursor)
 
     @app.get("/v1/conversations/{key:path}/runs", tags=["persistence"], responses=AUTH_RESPONSES)
-    async def conversation_runs(key: str, limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None,
-                                principal: Principal = requires(Scope.CONVERSATIONS_READ)) -> RunPage:
+    async def conversation_runs(
+        key: str,
+        limit: Limit = DEFAULT_PAGE_SIZE,
+        cursor: Cursor = None,
+        principal: Principal = requires(Scope.CONVERSATIONS_READ),
+    ) -> RunPage:
         """The conversation's runs, oldest start first (another tenant's conversation is empty)."""
         query = queries.visible_to(queries.conversation_runs(key), principal)
         return await run_page(queries.CONVERSATION_RUNS, query, limit, cursor)
 
     @app.get("/v1/conversations/{key:path}/messages", tags=["persistence"], responses=AUTH_RESPONSES)
-    async def conversation_messages(key: str, limit: Limit = DEFAULT_PAGE_SIZE, cursor: Cursor = None,
-                                    principal: Principal = requires(Scope.CONVERSATIONS_READ)) -> MessagePage:
+    async def conversation_messages(
+        key: str,
+        limit: Limit = DEFAULT_PAGE_SIZE,
+        cursor: Cursor = None,
+        principal: Principal = requires(Scope.CONVERSATIONS_READ),
+    ) -> MessagePage:
         """The conversation's messages, run by run (oldest start first), each run's in stream order."""
         keyset = queries.CONVERSATION_MESSAGES
         after = _after(keyset, cursor)
         query = queries.visible_to(queries.conversation_messages(key), principal)
         async with db()() as session:
             rows, next_cursor = await queries.read_page(session, keyset, query, after, limit)
-            return MessagePage(items=[MessageOut.model_validate(m) for m, in rows], next_cursor=next_cursor)
+            return MessagePage(items=[MessageOut.model_validate(m) for (m,) in rows], next_cursor=next_cursor)
 
     @app.get("/v1/runs/{run_id}/resume-steps", tags=["persistence"], responses=AUTH_RESPONSES)
     async def resume_steps(run_id: str, principal: Principal = requires(Scope.RUNS_RESUME)) -> CheckpointOut:
@@ -183,8 +195,11 @@ def add_routes(app: FastAPI, sessions: SessionsGetter) -> None:
             checkpoint = await session.get(RunCheckpoint, run_id)
             if checkpoint is None or not queries.may_see(await session.get(Run, run_id), principal):
                 raise HTTPException(404, f"run {run_id} has no resume checkpoint")
-            steps = (await session.scalars(
-                select(ResumeStep).where(ResumeStep.root_run_id == run_id).order_by(ResumeStep.seq))).all()
+            steps = (
+                await session.scalars(
+                    select(ResumeStep).where(ResumeStep.root_run_id == run_id).order_by(ResumeStep.seq)
+                )
+            ).all()
         out = CheckpointOut.model_validate(checkpoint)
         out.steps = [ResumeStepOut.model_validate(s) for s in steps]
         return out

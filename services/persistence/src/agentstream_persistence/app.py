@@ -72,16 +72,22 @@ class PersistenceService(Service):
         self._retry: dict[str, str] = {}  # root run id → the last error
         self._retrier: asyncio.Task[None] | None = None
         self.ready_checks["flush"] = self._flush_ready
-        self.flushes = Counter("agentstream_persistence_flushes_total", "Run flushes", ["outcome"],
-                               registry=self.registry)
-        self.lost_runs = Counter("agentstream_persistence_lost_runs_total", "Runs ended by the watchdog",
-                                 registry=self.registry)
-        Gauge("agentstream_persistence_open_buffers", "Runs buffered, not yet flushed",
-              registry=self.registry).set_function(lambda: len(self.buffers))
-        Gauge("agentstream_persistence_flush_retries", "Finished runs waiting for a flush retry",
-              registry=self.registry).set_function(lambda: len(self._retry))
+        self.flushes = Counter(
+            "agentstream_persistence_flushes_total", "Run flushes", ["outcome"], registry=self.registry
+        )
+        self.lost_runs = Counter(
+            "agentstream_persistence_lost_runs_total", "Runs ended by the watchdog", registry=self.registry
+        )
+        Gauge(
+            "agentstream_persistence_open_buffers", "Runs buffered, not yet flushed", registry=self.registry
+        ).set_function(lambda: len(self.buffers))
+        Gauge(
+            "agentstream_persistence_flush_retries", "Finished runs waiting for a flush retry", registry=self.registry
+        ).set_function(lambda: len(self._retry))
         self.subscriber = self.broker.subscriber(
-            self.topics.events, **self.subscriber_options(), ack_policy=AckPolicy.MANUAL,
+            self.topics.events,
+            **self.subscriber_options(),
+            ack_policy=AckPolicy.MANUAL,
             listener=_Revocations(self),
         )
         self.subscriber(self.on_event)
@@ -150,9 +156,14 @@ class PersistenceService(Service):
         self._retry.pop(buf.root_run_id, None)
         self.buffers.discard(buf.root_run_id)
         self.flushes.labels("ok").inc()
-        self.log.info("run flushed", root_run_id=buf.root_run_id, status=rows.run["status"],
-                      reason=rows.run["reason"], messages=len(rows.messages),
-                      resume_steps=len(rows.checkpoint.steps) if rows.checkpoint else 0)
+        self.log.info(
+            "run flushed",
+            root_run_id=buf.root_run_id,
+            status=rows.run["status"],
+            reason=rows.run["reason"],
+            messages=len(rows.messages),
+            resume_steps=len(rows.checkpoint.steps) if rows.checkpoint else 0,
+        )
         if rows.run["reason"] in AUTO_RESUME_REASONS and self.settings.resume.auto and not rows.completed:
             try:
                 await self.auto_resume(buf)
@@ -167,17 +178,25 @@ class PersistenceService(Service):
         try:
             await self.publish(self.topics.dlq, letter, buf.conversation_key)
         except Exception as err:  # not lost: kept and retried like a failing database
-            self.log.warning("dead letter of an unstorable run not published; retrying",
-                             root_run_id=buf.root_run_id, error=failure_reason(err))
+            self.log.warning(
+                "dead letter of an unstorable run not published; retrying",
+                root_run_id=buf.root_run_id,
+                error=failure_reason(err),
+            )
             self._queue_retry(buf.root_run_id, reason)
             return False
         self._retry.pop(buf.root_run_id, None)
         self.buffers.discard(buf.root_run_id)
         self.flushes.labels("dead_letter").inc()
         self.dead_letters.labels(self.name, self.topics.events).inc()
-        self.log.error("run could not be stored; dead-lettered", root_run_id=buf.root_run_id,
-                       topic=letter.source_topic, partition=letter.source_partition, offset=letter.source_offset,
-                       error=reason)
+        self.log.error(
+            "run could not be stored; dead-lettered",
+            root_run_id=buf.root_run_id,
+            topic=letter.source_topic,
+            partition=letter.source_partition,
+            offset=letter.source_offset,
+            error=reason,
+        )
         await self.commit()
         return True
 

@@ -160,8 +160,9 @@ class BufferSet:
 
     def stale(self, now: float, stale_after_s: float) -> list[RunBuffer]:
         """Open runs that have been silent for `stale_after_s`: lost with their runner."""
-        return [b for b in self._buffers.values()
-                if b.state is BufferState.OPEN and now - b.last_seen_at >= stale_after_s]
+        return [
+            b for b in self._buffers.values() if b.state is BufferState.OPEN and now - b.last_seen_at >= stale_after_s
+        ]
 
     def discard(self, root_run_id: str) -> None:
         """The run is in the database: forget it (and let the commit point move past it)."""
@@ -172,8 +173,9 @@ class BufferSet:
 
     def oldest_origin(self, partition: int) -> int | None:
         """Lowest first-event offset of the unflushed runs read from `partition`."""
-        offsets = [b.origin.offset for b in self._buffers.values()
-                   if b.origin is not None and b.origin.partition == partition]
+        offsets = [
+            b.origin.offset for b in self._buffers.values() if b.origin is not None and b.origin.partition == partition
+        ]
         return min(offsets, default=None)
 
     def __len__(self) -> int:

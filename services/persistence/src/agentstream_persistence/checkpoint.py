@@ -38,15 +38,30 @@ def start_info(buf: RunBuffer) -> dict[str, Any]:
 
 def checkpoint_rows(buf: RunBuffer, fin: RunFinished) -> CheckpointRows:
     checkpoint = {
-        "root_run_id": buf.root_run_id, "conversation_key": buf.conversation_key,
-        "status": fin.status, "reason": fin.reason, "error": fin.error, "last_seq": max(fin.seq, buf.max_seq),
-        "usage": fin.usage.model_dump(mode="json"), "start": start_info(buf), "resume_attempts": 0,
-        "created_at": fin.ts, "updated_at": fin.ts,
+        "root_run_id": buf.root_run_id,
+        "conversation_key": buf.conversation_key,
+        "status": fin.status,
+        "reason": fin.reason,
+        "error": fin.error,
+        "last_seq": max(fin.seq, buf.max_seq),
+        "usage": fin.usage.model_dump(mode="json"),
+        "start": start_info(buf),
+        "resume_attempts": 0,
+        "created_at": fin.ts,
+        "updated_at": fin.ts,
     }
     steps = [
-        {"root_run_id": buf.root_run_id, "run_id": s.run_id, "seq": s.seq, "step_id": s.step_id,
-         "step_type": s.step_type, "input": s.input, "output": s.output,
-         "memory": [m.model_dump(mode="json") for m in s.memory], "created_at": s.ts}
+        {
+            "root_run_id": buf.root_run_id,
+            "run_id": s.run_id,
+            "seq": s.seq,
+            "step_id": s.step_id,
+            "step_type": s.step_type,
+            "input": s.input,
+            "output": s.output,
+            "memory": [m.model_dump(mode="json") for m in s.memory],
+            "created_at": s.ts,
+        }
         for s in buf.steps
         if s.run_id == buf.root_run_id  # a child's steps belong to its own (re-run) delegation step
     ]

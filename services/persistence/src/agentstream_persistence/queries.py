@@ -42,8 +42,11 @@ def visible_to(query: Select[Any], principal: Principal) -> Select[Any]:
 
 
 def may_see(run: Run | None, principal: Principal) -> bool:
-    return run is not None and principal.sees_tenant(run.tenant_id) and (
-        principal.user_id is None or run.user_id == principal.user_id)
+    return (
+        run is not None
+        and principal.sees_tenant(run.tenant_id)
+        and (principal.user_id is None or run.user_id == principal.user_id)
+    )
 
 
 def conversation_runs(key: str) -> Select[Any]:

@@ -92,26 +92,62 @@ def rows_for(buf: RunBuffer, redact: Redact = keep) -> FlushRows:
     base = {"conversation_key": buf.conversation_key, "session_id": session_id, "root_run_id": buf.root_run_id}
 
     messages = [
-        {**base, "run_id": buf.root_run_id, "seq": seq, "part": part, "role": m.role, "content": redact(m.content),
-         "name": m.name, "tool_call_id": m.tool_call_id, "created_at": ts}
+        {
+            **base,
+            "run_id": buf.root_run_id,
+            "seq": seq,
+            "part": part,
+            "role": m.role,
+            "content": redact(m.content),
+            "name": m.name,
+            "tool_call_id": m.tool_call_id,
+            "created_at": ts,
+        }
         # A merged message is stored with the run it was merged into; a rejected one never ran.
         for seq, part, m, ts in (_user_input(buf) if fin.reason not in NOT_RUN_REASONS else [])
     ]
     messages += [
-        {**base, "run_id": m.run_id, "seq": m.seq, "part": 0, "role": "assistant", "content": redact(m.text),
-         "name": None, "tool_call_id": None, "created_at": m.ts}
-        for m in buf.assistant if m.text  # a turn that only called tools has no text worth keeping
+        {
+            **base,
+            "run_id": m.run_id,
+            "seq": m.seq,
+            "part": 0,
+            "role": "assistant",
+            "content": redact(m.text),
+            "name": None,
+            "tool_call_id": None,
+            "created_at": m.ts,
+        }
+        for m in buf.assistant
+        if m.text  # a turn that only called tools has no text worth keeping
     ]
     messages += [
-        {**base, "run_id": t.call.run_id, "seq": t.call.seq, "part": 0, "role": "tool",
-         "content": tool_summary(t, redact), "name": t.call.tool, "tool_call_id": t.call.call_id,
-         "created_at": t.call.ts}
+        {
+            **base,
+            "run_id": t.call.run_id,
+            "seq": t.call.seq,
+            "part": 0,
+            "role": "tool",
+            "content": tool_summary(t, redact),
+            "name": t.call.tool,
+            "tool_call_id": t.call.call_id,
+            "created_at": t.call.ts,
+        }
         for t in buf.tools
     ]
     # Text streamed before an interrupt or a lost runner is kept: what the user saw.
     messages += [
-        {**base, "run_id": d.run_id, "seq": d.seq, "part": 0, "role": "assistant", "content": redact(d.text),
-         "name": None, "tool_call_id": None, "created_at": d.ts}
+        {
+            **base,
+            "run_id": d.run_id,
+            "seq": d.seq,
+            "part": 0,
+            "role": "assistant",
+            "content": redact(d.text),
+            "name": None,
+            "tool_call_id": None,
+            "created_at": d.ts,
+        }
         for d in buf.incomplete_messages()
     ]
     messages.sort(key=lambda r: (r["seq"], r["part"]))
@@ -120,22 +156,35 @@ def rows_for(buf: RunBuffer, redact: Redact = keep) -> FlushRows:
 
     started_at = started.ts if started else (queued.ts if queued else fin.ts)
     run = {
-        "run_id": buf.root_run_id, "root_run_id": buf.root_run_id, "parent_run_id": None,
-        "conversation_key": buf.conversation_key, "session_id": session_id,
+        "run_id": buf.root_run_id,
+        "root_run_id": buf.root_run_id,
+        "parent_run_id": None,
+        "conversation_key": buf.conversation_key,
+        "session_id": session_id,
         "assistant_id": started.assistant_id if started else (queued.assistant_id if queued else None),
         "connector_id": started.connector_id if started else None,
         "user_id": (started.user_id if started else None) or (queued.user_id if queued else None),
         "tenant_id": (started.tenant_id if started else None) or (queued.tenant_id if queued else None),
-        "status": fin.status, "error": redact(fin.error) if fin.error else fin.error, "reason": fin.reason,
+        "status": fin.status,
+        "error": redact(fin.error) if fin.error else fin.error,
+        "reason": fin.reason,
         "text": redact(fin.text),
-        "prompt_tokens": fin.usage.prompt_tokens, "completion_tokens": fin.usage.completion_tokens,
-        "llm_calls": fin.usage.llm_calls, "duration_ms": fin.duration_ms,
-        "started_at": started_at, "finished_at": fin.ts,
+        "prompt_tokens": fin.usage.prompt_tokens,
+        "completion_tokens": fin.usage.completion_tokens,
+        "llm_calls": fin.usage.llm_calls,
+        "duration_ms": fin.duration_ms,
+        "started_at": started_at,
+        "finished_at": fin.ts,
     }
     target = _target(buf)
     conversation = {
-        "key": buf.conversation_key, "platform": target.platform, "chat_id": target.chat_id,
-        "thread_id": target.thread_id, "session_id": session_id, "created_at": started_at, "updated_at": fin.ts,
+        "key": buf.conversation_key,
+        "platform": target.platform,
+        "chat_id": target.chat_id,
+        "thread_id": target.thread_id,
+        "session_id": session_id,
+        "created_at": started_at,
+        "updated_at": fin.ts,
     }
     resumable = fin.status is not RunStatus.COMPLETED and fin.reason not in NOT_RUN_REASONS
     checkpoint = checkpoint_rows(buf, fin) if resumable else None

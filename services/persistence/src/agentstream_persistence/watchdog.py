@@ -34,8 +34,14 @@ def lost_run_finished(buf: RunBuffer, stale_after_s: float, now: datetime | None
         text = partial[-1].text
     begun = buf.started.ts if buf.started else (buf.queued.ts if buf.queued else now)
     return RunFinished(
-        run_id=buf.root_run_id, root_run_id=buf.root_run_id, conversation_key=buf.conversation_key,
-        seq=buf.max_seq + 1, status=RunStatus.FAILED, reason=FinishReason.RUNNER_LOST,
+        run_id=buf.root_run_id,
+        root_run_id=buf.root_run_id,
+        conversation_key=buf.conversation_key,
+        seq=buf.max_seq + 1,
+        status=RunStatus.FAILED,
+        reason=FinishReason.RUNNER_LOST,
         error=f"the agent runner stopped responding (no event for {stale_after_s:g} s)",
-        text=text, usage=usage_so_far(buf), duration_ms=max(0.0, (now - begun).total_seconds() * 1000),
+        text=text,
+        usage=usage_so_far(buf),
+        duration_ms=max(0.0, (now - begun).total_seconds() * 1000),
     )

@@ -35,8 +35,9 @@ from agentstream_stack.services import build_service
 
 BROKER_DIED_EXIT = 3  # `agentstream up`: the embedded broker died, the stack was stopped
 
-app = typer.Typer(help="agentstream: a Kafka-native runtime for AI agents.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="agentstream: a Kafka-native runtime for AI agents.", no_args_is_help=True, pretty_exceptions_enable=False
+)
 topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
 db_app = typer.Typer(help="The database.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
@@ -51,7 +52,9 @@ app.add_typer(keys_app, name="keys")
 @app.command()
 def up(
     config: ConfigOpt = None,
-    broker: Annotated[bool, typer.Option(help="Start the embedded Tansu broker (else use kafka.bootstrap_servers).")] = True,
+    broker: Annotated[
+        bool, typer.Option(help="Start the embedded Tansu broker (else use kafka.bootstrap_servers).")
+    ] = True,
     chat: Annotated[bool | None, typer.Option(help="Chat in this terminal (default: when stdin is a TTY).")] = None,
 ) -> None:
     """Start the embedded stack (broker, database, all five services) in this process."""
@@ -66,24 +69,38 @@ def up(
         stop = asyncio.Event()
         install_stop_signals(stop)
         out.print("[dim]starting the embedded stack (broker, topics, database, 5 services)…[/]")
-        async with embedded_stack(settings, start_broker=broker, console=out, broker_log=state_dir / "broker.log",
-                                  admin_key=True, secrets_dir=state_dir) as stack:
+        async with embedded_stack(
+            settings,
+            start_broker=broker,
+            console=out,
+            broker_log=state_dir / "broker.log",
+            admin_key=True,
+            secrets_dir=state_dir,
+        ) as stack:
             d = stack.describe()
-            out.print(f"[green]agentstream is up[/]  kafka [bold]{d['kafka']}[/] (prefix {d['topic_prefix']})"
-                      f"  database [bold]{_masked(d['database'])}[/]")
+            out.print(
+                f"[green]agentstream is up[/]  kafka [bold]{d['kafka']}[/] (prefix {d['topic_prefix']})"
+                f"  database [bold]{_masked(d['database'])}[/]"
+            )
             for name, url in d["services"].items():
                 out.print(f"  {name:<14} {url}  (/healthz /readyz /metrics)")
             if log_file:
                 out.print(f"  logs           {log_file}")
-            out.print("  [dim]credentials    Authorization: Bearer <key> on every route but /healthz /readyz;[/]",
-                      soft_wrap=True)
-            out.print("  [dim]               /metrics too (the admin key, or a key with metrics:read)[/]", soft_wrap=True)
+            out.print(
+                "  [dim]credentials    Authorization: Bearer <key> on every route but /healthz /readyz;[/]",
+                soft_wrap=True,
+            )
+            out.print(
+                "  [dim]               /metrics too (the admin key, or a key with metrics:read)[/]", soft_wrap=True
+            )
             if stack.new_admin_key:
                 # Printed, never logged nor written: the database keeps only its hash.
                 out.print("[bold yellow]admin key[/] (save it; it is not shown again):")
                 out.print(f"  {stack.new_admin_key}", soft_wrap=True, highlight=False)
             else:
-                out.print("  [dim]admin key: the one printed on the first start (`agentstream keys create` makes more)[/]")
+                out.print(
+                    "  [dim]admin key: the one printed on the first start (`agentstream keys create` makes more)[/]"
+                )
             out.print(f"  web chat       {stack.web_link()}", soft_wrap=True, highlight=False)
             out.print('[dim]send from another terminal: agentstream send "calculate 6*7"   ·   Ctrl-C stops[/]')
             watch = asyncio.create_task(stack.watch_broker(stop), name="embedded-broker-watch")
@@ -95,9 +112,11 @@ def up(
             watch.cancel()
             if stack.broker_exit_code is not None:
                 # Never a silent zombie: services without their broker serve nothing. Stop, and say why.
-                err.print(f"[red bold]the embedded broker exited (code {stack.broker_exit_code}); everything it "
-                          "held (topics, records, offsets) is gone. Stopping the stack; start it again with "
-                          "`agentstream up`.[/]")
+                err.print(
+                    f"[red bold]the embedded broker exited (code {stack.broker_exit_code}); everything it "
+                    "held (topics, records, offsets) is gone. Stopping the stack; start it again with "
+                    "`agentstream up`.[/]"
+                )
             out.print("[dim]stopping…[/]")
         out.print("[green]stopped[/]")
         return stack.broker_exit_code
@@ -157,8 +176,9 @@ def send(
 ) -> None:
     """Produce one InboundMessage and print the streamed reply as it arrives."""
     settings = _client_settings(config)
-    msg = InboundMessage(id=str(uuid.uuid4()), platform=platform, chat_id=chat, user=User(id=user), text=text,
-                         assistant_id=assistant)
+    msg = InboundMessage(
+        id=str(uuid.uuid4()), platform=platform, chat_id=chat, user=User(id=user), text=text, assistant_id=assistant
+    )
     try:
         finished = asyncio.run(_send(settings, msg, timeout, out))
     except TimeoutError:
@@ -183,16 +203,20 @@ def demo(config: ConfigOpt = None) -> None:
             out.print("[dim]starting the embedded stack…[/]")
             async with embedded_stack(settings, ports=free_ports(), state_file=None, admin_key=True) as stack:
                 out.print(f"[dim]up in {time.monotonic() - t0:.1f} s; asking the demo assistant[/]")
-                msg = InboundMessage(id=str(uuid.uuid4()), platform="memory", chat_id="demo",
-                                     user=User(id="demo-user", name="Demo"), text="calculate 6*7")
+                msg = InboundMessage(
+                    id=str(uuid.uuid4()),
+                    platform="memory",
+                    chat_id="demo",
+                    user=User(id="demo-user", name="Demo"),
+                    text="calculate 6*7",
+                )
                 out.print(f"[bold cyan]you>[/] {msg.text}")
                 out.print("[bold green]assistant>[/] ", end="")
                 finished = await _send(stack.settings, msg, 60, out)
                 if finished is None:
                     return None
                 assert stack.new_admin_key is not None  # the demo's database is new
-                await _print_persisted(stack.urls["persistence"], stack.new_admin_key, finished,
-                                       msg.conversation_key)
+                await _print_persisted(stack.urls["persistence"], stack.new_admin_key, finished, msg.conversation_key)
                 return finished
 
         finished = asyncio.run(main())
@@ -212,8 +236,10 @@ async def _print_persisted(persistence_url: str, admin_key: str, finished: RunFi
             await asyncio.sleep(0.1)
         resp.raise_for_status()
         run = resp.json()
-        out.print(f"[bold]persisted run[/] {run['run_id']}: status={run['status']} "
-                  f"llm_calls={run['llm_calls']} text={run['text']!r}")
+        out.print(
+            f"[bold]persisted run[/] {run['run_id']}: status={run['status']} "
+            f"llm_calls={run['llm_calls']} text={run['text']!r}"
+        )
         # A fresh demo database: the conversation's messages fit in the first page.
         messages = (await http.get(f"/v1/conversations/{key}/messages")).json()["items"]
         for m in messages:
@@ -225,8 +251,9 @@ def topics_create(config: ConfigOpt = None) -> None:
     """Create every topic with the configured partition count (existing ones are kept)."""
     settings = _settings(config)
     created = asyncio.run(create_topics(settings.kafka))
-    out.print(json.dumps({"created": created, "prefix": settings.kafka.topic_prefix,
-                          "partitions": settings.kafka.partitions}))
+    out.print(
+        json.dumps({"created": created, "prefix": settings.kafka.topic_prefix, "partitions": settings.kafka.partitions})
+    )
 
 
 @db_app.command("upgrade")

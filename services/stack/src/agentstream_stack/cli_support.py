@@ -16,8 +16,9 @@ from rich.console import Console
 from agentstream.config import ConfigError, SecurityProtocol, Settings, load_settings
 from agentstream_stack.embedded import read_state
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file (or AGENTSTREAM_CONFIG).",
-                                                 exists=False)]
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", "-c", help="YAML config file (or AGENTSTREAM_CONFIG).", exists=False)
+]
 out = Console()
 err = Console(stderr=True)
 
@@ -36,9 +37,14 @@ def client_settings(config: Path | None) -> Settings:
     explicit = config or os.environ.get("AGENTSTREAM_CONFIG") or os.environ.get("AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS")
     state = read_state()
     if not explicit and state:
-        kafka = settings.kafka.model_copy(update={"bootstrap_servers": state["kafka"], "embedded": True,
-                                                  "topic_prefix": state["topic_prefix"],
-                                                  "security_protocol": SecurityProtocol.PLAINTEXT})
+        kafka = settings.kafka.model_copy(
+            update={
+                "bootstrap_servers": state["kafka"],
+                "embedded": True,
+                "topic_prefix": state["topic_prefix"],
+                "security_protocol": SecurityProtocol.PLAINTEXT,
+            }
+        )
         settings = settings.model_copy(update={"kafka": kafka})
     return settings
 

@@ -39,8 +39,11 @@ class RunFollower:
             bootstrap_servers=kafka.bootstrap_servers, enable_idempotence=kafka.idempotence, **security
         )
         self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=kafka.bootstrap_servers, enable_auto_commit=False,
-            fetch_max_wait_ms=kafka.fetch_wait_ms, group_id=None, **security,
+            bootstrap_servers=kafka.bootstrap_servers,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=kafka.fetch_wait_ms,
+            group_id=None,
+            **security,
         )
 
     async def __aenter__(self) -> RunFollower:
@@ -66,7 +69,9 @@ class RunFollower:
         for tp in tps:  # resolve the positions now, before the message is produced
             await self._consumer.position(tp)
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self._consumer.stop()
         await self._producer.stop()
 

@@ -54,8 +54,13 @@ async def chat_loop(ingress: Service, delivery: Service, console: Console, stop:
         if not text.strip():
             continue
         finished.clear()
-        msg = InboundMessage(id=str(uuid.uuid4()), platform="console", chat_id=CONSOLE_CHAT,
-                             user=User(id="local-user", name="you"), text=text)
+        msg = InboundMessage(
+            id=str(uuid.uuid4()),
+            platform="console",
+            chat_id=CONSOLE_CHAT,
+            user=User(id="local-user", name="you"),
+            text=text,
+        )
         await ingress.publish(topics.inbound, msg, msg.conversation_key)
         waiter = asyncio.ensure_future(finished.wait())
         stopper = asyncio.ensure_future(stop.wait())

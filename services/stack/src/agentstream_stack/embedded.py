@@ -45,6 +45,7 @@ class RunningStack:
         assert isinstance(delivery, DeliveryService)
         token, _ = delivery.web_sessions.issue(chat_id, user_id, DEFAULT_TENANT)
         return self.urls["delivery"].replace("://0.0.0.0:", "://127.0.0.1:") + page_path(chat_id, token)
+
     broker_exit_code: int | None = None  # set when the embedded broker ended on its own
 
     async def watch_broker(self, stop: asyncio.Event) -> None:
@@ -109,8 +110,14 @@ async def embedded_stack(
         host = ServiceHost(services, settings.http.host, ports)
         with forgotten_on_exit(creds):
             async with host:
-                stack = RunningStack(settings, host, {s.name: s for s in services}, broker,
-                                     urls={n: host.url(n) for n in SERVICES}, new_admin_key=creds.new_admin_key)
+                stack = RunningStack(
+                    settings,
+                    host,
+                    {s.name: s for s in services},
+                    broker,
+                    urls={n: host.url(n) for n in SERVICES},
+                    new_admin_key=creds.new_admin_key,
+                )
                 if state_file is not None:
                     _write_state(state_file, stack.describe())
                 try:

@@ -47,7 +47,8 @@ class StreamPrinter:
                 detail = f" — {error}" if error else ""
                 self.console.print(
                     f"[dim]run {status}{detail} · {usage.llm_calls} LLM calls, "
-                    f"{usage.total_tokens} tokens · {ms:.0f} ms[/dim]", highlight=False,
+                    f"{usage.total_tokens} tokens · {ms:.0f} ms[/dim]",
+                    highlight=False,
                 )
             case _:
                 pass

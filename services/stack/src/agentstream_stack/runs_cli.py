@@ -59,7 +59,9 @@ def _status(status: str) -> str:
 
 
 def _brief(value: Any, limit: int = 80) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = (
+        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    )
     return shorten(" ".join(text.split()), limit)
 
 
@@ -79,15 +81,19 @@ def _after(cursor: str | None) -> Key | None:
     try:
         return None if cursor is None else RUNS.decode(cursor)
     except InvalidCursor:
-        raise typer.BadParameter("invalid cursor: pass the next cursor a previous list printed",
-                                 param_hint="'--cursor'") from None
+        raise typer.BadParameter(
+            "invalid cursor: pass the next cursor a previous list printed", param_hint="'--cursor'"
+        ) from None
 
 
 @runs_app.command("list")
 def runs_list(
-    status: Annotated[list[RunStatus] | None, typer.Option(
-        "--status", "-s", help="Only runs that ended so (repeat for several).")] = None,
-    conversation: Annotated[str | None, typer.Option(help="Only this conversation key (platform:chat_id[:thread]).")] = None,
+    status: Annotated[
+        list[RunStatus] | None, typer.Option("--status", "-s", help="Only runs that ended so (repeat for several).")
+    ] = None,
+    conversation: Annotated[
+        str | None, typer.Option(help="Only this conversation key (platform:chat_id[:thread]).")
+    ] = None,
     resumable: Annotated[bool, typer.Option("--resumable", help="Only runs with a checkpoint (resumable).")] = False,
     limit: Annotated[int, typer.Option(min=1, max=MAX_PAGE_SIZE, help="At most this many runs (a page).")] = 20,
     cursor: Annotated[str | None, typer.Option(help="The next page: the cursor a previous list printed.")] = None,
@@ -97,9 +103,16 @@ def runs_list(
     """Stored runs, newest ending first, and whether each can be resumed."""
     after = _after(cursor)
     settings = client_settings(config)
-    page = _run_or_exit(list_runs(
-        settings.database.url, statuses=[s.value for s in status or []], conversation=conversation,
-        resumable=resumable, limit=limit, after=after))
+    page = _run_or_exit(
+        list_runs(
+            settings.database.url,
+            statuses=[s.value for s in status or []],
+            conversation=conversation,
+            resumable=resumable,
+            limit=limit,
+            after=after,
+        )
+    )
     if as_json:
         typer.echo(page.model_dump_json(indent=2))
         return
@@ -114,8 +127,10 @@ def _print_page(page: RunListPage, limit: int) -> None:
     full_ids = out.width >= WIDE_TERMINAL
     out.print(_runs_table(runs, limit, full_ids, all_columns=out.width >= MEDIUM_TERMINAL))
     if not full_ids and any(_short_id(r.run_id) != r.run_id for r in runs):
-        out.print("[dim]run ids shortened (a wider terminal or --json shows them whole); "
-                  "show and resume take the shown prefix without the …[/]")
+        out.print(
+            "[dim]run ids shortened (a wider terminal or --json shows them whole); "
+            "show and resume take the shown prefix without the …[/]"
+        )
     if page.next_cursor is not None:
         # One unbroken line, so the cursor can be copied whole from a narrow terminal too.
         out.print(f"[dim]more: --cursor {page.next_cursor}[/]", soft_wrap=True, highlight=False)
@@ -124,8 +139,9 @@ def _print_page(page: RunListPage, limit: int) -> None:
 def _runs_table(runs: list[RunListItem], limit: int, full_ids: bool, all_columns: bool) -> Table:
     """Full run ids need a wide terminal, else a prefix (show and resume take one); a narrow
     terminal also drops the assistant and start time (--json has everything)."""
-    table = Table(title=f"runs, newest first (at most {limit})", title_justify="left", box=box.SIMPLE_HEAD,
-                  pad_edge=False)
+    table = Table(
+        title=f"runs, newest first (at most {limit})", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+    )
     table.add_column("run id", no_wrap=True, style="bold")
     table.add_column("conversation", overflow="fold")
     if all_columns:
@@ -149,8 +165,10 @@ def _runs_table(runs: list[RunListItem], limit: int, full_ids: bool, all_columns
 def _detail_or_exit(url: str, run_id: str) -> RunDetail:
     detail = _run_or_exit(show_run(url, run_id))
     if detail is None:
-        err.print(f"[red]unknown run {escape(run_id)}: no stored run has this id "
-                  "(a run is stored once it ends; see agentstream runs list)[/]")
+        err.print(
+            f"[red]unknown run {escape(run_id)}: no stored run has this id "
+            "(a run is stored once it ends; see agentstream runs list)[/]"
+        )
         raise typer.Exit(1)
     return detail
 
@@ -167,14 +185,22 @@ def runs_show(run_id: RunIdArg, as_json: JsonOpt = False, config: ConfigOpt = No
 
 def _print_detail(detail: RunDetail) -> None:
     run, cp = detail.run, detail.checkpoint
-    out.print(f"[bold]run {escape(run.run_id)}[/]  {_status(run.status)}"
-              + (f"  reason [bold]{escape(run.reason)}[/]" if run.reason else ""))
-    out.print(f"  conversation {escape(run.conversation_key)} · assistant {escape(run.assistant_id or '—')} · "
-              f"connector {escape(run.connector_id or '—')} · user {escape(run.user_id or '—')} · "
-              f"session {escape(run.session_id or '—')}", highlight=False)
-    out.print(f"  started {_when(run.started_at)} · finished {_when(run.finished_at)} UTC · "
-              f"{run.duration_ms:.0f} ms · {run.llm_calls} LLM calls · "
-              f"{run.prompt_tokens}+{run.completion_tokens} tokens", highlight=False)
+    out.print(
+        f"[bold]run {escape(run.run_id)}[/]  {_status(run.status)}"
+        + (f"  reason [bold]{escape(run.reason)}[/]" if run.reason else "")
+    )
+    out.print(
+        f"  conversation {escape(run.conversation_key)} · assistant {escape(run.assistant_id or '—')} · "
+        f"connector {escape(run.connector_id or '—')} · user {escape(run.user_id or '—')} · "
+        f"session {escape(run.session_id or '—')}",
+        highlight=False,
+    )
+    out.print(
+        f"  started {_when(run.started_at)} · finished {_when(run.finished_at)} UTC · "
+        f"{run.duration_ms:.0f} ms · {run.llm_calls} LLM calls · "
+        f"{run.prompt_tokens}+{run.completion_tokens} tokens",
+        highlight=False,
+    )
     if run.error:
         out.print(f"  [red]error[/] {escape(run.error)}", highlight=False)
     if run.text:
@@ -183,12 +209,17 @@ def _print_detail(detail: RunDetail) -> None:
     for m in detail.messages:
         out.print(f"  [dim]{m.seq:>4}[/] {m.role:>9}  {escape(_brief(m.content, 120))}", highlight=False)
     if cp is None:
-        out.print("[bold]checkpoint[/] none: completed runs have none (nor does a resumed run once it completed); "
-                  "this run cannot be resumed")
+        out.print(
+            "[bold]checkpoint[/] none: completed runs have none (nor does a resumed run once it completed); "
+            "this run cannot be resumed"
+        )
         return
-    out.print(f"[bold]checkpoint[/] {_status(cp.status)} {escape(_ending(cp.reason, cp.error, 120))} · "
-              f"last seq {cp.last_seq} · resume attempts {cp.resume_attempts} · "
-              f"LLM calls so far {cp.usage.get('llm_calls', 0)} · updated {_when(cp.updated_at)} UTC", highlight=False)
+    out.print(
+        f"[bold]checkpoint[/] {_status(cp.status)} {escape(_ending(cp.reason, cp.error, 120))} · "
+        f"last seq {cp.last_seq} · resume attempts {cp.resume_attempts} · "
+        f"LLM calls so far {cp.usage.get('llm_calls', 0)} · updated {_when(cp.updated_at)} UTC",
+        highlight=False,
+    )
     if cp.steps:
         table = Table(title="completed steps (a resume does not repeat them)", title_justify="left")
         for name in ("seq", "type", "step id", "input", "output"):
@@ -201,12 +232,15 @@ def _print_detail(detail: RunDetail) -> None:
     out.print(f"[dim]resume with: agentstream runs resume {escape(run.run_id)}[/]")
 
 
-async def _resume(kafka: KafkaSettings, command: ResumeRun, after_seq: int, wait: bool,
-                  timeout: float) -> RunFinished | None:
+async def _resume(
+    kafka: KafkaSettings, command: ResumeRun, after_seq: int, wait: bool, timeout: float
+) -> RunFinished | None:
     async with RunFollower(kafka) as follower:  # positioned on `events` before the command goes out
         await follower.resume(command)
-        out.print(f"resume requested: run [bold]{escape(command.run_id)}[/] (conversation {escape(command.conversation_key)})",
-                  highlight=False)
+        out.print(
+            f"resume requested: run [bold]{escape(command.run_id)}[/] (conversation {escape(command.conversation_key)})",
+            highlight=False,
+        )
         if not wait:
             return None
         printer = StreamPrinter(out)
@@ -228,8 +262,9 @@ async def _resume(kafka: KafkaSettings, command: ResumeRun, after_seq: int, wait
 @runs_app.command("resume")
 def runs_resume(
     run_id: RunIdArg,
-    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Follow the run to its end (default) "
-                                       "or only request the resume.")] = True,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Follow the run to its end (default) or only request the resume.")
+    ] = True,
     timeout: Annotated[float, typer.Option(help="Seconds to follow the run.")] = 300.0,
     config: ConfigOpt = None,
 ) -> None:
@@ -238,16 +273,20 @@ def runs_resume(
     detail = _detail_or_exit(settings.database.url, run_id)
     run, cp = detail.run, detail.checkpoint
     if cp is None:
-        err.print(f"[red]run {escape(run.run_id)} has no checkpoint (it ended {run.status}"
-                  f"{', ' + escape(run.reason) if run.reason else ''}): only failed or interrupted runs "
-                  "can be resumed[/]")
+        err.print(
+            f"[red]run {escape(run.run_id)} has no checkpoint (it ended {run.status}"
+            f"{', ' + escape(run.reason) if run.reason else ''}): only failed or interrupted runs "
+            "can be resumed[/]"
+        )
         raise typer.Exit(1)
     command = ResumeRun(conversation_key=cp.conversation_key, run_id=run.run_id)
     try:
         finished = asyncio.run(_resume(settings.kafka, command, cp.last_seq, wait, timeout))
     except TimeoutError:
-        err.print(f"[red]run {escape(run.run_id)} did not finish within {timeout:.0f} s; it may still be running: "
-                  f"agentstream runs show {escape(run.run_id)}[/]")
+        err.print(
+            f"[red]run {escape(run.run_id)} did not finish within {timeout:.0f} s; it may still be running: "
+            f"agentstream runs show {escape(run.run_id)}[/]"
+        )
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         err.print("[yellow]stopped following; the resume goes on without this command[/]")

@@ -55,30 +55,44 @@ async def open_runs_db(url: str) -> AsyncIterator[async_sessionmaker[AsyncSessio
     sqlite_file = u.database if u.get_backend_name() == "sqlite" and u.database != ":memory:" else None
     if sqlite_file and not Path(sqlite_file).exists():  # noqa: ASYNC240 - one stat of a local file
         # Connecting would create an empty file: say where the database was expected instead.
-        raise RunsUnavailable(f"no database at {sqlite_file}: start the stack (agentstream up) "
-                              "or point --config / AGENTSTREAM__DATABASE__URL at it")
+        raise RunsUnavailable(
+            f"no database at {sqlite_file}: start the stack (agentstream up) "
+            "or point --config / AGENTSTREAM__DATABASE__URL at it"
+        )
     engine = create_engine(url)
     try:
         yield session_factory(engine)
     except DBAPIError as e:  # no such table / relation does not exist / connection refused
-        raise RunsUnavailable(f"{type(e.orig).__name__}: {e.orig} (is the database migrated? "
-                              "agentstream db upgrade)") from e
+        raise RunsUnavailable(
+            f"{type(e.orig).__name__}: {e.orig} (is the database migrated? agentstream db upgrade)"
+        ) from e
     finally:
         await engine.dispose()
 
 
-async def list_runs(url: str, *, statuses: list[str] | None = None, conversation: str | None = None,
-                    resumable: bool = False, limit: int = 20, after: Key | None = None) -> RunListPage:
+async def list_runs(
+    url: str,
+    *,
+    statuses: list[str] | None = None,
+    conversation: str | None = None,
+    resumable: bool = False,
+    limit: int = 20,
+    after: Key | None = None,
+) -> RunListPage:
     """Newest ending first (a resumed run's row carries its latest ending), past `after` (a decoded cursor)."""
-    query = (queries.runs(statuses=statuses or (), conversation=conversation)
-             .add_columns(RunCheckpoint.root_run_id)
-             .outerjoin(RunCheckpoint, RunCheckpoint.root_run_id == Run.run_id))
+    query = (
+        queries.runs(statuses=statuses or (), conversation=conversation)
+        .add_columns(RunCheckpoint.root_run_id)
+        .outerjoin(RunCheckpoint, RunCheckpoint.root_run_id == Run.run_id)
+    )
     if resumable:
         query = query.where(RunCheckpoint.root_run_id.is_not(None))
     async with open_runs_db(url) as sessions, sessions() as session:
         rows, next_cursor = await queries.read_page(session, queries.RUNS, query, after, limit)
-    items = [RunListItem.model_validate({**RunOut.model_validate(run).model_dump(), "checkpoint": cp is not None})
-             for run, cp in rows]
+    items = [
+        RunListItem.model_validate({**RunOut.model_validate(run).model_dump(), "checkpoint": cp is not None})
+        for run, cp in rows
+    ]
     return RunListPage(items=items, next_cursor=next_cursor)
 
 
@@ -86,8 +100,11 @@ async def _resolve(session: AsyncSession, run_id: str) -> str | None:
     """The exact run id, else the one run id starting with it (ids are shown shortened, e.g. by /resume)."""
     if await session.get(Run, run_id) is not None:
         return run_id
-    matches = list(await session.scalars(
-        select(Run.run_id).where(Run.run_id.startswith(run_id, autoescape=True)).order_by(Run.run_id).limit(5)))
+    matches = list(
+        await session.scalars(
+            select(Run.run_id).where(Run.run_id.startswith(run_id, autoescape=True)).order_by(Run.run_id).limit(5)
+        )
+    )
     if len(matches) > 1:
         raise AmbiguousRunId(run_id, matches)
     return matches[0] if matches else None
@@ -112,6 +129,10 @@ async def show_run(url: str, run_id: str) -> RunDetail | None:
         run = await session.get(Run, resolved)
         assert run is not None
         messages = await session.scalars(
-            select(Message).where(Message.root_run_id == resolved).order_by(Message.seq, Message.part))
-        return RunDetail(run=RunOut.model_validate(run), messages=[MessageOut.model_validate(m) for m in messages],
-                         checkpoint=await _checkpoint(session, resolved))
+            select(Message).where(Message.root_run_id == resolved).order_by(Message.seq, Message.part)
+        )
+        return RunDetail(
+            run=RunOut.model_validate(run),
+            messages=[MessageOut.model_validate(m) for m in messages],
+            checkpoint=await _checkpoint(session, resolved),
+        )

@@ -50,8 +50,11 @@ async def execute(
 ) -> ToolCallResult:
     started = clock()
     fields: dict[str, Any] = {
-        "run_id": request.run_id, "root_run_id": request.root_run_id, "conversation_key": request.conversation_key,
-        "call_id": request.call_id, "tool": request.tool,
+        "run_id": request.run_id,
+        "root_run_id": request.root_run_id,
+        "conversation_key": request.conversation_key,
+        "call_id": request.call_id,
+        "tool": request.tool,
     }
     try:
         content = await _run(registry, request, default_timeout_s)
@@ -67,7 +70,10 @@ async def execute(
             )
         failure = classify(err)
         return ToolCallResult(
-            **fields, ok=False, error=failure.message, retryable=failure.retryable,
+            **fields,
+            ok=False,
+            error=failure.message,
+            retryable=failure.retryable,
             duration_ms=(clock() - started) * 1000,
         )
     return ToolCallResult(**fields, ok=True, content=content, duration_ms=(clock() - started) * 1000)

@@ -34,8 +34,9 @@ class Tool:
     @classmethod
     def from_spec(cls, spec: ToolSpec, run: ToolFn, timeout_s: float | None = None) -> Tool:
         """A tool whose model-facing description lives in `agentstream.tools_catalog`."""
-        return cls(name=spec.name, description=spec.description, parameters=spec.parameters, run=run,
-                   timeout_s=timeout_s)
+        return cls(
+            name=spec.name, description=spec.description, parameters=spec.parameters, run=run, timeout_s=timeout_s
+        )
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI-style function description a model gets."""

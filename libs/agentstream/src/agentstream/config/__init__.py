@@ -17,7 +17,20 @@ from agentstream.config.runner import DEFAULT_CAPABILITIES, Capability, Connecto
 from agentstream.config.settings import CONFIG_ENV_VAR, SERVICES, ConfigError, Settings, load_settings
 
 __all__ = [
-    "CONFIG_ENV_VAR", "DEFAULT_CAPABILITIES", "SERVICES", "Capability", "ConfigError", "ConnectorSettings",
-    "DatabaseSettings", "HttpSettings", "KafkaSettings", "PlatformSettings", "RunnerSettings", "SaslMechanism",
-    "Section", "SecurityProtocol", "Settings", "load_settings",
+    "CONFIG_ENV_VAR",
+    "DEFAULT_CAPABILITIES",
+    "SERVICES",
+    "Capability",
+    "ConfigError",
+    "ConnectorSettings",
+    "DatabaseSettings",
+    "HttpSettings",
+    "KafkaSettings",
+    "PlatformSettings",
+    "RunnerSettings",
+    "SaslMechanism",
+    "Section",
+    "SecurityProtocol",
+    "Settings",
+    "load_settings",
 ]

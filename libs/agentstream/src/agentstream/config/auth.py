@@ -65,7 +65,9 @@ class AuthSettings(Section):
         "`metrics:read` or `admin`).",
     )
     key_cache_s: float = Field(
-        default=5.0, ge=0, description="How long a verified API key is trusted before the database is asked again "
+        default=5.0,
+        ge=0,
+        description="How long a verified API key is trusted before the database is asked again "
         "(a revoked key stops working within this time).",
     )
     jwt: JwtSettings = Field(default_factory=JwtSettings)

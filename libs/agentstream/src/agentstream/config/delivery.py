@@ -29,12 +29,17 @@ class PlatformSettings(Section):
     chat_interval: float | None = Field(default=None, ge=0, description="Min seconds between calls to one chat.")
     drafts: bool | None = Field(default=None, description="Telegram: stream private chats as drafts.")
     timeout_s: float | None = Field(
-        default=None, gt=0, description="HTTP client timeout of one platform call (default 10); past it the "
-        "outcome of the call is unknown.")
+        default=None,
+        gt=0,
+        description="HTTP client timeout of one platform call (default 10); past it the "
+        "outcome of the call is unknown.",
+    )
     late_landing_s: float | None = Field(
-        default=None, gt=0, description="How long a call of unknown outcome may still land on the platform; "
-        "the message's final text is re-applied once it has passed (default timeout_s + 5).")
-
+        default=None,
+        gt=0,
+        description="How long a call of unknown outcome may still land on the platform; "
+        "the message's final text is re-applied once it has passed (default timeout_s + 5).",
+    )
 
 
 # -- hooks (delivery's lifecycle hooks; see docs/configuration.md § hooks) ---------------

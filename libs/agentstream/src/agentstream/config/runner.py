@@ -41,5 +41,3 @@ class RunnerSettings(Section):
     collect_window_ms: float = Field(
         default=1000.0, ge=0, description="double_texting collect: how long to wait for more messages."
     )
-
-

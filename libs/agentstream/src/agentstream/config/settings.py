@@ -52,9 +52,7 @@ class Settings(BaseSettings):
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
-    connectors: list[ConnectorSettings] = Field(
-        default_factory=lambda: [ConnectorSettings(id="demo", type="scripted")]
-    )
+    connectors: list[ConnectorSettings] = Field(default_factory=lambda: [ConnectorSettings(id="demo", type="scripted")])
     default_connector: str | None = None
     roles: dict[str, str] = Field(default_factory=dict, description="role → connector id")
     assistants_dir: str | None = None

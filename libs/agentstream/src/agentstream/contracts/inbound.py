@@ -83,7 +83,8 @@ class InboundMessage(Record):
     reply_to_id: OptionalIdentifier | None = Field(default=None, description="Platform message id this replies to.")
     profile: str | None = Field(default=None, description="Profile to route to (else routes decide).")
     assistant_id: Annotated[str, StringConstraints(max_length=MAX_NAME)] | None = Field(
-        default=None, description="Assistant to run (else the profile's).")
+        default=None, description="Assistant to run (else the profile's)."
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
     sent_at: datetime | None = None
     source: OptionalIdentifier | None = Field(

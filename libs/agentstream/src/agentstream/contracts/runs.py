@@ -19,7 +19,9 @@ class StartRun(Record):
     type: Literal["run.start"] = "run.start"
     run_id: RunId
     conversation_key: ConversationKey
-    session_id: SessionId | None = Field(default=None, description="History session; None = the conversation's current.")
+    session_id: SessionId | None = Field(
+        default=None, description="History session; None = the conversation's current."
+    )
     assistant_id: Name
     user: User | None = Field(default=None, description="The identity; None is refused by permission.")
     text: str

@@ -20,8 +20,9 @@ class ToolCallRequest(Record):
     conversation_key: ConversationKey
     call_id: Name
     tool: Name
-    arguments: JsonText = Field(description="Raw JSON arguments exactly as the model produced them "
-                                "(nested at most 64 deep).")
+    arguments: JsonText = Field(
+        description="Raw JSON arguments exactly as the model produced them (nested at most 64 deep)."
+    )
     attempt: int = 1
     deadline: datetime | None = Field(default=None, description="After this the result is useless.")
 

@@ -71,5 +71,6 @@ class IngressConversation(Base):
     connector_role: Mapped[str | None] = mapped_column(String(128))
     last_message: Mapped[dict[str, Any] | None] = mapped_column(doc="The last InboundMessage (JSON) for /retry.")
     pending_runs: Mapped[dict[str, Any] | None] = mapped_column(
-        doc='{"run_ids": [...]}: runs ingress started, newest last; those not yet in `runs` are active/queued.')
+        doc='{"run_ids": [...]}: runs ingress started, newest last; those not yet in `runs` are active/queued.'
+    )
     updated_at: Mapped[datetime]

@@ -29,6 +29,7 @@ def create_engine(url: str, echo: bool = False) -> AsyncEngine:
     # A SQLite file has no connection to lose: no pre-ping round trip per checkout.
     engine = create_async_engine(url, echo=echo, pool_pre_ping=not url.startswith("sqlite"))
     if engine.dialect.name == "sqlite":
+
         @event.listens_for(engine.sync_engine, "connect")
         def _pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
             cur = dbapi_conn.cursor()
@@ -38,6 +39,7 @@ def create_engine(url: str, echo: bool = False) -> AsyncEngine:
             # last commits, a process crash loses nothing). It made a run's start ~10x faster.
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
+
     return engine
 
 

@@ -4,6 +4,13 @@ from agentstream.kafka.security import broker_security, client_security
 from agentstream.kafka.topics import TOPIC_NAMES, Topics, create_topics
 
 __all__ = [
-    "TOPIC_NAMES", "EmbeddedBroker", "Topics", "broker_security", "client_security", "consumer_options",
-    "create_topics", "free_port", "make_broker",
+    "TOPIC_NAMES",
+    "EmbeddedBroker",
+    "Topics",
+    "broker_security",
+    "client_security",
+    "consumer_options",
+    "create_topics",
+    "free_port",
+    "make_broker",
 ]

@@ -44,7 +44,10 @@ class EmbeddedBroker:
     """A Tansu process bound to 127.0.0.1:<port>. Use as (async) context manager."""
 
     def __init__(
-        self, port: int | None = None, host: str = "127.0.0.1", log_file: Path | None = None,
+        self,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        log_file: Path | None = None,
         cluster_id: str | None = None,
     ) -> None:
         if host not in ("127.0.0.1", "localhost", "::1"):
@@ -70,10 +73,22 @@ class EmbeddedBroker:
         self.cluster_id = self._fixed_cluster_id or f"agentstream-embedded-{uuid.uuid4().hex[:12]}"
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
         self._proc = subprocess.Popen(
-            [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/", "--cluster-id", self.cluster_id],
-            stdout=out, stderr=subprocess.STDOUT if self.log_file else subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,  # noqa: PLW1509
+            [
+                binary,
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+                "--cluster-id",
+                self.cluster_id,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT if self.log_file else subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -94,8 +94,14 @@ class ReceivedRequest:
 
     def timings(self) -> dict[str, Any]:
         """What `GET /_fake/requests` reports: the last user text and the server's clock readings."""
-        return {"user": _echo(self.body), "received_at": self.received_at, "first_token_at": self.first_token_at,
-                "last_token_at": self.last_token_at, "completed_at": self.completed_at, "closed_at": self.closed_at}
+        return {
+            "user": _echo(self.body),
+            "received_at": self.received_at,
+            "first_token_at": self.first_token_at,
+            "last_token_at": self.last_token_at,
+            "completed_at": self.completed_at,
+            "closed_at": self.closed_at,
+        }
 
 
 def _words(messages: list[dict[str, Any]]) -> int:
@@ -109,22 +115,29 @@ def _echo(body: dict[str, Any]) -> str:
 
 def _arg_pieces(arguments: str, parts: int = 3) -> list[str]:
     size = max(1, -(-len(arguments) // parts))
-    return [arguments[i:i + size] for i in range(0, len(arguments), size)] or [""]
+    return [arguments[i : i + size] for i in range(0, len(arguments), size)] or [""]
 
 
 class _Chunks:
     """Builds the OpenAI `chat.completion.chunk` payloads of one streamed answer."""
 
     def __init__(self, model: str, seq: int) -> None:
-        self.base = {"id": f"chatcmpl-{seq}", "object": "chat.completion.chunk", "created": int(time.time()),
-                     "model": model}
+        self.base = {
+            "id": f"chatcmpl-{seq}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+        }
 
     def delta(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**self.base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
     def usage(self, prompt: int, completion: int) -> dict[str, Any]:
-        return {**self.base, "choices": [], "usage": {
-            "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
+        return {
+            **self.base,
+            "choices": [],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        }
 
 
 class FakeOpenAI:
@@ -139,9 +152,17 @@ class FakeOpenAI:
         self.port = 0
 
     # -- script ----------------------------------------------------------------------
-    def add_turn(self, text: str = "", tool_calls: list[tuple[str, dict[str, Any]]] | None = None, *,
-                 reasoning: str = "", mode: str = "ok", retry_after: float | None = None,
-                 token_delay_s: float | None = None, usage: tuple[int, int] | None = None) -> Turn:
+    def add_turn(
+        self,
+        text: str = "",
+        tool_calls: list[tuple[str, dict[str, Any]]] | None = None,
+        *,
+        reasoning: str = "",
+        mode: str = "ok",
+        retry_after: float | None = None,
+        token_delay_s: float | None = None,
+        usage: tuple[int, int] | None = None,
+    ) -> Turn:
         turn = Turn(text, list(tool_calls or []), reasoning, mode, retry_after, token_delay_s, usage)
         self._turns.append(turn)
         return turn
@@ -181,8 +202,9 @@ class FakeOpenAI:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind(("127.0.0.1", 0))
         self.port = int(sock.getsockname()[1])
-        config = uvicorn.Config(self._app, log_level="warning", lifespan="off", interface="asgi3",
-                                timeout_graceful_shutdown=1)
+        config = uvicorn.Config(
+            self._app, log_level="warning", lifespan="off", interface="asgi3", timeout_graceful_shutdown=1
+        )
         self._server = uvicorn.Server(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="fake-openai")
         while not self._server.started:
@@ -191,8 +213,9 @@ class FakeOpenAI:
             await asyncio.sleep(0.01)
         return self
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
             await self._task
@@ -215,9 +238,12 @@ class FakeOpenAI:
                 break
         body = json.loads(raw or b"{}")
         turn = self._next_turn(body)
-        record = ReceivedRequest(body=body, received_at=time.monotonic(), turn=turn,
-                                 headers={k.decode("latin-1").lower(): v.decode("latin-1")
-                                          for k, v in scope.get("headers", [])})
+        record = ReceivedRequest(
+            body=body,
+            received_at=time.monotonic(),
+            turn=turn,
+            headers={k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])},
+        )
         self.requests.append(record)
         self._touch()
         if turn.status != 200:
@@ -249,8 +275,13 @@ class FakeOpenAI:
             watcher.cancel()
 
     async def _stream(self, send: Send, record: ReceivedRequest) -> None:
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+            }
+        )
         chunks = _Chunks(self.model, len(self.requests))
         turn = record.turn
         completion = 0
@@ -277,8 +308,9 @@ class FakeOpenAI:
     def _deltas(self, chunks: _Chunks, turn: Turn) -> Iterator[dict[str, Any]]:
         role_sent = False
         for token in tokenize(turn.reasoning):
-            yield chunks.delta({"role": "assistant", "reasoning_content": token} if not role_sent
-                               else {"reasoning_content": token})
+            yield chunks.delta(
+                {"role": "assistant", "reasoning_content": token} if not role_sent else {"reasoning_content": token}
+            )
             role_sent = True
         for token in tokenize(turn.text):
             yield chunks.delta({"role": "assistant", "content": token} if not role_sent else {"content": token})
@@ -299,13 +331,17 @@ class FakeOpenAI:
         if turn.tool_calls:
             message["tool_calls"] = [
                 {"id": f"call_{i + 1}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
-                for i, (n, a) in enumerate(turn.tool_calls)]
+                for i, (n, a) in enumerate(turn.tool_calls)
+            ]
         prompt, used = turn.usage or (_words(record.messages), len(tokenize(turn.text)))
-        return {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()),
-                "model": self.model,
-                "choices": [{"index": 0, "message": message,
-                             "finish_reason": "tool_calls" if turn.tool_calls else "stop"}],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": used, "total_tokens": prompt + used}}
+        return {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if turn.tool_calls else "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": used, "total_tokens": prompt + used},
+        }
 
     async def _error(self, send: Send, turn: Turn) -> None:
         kind = {429: "rate_limit_error", 400: "invalid_request_error"}.get(turn.status, "server_error")
@@ -318,10 +354,16 @@ class FakeOpenAI:
         await send({"type": "http.response.body", "body": data, "more_body": True})
 
     @staticmethod
-    async def _json(send: Send, status: int, payload: dict[str, Any],
-                    headers: list[tuple[bytes, bytes]] | None = None) -> None:
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), *(headers or [])]})
+    async def _json(
+        send: Send, status: int, payload: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None
+    ) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json"), *(headers or [])],
+            }
+        )
         await send({"type": "http.response.body", "body": json.dumps(payload).encode()})
 
 

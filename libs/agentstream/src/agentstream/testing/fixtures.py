@@ -117,6 +117,7 @@ def authed_app() -> Any:
     from agentstream.auth import Authenticator
 
     app = FastAPI()
-    app.state.auth = Authenticator(load_settings(auth={"admin_token_env": ADMIN_TOKEN_ENV}).auth,
-                                   "sqlite+aiosqlite:///:memory:")
+    app.state.auth = Authenticator(
+        load_settings(auth={"admin_token_env": ADMIN_TOKEN_ENV}).auth, "sqlite+aiosqlite:///:memory:"
+    )
     return app

@@ -38,8 +38,9 @@ async def read_until(
     timeout: float = 30.0,
 ) -> list[RawRecord]:
     """Read `topic` from the beginning until `done(records)` is true; TimeoutError otherwise."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                fetch_max_wait_ms=10)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=10
+    )
     await consumer.start()
     records: list[RawRecord] = []
     try:
@@ -66,8 +67,9 @@ async def read_to_end(bootstrap: str, topic: str, timeout: float = 30.0) -> list
     """Everything on `topic` when called: from the beginning to each partition's end offset.
 
     To show that something was *not* produced: whatever was acked before the call is in the result."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                fetch_max_wait_ms=10)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=10
+    )
     await consumer.start()
     records: list[RawRecord] = []
     try:

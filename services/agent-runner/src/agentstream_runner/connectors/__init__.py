@@ -13,6 +13,15 @@ from agentstream_runner.connectors.resolve import Connectors, RoleOverrides, res
 from agentstream_runner.connectors.scripted import ScriptedConnector
 
 __all__ = [
-    "Chunk", "Connector", "Connectors", "LLMRequest", "RoleOverrides", "ScriptedConnector", "TextDelta",
-    "ThinkingDelta", "ToolCallChunk", "UsageChunk", "resolve_connector",
+    "Chunk",
+    "Connector",
+    "Connectors",
+    "LLMRequest",
+    "RoleOverrides",
+    "ScriptedConnector",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallChunk",
+    "UsageChunk",
+    "resolve_connector",
 ]

@@ -36,8 +36,9 @@ def _content(message: ChatMessage) -> list[dict[str, Any]]:
     if message.role == "tool":
         return [{"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
-    blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": _arguments(c.arguments)}
-               for c in message.tool_calls]
+    blocks += [
+        {"type": "tool_use", "id": c.id, "name": c.name, "input": _arguments(c.arguments)} for c in message.tool_calls
+    ]
     return blocks
 
 
@@ -60,14 +61,17 @@ def to_anthropic_messages(messages: list[ChatMessage]) -> tuple[str, list[dict[s
 def build_payload(settings: ConnectorSettings, request: LLMRequest) -> dict[str, Any]:
     system, messages = to_anthropic_messages(list(request.messages))
     payload: dict[str, Any] = {
-        "model": settings.model or "claude", "messages": messages, "max_tokens": settings.max_tokens,
+        "model": settings.model or "claude",
+        "messages": messages,
+        "max_tokens": settings.max_tokens,
         **{k: request.options[k] for k in SAMPLING_KEYS if k in request.options},
     }
     if system:
         payload["system"] = system
     if request.tools:
-        payload["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters}
-                            for t in request.tools]
+        payload["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in request.tools
+        ]
     return payload
 
 
@@ -93,11 +97,15 @@ class EventMapper:
         match event.type:
             case "message_start":
                 used = event.message.usage
-                self.usage = Usage(prompt_tokens=used.input_tokens or 0,
-                                   completion_tokens=used.output_tokens or 0, llm_calls=1)
+                self.usage = Usage(
+                    prompt_tokens=used.input_tokens or 0, completion_tokens=used.output_tokens or 0, llm_calls=1
+                )
             case "message_delta" if event.usage is not None:
-                self.usage = Usage(prompt_tokens=self.usage.prompt_tokens,
-                                   completion_tokens=event.usage.output_tokens or 0, llm_calls=1)
+                self.usage = Usage(
+                    prompt_tokens=self.usage.prompt_tokens,
+                    completion_tokens=event.usage.output_tokens or 0,
+                    llm_calls=1,
+                )
             case "content_block_start" if event.content_block.type == "tool_use":
                 self.calls.add(event.index, event.content_block.id, event.content_block.name)
             case "content_block_delta":
@@ -118,7 +126,9 @@ class AnthropicConnector:
     def __init__(self, settings: ConnectorSettings, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self._settings = settings
         self._client = anthropic.AsyncAnthropic(
-            base_url=settings.base_url, api_key=settings.api_key() or "not-set", max_retries=0,
+            base_url=settings.base_url,
+            api_key=settings.api_key() or "not-set",
+            max_retries=0,
             timeout=settings.timeout_s,
         )
         self._policy = RetryPolicy(attempts=settings.retry_attempts, base_delay_s=settings.retry_base_delay_s)

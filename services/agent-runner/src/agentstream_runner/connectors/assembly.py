@@ -22,8 +22,9 @@ class ToolCallAssembler:
     def __init__(self) -> None:
         self._calls: dict[int, _Partial] = {}
 
-    def add(self, index: int, call_id: str | None = None, name: str | None = None,
-            arguments: str | None = None) -> None:
+    def add(
+        self, index: int, call_id: str | None = None, name: str | None = None, arguments: str | None = None
+    ) -> None:
         call = self._calls.setdefault(index, _Partial())
         call.call_id = call.call_id or (call_id or "")
         call.name += name or ""

@@ -76,11 +76,15 @@ class OpenAIConnector:
         self._settings = settings
         # aiohttp: the streamed chunks are the runner's hottest path, and aiohttp reads and
         # parses them with about half the CPU of httpx (bench/run_overhead.py).
-        http_client = openai.DefaultAioHttpClient(timeout=settings.timeout_s) if settings.http_client == "aiohttp" \
-            else None
+        http_client = (
+            openai.DefaultAioHttpClient(timeout=settings.timeout_s) if settings.http_client == "aiohttp" else None
+        )
         self._client = openai.AsyncOpenAI(
-            base_url=settings.base_url, api_key=settings.api_key() or NO_KEY, max_retries=0,
-            timeout=settings.timeout_s, http_client=http_client,
+            base_url=settings.base_url,
+            api_key=settings.api_key() or NO_KEY,
+            max_retries=0,
+            timeout=settings.timeout_s,
+            http_client=http_client,
         )
         self._policy = RetryPolicy(attempts=settings.retry_attempts, base_delay_s=settings.retry_base_delay_s)
         self._sleep = sleep
@@ -105,8 +109,12 @@ class OpenAIConnector:
         async def attempt() -> Any:
             try:
                 return await self._client.post(
-                    "/chat/completions", body=payload, cast_to=ChatCompletion,
-                    stream=bool(payload.get("stream")), stream_cls=ChunkStream)
+                    "/chat/completions",
+                    body=payload,
+                    cast_to=ChatCompletion,
+                    stream=bool(payload.get("stream")),
+                    stream_cls=ChunkStream,
+                )
             except openai.OpenAIError as err:
                 raise classify(err) from err
 
@@ -158,4 +166,3 @@ class OpenAIConnector:
         for call in calls.calls():
             yield call
         yield UsageChunk(_usage(done.usage) if done.usage else Usage(llm_calls=1))
-

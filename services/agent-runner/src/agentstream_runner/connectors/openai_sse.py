@@ -58,8 +58,9 @@ class ChunkStream(openai.AsyncStream[ChatCompletionChunk]):
         except openai.OpenAIError:
             raise
         except Exception as err:  # reading the body failed: the SDK reports it the same way
-            raise openai.APIConnectionError(message=f"reading the stream failed: {err!r}",
-                                            request=self.response.request) from err
+            raise openai.APIConnectionError(
+                message=f"reading the stream failed: {err!r}", request=self.response.request
+            ) from err
 
     def _chunk(self, data: bytes) -> ChatCompletionChunk:
         try:
@@ -70,9 +71,11 @@ class ChunkStream(openai.AsyncStream[ChatCompletionChunk]):
         if isinstance(parsed, dict) and parsed.get("error"):
             error = parsed["error"]
             message = error.get("message") if isinstance(error, dict) else None
-            raise openai.APIError(message if isinstance(message, str) and message else STREAM_ERROR,
-                                  self.response.request, body=error)
+            raise openai.APIError(
+                message if isinstance(message, str) and message else STREAM_ERROR, self.response.request, body=error
+            )
         # A server that leaves a required field out: the SDK's lenient construction.
         chunk: ChatCompletionChunk = self._client._process_response_data(
-            data=parsed, cast_to=ChatCompletionChunk, response=self.response)
+            data=parsed, cast_to=ChatCompletionChunk, response=self.response
+        )
         return chunk

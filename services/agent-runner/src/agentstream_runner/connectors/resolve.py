@@ -24,6 +24,7 @@ from agentstream_runner.errors import ConnectorError
 
 ConnectorFactory = Callable[[ConnectorSettings], Connector]
 
+
 def _openai(settings: ConnectorSettings) -> Connector:
     from agentstream_runner.connectors.openai_connector import OpenAIConnector
 
@@ -38,7 +39,9 @@ def _anthropic(settings: ConnectorSettings) -> Connector:
 
 
 DEFAULT_FACTORIES: Mapping[str, ConnectorFactory] = {
-    "scripted": ScriptedConnector, "openai": _openai, "anthropic": _anthropic,
+    "scripted": ScriptedConnector,
+    "openai": _openai,
+    "anthropic": _anthropic,
 }
 # The modules `_openai` and `_anthropic` import, loaded at start when such a connector is configured.
 PRELOAD = {
@@ -85,7 +88,7 @@ def resolve_connector(
         if found is None:
             raise ConnectorError(f"connector {named!r} is not configured")
         return found
-    role = named[len(ROLE_PREFIX):] if named else DEFAULT_ROLE
+    role = named[len(ROLE_PREFIX) :] if named else DEFAULT_ROLE
     if (by_role := _by_role(settings, role, overrides)) is not None:
         return by_role
     if settings.default_connector and (default := settings.connector(settings.default_connector)):
@@ -112,8 +115,9 @@ class Connectors:
             if module is not None:
                 importlib.import_module(module)
 
-    def resolve(self, requested: str | None, assistant_connector: str | None,
-                overrides: RoleOverrides | None = None) -> Connector:
+    def resolve(
+        self, requested: str | None, assistant_connector: str | None, overrides: RoleOverrides | None = None
+    ) -> Connector:
         return self.open(resolve_connector(self._settings, requested, assistant_connector, overrides))
 
     def open(self, config: ConnectorSettings) -> Connector:

@@ -101,7 +101,7 @@ def plan_reply(script: Script, messages: list[ChatMessage], tools: frozenset[str
     if user_at is None:
         return PlannedReply(text="")
     text = messages[user_at].content
-    results = [m.content for m in messages[user_at + 1:] if m.role == "tool"]
+    results = [m.content for m in messages[user_at + 1 :] if m.role == "tool"]
     for rule in script.rules:
         found = rule.pattern.search(text)
         # A tool rule whose tool is not offered is skipped, like a real model would,

@@ -10,6 +10,16 @@ from agentstream_delivery.adapters.telegram import TelegramAdapter
 from agentstream_delivery.adapters.webhook import WebhookAdapter
 
 __all__ = [
-    "AdapterError", "Capabilities", "ConsoleAdapter", "DiscordAdapter", "MemoryAdapter", "MemoryMessage",
-    "PlatformAdapter", "SignalAdapter", "SlackAdapter", "TelegramAdapter", "WebhookAdapter", "capabilities_of",
+    "AdapterError",
+    "Capabilities",
+    "ConsoleAdapter",
+    "DiscordAdapter",
+    "MemoryAdapter",
+    "MemoryMessage",
+    "PlatformAdapter",
+    "SignalAdapter",
+    "SlackAdapter",
+    "TelegramAdapter",
+    "WebhookAdapter",
+    "capabilities_of",
 ]

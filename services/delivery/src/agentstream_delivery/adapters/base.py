@@ -109,5 +109,9 @@ def capabilities_of(adapter: PlatformAdapter) -> Capabilities:
     caps = getattr(adapter, "capabilities", None)
     if isinstance(caps, Capabilities):
         return caps
-    return Capabilities(max_length=adapter.max_length, can_edit=adapter.can_edit,
-                        edit_interval=adapter.edit_interval, tool_progress="off")
+    return Capabilities(
+        max_length=adapter.max_length,
+        can_edit=adapter.can_edit,
+        edit_interval=adapter.edit_interval,
+        tool_progress="off",
+    )

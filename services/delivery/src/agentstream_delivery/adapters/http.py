@@ -28,8 +28,14 @@ class HttpAdapter:
     platform = "http"
     capabilities = Capabilities()
 
-    def __init__(self, api_url: str, *, timeout: float = DEFAULT_TIMEOUT_S, bot: str = "",
-                 capabilities: Capabilities | None = None) -> None:
+    def __init__(
+        self,
+        api_url: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        bot: str = "",
+        capabilities: Capabilities | None = None,
+    ) -> None:
         self.api_url = api_url.rstrip("/")
         self.bot = bot  # the rate-limit budget is per (bot, chat)
         self.timeout = timeout  # past it a call's outcome is unknown (the late-landing window builds on it)

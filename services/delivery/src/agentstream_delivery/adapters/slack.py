@@ -18,13 +18,28 @@ from agentstream_delivery.adapters.base import (
 from agentstream_delivery.adapters.http import HttpAdapter, by_status
 
 DEFAULT_API_URL = "https://slack.com/api"
-CAPABILITIES = Capabilities(max_length=4000, measure="chars", can_edit=True, edit_interval=1.0,
-                            buffer_threshold=300, tool_progress="new", chat_interval=1.0)
+CAPABILITIES = Capabilities(
+    max_length=4000,
+    measure="chars",
+    can_edit=True,
+    edit_interval=1.0,
+    buffer_threshold=300,
+    tool_progress="new",
+    chat_interval=1.0,
+)
 _ERRORS: dict[str, type[AdapterError]] = {
-    "msg_too_long": TooLong, "message_not_found": NotFound, "channel_not_found": NotFound,
-    "not_in_channel": Forbidden, "is_archived": Forbidden, "invalid_auth": Forbidden, "not_authed": Forbidden,
-    "account_inactive": Forbidden, "cant_update_message": Forbidden, "internal_error": Transient,
-    "fatal_error": Transient, "service_unavailable": Transient,
+    "msg_too_long": TooLong,
+    "message_not_found": NotFound,
+    "channel_not_found": NotFound,
+    "not_in_channel": Forbidden,
+    "is_archived": Forbidden,
+    "invalid_auth": Forbidden,
+    "not_authed": Forbidden,
+    "account_inactive": Forbidden,
+    "cant_update_message": Forbidden,
+    "internal_error": Transient,
+    "fatal_error": Transient,
+    "service_unavailable": Transient,
 }
 
 

@@ -34,8 +34,9 @@ class WebhookAdapter(HttpAdapter):
         self.secret = secret
 
     async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
-        body = json.dumps({"platform": target.platform, "chat_id": target.chat_id, "thread_id": target.thread_id,
-                           "text": text}).encode()
+        body = json.dumps(
+            {"platform": target.platform, "chat_id": target.chat_id, "thread_id": target.thread_id, "text": text}
+        ).encode()
         headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(self.secret, body)}
         resp = await self.request("POST", self.api_url, content=body, headers=headers)
         if resp.status_code == 429:

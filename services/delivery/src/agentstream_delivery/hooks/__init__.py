@@ -16,6 +16,17 @@ from agentstream_delivery.hooks.runtime import HookRuntime
 from agentstream_delivery.hooks.security import SecurityFilter
 
 __all__ = [
-    "ENTRY_POINT_GROUP", "HookEvent", "HookLoadError", "HookRegistry", "HookRuntime", "LifecycleMapper",
-    "ObserverHook", "SecurityFilter", "TransformContext", "TransformHook", "matches", "observer", "transform",
+    "ENTRY_POINT_GROUP",
+    "HookEvent",
+    "HookLoadError",
+    "HookRegistry",
+    "HookRuntime",
+    "LifecycleMapper",
+    "ObserverHook",
+    "SecurityFilter",
+    "TransformContext",
+    "TransformHook",
+    "matches",
+    "observer",
+    "transform",
 ]

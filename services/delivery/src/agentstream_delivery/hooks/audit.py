@@ -24,13 +24,21 @@ class AuditHook:
 
     async def __call__(self, event: HookEvent) -> None:
         async with self.sessions()() as session:
-            exists = await session.scalar(select(AuditLog.id).where(
-                AuditLog.event_id == event.event_id, AuditLog.point == event.point))
+            exists = await session.scalar(
+                select(AuditLog.id).where(AuditLog.event_id == event.event_id, AuditLog.point == event.point)
+            )
             if exists is not None:
                 return
-            session.add(AuditLog(event_id=event.event_id, point=event.point,
-                                 conversation_key=event.conversation_key, root_run_id=event.root_run_id,
-                                 data=event.model_dump(mode="json")["data"], at=event.ts))
+            session.add(
+                AuditLog(
+                    event_id=event.event_id,
+                    point=event.point,
+                    conversation_key=event.conversation_key,
+                    root_run_id=event.root_run_id,
+                    data=event.model_dump(mode="json")["data"],
+                    at=event.ts,
+                )
+            )
             try:
                 await session.commit()
             except IntegrityError:

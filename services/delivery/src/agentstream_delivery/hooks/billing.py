@@ -44,15 +44,22 @@ class BillingHook:
         async with self.sessions()() as session:
             if await session.scalar(select(Usage.root_run_id).where(Usage.root_run_id == event.root_run_id)):
                 return  # already billed (replay)
-            session.add(Usage(
-                root_run_id=event.root_run_id, conversation_key=event.conversation_key,
-                tenant_id=who.get("tenant_id"), user_id=who.get("user_id"), assistant_id=who.get("assistant_id"),
-                connector_id=who.get("connector_id"), status=str(event.data.get("status", "")),
-                prompt_tokens=int(usage.get("prompt_tokens", 0)),
-                completion_tokens=int(usage.get("completion_tokens", 0)),
-                llm_calls=int(usage.get("llm_calls", 0)), duration_ms=float(event.data.get("duration_ms", 0.0)),
-                finished_at=event.ts,
-            ))
+            session.add(
+                Usage(
+                    root_run_id=event.root_run_id,
+                    conversation_key=event.conversation_key,
+                    tenant_id=who.get("tenant_id"),
+                    user_id=who.get("user_id"),
+                    assistant_id=who.get("assistant_id"),
+                    connector_id=who.get("connector_id"),
+                    status=str(event.data.get("status", "")),
+                    prompt_tokens=int(usage.get("prompt_tokens", 0)),
+                    completion_tokens=int(usage.get("completion_tokens", 0)),
+                    llm_calls=int(usage.get("llm_calls", 0)),
+                    duration_ms=float(event.data.get("duration_ms", 0.0)),
+                    finished_at=event.ts,
+                )
+            )
             try:
                 await session.commit()
             except IntegrityError:  # a concurrent writer (another replica) billed it first

@@ -28,8 +28,14 @@ from agentstream.contracts import (
 )
 
 POINTS = (
-    "agent:start", "agent:step", "agent:end", "delivery:sent",
-    "session:start", "session:end", "session:reset", "command:*",
+    "agent:start",
+    "agent:step",
+    "agent:end",
+    "delivery:sent",
+    "session:start",
+    "session:end",
+    "session:reset",
+    "command:*",
 )
 RESET_COMMANDS = frozenset({"new", "reset"})
 
@@ -71,20 +77,45 @@ class LifecycleMapper:
             case DeliveryReceipt(state=LedgerState.SENT):
                 return [self._receipt(record)]
             case RunStarted() if record.run_id == record.root_run_id:
-                return [*self._session_change(record), self._run(record, "agent:start", {
-                    "assistant_id": record.assistant_id, "connector_id": record.connector_id,
-                    "user_id": record.user_id, "tenant_id": record.tenant_id, "session_id": record.session_id,
-                    "reply_target": record.reply_target.model_dump(mode="json")})]
+                return [
+                    *self._session_change(record),
+                    self._run(
+                        record,
+                        "agent:start",
+                        {
+                            "assistant_id": record.assistant_id,
+                            "connector_id": record.connector_id,
+                            "user_id": record.user_id,
+                            "tenant_id": record.tenant_id,
+                            "session_id": record.session_id,
+                            "reply_target": record.reply_target.model_dump(mode="json"),
+                        },
+                    ),
+                ]
             case StepCompleted() | StepFailed():
-                data = {"step_id": record.step_id, "step_type": record.step_type,
-                        "ok": isinstance(record, StepCompleted), "depth": record.depth}
+                data = {
+                    "step_id": record.step_id,
+                    "step_type": record.step_type,
+                    "ok": isinstance(record, StepCompleted),
+                    "depth": record.depth,
+                }
                 if isinstance(record, StepFailed):
                     data["error"] = record.error
                 return [self._run(record, "agent:step", data)]
             case RunFinished():
-                return [self._run(record, "agent:end", {
-                    "status": record.status, "error": record.error, "reason": record.reason,
-                    "usage": record.usage.model_dump(), "duration_ms": record.duration_ms})]
+                return [
+                    self._run(
+                        record,
+                        "agent:end",
+                        {
+                            "status": record.status,
+                            "error": record.error,
+                            "reason": record.reason,
+                            "usage": record.usage.model_dump(),
+                            "duration_ms": record.duration_ms,
+                        },
+                    )
+                ]
             case Notice(command=str(command)):
                 return self._command(record, command)
         return []
@@ -119,13 +150,30 @@ class LifecycleMapper:
 
     @staticmethod
     def _run(ev: RunEvent, point: str, data: dict[str, Any]) -> HookEvent:
-        return HookEvent(point=point, event_id=ev.id, conversation_key=ev.conversation_key,
-                         root_run_id=ev.root_run_id, run_id=ev.run_id, ts=ev.ts, data=data)
+        return HookEvent(
+            point=point,
+            event_id=ev.id,
+            conversation_key=ev.conversation_key,
+            root_run_id=ev.root_run_id,
+            run_id=ev.run_id,
+            ts=ev.ts,
+            data=data,
+        )
 
     @staticmethod
     def _receipt(r: DeliveryReceipt) -> HookEvent:
-        return HookEvent(point="delivery:sent", event_id=r.id, conversation_key=r.conversation_key,
-                         root_run_id=r.root_run_id, ts=r.ts, data={
-                             "platform": r.platform, "chat_id": r.chat_id, "segment": r.segment,
-                             "platform_message_id": r.platform_message_id, "text_length": r.text_length,
-                             "final": r.final})
+        return HookEvent(
+            point="delivery:sent",
+            event_id=r.id,
+            conversation_key=r.conversation_key,
+            root_run_id=r.root_run_id,
+            ts=r.ts,
+            data={
+                "platform": r.platform,
+                "chat_id": r.chat_id,
+                "segment": r.segment,
+                "platform_message_id": r.platform_message_id,
+                "text_length": r.text_length,
+                "final": r.final,
+            },
+        )

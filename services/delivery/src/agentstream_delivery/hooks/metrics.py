@@ -8,12 +8,25 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 class HookMetrics:
     def __init__(self, registry: CollectorRegistry | None) -> None:
         reg = registry if registry is not None else CollectorRegistry()  # None: private (tests)
-        self.calls = Counter("agentstream_hook_calls_total", "Hook calls by outcome (ok, error, timeout)",
-                             ["hook", "kind", "outcome"], registry=reg)
-        self.dropped = Counter("agentstream_hook_dropped_total", "Events an observer's full queue dropped",
-                               ["hook"], registry=reg)
-        self.duration = Histogram("agentstream_hook_duration_seconds", "Hook call duration", ["hook", "kind"],
-                                  buckets=(0.001, 0.005, 0.02, 0.1, 0.5, 2, 10), registry=reg)
-        self.fail_closed = Counter("agentstream_hook_security_fail_closed_total",
-                                   "Frames the security filter could not check (sent redacted or withheld)",
-                                   ["mode"], registry=reg)
+        self.calls = Counter(
+            "agentstream_hook_calls_total",
+            "Hook calls by outcome (ok, error, timeout)",
+            ["hook", "kind", "outcome"],
+            registry=reg,
+        )
+        self.dropped = Counter(
+            "agentstream_hook_dropped_total", "Events an observer's full queue dropped", ["hook"], registry=reg
+        )
+        self.duration = Histogram(
+            "agentstream_hook_duration_seconds",
+            "Hook call duration",
+            ["hook", "kind"],
+            buckets=(0.001, 0.005, 0.02, 0.1, 0.5, 2, 10),
+            registry=reg,
+        )
+        self.fail_closed = Counter(
+            "agentstream_hook_security_fail_closed_total",
+            "Frames the security filter could not check (sent redacted or withheld)",
+            ["mode"],
+            registry=reg,
+        )

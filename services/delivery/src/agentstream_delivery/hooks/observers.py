@@ -26,8 +26,14 @@ class _Worker:
 
 
 class ObserverPool:
-    def __init__(self, hooks: list[ObserverHook], metrics: HookMetrics, log: structlog.stdlib.BoundLogger,
-                 queue_size: int = 1000, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        hooks: list[ObserverHook],
+        metrics: HookMetrics,
+        log: structlog.stdlib.BoundLogger,
+        queue_size: int = 1000,
+        timeout_s: float = 10.0,
+    ) -> None:
         self._workers = [_Worker(h, queue_size) for h in hooks]
         self.metrics = metrics
         self.log = log

@@ -33,8 +33,14 @@ class HookRegistry:
         self.transforms: list[TransformHook] = []
         self.log = log or structlog.get_logger("agentstream.hooks")
 
-    def add_observer(self, fn: ObserverFn, *, name: str | None = None, points: tuple[str, ...] | list[str] = ("*",),
-                     durable: bool = False) -> None:
+    def add_observer(
+        self,
+        fn: ObserverFn,
+        *,
+        name: str | None = None,
+        points: tuple[str, ...] | list[str] = ("*",),
+        durable: bool = False,
+    ) -> None:
         self.observers.append(ObserverHook(name or _name_of(fn), fn, tuple(points), durable))
 
     def add_transform(self, fn: TransformFn, *, name: str | None = None) -> None:
@@ -84,8 +90,9 @@ class HookRegistry:
         if getattr(fn, "hook_transform", False):
             self.add_transform(fn)
         else:
-            self.add_observer(fn, points=getattr(fn, "hook_points", ("*",)),
-                              durable=bool(getattr(fn, "hook_durable", False)))
+            self.add_observer(
+                fn, points=getattr(fn, "hook_points", ("*",)), durable=bool(getattr(fn, "hook_durable", False))
+            )
 
 
 def _is_marked(fn: Any) -> bool:

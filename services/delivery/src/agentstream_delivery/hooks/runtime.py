@@ -30,8 +30,13 @@ from agentstream_delivery.hooks.webhook import WebhookHook
 
 
 class HookRuntime:
-    def __init__(self, settings: Settings, registry: CollectorRegistry | None, log: structlog.stdlib.BoundLogger,
-                 sessions: SessionSource) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        registry: CollectorRegistry | None,
+        log: structlog.stdlib.BoundLogger,
+        sessions: SessionSource,
+    ) -> None:
         conf = settings.hooks
         self.log = log
         self.metrics = HookMetrics(registry)
@@ -51,11 +56,13 @@ class HookRuntime:
         security = None
         if shared is not None:
             security = SecurityFilter(mask=shared.mask, extra_patterns=shared.extra_patterns, literals=shared.literals)
-        self.transform = TransformChain(self.registry.transforms, security, self.metrics, log,
-                                        budget_s=conf.transform_budget_ms / 1000)
+        self.transform = TransformChain(
+            self.registry.transforms, security, self.metrics, log, budget_s=conf.transform_budget_ms / 1000
+        )
         self.mapper = LifecycleMapper()
-        self.observers = ObserverPool(self.registry.observers, self.metrics, log, conf.queue_size,
-                                      conf.observer_timeout_s)
+        self.observers = ObserverPool(
+            self.registry.observers, self.metrics, log, conf.queue_size, conf.observer_timeout_s
+        )
 
     @property
     def observing(self) -> bool:
@@ -79,8 +86,11 @@ class HookRuntime:
             data = json.loads(body)
             if not isinstance(data, dict):
                 return []
-            record = (DeliveryReceipt.model_validate(data) if data.get("type") == "delivery.receipt"
-                      else RunEventAdapter.validate_python(data))
+            record = (
+                DeliveryReceipt.model_validate(data)
+                if data.get("type") == "delivery.receipt"
+                else RunEventAdapter.validate_python(data)
+            )
         except (ValueError, ValidationError):
             return []  # the stream consumer dead-letters bad events; hooks just skip them
         return self.mapper.map(record)

@@ -17,8 +17,14 @@ from agentstream_delivery.hooks.security import WITHHELD, SecurityFilter, fail_c
 
 
 class TransformChain:
-    def __init__(self, hooks: list[TransformHook], security: SecurityFilter | None, metrics: HookMetrics,
-                 log: structlog.stdlib.BoundLogger, budget_s: float = 0.2) -> None:
+    def __init__(
+        self,
+        hooks: list[TransformHook],
+        security: SecurityFilter | None,
+        metrics: HookMetrics,
+        log: structlog.stdlib.BoundLogger,
+        budget_s: float = 0.2,
+    ) -> None:
         self.hooks = hooks
         self.security = security
         self.metrics = metrics

@@ -36,8 +36,9 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
     return "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
 
 
-def check_signature(secret: str | None, timestamp: str | None, signature: str | None, body: bytes,
-                    now: float, max_age_s: float) -> SignatureCheck:
+def check_signature(
+    secret: str | None, timestamp: str | None, signature: str | None, body: bytes, now: float, max_age_s: float
+) -> SignatureCheck:
     if not secret or not timestamp or not signature:
         return SignatureCheck.MISSING
     # Unix seconds as plain digits: `int()` would also take signs, spaces and `1_000`, and
@@ -72,11 +73,16 @@ def to_inbound(payload: dict[str, Any]) -> InboundMessage | None:
     thread = optional_id(event.get("thread_ts"), "event.thread_ts")
     try:
         return InboundMessage(
-            id=f"{channel}:{ts}", platform="slack", chat_id=channel,
+            id=f"{channel}:{ts}",
+            platform="slack",
+            chat_id=channel,
             thread_id=thread if thread != ts else None,
-            user=User(id=user, team_id=team), text=text,
-            metadata={"chat_type": "direct" if event.get("channel_type") == "im" else event.get("channel_type"),
-                      "event_id": payload.get("event_id")},
+            user=User(id=user, team_id=team),
+            text=text,
+            metadata={
+                "chat_type": "direct" if event.get("channel_type") == "im" else event.get("channel_type"),
+                "event_id": payload.get("event_id"),
+            },
             source=webhook_source("slack"),
         )
     except ValidationError as err:

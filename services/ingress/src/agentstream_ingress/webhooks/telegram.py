@@ -48,9 +48,12 @@ def to_inbound(update: dict[str, Any], bot: str) -> InboundMessage | None:
     chat_type = "direct" if chat.get("type") == "private" else chat.get("type")
     try:
         return InboundMessage(
-            id=f"{chat_id}:{message_id}", platform="telegram", chat_id=chat_id,
+            id=f"{chat_id}:{message_id}",
+            platform="telegram",
+            chat_id=chat_id,
             thread_id=optional_id(message.get("message_thread_id"), "message_thread_id"),
-            user=User(id=user_id, name=name), text=text,
+            user=User(id=user_id, name=name),
+            text=text,
             reply_to_id=optional_id(reply.get("message_id"), "reply_to_message.message_id"),
             metadata={"bot": bot, "chat_type": chat_type, "update_id": update.get("update_id")},
             source=webhook_source("telegram", bot),

@@ -19,6 +19,15 @@ from agentstream.testing.fake_platforms.telegram import FakeTelegram
 from agentstream.testing.fake_platforms.webhook import SIGNATURE_HEADER, FakeWebhookReceiver, signature
 
 __all__ = [
-    "SIGNATURE_HEADER", "Call", "FakeDiscord", "FakeMessage", "FakePlatform", "FakeSignal", "FakeSlack",
-    "FakeTelegram", "FakeWebhookReceiver", "Failure", "signature",
+    "SIGNATURE_HEADER",
+    "Call",
+    "FakeDiscord",
+    "FakeMessage",
+    "FakePlatform",
+    "FakeSignal",
+    "FakeSlack",
+    "FakeTelegram",
+    "FakeWebhookReceiver",
+    "Failure",
+    "signature",
 ]

@@ -103,8 +103,9 @@ class FakePlatform:
 
     def land_late(self, method: str, hold_s: float, *, chat_id: str | None = None, count: int = 1) -> None:
         """Late landing: no answer for `hold_s` (longer than the client's timeout), then the call takes effect."""
-        self.fail_next(method, Failure(200, {"ok": True, "result": True}, delay_s=hold_s, apply=True),
-                       chat_id=chat_id, count=count)
+        self.fail_next(
+            method, Failure(200, {"ok": True, "result": True}, delay_s=hold_s, apply=True), chat_id=chat_id, count=count
+        )
 
     def lose_answer(self, method: str, hold_s: float, *, chat_id: str | None = None, count: int = 1) -> None:
         """The call takes effect at once; its answer comes only after `hold_s` (the client has given up)."""
@@ -179,8 +180,9 @@ class FakePlatform:
             await asyncio.sleep(0.01)
         return self
 
-    async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self._server is not None and self._task is not None:
             self._server.should_exit = True
             await self._task

@@ -28,8 +28,9 @@ class FakeDiscord(FakePlatform):
         super().__init__(**kw)
 
     def rate_limited(self, retry_after: float) -> Response:
-        return JSONResponse({"message": "You are being rate limited.", "retry_after": retry_after,
-                             "global": False}, 429)
+        return JSONResponse(
+            {"message": "You are being rate limited.", "retry_after": retry_after, "global": False}, 429
+        )
 
     def routes(self, app: FastAPI) -> None:
         @app.post("/channels/{channel_id}/messages")
@@ -51,8 +52,14 @@ class FakeDiscord(FakePlatform):
         content = str(body.get("content", ""))
         if len(content) > MAX_CHARS or not content:
             call.status = 400
-            return JSONResponse({"code": 50035, "message": "Invalid Form Body",
-                                 "errors": {"content": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH"}]}}}, 400)
+            return JSONResponse(
+                {
+                    "code": 50035,
+                    "message": "Invalid Form Body",
+                    "errors": {"content": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH"}]}},
+                },
+                400,
+            )
         if message_id is None:
             msg = self.post(channel_id, content)
             call.message_id = msg.message_id

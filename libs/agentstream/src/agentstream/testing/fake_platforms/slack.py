@@ -29,8 +29,9 @@ class FakeSlack(FakePlatform):
         super().__init__(**kw)
 
     def rate_limited(self, retry_after: float) -> Response:
-        return JSONResponse({"ok": False, "error": "ratelimited"}, 429,
-                            {"Retry-After": str(max(1, math.ceil(retry_after)))})
+        return JSONResponse(
+            {"ok": False, "error": "ratelimited"}, 429, {"Retry-After": str(max(1, math.ceil(retry_after)))}
+        )
 
     def routes(self, app: FastAPI) -> None:
         @app.post("/{method}")

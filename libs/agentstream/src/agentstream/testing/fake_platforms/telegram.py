@@ -20,8 +20,10 @@ from fastapi.responses import JSONResponse, Response
 from agentstream.testing.fake_platforms.base import FakePlatform
 
 MAX_UTF16 = 4096
-NOT_MODIFIED = ("Bad Request: message is not modified: specified new message content and reply markup are "
-                "exactly the same as a current content and reply markup of the message")
+NOT_MODIFIED = (
+    "Bad Request: message is not modified: specified new message content and reply markup are "
+    "exactly the same as a current content and reply markup of the message"
+)
 
 
 def _utf16(text: str) -> int:
@@ -74,8 +76,9 @@ class FakeTelegram(FakePlatform):
         match method:
             case "sendMessage":
                 msg = self.post(chat_id, text)
-                return JSONResponse({"ok": True, "result": {"message_id": int(msg.message_id),
-                                                            "chat": {"id": chat_id}, "text": text}})
+                return JSONResponse(
+                    {"ok": True, "result": {"message_id": int(msg.message_id), "chat": {"id": chat_id}, "text": text}}
+                )
             case "editMessageText":
                 found = self.find(chat_id, str(body.get("message_id")))
                 if found is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar, cast
 
 from faststream.kafka import KafkaBroker
@@ -60,24 +61,67 @@ def describe_validation_error(err: ValidationError) -> str:
     return "; ".join(parts)
 
 
+@dataclass(frozen=True, eq=False)
+class Infra:
+    """What every service is built on, made once by the service's `bootstrap` and passed in.
+
+    Its collaborators (ledgers, hooks, launchers, adapters) are built from these parts before
+    the service exists, so nothing is swapped once it starts. The engine is lazy: no
+    connection is opened until the first query (the service's start migrates first).
+    """
+
+    settings: Settings
+    name: str
+    topics: Topics
+    registry: CollectorRegistry
+    log: Any
+    broker: KafkaBroker
+    auth: Authenticator
+    engine: AsyncEngine | None = None
+    sessions: async_sessionmaker | None = None  # type: ignore[type-arg]
+
+    @classmethod
+    def build(cls, settings: Settings, name: str, *, uses_database: bool) -> Infra:
+        registry = CollectorRegistry()
+        broker = make_broker(settings.kafka, registry=registry, client_id=f"{settings.kafka.client_id}-{name}")
+        engine = create_engine(settings.database.url, echo=settings.database.echo) if uses_database else None
+        sessions = session_factory(engine) if engine is not None else None
+        auth = Authenticator(settings.auth, settings.database.url)
+        if sessions is not None:
+            auth.use_sessions(sessions)
+        return cls(
+            settings=settings,
+            name=name,
+            topics=Topics(settings.kafka.topic_prefix),
+            registry=registry,
+            log=get_logger(f"agentstream.{name}", service=name),
+            broker=broker,
+            auth=auth,
+            engine=engine,
+            sessions=sessions,
+        )
+
+
 class Service:
     """Base of the five services. `name` is the service name (`agent-runner`, …)."""
 
     name: ClassVar[str]
     uses_database: ClassVar[bool] = False
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.topics = Topics(settings.kafka.topic_prefix)
-        self.registry = CollectorRegistry()
-        self.log = get_logger(f"agentstream.{self.name}", service=self.name)
-        self.broker: KafkaBroker = make_broker(
-            settings.kafka, registry=self.registry, client_id=f"{settings.kafka.client_id}-{self.name}"
-        )
+    def __init__(self, infra: Infra | Settings) -> None:
+        if isinstance(infra, Settings):
+            infra = Infra.build(infra, self.name, uses_database=self.uses_database)
+        self.infra = infra
+        self.settings = infra.settings
+        self.topics = infra.topics
+        self.registry = infra.registry
+        self.log = infra.log
+        self.broker: KafkaBroker = infra.broker
+        settings = self.settings
         # Innermost middleware: no handler exception is lost (see kafka/guard.py).
         self.broker.add_middleware(handler_guard(self.handler_failed))
-        self.engine: AsyncEngine | None = None
-        self.sessions: async_sessionmaker | None = None  # type: ignore[type-arg]
+        self.engine: AsyncEngine | None = infra.engine
+        self.sessions: async_sessionmaker | None = infra.sessions  # type: ignore[type-arg]
         self.started = False
         self.dead_letters = Counter(
             "agentstream_dead_letters_total", "Records sent to the dlq", ["service", "topic"], registry=self.registry
@@ -104,7 +148,7 @@ class Service:
         self.ready_checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
         if self.uses_database:
             self.ready_checks["database"] = self._db_ready
-        self.auth = Authenticator(settings.auth, settings.database.url)
+        self.auth = infra.auth
         self.http = http_app(self.name, self.registry, self.ready_checks, self.auth)
         self.setup()
 
@@ -127,10 +171,6 @@ class Service:
         return {"group_id": self.group_id, **consumer_options(self.settings.kafka)}
 
     async def start(self) -> None:
-        if self.uses_database:
-            self.engine = create_engine(self.settings.database.url, echo=self.settings.database.echo)
-            self.sessions = session_factory(self.engine)
-            self.auth.use_sessions(self.sessions)
         await self.on_start()
         await self.broker.start()
         await self.broker_health.check()

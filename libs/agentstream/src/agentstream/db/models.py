@@ -1,8 +1,8 @@
 """The declarative base and the run history tables: conversations, runs, messages.
 
 persistence writes them; the runner (history), ingress (`/resume`, `/status`) and the CLI read them. The
-other tables live next to their owning service's name (`models_<service>.py`); which service owns
-which is in docs/architecture.md. Migrations in `agentstream/db/migrations`.
+other tables are in the `models_<area>.py` modules; which service owns each is in docs/architecture.md.
+Migrations in `agentstream/db/migrations`.
 """
 
 from __future__ import annotations

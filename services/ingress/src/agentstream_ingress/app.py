@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from agentstream.contracts import DeadLetter, InboundMessage, Notice, ReplyTarget, conversation_key, new_id
 from agentstream.db import upgrade
-from agentstream.kafka.producer import producer_of
+from agentstream.kafka.internals import producer_of
 from agentstream.retention import RetentionTask
 from agentstream.service import Service
 from agentstream_ingress import http

@@ -23,7 +23,7 @@ from typing import Any
 
 from aiokafka import ConsumerRebalanceListener, ConsumerRecord, TopicPartition
 
-from agentstream.kafka.offsets import CommitPoints
+from agentstream.kafka.commits import CommitPoints
 
 
 class BackgroundCommits:

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentstream.contracts import InboundMessage, ReplyTarget
 from agentstream.contracts.inbound import ChatId, PlatformName, ThreadId
-from agentstream.service import describe_validation_error
+from agentstream.kafka.decoding import describe_validation_error
 from agentstream_ingress.decisions import DeadLetterDecision
 
 

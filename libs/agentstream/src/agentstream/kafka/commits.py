@@ -90,6 +90,7 @@ class OffsetCommitter:
         consumer: Callable[[], Any],
         log: Any,
         oldest_of: OldestOf | None = None,
+        on_forget: Callable[[set[int]], None] | None = None,
     ) -> None:
         self.topic = topic
         self.consumer = consumer  # the aiokafka consumer of `topic` now; None before it started
@@ -98,6 +99,7 @@ class OffsetCommitter:
         self.points = CommitPoints()
         self._lock = asyncio.Lock()
         self._soon: asyncio.Task[None] | None = None
+        self.on_forget = on_forget  # the owner drops its own state of partitions that moved away
 
     async def commit(self) -> None:
         """Commit what is due now, after the round in progress."""
@@ -107,8 +109,8 @@ class OffsetCommitter:
                 if consumer is None:
                     return
                 assigned = {tp.partition for tp in consumer.assignment() if tp.topic == self.topic}
-                if gone := set(due) - assigned:
-                    self.points.forget(gone)
+                if gone := set(due) - assigned:  # moved away: the new owner continues from the last commit
+                    self.forget(gone)
                     continue
                 try:
                     await consumer.commit({TopicPartition(self.topic, p): offset for p, offset in due.items()})
@@ -137,3 +139,5 @@ class OffsetCommitter:
     def forget(self, partitions: set[int]) -> None:
         """Revoked partitions: another consumer continues from their committed offsets."""
         self.points.forget(partitions)
+        if self.on_forget is not None:
+            self.on_forget(partitions)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from tests.unit.runner.runner_harness import FakeHistory, assistant, run
 
-from agentstream.contracts import ChatMessage
+from agentstream.contracts import ChatMessage, RunOptions
 from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream_runner.history import StoredMessage, drop_overlap, history_size, replay, skips_history
+from agentstream_runner.history import StoredMessage, drop_overlap, history_size, replay
 
 
 async def test_tool_loop_two_turns_then_an_answer():
@@ -82,12 +82,17 @@ def test_overlap_dropping(history, incoming, kept):
 
 
 def test_history_size_priority_and_skip():
-    assert history_size({"history_size": 3}, 7) == 3
-    assert history_size({}, 7) == 7
-    assert history_size({}, None) == 20
-    assert history_size({"history_size": "lots"}, None) == 20
-    assert skips_history({"skip": ["history"]}) and skips_history({"skip.history": True})
-    assert not skips_history({"skip": ["other"]})
+    def options(**given: object) -> RunOptions:
+        return RunOptions.model_validate(given)
+
+    assert history_size(options(history_size=3), 7) == 3
+    assert history_size(options(), 7) == 7
+    assert history_size(options(), None) == 20
+    assert history_size(options(history_size="lots"), None) == 20
+    assert history_size(options(history_size=True), None) == 20
+    assert options(skip=["history"]).skips_history and options(**{"skip.history": True}).skips_history
+    assert options(skip="history").skips_history
+    assert not options(skip=["other"]).skips_history
 
 
 def test_tool_rows_are_replayed_as_summaries():

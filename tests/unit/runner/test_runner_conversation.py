@@ -1,8 +1,8 @@
 import asyncio
 
-from agentstream.contracts import ReplyTarget, StartRun
+from agentstream.contracts import DoubleTexting, ReplyTarget, StartRun
 from agentstream_runner.context import RunControl
-from agentstream_runner.conversation import DoubleTextingPolicy, OwnerState
+from agentstream_runner.conversation import OwnerState
 from agentstream_runner.owners import Conversations
 
 
@@ -120,4 +120,4 @@ async def test_close_drops_queued_and_interrupts_active_as_shutdown():
 
 
 def test_the_four_policies_exist():
-    assert [p.value for p in DoubleTextingPolicy] == ["enqueue", "interrupt", "reject", "collect"]
+    assert [p.value for p in DoubleTexting] == ["enqueue", "interrupt", "reject", "collect"]

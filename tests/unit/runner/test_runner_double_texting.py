@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from agentstream.contracts import ReplyTarget, ResumeRun, StartRun
+from agentstream.contracts import DoubleTexting, ReplyTarget, ResumeRun, RunOptions, StartRun
 from agentstream_runner.context import RunControl
 from agentstream_runner.conversation import (
     Dismissal,
-    DoubleTextingPolicy,
     OwnerState,
     Work,
     merge_starts,
@@ -58,7 +57,7 @@ class Runs:
     def owners(self, window_s: float = 0.05) -> Conversations:
         return Conversations(
             self.run,
-            lambda s: DoubleTextingPolicy(s.options["double_texting"]),
+            lambda s: DoubleTexting(s.options.double_texting),
             self.dismiss,
             collect_window_s=window_s,
         )
@@ -136,9 +135,15 @@ async def test_collect_debounces_then_merges_into_one_turn():
 
 def test_merge_keeps_the_first_run_id_and_the_latest_target_and_options():
     a = start("a", "one", policy="collect", chat="c1")
-    b = start("b", "two", policy="collect", chat="c1").model_copy(update={"options": {"x": 1}})
+    b = start("b", "two", policy="collect", chat="c1").model_copy(
+        update={"options": RunOptions.model_validate({"x": 1})}
+    )
     merged = merge_starts([a, b])
-    assert (merged.run_id, merged.text, merged.options) == ("a", "one\n\ntwo", {"double_texting": "collect", "x": 1})
+    assert (merged.run_id, merged.text, merged.options.as_dict()) == (
+        "a",
+        "one\n\ntwo",
+        {"double_texting": "collect", "x": 1},
+    )
     assert merge_starts([a]) is a
 
 

@@ -13,10 +13,12 @@ import structlog
 from agentstream.config import ConnectorSettings, load_settings
 from agentstream.contracts import (
     ChatMessage,
+    DoubleTexting,
     EventBase,
     ReplyTarget,
     ResumeRun,
     RunFinished,
+    RunOptions,
     StartRun,
     ToolCallRequest,
     ToolCallResult,
@@ -28,7 +30,6 @@ from agentstream_persistence.buffers import BufferSet
 from agentstream_persistence.rows import rows_for
 from agentstream_runner.assistants import Assistants
 from agentstream_runner.connectors import Connectors, LLMRequest, TextDelta, UsageChunk
-from agentstream_runner.conversation import DoubleTextingPolicy
 from agentstream_runner.outcome import RunOutcome, RunState
 from agentstream_runner.owners import Conversations
 from agentstream_runner.ownership import RunLauncher, policy_of
@@ -132,14 +133,14 @@ def test_rebalance_stops_fail_other_stops_interrupt():
 def test_policy_comes_from_the_request_then_the_assistant():
     assistants = Assistants(load_settings())
     s = start("r")
-    assert policy_of(assistants, s) is DoubleTextingPolicy.ENQUEUE
-    assert policy_of(assistants, s.model_copy(update={"options": {"double_texting": "reject"}})) is (
-        DoubleTextingPolicy.REJECT
+    assert policy_of(assistants, s) is DoubleTexting.ENQUEUE
+    assert policy_of(assistants, s.model_copy(update={"options": RunOptions(double_texting="reject")})) is (
+        DoubleTexting.REJECT
     )
-    assert policy_of(assistants, s.model_copy(update={"options": {"double_texting": "bogus"}})) is (
-        DoubleTextingPolicy.ENQUEUE
-    )
-    assert policy_of(assistants, s.model_copy(update={"assistant_id": "nope"})) is DoubleTextingPolicy.ENQUEUE
+    assert policy_of(
+        assistants, s.model_copy(update={"options": RunOptions.model_validate({"double_texting": "bogus"})})
+    ) is (DoubleTexting.ENQUEUE)
+    assert policy_of(assistants, s.model_copy(update={"assistant_id": "nope"})) is DoubleTexting.ENQUEUE
 
 
 def test_resume_memory_skips_an_llm_step_whose_tool_round_never_completed():
@@ -175,5 +176,5 @@ def test_the_resumed_start_is_rebuilt_from_the_checkpoint():
     )
     s = start_of(ResumeRun(conversation_key="web:c1:t", run_id="r1"), checkpoint)
     assert (s.run_id, s.assistant_id, s.user.id, s.session_id, s.text) == ("r1", "helper", "u1", "s1", "q")
-    assert s.options == {"connector": "fake"}
+    assert s.options.as_dict() == {"connector": "fake"}
     assert (s.reply_target.platform, s.reply_target.chat_id, s.reply_target.thread_id) == ("web", "c1", "t")

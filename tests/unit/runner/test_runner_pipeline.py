@@ -17,6 +17,7 @@ from agentstream.contracts import (
     Notice,
     ReplyTarget,
     RunFinished,
+    RunOptions,
     RunStarted,
     StartRun,
     StepCompleted,
@@ -288,7 +289,7 @@ async def test_run_started_carries_the_tenant_for_billing():
 
 async def test_skip_history_is_announced_so_the_run_is_not_stored():
     ports = FakePorts()
-    start = start_run("hi").model_copy(update={"options": {"skip": ["history"]}})
+    start = start_run("hi").model_copy(update={"options": RunOptions(skip=["history"])})
     await run_pipeline(make_ctx(ports), start)
     assert ports.of(RunStarted)[0].store_history is False
     ports = FakePorts()

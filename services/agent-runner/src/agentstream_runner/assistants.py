@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentstream.config import Settings
+from agentstream.contracts import DoubleTexting
 from agentstream.tools_catalog import BUILTIN_TOOL_SPECS
 from agentstream_runner.errors import UnknownAssistant
 from agentstream_runner.hooks import Hooks
@@ -40,7 +41,7 @@ class Assistant(BaseModel):
     tools: list[str] = Field(default_factory=list, description="Names of the tools the model may call.")
     tool_loop: ToolLoop = Field(default_factory=ToolLoop)
     history_size: int | None = Field(default=None, ge=0)
-    double_texting: Literal["enqueue", "interrupt", "reject", "collect"] = "enqueue"
+    double_texting: DoubleTexting = DoubleTexting.ENQUEUE
     hooks: str | None = Field(default=None, description="Module path (or .py file) with `create`/`next`.")
     on_tool_error: Literal["answer", "fail"] = "answer"
     fallback: str | None = Field(default=None, description="Assistant that answers when the tool loop fails.")

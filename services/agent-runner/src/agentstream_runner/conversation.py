@@ -28,21 +28,12 @@ from typing import Any
 
 import structlog
 
-from agentstream.contracts import FinishReason, ResumeRun, StartRun
+from agentstream.contracts import DoubleTexting, FinishReason, ResumeRun, StartRun
 from agentstream_runner.context import RunControl
 
 Work = StartRun | ResumeRun
 RunFn = Callable[[Work, RunControl], Coroutine[Any, Any, None]]
 DEFAULT_COLLECT_WINDOW_S = 1.0
-
-
-class DoubleTextingPolicy(StrEnum):
-    """What a new message does while a run is active (ARCHITECTURE §3)."""
-
-    ENQUEUE = "enqueue"
-    INTERRUPT = "interrupt"
-    REJECT = "reject"
-    COLLECT = "collect"
 
 
 class Dismissal(StrEnum):
@@ -53,7 +44,7 @@ class Dismissal(StrEnum):
     DROPPED = "dropped"  # the owner closed (shutdown, rebalance, reset) before it ran
 
 
-PolicyFn = Callable[[StartRun], DoubleTextingPolicy]
+PolicyFn = Callable[[StartRun], DoubleTexting]
 DismissFn = Callable[[StartRun, Dismissal, str], Coroutine[Any, Any, None]]
 
 
@@ -81,14 +72,14 @@ def merge_starts(starts: list[StartRun]) -> StartRun:
         update={
             "text": "\n\n".join(s.text for s in starts if s.text),
             "reply_target": last.reply_target,
-            "options": {**first.options, **last.options},
+            "options": last.options.over(first.options.as_dict()),
             "metadata": {**first.metadata, **last.metadata},
         }
     )
 
 
-def policy_enqueue(_: StartRun) -> DoubleTextingPolicy:
-    return DoubleTextingPolicy.ENQUEUE
+def policy_enqueue(_: StartRun) -> DoubleTexting:
+    return DoubleTexting.ENQUEUE
 
 
 async def dismiss_nothing(start: StartRun, why: Dismissal, detail: str) -> None:
@@ -137,15 +128,15 @@ class Conversation:
             return
         policy = self._policy_for(start)
         match (self.state, policy):
-            case (_, DoubleTextingPolicy.COLLECT):
+            case (_, DoubleTexting.COLLECT):
                 self._collected.append(start)
                 if self.state is not OwnerState.RUNNING:
                     self._restart_debounce()  # IDLE/COLLECTING → COLLECTING
                 return
-            case (OwnerState.RUNNING, DoubleTextingPolicy.REJECT):
+            case (OwnerState.RUNNING, DoubleTexting.REJECT):
                 self._dismiss_soon(start, Dismissal.REJECTED, "a run is already in progress")
                 return
-            case (OwnerState.RUNNING, DoubleTextingPolicy.INTERRUPT):
+            case (OwnerState.RUNNING, DoubleTexting.INTERRUPT):
                 self._queue.append(start)
                 self.interrupt(None, FinishReason.DOUBLE_TEXTING)
             case _:

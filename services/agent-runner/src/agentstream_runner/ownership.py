@@ -15,13 +15,14 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.config import RunnerSettings
-from agentstream.contracts import FinishReason, Notice, ResumeRun, RunFinished, RunStatus, StartRun
+from agentstream.contracts import DoubleTexting, FinishReason, Notice, ResumeRun, RunFinished, RunStatus, StartRun
 from agentstream_runner.assistants import Assistants
 from agentstream_runner.chat_sessions import KnownSessions, SessionStore
 from agentstream_runner.connectors import Connectors
 from agentstream_runner.context import RunContext, RunControl, RunPorts
-from agentstream_runner.conversation import Dismissal, DoubleTextingPolicy, Work
+from agentstream_runner.conversation import Dismissal, Work
 from agentstream_runner.emitter import RunEmitter
+from agentstream_runner.errors import UnknownAssistant
 from agentstream_runner.pipeline import ResumePoint, run_pipeline
 from agentstream_runner.prompts import system_messages
 from agentstream_runner.resume import (
@@ -40,15 +41,14 @@ REJECTED_TEXT = "Still working on your previous message; this one was not sent. 
 SessionsGetter = Callable[[], async_sessionmaker[AsyncSession] | None]
 
 
-def policy_of(assistants: Assistants, start: StartRun) -> DoubleTextingPolicy:
+def policy_of(assistants: Assistants, start: StartRun) -> DoubleTexting:
     """The request's `double_texting` option, else the assistant's, else enqueue."""
-    requested = start.options.get("double_texting")
-    if isinstance(requested, str) and requested in {p.value for p in DoubleTextingPolicy}:
-        return DoubleTextingPolicy(requested)
+    if start.options.double_texting is not None:
+        return start.options.double_texting
     try:
-        return DoubleTextingPolicy(getattr(assistants.get(start.assistant_id), "double_texting", "enqueue"))
-    except Exception:  # an unknown assistant fails in its run; here it just waits its turn
-        return DoubleTextingPolicy.ENQUEUE
+        return assistants.get(start.assistant_id).double_texting
+    except UnknownAssistant:  # it fails in its run; here it just waits its turn
+        return DoubleTexting.ENQUEUE
 
 
 class RunLauncher:
@@ -70,7 +70,7 @@ class RunLauncher:
         self.known_sessions = KnownSessions()
         self._roles = RoleCache()
 
-    def policy_for(self, start: StartRun) -> DoubleTextingPolicy:
+    def policy_for(self, start: StartRun) -> DoubleTexting:
         return policy_of(self._assistants, start)
 
     def _context(self, control: RunControl, history: Any = None) -> RunContext:
@@ -137,7 +137,7 @@ class RunLauncher:
             return memory
         # Nothing usable was saved: the memory the run began with.
         assistant = self._assistants.get(start.assistant_id)
-        options = {**assistant.options, **start.options}
+        options = start.options.over(assistant.options)
         history = await load_history(ctx, start, options, assistant)
         return [*system_messages(assistant, start, start.metadata), *history, *saved_input(checkpoint, start)]
 

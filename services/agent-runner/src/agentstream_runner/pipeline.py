@@ -20,11 +20,10 @@ from agentstream_runner.emitter import RunEmitter
 from agentstream_runner.errors import RunFailure
 from agentstream_runner.flow import execute
 from agentstream_runner.heartbeat import heartbeat
-from agentstream_runner.history import skips_history
 from agentstream_runner.outcome import RunOutcome
 from agentstream_runner.permission import NOT_AUTHORIZED, is_authorized
 from agentstream_runner.prompts import system_messages
-from agentstream_runner.run_setup import history_and_input, requested_connector, role_overrides
+from agentstream_runner.run_setup import history_and_input, role_overrides
 from agentstream_runner.scope import RootTotals, RunScope
 
 
@@ -64,9 +63,9 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
     try:
         # 2. Who answers, with which options (the caller's win), through which connector.
         assistant = ctx.assistants.get(start.assistant_id)
-        options = {**assistant.options, **start.options}
+        options = start.options.over(assistant.options)
         overrides = await role_overrides(ctx, start)
-        connector = ctx.connectors.resolve(requested_connector(start.options), assistant.connector, overrides)
+        connector = ctx.connectors.resolve(start.options.connector, assistant.connector, overrides)
 
         # 3. Memory: system prompts, history, the new input (or the resumed memory).
         if resume is None:
@@ -83,7 +82,7 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
             user_id=start.user.id if start.user else None,
             session_id=start.session_id,
             tenant_id=start.user.tenant_id if start.user else None,
-            store_history=not skips_history(options),
+            store_history=not options.skips_history,
         )
 
         # 4. Create hook → model → tools → the one ending (hooks, loop, delegation).
@@ -97,7 +96,7 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
             connector=connector,
             overrides=overrides,
             memory=memory,
-            options=options,
+            options=options.as_dict(),
             metadata=dict(start.metadata),
             tool_names=list(assistant.tools),
             chain=(assistant.id,),

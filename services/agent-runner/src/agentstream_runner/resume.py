@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agentstream.contracts import ChatMessage, ReplyTarget, ResumeRun, StartRun, Usage, User
+from agentstream.contracts import ChatMessage, ReplyTarget, ResumeRun, RunOptions, StartRun, Usage, User
 from agentstream.db.models import Message
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
 from agentstream_runner.history import StoredMessage
@@ -76,7 +76,7 @@ def start_of(command: ResumeRun, checkpoint: Checkpoint) -> StartRun:
         user=User(id=user_id) if user_id else None,
         text=text,
         reply_target=ReplyTarget.model_validate(target),
-        options={"connector": info["connector_id"]} if info.get("connector_id") else {},
+        options=RunOptions(connector=info["connector_id"]) if info.get("connector_id") else RunOptions(),
     )
 
 

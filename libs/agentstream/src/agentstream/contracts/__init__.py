@@ -29,11 +29,13 @@ from agentstream.contracts.events import (
 )
 from agentstream.contracts.inbound import Attachment, InboundMessage, User, conversation_key
 from agentstream.contracts.runs import (
+    DoubleTexting,
     InterruptRun,
     ResetConversation,
     ResumeRun,
     RunCommand,
     RunCommandAdapter,
+    RunOptions,
     StartRun,
 )
 from agentstream.contracts.tools import ToolCallRequest, ToolCallResult
@@ -46,6 +48,7 @@ __all__ = [
     "ChatMessage",
     "DeadLetter",
     "DeliveryReceipt",
+    "DoubleTexting",
     "EventBase",
     "FinishReason",
     "InboundMessage",
@@ -65,6 +68,7 @@ __all__ = [
     "RunEventAdapter",
     "RunFinished",
     "RunHeartbeat",
+    "RunOptions",
     "RunQueued",
     "RunStarted",
     "RunStatus",

@@ -2,39 +2,35 @@
 
 The handler never waits for a run: StartRun and ResumeRun go to the conversation's
 owner, InterruptRun cancels its active run, ResetConversation opens a new session and
-stops the run, a ToolCallResult resolves the waiting call. The service itself is the
-pipeline's `RunPorts` (publish events, call tools). When a partition moves to another
-runner, the runs of its conversations end `failed(reason=rebalanced)`.
+stops the run, a ToolCallResult resolves the waiting call. Runs publish through the
+`BrokerRunPorts` that `bootstrap` gave their launcher, never through the service. When
+a partition moves to another runner, the runs of its conversations end
+`failed(reason=rebalanced)`.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+from typing import assert_never
 
 from aiokafka import ConsumerRebalanceListener, TopicPartition
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
 
 from agentstream.contracts import (
-    EventBase,
     FinishReason,
     InterruptRun,
     ResetConversation,
     ResumeRun,
     StartRun,
-    ToolCallRequest,
     ToolCallResult,
 )
 from agentstream.observability import NotReady
-from agentstream.service import Service
-from agentstream_runner.assistant_files import load_assistants_dir
-from agentstream_runner.assistants import Assistants
-from agentstream_runner.connectors import Connectors
-from agentstream_runner.owners import Conversations
-from agentstream_runner.ownership import RunLauncher
+from agentstream.service import Infra, Service
+from agentstream_runner.connectors.resolve import Connectors
+from agentstream_runner.conversations.registry import Conversations
+from agentstream_runner.launcher import RunLauncher
+from agentstream_runner.ports import ToolWaiters
 from agentstream_runner.records import Undecodable, decode_record
-from agentstream_runner.waiters import ToolWaiters
 
 # Commands are handed to their owner at once, so their offsets are committed soon after
 # reading (at most once): a runner killed right after would otherwise re-run a StartRun
@@ -47,21 +43,21 @@ class AgentRunnerService(Service):
     name = "agent-runner"
     uses_database = True  # history (`messages`) and role overrides (`role_settings`), read-only
 
-    def setup(self) -> None:
-        self.assistants = self._load_assistants()
-        self.connectors = Connectors(self.settings)
+    def __init__(
+        self,
+        infra: Infra,
+        *,
+        connectors: Connectors,
+        launcher: RunLauncher,
+        conversations: Conversations,
+        waiters: ToolWaiters,
+    ) -> None:
+        super().__init__(infra)
+        self.connectors = connectors
+        self.launcher = launcher
+        self.conversations = conversations
+        self.waiters = waiters
         self.ready_checks["connectors"] = self._connectors_ready
-        self.waiters = ToolWaiters()
-        self.launcher = RunLauncher(
-            self, self.connectors, self.assistants, self.settings.runner, lambda: self.sessions, self.log
-        )
-        self.conversations = Conversations(
-            self.launcher.run,
-            self.launcher.policy_for,
-            self.launcher.dismiss,
-            log=self.log,
-            collect_window_s=self.settings.runner.collect_window_ms / 1000,
-        )
         self.records = Counter(
             "agentstream_runner_records_total", "Records consumed by type", ["type"], registry=self.registry
         )
@@ -77,15 +73,6 @@ class AgentRunnerService(Service):
             auto_commit_interval_ms=COMMIT_INTERVAL_MS,
             listener=_Revocations(self),
         )(self.on_record)
-
-    def _load_assistants(self) -> Assistants:
-        if not self.settings.assistants_dir:
-            return Assistants(self.settings)
-        loaded = load_assistants_dir(self.settings.assistants_dir)
-        for problem in loaded.problems:  # one bad file does not stop the others
-            self.log.error("assistant file invalid", file=problem.file, field=problem.field, error=problem.message)
-        self.log.info("assistants loaded", ids=[a.id for a in loaded.assistants], invalid=len(loaded.problems))
-        return Assistants(self.settings, loaded.assistants, loaded.hooks)
 
     async def _connectors_ready(self) -> bool:
         if not self.settings.connectors:  # every run would fail "connector not specified"
@@ -119,18 +106,8 @@ class AgentRunnerService(Service):
                     self.log.info(
                         "tool result ignored: no run waits for it", run_id=record.run_id, call_id=record.call_id
                     )
-
-    # -- RunPorts ------------------------------------------------------------------
-    async def publish_event(self, event: EventBase) -> asyncio.Future[Any]:
-        return await self.publish_nowait(self.topics.events, event, event.conversation_key)
-
-    async def call_tool(self, request: ToolCallRequest) -> ToolCallResult:
-        result = self.waiters.expect(request.run_id, request.call_id)  # before publishing: no lost result
-        try:
-            await self.publish(self.topics.tool_calls, request, request.conversation_key)
-            return await result
-        finally:
-            self.waiters.discard(request.run_id, request.call_id)
+            case _:
+                assert_never(record)
 
     # -- lifecycle -----------------------------------------------------------------
     async def partitions_revoked(self, partitions: set[int]) -> None:

@@ -1,4 +1,4 @@
-"""The run pipeline, top to bottom (ARCHITECTURE §3).
+"""The run pipeline, top to bottom.
 
 permission → options merge → connector (roles, overrides) → history → run.started
 → Create hook → LLM → tool calls (retries) → Next hook | tool loop | standard
@@ -7,24 +7,66 @@ run (retries, loop turns and delegated children included).
 
 `resume` starts a run from a saved memory and usage instead of history + input
 (the seam for resuming a checkpointed run).
+
+Permission: who may start a run. Today the inbound user is the identity.
+
+Heartbeats: `run.heartbeat` every `heartbeat_s` while a run is alive, so the persistence
+watchdog can tell a slow run from a lost one. A timer, not a sleeping task: leaving the
+block cancels the timer without yielding to the event loop, so the run's next events (its
+ending) are handed to the producer in the same tick as its last ones and share their
+produce request. Only a beat already being emitted is waited for, so no heartbeat can
+follow the run's `run.finished`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
-from agentstream.contracts import ChatMessage, Notice, RunFinished, RunStarted, StartRun, Usage
+from agentstream.contracts import ChatMessage, Notice, RunFinished, RunHeartbeat, RunStarted, StartRun, Usage, User
+from agentstream_runner.assistants import system_messages
 from agentstream_runner.context import RunContext
 from agentstream_runner.emitter import RunEmitter
-from agentstream_runner.errors import RunFailure
 from agentstream_runner.flow import execute
-from agentstream_runner.heartbeat import heartbeat
-from agentstream_runner.outcome import RunOutcome
-from agentstream_runner.permission import NOT_AUTHORIZED, is_authorized
-from agentstream_runner.prompts import system_messages
+from agentstream_runner.outcome import RunFailure, RunOutcome
 from agentstream_runner.run_setup import history_and_input, role_overrides
 from agentstream_runner.scope import RootTotals, RunScope
+
+NOT_AUTHORIZED = "not authorized"
+
+
+def is_authorized(user: User | None) -> TypeGuard[User]:
+    return user is not None and bool(user.id.strip())
+
+
+def _retrieve(task: asyncio.Task[object]) -> None:
+    # A failed beat is not the run's failure: the next emit reports a refused record.
+    if not task.cancelled():
+        task.exception()
+
+
+@contextlib.asynccontextmanager
+async def heartbeat(events: RunEmitter, interval_s: float) -> AsyncIterator[None]:
+    loop = asyncio.get_running_loop()
+    beating: asyncio.Task[object] | None = None
+    timer: asyncio.TimerHandle | None = None
+
+    def beat() -> None:
+        nonlocal beating, timer
+        beating = asyncio.create_task(events.emit(RunHeartbeat), name=f"heartbeat:{events.run_id}")
+        beating.add_done_callback(_retrieve)
+        timer = loop.call_later(interval_s, beat)
+
+    timer = loop.call_later(interval_s, beat)
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if beating is not None and not beating.done():
+            await asyncio.wait({beating})
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Resume: rebuild a failed or interrupted run from its checkpoint (ARCHITECTURE §3).
+"""Resume: rebuild a failed or interrupted run from its checkpoint.
 
 persistence writes the checkpoint when the run ends not `completed`: how it ended,
 the usage already spent, the last seq, what started it, and every completed step
@@ -24,9 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.contracts import ChatMessage, ReplyTarget, ResumeRun, RunOptions, StartRun, Usage, User
-from agentstream.db.models import Message
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
-from agentstream_runner.history import StoredMessage
 
 CHECKPOINT_WAIT_S = 5.0  # a resume may arrive before persistence has written the checkpoint
 
@@ -122,25 +120,3 @@ async def load_checkpoint(
         if checkpoint is not None or loop.time() >= deadline:
             return checkpoint
         await asyncio.sleep(0.2)
-
-
-class HistoryWithout:
-    """History as the run first saw it: the session's messages minus this run's own rows
-    (its input and partial answer were stored when it ended)."""
-
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], root_run_id: str) -> None:
-        self._sessions = sessions
-        self._root_run_id = root_run_id
-
-    async def recent(self, conversation_key: str, session_id: str | None, limit: int) -> list[StoredMessage]:
-        if limit <= 0:
-            return []
-        query = select(Message.role, Message.content, Message.name).where(
-            Message.conversation_key == conversation_key, Message.root_run_id != self._root_run_id
-        )
-        if session_id is not None:
-            query = query.where(Message.session_id == session_id)
-        query = query.order_by(Message.id.desc()).limit(limit)
-        async with self._sessions() as session:
-            rows = (await session.execute(query)).all()
-        return [StoredMessage(role=r.role, content=r.content or "", name=r.name) for r in reversed(rows)]

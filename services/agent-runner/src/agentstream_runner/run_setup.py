@@ -10,7 +10,7 @@ import structlog
 
 from agentstream.contracts import ChatMessage, RunOptions, StartRun
 from agentstream_runner.assistants import Assistant
-from agentstream_runner.connectors import RoleOverrides
+from agentstream_runner.connectors.resolve import RoleOverrides
 from agentstream_runner.context import RunContext
 from agentstream_runner.history import drop_overlap, history_size, replay
 

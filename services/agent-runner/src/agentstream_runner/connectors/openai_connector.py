@@ -17,8 +17,14 @@ from openai.types.chat import ChatCompletion
 
 from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, Usage
-from agentstream_runner.connectors.assembly import ToolCallAssembler
-from agentstream_runner.connectors.base import Chunk, LLMRequest, TextDelta, ThinkingDelta, UsageChunk
+from agentstream_runner.connectors.base import (
+    Chunk,
+    LLMRequest,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallAssembler,
+    UsageChunk,
+)
 from agentstream_runner.connectors.openai_sse import ChunkStream
 from agentstream_runner.connectors.retry import LLMError, RetryPolicy, Transient, retry_after_seconds, with_retries
 

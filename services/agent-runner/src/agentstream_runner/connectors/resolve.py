@@ -1,4 +1,4 @@
-"""Which connector answers a run (ARCHITECTURE §3.4), and the open connectors.
+"""Which connector answers a run, and the open connectors.
 
 `resolve_connector` is the pure decision:
 1. the request's `connector` option, else the assistant's connector;
@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from agentstream.config import ConnectorSettings, Settings
 from agentstream_runner.connectors.base import Connector
 from agentstream_runner.connectors.scripted import ScriptedConnector
-from agentstream_runner.errors import ConnectorError
+from agentstream_runner.outcome import RunFailure
+
+
+class ConnectorError(RunFailure):
+    """No usable connector for the run."""
+
 
 ConnectorFactory = Callable[[ConnectorSettings], Connector]
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, Usage
 from agentstream.tools_catalog import ToolSpec
 
@@ -82,6 +83,21 @@ class ToolCallAssembler:
             ToolCallChunk(call_id=c.call_id or f"call_{i}", name=c.name, arguments="".join(c.arguments) or "{}")
             for i, c in sorted(self._calls.items())
         ]
+
+
+class Configured:
+    """Base of the built-in connectors: `id` and `capabilities` come from their settings."""
+
+    def __init__(self, settings: ConnectorSettings) -> None:
+        self._settings = settings
+
+    @property
+    def id(self) -> str:
+        return self._settings.id
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return frozenset(self._settings.capabilities)
 
 
 @runtime_checkable

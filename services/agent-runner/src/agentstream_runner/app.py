@@ -10,11 +10,11 @@ a partition moves to another runner, the runs of its conversations end
 
 from __future__ import annotations
 
-from typing import assert_never
+from typing import Annotated, assert_never
 
-from aiokafka import ConsumerRebalanceListener, TopicPartition
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
+from pydantic import Field, TypeAdapter
 
 from agentstream.contracts import (
     FinishReason,
@@ -24,19 +24,27 @@ from agentstream.contracts import (
     StartRun,
     ToolCallResult,
 )
+from agentstream.kafka.decoding import RecordDecoder
+from agentstream.kafka.revocations import RevocationListener
 from agentstream.observability import NotReady
 from agentstream.service import Infra, Service
 from agentstream_runner.connectors.resolve import Connectors
 from agentstream_runner.conversations.registry import Conversations
 from agentstream_runner.launcher import RunLauncher
 from agentstream_runner.ports import ToolWaiters
-from agentstream_runner.records import Undecodable, decode_record
 
 # Commands are handed to their owner at once, so their offsets are committed soon after
 # reading (at most once): a runner killed right after would otherwise re-run a StartRun
 # from scratch beside its resume. A run lost in that window is not lost for good:
 # persistence's watchdog ends it and `resume.auto` rebuilds it from its `run.queued`.
 COMMIT_INTERVAL_MS = 100
+
+# What the one subscription (`runs` + `tool-results`) carries, told apart by `type`.
+RunnerRecord = Annotated[
+    StartRun | InterruptRun | ResumeRun | ResetConversation | ToolCallResult, Field(discriminator="type")
+]
+RUNNER_RECORD: TypeAdapter[RunnerRecord] = TypeAdapter(RunnerRecord)
+RUNNER_RECORD_NAME = "run command or tool result"
 
 
 class AgentRunnerService(Service):
@@ -58,6 +66,7 @@ class AgentRunnerService(Service):
         self.conversations = conversations
         self.waiters = waiters
         self.ready_checks["connectors"] = self._connectors_ready
+        self.decoder = RecordDecoder(RUNNER_RECORD, RUNNER_RECORD_NAME, self.dead_letter)
         self.records = Counter(
             "agentstream_runner_records_total", "Records consumed by type", ["type"], registry=self.registry
         )
@@ -71,7 +80,9 @@ class AgentRunnerService(Service):
             self.topics.tool_results,
             **self.subscriber_options(),
             auto_commit_interval_ms=COMMIT_INTERVAL_MS,
-            listener=_Revocations(self),
+            # Before a partition moves, its runs end (`failed`, reason `rebalanced`), so the new
+            # owner can resume them and two runners never write one conversation.
+            listener=RevocationListener(self.partitions_revoked, topic=self.topics.runs),
         )(self.on_record)
 
     async def _connectors_ready(self) -> bool:
@@ -85,11 +96,11 @@ class AgentRunnerService(Service):
         self.connectors.preload()  # before the broker starts: the first run does not wait for an import
 
     async def on_record(self, msg: KafkaMessage) -> None:
-        record = decode_record(bytes(msg.body))
-        self.records.labels(getattr(record, "type", "undecodable")).inc()
+        record = await self.decoder(msg)
+        self.records.labels(record.type if record is not None else "undecodable").inc()
         match record:
-            case Undecodable(reason=reason):
-                await self.dead_letter(msg, reason)
+            case None:
+                return  # dead-lettered with the reason
             case StartRun():
                 self.conversations.submit(record, getattr(msg.raw_message, "partition", None))
             case InterruptRun(conversation_key=key, run_id=run_id, reason=reason):
@@ -121,18 +132,3 @@ class AgentRunnerService(Service):
         await self.conversations.close(FinishReason.SHUTDOWN)
         await self.connectors.close()
         await super().stop()
-
-
-class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Before a partition moves, its runs end here (`failed`, reason `rebalanced`), so
-    the new owner can resume them and two runners never write one conversation."""
-
-    def __init__(self, service: AgentRunnerService) -> None:
-        self._service = service
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        runs_topic = self._service.topics.runs
-        await self._service.partitions_revoked({tp.partition for tp in revoked if tp.topic == runs_topic})
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        return None

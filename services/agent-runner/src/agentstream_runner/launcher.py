@@ -9,19 +9,29 @@ usage so far, the seq to continue after) built from the checkpoint. Without a da
 
 from __future__ import annotations
 
-from typing import Any, assert_never
+from typing import assert_never
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.config import RunnerSettings
-from agentstream.contracts import DoubleTexting, FinishReason, Notice, ResumeRun, RunFinished, RunStatus, StartRun
+from agentstream.contracts import (
+    ChatMessage,
+    DoubleTexting,
+    FinishReason,
+    Notice,
+    ResumeRun,
+    RunFinished,
+    RunStatus,
+    StartRun,
+)
 from agentstream_runner.assistants import Assistants, UnknownAssistant, system_messages
 from agentstream_runner.chat_sessions import KnownSessions, SessionStore
 from agentstream_runner.connectors.resolve import Connectors
 from agentstream_runner.context import RunContext, RunControl, RunPorts
 from agentstream_runner.conversations.owner import Dismissal, Work
 from agentstream_runner.emitter import RunEmitter
+from agentstream_runner.history import HistoryStore
 from agentstream_runner.pipeline import ResumePoint, run_pipeline
 from agentstream_runner.resume import Checkpoint, callable_memory, load_checkpoint, saved_input, start_of
 from agentstream_runner.run_setup import load_history
@@ -62,7 +72,7 @@ class RunLauncher:
     def policy_for(self, start: StartRun) -> DoubleTexting:
         return policy_of(self._assistants, start)
 
-    def _context(self, control: RunControl, history: Any = None) -> RunContext:
+    def _context(self, control: RunControl, history: HistoryStore | None = None) -> RunContext:
         stores = SqlStores(self._sessions) if self._sessions is not None else None
         roles = self._roles.over(stores) if stores is not None else None
         return RunContext(
@@ -119,7 +129,7 @@ class RunLauncher:
         self._log.info("resuming run", run_id=command.run_id, steps=len(checkpoint.steps), from_seq=point.first_seq)
         await run_pipeline(ctx, start, point)
 
-    async def _memory(self, ctx: RunContext, start: StartRun, checkpoint: Checkpoint) -> list[Any]:
+    async def _memory(self, ctx: RunContext, start: StartRun, checkpoint: Checkpoint) -> list[ChatMessage]:
         memory = callable_memory(checkpoint.steps)
         if memory is not None:
             return memory

@@ -12,7 +12,8 @@ import asyncio
 from typing import Any, cast
 
 from agentstream.contracts import EventBase, ToolCallRequest, ToolCallResult
-from agentstream.kafka.producer import encode_record, producer_of
+from agentstream.kafka.internals import producer_of
+from agentstream.kafka.producer import encode_record
 from agentstream.observability import records_published
 from agentstream.service import Infra
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from tests.unit.runner import runner_hookfns as fns
-from tests.unit.runner.runner_harness import assistant, run
-
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.hooks import Hooks
+from tests.unit.runner import runner_hookfns as fns
+from tests.unit.runner.runner_harness import assistant, run
 
 
 async def test_delegation_cycle_is_refused():

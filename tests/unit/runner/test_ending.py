@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from tests.unit.runner.runner_harness import assistant, run
-
 from agentstream.testing.fake_openai import FakeOpenAI
+from tests.unit.runner.runner_harness import assistant, run
 
 
 async def test_tool_loop_two_turns_then_an_answer():

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from tests.unit.runner.runner_harness import FakeHistory, assistant, run
 
 from agentstream.contracts import ChatMessage, RunOptions
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.history import StoredMessage, drop_overlap, history_size, replay
+from tests.unit.runner.runner_harness import FakeHistory, assistant, run
 
 # -- history -------------------------------------------------------------------------
 

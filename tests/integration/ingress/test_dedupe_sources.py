@@ -12,7 +12,7 @@ from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import read_until
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
-from tests.integration.ingress.test_ingress_decisions_broker import settled
+from tests.integration.ingress.test_decisions_broker import settled
 
 TG_SECRET = {"X-Telegram-Bot-Api-Secret-Token": "tg-secret"}
 UPDATE = {

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentstream.config import Settings
-from agentstream.contracts import ChatMessage, DoubleTexting, StartRun
+from agentstream.contracts import ChatMessage, DoubleTexting, MessageRole, StartRun
 from agentstream.tools_catalog import BUILTIN_TOOL_SPECS
 from agentstream_runner.hooks import Hooks
 from agentstream_runner.outcome import RunFailure
@@ -136,4 +136,4 @@ def render_prompt(template: str, values: dict[str, str]) -> str:
 
 def system_messages(assistant: Assistant, start: StartRun, metadata: dict[str, Any]) -> list[ChatMessage]:
     values = prompt_context(assistant, start, metadata)
-    return [ChatMessage(role="system", content=render_prompt(p, values)) for p in assistant.system if p]
+    return [ChatMessage(role=MessageRole.SYSTEM, content=render_prompt(p, values)) for p in assistant.system if p]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agentstream.contracts import new_id
+from agentstream.contracts import StepType, new_id
 from agentstream_runner.assistants import system_messages
 from agentstream_runner.emitter import step
 from agentstream_runner.hooks import Delegate
@@ -43,7 +43,7 @@ async def delegate_to(parent: RunScope, delegate: Delegate, answer_of: AnswerFn)
     events = parent.events.child(child_id)
     messages = list(delegate.messages or [])
     step_input: dict[str, Any] = {"assistant": assistant.id, "child_run_id": child_id, "messages": len(messages)}
-    async with step(parent.events, "delegate", parent.step_id("delegate"), step_input) as record:
+    async with step(parent.events, StepType.DELEGATE, parent.step_id(StepType.DELEGATE), step_input) as record:
         child = RunScope(
             ctx=ctx,
             start=parent.start,

@@ -6,6 +6,7 @@ child (see `delegation.py`).
 
 from __future__ import annotations
 
+from agentstream.contracts import StepType
 from agentstream.tools_catalog import tool_spec
 from agentstream_runner.delegation import delegate_to
 from agentstream_runner.emitter import step
@@ -21,7 +22,7 @@ async def _apply_create_hook(scope: RunScope) -> Delegate | None:
     if scope.hooks.create is None:
         return None
     step_input = {"assistant": scope.assistant.id, "messages": len(scope.memory)}
-    async with step(scope.events, "hook_create", scope.step_id("hook_create"), step_input) as record:
+    async with step(scope.events, StepType.HOOK_CREATE, scope.step_id(StepType.HOOK_CREATE), step_input) as record:
         result = await call_create(
             scope.hooks.create,
             CreateInput(

@@ -20,6 +20,7 @@ from agentstream.contracts import (
     DoubleTexting,
     FinishReason,
     Notice,
+    NoticeLevel,
     ResumeRun,
     RunFinished,
     RunStatus,
@@ -145,7 +146,9 @@ class RunLauncher:
         events = RunEmitter.for_start(start, self._ports.publish_event)
         match why:
             case Dismissal.REJECTED:
-                await events.emit(Notice, level="warning", text=REJECTED_TEXT, reply_target=start.reply_target)
+                await events.emit(
+                    Notice, level=NoticeLevel.WARNING, text=REJECTED_TEXT, reply_target=start.reply_target
+                )
                 await events.emit(RunFinished, status=RunStatus.FAILED, reason=FinishReason.REJECTED, error=detail)
             case Dismissal.MERGED:
                 # Its text runs inside run `detail` and is stored there.

@@ -26,7 +26,17 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
-from agentstream.contracts import ChatMessage, Notice, RunFinished, RunHeartbeat, RunStarted, StartRun, Usage, User
+from agentstream.contracts import (
+    ChatMessage,
+    Notice,
+    NoticeLevel,
+    RunFinished,
+    RunHeartbeat,
+    RunStarted,
+    StartRun,
+    Usage,
+    User,
+)
 from agentstream_runner.assistants import system_messages
 from agentstream_runner.context import RunContext
 from agentstream_runner.emitter import RunEmitter
@@ -96,7 +106,7 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
 
     # 1. Permission: without an identity the user gets a notice and nothing else.
     if not is_authorized(start.user):
-        await events.emit(Notice, level="error", text=NOT_AUTHORIZED, reply_target=start.reply_target)
+        await events.emit(Notice, level=NoticeLevel.ERROR, text=NOT_AUTHORIZED, reply_target=start.reply_target)
         await events.confirm()
         return
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import structlog
 
-from agentstream.contracts import ChatMessage, RunOptions, StartRun
+from agentstream.contracts import ChatMessage, MessageRole, RunOptions, StartRun
 from agentstream_runner.assistants import Assistant
 from agentstream_runner.connectors.resolve import RoleOverrides
 from agentstream_runner.context import RunContext
@@ -22,7 +22,7 @@ def input_messages(start: StartRun) -> list[ChatMessage]:
     if start.options.messages:
         return list(start.options.messages)
     name = start.user.name if start.user else None
-    return [ChatMessage(role="user", content=start.text, name=name)]
+    return [ChatMessage(role=MessageRole.USER, content=start.text, name=name)]
 
 
 async def role_overrides(ctx: RunContext, start: StartRun) -> RoleOverrides:

@@ -23,7 +23,7 @@ from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_delivery import DeliveryService
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 from agentstream_persistence import PersistenceService
-from agentstream_runner import AgentRunnerService
+from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
 from agentstream_tools import ToolExecutorService
 from tests.integration.persistence.test_persistence_broker import run_events
 
@@ -102,7 +102,7 @@ _urls: dict[str, str] = {}  # service name → its HTTP base URL in the running 
 def build(name: str, settings: Any) -> Service:
     match name:
         case "agent-runner":
-            return AgentRunnerService(settings)
+            return runner_bootstrap(settings)
         case "persistence":
             return PersistenceService(settings)
         case "tool-executor":

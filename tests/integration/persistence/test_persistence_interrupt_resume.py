@@ -32,7 +32,7 @@ from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_persistence import PersistenceService
-from agentstream_runner import AgentRunnerService
+from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
 from agentstream_tools import ToolExecutorService
 
 pytestmark = pytest.mark.integration
@@ -70,7 +70,7 @@ async def test_interrupt_saves_a_checkpoint_and_resume_continues_without_repeati
             runner={"coalesce_ms": 10},
         )
         runner, tools, persistence = (
-            AgentRunnerService(settings),
+            runner_bootstrap(settings),
             ToolExecutorService(settings),
             PersistenceService(settings),
         )

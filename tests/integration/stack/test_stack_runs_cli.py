@@ -42,7 +42,7 @@ from agentstream_persistence.checkpoint import CheckpointRows
 from agentstream_persistence.flush import write_run
 from agentstream_persistence.pages import MAX_PAGE_SIZE
 from agentstream_persistence.rows import FlushRows
-from agentstream_runner import AgentRunnerService
+from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
 from agentstream_stack.cli import app
 from agentstream_tools import ToolExecutorService
 
@@ -407,7 +407,7 @@ async def test_resume_follows_an_interrupted_run_to_completion(settings_factory,
             default_connector="fake",
             runner={"coalesce_ms": 10},
         )
-        services = [AgentRunnerService(settings), ToolExecutorService(settings), PersistenceService(settings)]
+        services = [runner_bootstrap(settings), ToolExecutorService(settings), PersistenceService(settings)]
         bootstrap, topics = settings.kafka.bootstrap_servers, Topics(settings.kafka.topic_prefix)
         env = kafka_env(settings)
         start = StartRun(

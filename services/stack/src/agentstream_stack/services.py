@@ -12,9 +12,9 @@ def build_service(name: str, settings: Settings, **kwargs: object) -> Service:
 
         return bootstrap(settings)
     if name == "agent-runner":
-        from agentstream_runner import AgentRunnerService
+        from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
 
-        return AgentRunnerService(settings)
+        return runner_bootstrap(settings)
     if name == "tool-executor":
         from agentstream_tools import ToolExecutorService
 

@@ -39,7 +39,7 @@ from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_delivery import DeliveryService
 from agentstream_delivery.render import ENDING_SEPARATOR, ENDING_TEXTS, RESUMED_MARKER
 from agentstream_persistence import PersistenceService
-from agentstream_tools import ToolExecutorService
+from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 pytestmark = pytest.mark.chaos
 
@@ -121,7 +121,7 @@ async def test_runner_lost_mid_answer_is_shown_then_the_resumed_answer_below_a_m
         second = ServiceProcess("agent-runner", env, port, tmp_path, "second")
         persistence, tools, delivery = (
             PersistenceService(settings),
-            ToolExecutorService(settings),
+            bootstrap_tool_executor(settings),
             DeliveryService(settings),
         )
         starts = [

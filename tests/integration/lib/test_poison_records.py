@@ -25,7 +25,7 @@ from agentstream_delivery import DeliveryService
 from agentstream_ingress import IngressService
 from agentstream_persistence import PersistenceService
 from agentstream_runner import AgentRunnerService
-from agentstream_tools import ToolExecutorService
+from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +106,7 @@ def build(name: str, settings: Any) -> Service:
         case "persistence":
             return PersistenceService(settings)
         case "tool-executor":
-            return ToolExecutorService(settings)
+            return bootstrap_tool_executor(settings)
         case "ingress":
             return IngressService(settings)
         case "delivery":

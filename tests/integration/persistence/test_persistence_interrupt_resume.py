@@ -32,7 +32,7 @@ from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_persistence import PersistenceService
 from agentstream_runner import AgentRunnerService
-from agentstream_tools import ToolExecutorService
+from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +70,7 @@ async def test_interrupt_saves_a_checkpoint_and_resume_continues_without_repeati
         )
         runner, tools, persistence = (
             AgentRunnerService(settings),
-            ToolExecutorService(settings),
+            bootstrap_tool_executor(settings),
             PersistenceService(settings),
         )
         bootstrap, t = settings.kafka.bootstrap_servers, runner.topics

@@ -44,7 +44,7 @@ from agentstream_persistence.pages import MAX_PAGE_SIZE
 from agentstream_persistence.rows import FlushRows
 from agentstream_runner import AgentRunnerService
 from agentstream_stack.cli import app
-from agentstream_tools import ToolExecutorService
+from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 pytestmark = pytest.mark.integration
 
@@ -407,7 +407,7 @@ async def test_resume_follows_an_interrupted_run_to_completion(settings_factory,
             default_connector="fake",
             runner={"coalesce_ms": 10},
         )
-        services = [AgentRunnerService(settings), ToolExecutorService(settings), PersistenceService(settings)]
+        services = [AgentRunnerService(settings), bootstrap_tool_executor(settings), PersistenceService(settings)]
         bootstrap, topics = settings.kafka.bootstrap_servers, Topics(settings.kafka.topic_prefix)
         env = kafka_env(settings)
         start = StartRun(

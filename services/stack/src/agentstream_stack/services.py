@@ -16,9 +16,9 @@ def build_service(name: str, settings: Settings, **kwargs: object) -> Service:
 
         return AgentRunnerService(settings)
     if name == "tool-executor":
-        from agentstream_tools import ToolExecutorService
+        from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
-        return ToolExecutorService(settings)
+        return bootstrap_tool_executor(settings)
     if name == "delivery":
         from agentstream_delivery import DeliveryService
 

@@ -6,7 +6,7 @@ keyed by the request's conversation key (co-partitioned with the runner's `runs`
 
 Nothing lost, nothing run twice: offsets are committed by hand (`AckPolicy.MANUAL`),
 a partition only up to its oldest call whose result Kafka has not acked yet, and each
-`(run_id, call_id)` is claimed in `tool_calls` before its tool runs (calls.py). A call
+`(run_id, call_id)` is claimed in `tool_calls` before its tool runs (call_store.py). A call
 redelivered after a crash replays the stored result, or, when the executor died during
 the call, answers with a non-retryable error instead of running the tool again.
 """
@@ -28,9 +28,8 @@ from agentstream.contracts.tools import ToolCallRequestAdapter
 from agentstream.db import upgrade
 from agentstream.db.models_tools import ToolCallState
 from agentstream.kafka.offsets import CommitPoints
-from agentstream.service import Service, describe_validation_error
-from agentstream_tools.builtin import builtin_tools
-from agentstream_tools.calls import ToolCallStore, stopped_during_call
+from agentstream.service import Infra, Service, describe_validation_error
+from agentstream_tools.call_store import ToolCallStore, stopped_during_call
 from agentstream_tools.executor import execute
 from agentstream_tools.registry import ToolRegistry
 
@@ -69,12 +68,13 @@ class ToolExecutorService(Service):
     name = "tool-executor"
     uses_database = True
 
-    def setup(self) -> None:
-        self.tools = ToolRegistry(builtin_tools())
-        self.options = ExecutorOptions.model_validate(self.settings.tools)
-        self.store: ToolCallStore | None = None
+    def __init__(self, infra: Infra, *, tools: ToolRegistry, store: ToolCallStore, options: ExecutorOptions) -> None:
+        super().__init__(infra)
+        self.tools = tools
+        self.store = store
+        self.options = options
         self.commit_points = CommitPoints()
-        self._slots = asyncio.Semaphore(self.options.max_concurrency)
+        self._slots = asyncio.Semaphore(options.max_concurrency)
         self._tasks: dict[asyncio.Task[bool], Origin | None] = {}
         self._live: dict[str, asyncio.Task[bool]] = {}  # idempotency key → the task running it here
         self._commit_task: asyncio.Task[None] | None = None
@@ -105,8 +105,6 @@ class ToolExecutorService(Service):
 
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
-        assert self.sessions is not None
-        self.store = ToolCallStore(self.sessions)
 
     # -- calls ---------------------------------------------------------------------
     async def on_call(self, msg: KafkaMessage) -> None:
@@ -161,7 +159,6 @@ class ToolExecutorService(Service):
         return True
 
     async def _answer(self, request: ToolCallRequest) -> ToolCallResult:
-        assert self.store is not None
         store = self.store
         async with self._slots:  # claimed only when it can run: a call queued here never ran
             prior = await self._retrying("claim the call", request, lambda: store.claim(request))

@@ -23,7 +23,7 @@ from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_delivery import DeliveryService
 from agentstream_ingress import IngressService
-from agentstream_persistence import PersistenceService
+from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_runner import AgentRunnerService
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
@@ -104,7 +104,7 @@ def build(name: str, settings: Any) -> Service:
         case "agent-runner":
             return AgentRunnerService(settings)
         case "persistence":
-            return PersistenceService(settings)
+            return bootstrap_persistence(settings)
         case "tool-executor":
             return bootstrap_tool_executor(settings)
         case "ingress":

@@ -13,16 +13,22 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import assert_never
 
 from agentstream.contracts import (
     MessageCompleted,
     MessageDelta,
+    MessageStarted,
     Notice,
     RunEvent,
     RunFinished,
+    RunHeartbeat,
     RunQueued,
     RunStarted,
+    SegmentBreak,
     StepCompleted,
+    StepFailed,
+    StepStarted,
     ToolCall,
     ToolResult,
 )
@@ -83,17 +89,16 @@ class RunBuffer:
         self.max_seq = max(self.max_seq, event.seq)
         if event.seq in self.seen:
             return
-        if isinstance(event, Notice) and self.started is None:
-            self.refused = True
-            return
-        if isinstance(event, MessageDelta):
-            self.seen.add(event.seq)
-            self.partial.setdefault(event.message_id, []).append(event)
-            return
-        if not isinstance(event, BUFFERED_TYPES):
-            return
-        self.seen.add(event.seq)
         match event:
+            case Notice():
+                # Before any run.started: the runner refused the run. After: shown, not stored.
+                if self.started is None:
+                    self.refused = True
+                return
+            case MessageStarted() | SegmentBreak() | StepStarted() | StepFailed() | RunHeartbeat():
+                return  # what a chat shows while the run streams; a stored run keeps none of it
+            case MessageDelta():
+                self.partial.setdefault(event.message_id, []).append(event)
             case RunQueued():
                 self.queued = event
             case RunStarted():
@@ -110,6 +115,9 @@ class RunBuffer:
             case RunFinished():
                 self.finished = event
                 self.state = BufferState.FINISHED
+            case unexpected:
+                assert_never(unexpected)
+        self.seen.add(event.seq)
 
     def mark_lost(self) -> None:
         """OPEN → LOST: the watchdog published its ending; no second one until it is read back."""

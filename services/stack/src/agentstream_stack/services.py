@@ -24,9 +24,9 @@ def build_service(name: str, settings: Settings, **kwargs: object) -> Service:
 
         return DeliveryService(settings, **kwargs)  # type: ignore[arg-type]
     if name == "persistence":
-        from agentstream_persistence import PersistenceService
+        from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 
-        return PersistenceService(settings)
+        return bootstrap_persistence(settings)
     raise ValueError(f"unknown service {name!r}; choose one of: {', '.join(SERVICES)}")
 
 

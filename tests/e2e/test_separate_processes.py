@@ -11,7 +11,7 @@ from tests.e2e.processes import spawn, stop
 from agentstream.config import SERVICES
 from agentstream.kafka import create_topics, free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS, make_test_settings
-from agentstream_stack.client import send_and_follow
+from agentstream_stack.run_follower import send_and_follow
 
 
 async def test_five_processes_answer_and_persist(kafka_bootstrap, topic_prefix, tmp_path):

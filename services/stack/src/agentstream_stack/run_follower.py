@@ -1,7 +1,8 @@
-"""A plain Kafka client for `agentstream send` and `runs resume`: produce, then follow the run.
+"""Following a run from a terminal (`agentstream send`, `runs resume`): produce, then read its events.
 
-It uses no consumer group (manual assignment of every `events` partition, positioned
-at the end before producing), so it starts in milliseconds and commits nothing.
+`RunFollower` is a plain Kafka client with no consumer group (manual assignment of every `events`
+partition, positioned at the end before producing), so it starts in milliseconds and commits
+nothing; `StreamPrinter` prints the events as a person would like to read them.
 """
 
 from __future__ import annotations
@@ -9,20 +10,32 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from types import TracebackType
+from typing import assert_never
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from pydantic import ValidationError
+from rich.console import Console
 
 from agentstream.config import KafkaSettings
 from agentstream.contracts import (
     InboundMessage,
+    MessageCompleted,
+    MessageDelta,
+    MessageStarted,
     Notice,
     ResumeRun,
     RunEvent,
     RunEventAdapter,
     RunFinished,
+    RunHeartbeat,
     RunQueued,
     RunStarted,
+    SegmentBreak,
+    StepCompleted,
+    StepFailed,
+    StepStarted,
+    ToolCall,
+    ToolResult,
 )
 from agentstream.kafka import Topics
 from agentstream.kafka.security import client_security
@@ -133,3 +146,55 @@ async def send_and_follow(kafka: KafkaSettings, message: InboundMessage, timeout
             async for event in follower.follow(message):
                 events.append(event)
     return events
+
+
+class StreamPrinter:
+    """Writes text deltas as they arrive; tool calls and the end as dim lines."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._line_open = False
+
+    def _newline(self) -> None:
+        if self._line_open:
+            self.console.print()
+            self._line_open = False
+
+    def __call__(self, event: RunEvent) -> None:
+        match event:
+            case MessageDelta(kind="text", text=text):
+                self.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+                self._line_open = True
+            case ToolCall(tool=tool, arguments=args):
+                self._newline()
+                self.console.print(f"[dim]→ {tool}({args})[/dim]", highlight=False)
+            case ToolResult(tool=tool, ok=ok, content=content, error=error):
+                self.console.print(f"[dim]← {tool}: {content if ok else 'error: ' + str(error)}[/dim]", highlight=False)
+            case SegmentBreak():
+                self._newline()
+            case Notice(text=text, level=level):
+                self._newline()
+                self.console.print(f"[{'red' if level == 'error' else 'yellow'}]{text}[/]", highlight=False)
+            case RunFinished(status=status, error=error, usage=usage, duration_ms=ms):
+                self._newline()
+                detail = f" — {error}" if error else ""
+                self.console.print(
+                    f"[dim]run {status}{detail} · {usage.llm_calls} LLM calls, "
+                    f"{usage.total_tokens} tokens · {ms:.0f} ms[/dim]",
+                    highlight=False,
+                )
+            case MessageDelta():
+                pass  # thinking is not shown
+            case (
+                RunQueued()
+                | RunStarted()
+                | MessageStarted()
+                | MessageCompleted()
+                | StepStarted()
+                | StepCompleted()
+                | StepFailed()
+                | RunHeartbeat()
+            ):
+                pass  # the text streamed already; steps and heartbeats are the services' business
+            case unexpected:
+                assert_never(unexpected)

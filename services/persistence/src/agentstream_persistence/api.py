@@ -5,10 +5,11 @@ Lists come in pages (`limit`, `cursor` → `items`, `next_cursor`); see `pages` 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
-from fastapi import FastAPI, HTTPException, Query
+from fastapi import Depends, FastAPI, HTTPException, Query
 from pydantic import AfterValidator, BaseModel, ConfigDict
 from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -88,6 +89,14 @@ Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description=f"Page size, at
 Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page; omit for the first.")]
 
 
+@dataclass(frozen=True)
+class PageQuery:
+    """The query parameters of every list: `limit` and `cursor`."""
+
+    limit: Limit = DEFAULT_PAGE_SIZE
+    cursor: Cursor = None
+
+
 def _after(keyset: Keyset, cursor: str | None) -> Key | None:
     if cursor is None:
         return None
@@ -129,11 +138,11 @@ class CheckpointOut(BaseModel):
 
 
 def add_routes(app: FastAPI, sessions: async_sessionmaker[AsyncSession]) -> None:
-    async def read_page(item: type[Item], keyset: Keyset, query: Select[Any], limit: int, cursor: str | None) -> Any:
+    async def read_page(item: type[Item], keyset: Keyset, query: Select[Any], page: PageQuery) -> Any:
         """One page of `query` in `keyset`'s order, each row as `item`: a dict of `items` and `next_cursor`."""
-        after = _after(keyset, cursor)
+        after = _after(keyset, page.cursor)
         async with sessions() as session:
-            rows, next_cursor = await queries.read_page(session, keyset, query, after, limit)
+            rows, next_cursor = await queries.read_page(session, keyset, query, after, page.limit)
             return {"items": [item.model_validate(row) for (row,) in rows], "next_cursor": next_cursor}
 
     @app.get("/v1/runs/{run_id}", tags=["persistence"], responses=AUTH_RESPONSES)
@@ -148,36 +157,33 @@ def add_routes(app: FastAPI, sessions: async_sessionmaker[AsyncSession]) -> None
     async def list_runs(
         status: Annotated[list[RunStatus] | None, Query()] = None,
         conversation_key: str | None = None,
-        limit: Limit = DEFAULT_PAGE_SIZE,
-        cursor: Cursor = None,
+        page: PageQuery = Depends(),
         principal: Principal = requires(Scope.CONVERSATIONS_READ),
     ) -> RunPage:
         """Runs, newest ending first; `status` may repeat."""
         query = queries.visible_to(queries.runs(statuses=status or (), conversation=conversation_key), principal)
-        return RunPage.model_validate(await read_page(RunOut, queries.RUNS, query, limit, cursor))
+        return RunPage.model_validate(await read_page(RunOut, queries.RUNS, query, page))
 
     @app.get("/v1/conversations/{key:path}/runs", tags=["persistence"], responses=AUTH_RESPONSES)
     async def conversation_runs(
         key: str,
-        limit: Limit = DEFAULT_PAGE_SIZE,
-        cursor: Cursor = None,
+        page: PageQuery = Depends(),
         principal: Principal = requires(Scope.CONVERSATIONS_READ),
     ) -> RunPage:
         """The conversation's runs, oldest start first (another tenant's conversation is empty)."""
         query = queries.visible_to(queries.conversation_runs(key), principal)
-        return RunPage.model_validate(await read_page(RunOut, queries.CONVERSATION_RUNS, query, limit, cursor))
+        return RunPage.model_validate(await read_page(RunOut, queries.CONVERSATION_RUNS, query, page))
 
     @app.get("/v1/conversations/{key:path}/messages", tags=["persistence"], responses=AUTH_RESPONSES)
     async def conversation_messages(
         key: str,
-        limit: Limit = DEFAULT_PAGE_SIZE,
-        cursor: Cursor = None,
+        page: PageQuery = Depends(),
         principal: Principal = requires(Scope.CONVERSATIONS_READ),
     ) -> MessagePage:
         """The conversation's messages, run by run (oldest start first), each run's in stream order."""
         query = queries.visible_to(queries.conversation_messages(key), principal)
         keyset = queries.CONVERSATION_MESSAGES
-        return MessagePage.model_validate(await read_page(MessageOut, keyset, query, limit, cursor))
+        return MessagePage.model_validate(await read_page(MessageOut, keyset, query, page))
 
     @app.get("/v1/runs/{run_id}/resume-steps", tags=["persistence"], responses=AUTH_RESPONSES)
     async def resume_steps(run_id: str, principal: Principal = requires(Scope.RUNS_RESUME)) -> CheckpointOut:

@@ -15,20 +15,15 @@ from datetime import datetime
 from enum import StrEnum
 from typing import assert_never
 
-from agentstream.contracts import (
+from agentstream.contracts import events as ev
+from agentstream.contracts.events import (
     MessageCompleted,
     MessageDelta,
-    MessageStarted,
-    Notice,
     RunEvent,
     RunFinished,
-    RunHeartbeat,
     RunQueued,
     RunStarted,
-    SegmentBreak,
     StepCompleted,
-    StepFailed,
-    StepStarted,
     ToolCall,
     ToolResult,
 )
@@ -90,12 +85,12 @@ class RunBuffer:
         if event.seq in self.seen:
             return
         match event:
-            case Notice():
+            case ev.Notice():
                 # Before any run.started: the runner refused the run. After: shown, not stored.
                 if self.started is None:
                     self.refused = True
                 return
-            case MessageStarted() | SegmentBreak() | StepStarted() | StepFailed() | RunHeartbeat():
+            case ev.MessageStarted() | ev.SegmentBreak() | ev.StepStarted() | ev.StepFailed() | ev.RunHeartbeat():
                 return  # what a chat shows while the run streams; a stored run keeps none of it
             case MessageDelta():
                 self.partial.setdefault(event.message_id, []).append(event)

@@ -88,17 +88,16 @@ class Stored:
 
 
 @dataclass(frozen=True)
-class Unstorable:
+class NotStored:
+    reason: str
+
+
+class Unstorable(NotStored):
     """The run's own data cannot be stored: dead-letter it."""
 
-    reason: str
 
-
-@dataclass(frozen=True)
-class Failed:
+class Failed(NotStored):
     """The database failed: keep the run buffered and retry."""
-
-    reason: str
 
 
 FlushOutcome = Stored | Unstorable | Failed

@@ -17,26 +17,8 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from agentstream.config import KafkaSettings
-from agentstream.contracts import (
-    InboundMessage,
-    MessageCompleted,
-    MessageDelta,
-    MessageStarted,
-    Notice,
-    ResumeRun,
-    RunEvent,
-    RunEventAdapter,
-    RunFinished,
-    RunHeartbeat,
-    RunQueued,
-    RunStarted,
-    SegmentBreak,
-    StepCompleted,
-    StepFailed,
-    StepStarted,
-    ToolCall,
-    ToolResult,
-)
+from agentstream.contracts import InboundMessage, ResumeRun
+from agentstream.contracts import events as ev
 from agentstream.kafka import Topics
 from agentstream.kafka.security import client_security
 
@@ -96,26 +78,26 @@ class RunFollower:
     async def resume(self, command: ResumeRun) -> None:
         await self._producer.send_and_wait(self.topics.runs, command.to_json(), key=command.conversation_key.encode())
 
-    async def _events(self, key: str) -> AsyncIterator[RunEvent]:
+    async def _events(self, key: str) -> AsyncIterator[ev.RunEvent]:
         """Every event of conversation `key` produced from now on."""
         async for record in self._consumer:
             if record.key is None or record.key.decode() != key or record.value is None:
                 continue
             try:
-                yield RunEventAdapter.validate_json(record.value)
+                yield ev.RunEventAdapter.validate_json(record.value)
             except ValidationError:
                 continue
 
-    async def follow_resumed(self, command: ResumeRun, after_seq: int) -> AsyncIterator[RunEvent]:
+    async def follow_resumed(self, command: ResumeRun, after_seq: int) -> AsyncIterator[ev.RunEvent]:
         """Events of the resumed run (same root run id, seq after the checkpoint's), up to its `run.finished`."""
         async for event in self._events(command.conversation_key):
             if event.root_run_id != command.run_id or event.seq <= after_seq:
                 continue
             yield event
-            if isinstance(event, RunFinished) and event.run_id == command.run_id:
+            if isinstance(event, ev.RunFinished) and event.run_id == command.run_id:
                 return
 
-    async def follow(self, message: InboundMessage) -> AsyncIterator[RunEvent]:
+    async def follow(self, message: InboundMessage) -> AsyncIterator[ev.RunEvent]:
         """Events of the run caused by `message`, up to its `run.finished`.
 
         Also ends on a notice for the run before it started (e.g. a refusal) or a notice
@@ -125,21 +107,21 @@ class RunFollower:
         started = False
         async for event in self._events(message.conversation_key):
             if root is None:
-                if isinstance(event, RunQueued) and event.inbound_id == message.id:
+                if isinstance(event, ev.RunQueued) and event.inbound_id == message.id:
                     root = event.root_run_id
                     yield event
                 continue
             if event.root_run_id != root:
                 continue
             yield event
-            started = started or isinstance(event, RunStarted)
-            if isinstance(event, RunFinished) or (isinstance(event, Notice) and not started):
+            started = started or isinstance(event, ev.RunStarted)
+            if isinstance(event, ev.RunFinished) or (isinstance(event, ev.Notice) and not started):
                 return
 
 
-async def send_and_follow(kafka: KafkaSettings, message: InboundMessage, timeout: float) -> list[RunEvent]:
+async def send_and_follow(kafka: KafkaSettings, message: InboundMessage, timeout: float) -> list[ev.RunEvent]:
     """Convenience for tests and scripts: all events of the run, in order."""
-    events: list[RunEvent] = []
+    events: list[ev.RunEvent] = []
     async with RunFollower(kafka) as follower:
         await follower.send(message)
         async with asyncio.timeout(timeout):
@@ -160,22 +142,22 @@ class StreamPrinter:
             self.console.print()
             self._line_open = False
 
-    def __call__(self, event: RunEvent) -> None:
+    def __call__(self, event: ev.RunEvent) -> None:
         match event:
-            case MessageDelta(kind="text", text=text):
+            case ev.MessageDelta(kind="text", text=text):
                 self.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
                 self._line_open = True
-            case ToolCall(tool=tool, arguments=args):
+            case ev.ToolCall(tool=tool, arguments=args):
                 self._newline()
                 self.console.print(f"[dim]→ {tool}({args})[/dim]", highlight=False)
-            case ToolResult(tool=tool, ok=ok, content=content, error=error):
+            case ev.ToolResult(tool=tool, ok=ok, content=content, error=error):
                 self.console.print(f"[dim]← {tool}: {content if ok else 'error: ' + str(error)}[/dim]", highlight=False)
-            case SegmentBreak():
+            case ev.SegmentBreak():
                 self._newline()
-            case Notice(text=text, level=level):
+            case ev.Notice(text=text, level=level):
                 self._newline()
                 self.console.print(f"[{'red' if level == 'error' else 'yellow'}]{text}[/]", highlight=False)
-            case RunFinished(status=status, error=error, usage=usage, duration_ms=ms):
+            case ev.RunFinished(status=status, error=error, usage=usage, duration_ms=ms):
                 self._newline()
                 detail = f" — {error}" if error else ""
                 self.console.print(
@@ -183,17 +165,17 @@ class StreamPrinter:
                     f"{usage.total_tokens} tokens · {ms:.0f} ms[/dim]",
                     highlight=False,
                 )
-            case MessageDelta():
+            case ev.MessageDelta():
                 pass  # thinking is not shown
             case (
-                RunQueued()
-                | RunStarted()
-                | MessageStarted()
-                | MessageCompleted()
-                | StepStarted()
-                | StepCompleted()
-                | StepFailed()
-                | RunHeartbeat()
+                ev.RunQueued()
+                | ev.RunStarted()
+                | ev.MessageStarted()
+                | ev.MessageCompleted()
+                | ev.StepStarted()
+                | ev.StepCompleted()
+                | ev.StepFailed()
+                | ev.RunHeartbeat()
             ):
                 pass  # the text streamed already; steps and heartbeats are the services' business
             case unexpected:

@@ -42,16 +42,13 @@ async def _run(registry: ToolRegistry, request: ToolCallRequest, default_timeout
         raise ToolTimeout(f"tool {tool.name} timed out after {timeout_s:g} s") from None
 
 
+# The request's fields its result carries: where the answer goes and which call it answers.
+ANSWERED_FIELDS = {"run_id", "root_run_id", "conversation_key", "call_id", "tool"}
+
+
 def answer(request: ToolCallRequest, **outcome: Any) -> ToolCallResult:
     """The result of `request`: its coordinates, and `outcome` (ok, content or error, retryable, duration_ms)."""
-    return ToolCallResult(
-        run_id=request.run_id,
-        root_run_id=request.root_run_id,
-        conversation_key=request.conversation_key,
-        call_id=request.call_id,
-        tool=request.tool,
-        **outcome,
-    )
+    return ToolCallResult(**request.model_dump(include=ANSWERED_FIELDS), **outcome)
 
 
 async def execute(

@@ -22,7 +22,7 @@ from agentstream.service import Service
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_delivery import DeliveryService
-from agentstream_ingress import IngressService
+from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_runner import AgentRunnerService
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
@@ -108,7 +108,7 @@ def build(name: str, settings: Any) -> Service:
         case "tool-executor":
             return bootstrap_tool_executor(settings)
         case "ingress":
-            return IngressService(settings)
+            return bootstrap_ingress(settings)
         case "delivery":
             return DeliveryService(settings, console=Console(file=io.StringIO()))
     raise AssertionError(name)

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from agentstream.config import load_settings
 from agentstream.contracts import FinishReason, LedgerState, MessageDelta, ReplyTarget, RunFinished, RunStarted
-from agentstream.kafka.offsets import CommitPoints
+from agentstream.kafka.commits import CommitPoints
 from agentstream_delivery import DeliveryService
 from agentstream_delivery.adapters import MemoryAdapter
 from agentstream_delivery.consumer import Cadence, Finish, TextDelta

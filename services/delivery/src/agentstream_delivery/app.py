@@ -33,8 +33,9 @@ from agentstream.contracts import (
     conversation_key,
 )
 from agentstream.db import upgrade
+from agentstream.kafka.decoding import describe_validation_error
 from agentstream.retention import RetentionTask
-from agentstream.service import Service, describe_validation_error
+from agentstream.service import Service
 from agentstream_delivery.adapters import ConsoleAdapter, MemoryAdapter, PlatformAdapter
 from agentstream_delivery.adapters.web import WebAdapter
 from agentstream_delivery.adapters.web_http import add_web_routes

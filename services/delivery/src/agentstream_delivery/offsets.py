@@ -1,4 +1,4 @@
-"""The commit of `events` offsets (where: `agentstream.kafka.offsets.CommitPoints`).
+"""The commit of `events` offsets (where: `agentstream.kafka.commits.CommitPoints`).
 
 Kafka's committed offset is where a restarted consumer starts reading. delivery may
 commit past everything it read, except the streams still being delivered: their state
@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 from aiokafka import TopicPartition
 
-from agentstream.kafka.offsets import CommitPoints
+from agentstream.kafka.commits import CommitPoints
 
 __all__ = ["CommitPoints", "OffsetCommitter"]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from agentstream.config import Settings
-from agentstream.kafka.offsets import CommitPoints
+from agentstream.kafka.commits import CommitPoints
 from agentstream.redaction import storage_redactor
 from agentstream.retention import RetentionTask
 from agentstream.service import Infra

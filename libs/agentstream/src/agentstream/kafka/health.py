@@ -30,7 +30,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiokafka.client import AIOKafkaClient
-from aiokafka.errors import CommitFailedError
 from aiokafka.protocol.metadata import MetadataRequest
 
 from agentstream.config import KafkaSettings
@@ -178,28 +177,3 @@ class BrokerHealth:
                     "kafka available again: ready", down_s=round(time.monotonic() - since, 1) if since else None
                 )
         self.reason, self._down_since = None, None
-
-
-async def _commits_held(*args: Any, **kwargs: Any) -> None:
-    raise CommitFailedError("commits held: kafka was lost and may have come back without our records")
-
-
-def hold_commits(consumer: Any) -> None:
-    """No commit of this consumer reaches Kafka (its own auto-commits included) until
-    `release_commits`: the positions it holds may belong to a cluster that is gone."""
-    if "commit" in vars(consumer):
-        return
-    consumer.commit = _commits_held
-    coordinator = getattr(consumer, "_coordinator", None)
-    if coordinator is not None and hasattr(coordinator, "_enable_auto_commit"):
-        consumer._agentstream_auto_commit = coordinator._enable_auto_commit
-        coordinator._enable_auto_commit = False
-
-
-def release_commits(consumer: Any) -> None:
-    if "commit" not in vars(consumer):
-        return
-    del consumer.commit
-    coordinator = getattr(consumer, "_coordinator", None)
-    if coordinator is not None and hasattr(consumer, "_agentstream_auto_commit"):
-        coordinator._enable_auto_commit = consumer._agentstream_auto_commit

@@ -72,14 +72,14 @@ async def test_a_redelivered_done_call_is_replayed_not_run_again(db_url, session
     await first.settle()
     [answer] = first.published
     assert (first.runs, answer.ok, answer.content) == (1, True, "run 1")
-    assert first.svc.commit_points.due() == {0: 5}  # answered: committable
+    assert first.svc.commits.points.due() == {0: 5}  # answered: committable
 
     restarted = Harness(db_url, sessions)  # a crash before the commit: the record comes again
     await restarted.deliver(request(), offset=4)
     await restarted.settle()
     assert restarted.runs == 0 and restarted.published == [answer]
     assert restarted.svc.replays.labels("stored")._value.get() == 1
-    assert restarted.svc.commit_points.due() == {0: 5}
+    assert restarted.svc.commits.points.due() == {0: 5}
 
 
 async def test_a_call_the_executor_died_in_is_answered_as_interrupted(db_url, sessions):  # type: ignore[no-untyped-def]
@@ -108,10 +108,10 @@ async def test_the_commit_waits_for_the_oldest_unanswered_call(db_url, sessions)
     await asyncio.sleep(0.3)
     # the later call is answered, the earlier one still runs: nothing past offset 10 is committable
     assert [r.call_id for r in h.published] == ["fast"]
-    assert h.svc.commit_points.due() == {0: 10}
+    assert h.svc.commits.points.due() == {0: 10}
     gate.set()
     await h.settle()
-    assert h.svc.commit_points.due() == {0: 12}
+    assert h.svc.commits.points.due() == {0: 12}
 
 
 async def test_a_redelivery_of_a_call_still_running_here_waits_for_it(db_url, sessions):  # type: ignore[no-untyped-def]
@@ -125,7 +125,7 @@ async def test_a_redelivery_of_a_call_still_running_here_waits_for_it(db_url, se
     gate.set()
     await h.settle()
     assert h.runs == 1 and [r.content for r in h.published] == ["run 1"]
-    assert h.svc.commit_points.due() == {0: 4}
+    assert h.svc.commits.points.due() == {0: 4}
 
 
 async def test_a_failing_database_is_retried_not_lost(db_url, sessions):  # type: ignore[no-untyped-def]

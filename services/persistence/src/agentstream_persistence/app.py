@@ -2,7 +2,7 @@
 
 Offsets are committed by hand (FastStream `AckPolicy.MANUAL`, so aiokafka's auto
 commit is off): after each flush and each watchdog tick, every partition is committed
-up to the first event of its oldest unflushed run (see offsets.py). The watchdog ends
+up to the first event of its oldest unflushed run (`agentstream.kafka.commits`). The watchdog ends
 runs lost with their runner and, with `resume.auto`, asks a runner to resume them.
 
 A flush that fails for the database's sake is retried in the background with backoff
@@ -17,19 +17,17 @@ import asyncio
 import time
 from typing import assert_never
 
-from aiokafka import ConsumerRebalanceListener, TopicPartition
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
-from pydantic import ValidationError
 
 from agentstream.contracts import RESUMABLE_REASONS, ResumeRun, RunEventAdapter, RunFinished
 from agentstream.db import upgrade
-from agentstream.kafka.commits import CommitPoints
-from agentstream.kafka.decoding import describe_validation_error
+from agentstream.kafka.commits import OffsetCommitter
+from agentstream.kafka.decoding import RecordDecoder
 from agentstream.kafka.guard import failure_reason
-from agentstream.kafka.commits import CommitPoints
-from agentstream.kafka.decoding import describe_validation_error
+from agentstream.kafka.internals import consumer_of
+from agentstream.kafka.revocations import RevocationListener
 from agentstream.retention import RetentionTask
 from agentstream.service import Infra, Service
 from agentstream_persistence.api import add_routes
@@ -51,17 +49,6 @@ from agentstream_persistence.watchdog import lost_run_finished
 AUTO_RESUME_REASONS = RESUMABLE_REASONS
 
 
-class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, service: PersistenceService) -> None:
-        self._service = service
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self._service.partitions_revoked({tp.partition for tp in revoked})
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        return None
-
-
 class PersistenceService(Service):
     name = "persistence"
     uses_database = True
@@ -71,14 +58,12 @@ class PersistenceService(Service):
         infra: Infra,
         *,
         buffers: BufferSet,
-        commit_points: CommitPoints,
         flusher: Flusher,
         retention: RetentionTask,
     ) -> None:
         super().__init__(infra)
         assert infra.sessions is not None  # uses_database: built up front, connected lazily
         self.buffers = buffers
-        self.commit_points = commit_points
         self.flusher = flusher
         self.retention = retention
         self._watchdog: asyncio.Task[None] | None = None
@@ -90,11 +75,16 @@ class PersistenceService(Service):
         Gauge(
             "agentstream_persistence_open_buffers", "Runs buffered, not yet flushed", registry=self.registry
         ).set_function(lambda: len(self.buffers))
+        self.decode_event = RecordDecoder(RunEventAdapter, "RunEvent", self.dead_letter)
+        # Never past the first event of the oldest unflushed run: a restart re-reads what was only in memory.
+        self.commits = OffsetCommitter(
+            self.topics.events, lambda: consumer_of(self.subscriber), self.log, oldest_of=buffers.oldest_origin
+        )
         self.subscriber = self.broker.subscriber(
             self.topics.events,
             **self.subscriber_options(),
             ack_policy=AckPolicy.MANUAL,
-            listener=_Revocations(self),
+            listener=RevocationListener(self.partitions_revoked),
         )
         self.subscriber(self.on_event)
         add_routes(self.http, infra.sessions)
@@ -121,10 +111,8 @@ class PersistenceService(Service):
         partition, offset = getattr(raw, "partition", None), getattr(raw, "offset", None)
         origin = Origin(partition, offset) if partition is not None and offset is not None else None
         try:
-            event = self.decode(msg, RunEventAdapter)
-            if isinstance(event, ValidationError):
-                await self.dead_letter(msg, "invalid RunEvent: " + describe_validation_error(event))
-            else:
+            event = await self.decode_event(msg)  # None: dead-lettered
+            if event is not None:
                 buf = self.buffers.add(event, origin)
                 if buf is not None and isinstance(event, RunFinished) and event.run_id == event.root_run_id:
                     await self.flush(buf)
@@ -133,7 +121,7 @@ class PersistenceService(Service):
             # handler guard dead-letters what raises here): it is now safe to commit past it
             # unless an unflushed run holds the partition back.
             if origin is not None:
-                self.commit_points.read(origin.partition, origin.offset)
+                self.commits.points.read(origin.partition, origin.offset)
 
     async def flush(self, buf: RunBuffer) -> bool:
         """Write the run once; True when it is done with (stored or dead-lettered). A failing
@@ -225,23 +213,14 @@ class PersistenceService(Service):
 
     # -- offsets -------------------------------------------------------------------
     async def commit(self) -> None:
-        consumer = getattr(self.subscriber, "consumer", None)
-        due = self.commit_points.due(self.buffers.oldest_origin)
-        if consumer is None or not due:
-            return
-        try:
-            await consumer.commit({TopicPartition(self.topics.events, p): o for p, o in due.items()})
-        except Exception as err:  # a rebalance in progress: the next commit catches up
-            self.log.warning("offset commit failed", points=due, error=repr(err))
-            return
-        self.commit_points.committed(due)
+        await self.commits.commit()
 
     async def partitions_revoked(self, partitions: set[int]) -> None:
         """Commit what is safe, then drop those partitions' buffers: their new owner re-reads them."""
         await self.commit()
         for root in [b.root_run_id for b in self.buffers.from_partitions(partitions)]:
             self.buffers.discard(root)
-        self.commit_points.forget(partitions)
+        self.commits.forget(partitions)
 
     # -- the stale-run watchdog ----------------------------------------------------
     async def _watch(self) -> None:

@@ -1,9 +1,8 @@
-"""Builds persistence: its infra, the run buffers, the commit points, the flusher and the retention task."""
+"""Builds persistence: its infra, the run buffers, the flusher and the retention task."""
 
 from __future__ import annotations
 
 from agentstream.config import Settings
-from agentstream.kafka.commits import CommitPoints
 from agentstream.redaction import storage_redactor
 from agentstream.retention import RetentionTask
 from agentstream.service import Infra
@@ -20,7 +19,6 @@ def bootstrap(settings: Settings) -> PersistenceService:
     return PersistenceService(
         infra,
         buffers=BufferSet(),
-        commit_points=CommitPoints(),
         flusher=Flusher(infra.sessions, infra.registry, redactor.redact if redactor else None),
         retention=RetentionTask(persistence_purges, settings, infra.registry, infra.log),
     )

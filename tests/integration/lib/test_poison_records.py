@@ -13,7 +13,7 @@ import httpx
 import pytest
 from rich.console import Console
 from structlog.testing import capture_logs
-from tests.integration.persistence.test_persistence_broker import run_events
+from tests.integration.persistence.test_app import run_events
 
 from agentstream.contracts import DeadLetter, Notice, ReplyTarget, StartRun, ToolCallRequest, User
 from agentstream.host import ServiceHost

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.chaos.processes import ServiceProcess, service_env
 
 from agentstream.contracts import (
     FinishReason,
@@ -40,6 +39,7 @@ from agentstream_delivery import DeliveryService
 from agentstream_delivery.render import ENDING_SEPARATOR, ENDING_TEXTS, RESUMED_MARKER
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
+from tests.chaos.processes import ServiceProcess, service_env
 
 pytestmark = pytest.mark.chaos
 

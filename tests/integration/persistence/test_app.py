@@ -148,4 +148,8 @@ async def test_run_is_persisted_once(db_url: str, settings_factory: Callable[...
         assert [r["run_id"] for r in runs] == ["run-1", "run-2"]
         assert len(svc.buffers) == 0
     [letter] = await read_dlq(settings)
-    assert letter.service == "persistence" and letter.raw_value == "{not json" and letter.error.startswith("not valid JSON: ")
+    assert (
+        letter.service == "persistence"
+        and letter.raw_value == "{not json"
+        and letter.error.startswith("not valid JSON: ")
+    )

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.client import AIOKafkaClient
 from aiokafka.consumer.group_coordinator import GroupCoordinator
 from aiokafka.errors import CommitFailedError
@@ -22,13 +22,16 @@ from agentstream.kafka.internals import (
     consumer_of_message,
     consumers_of,
     detach_consumer,
+    fail_queued,
     has_consumer_subgroup,
     hold_commits,
     partition_of_key,
     producer_of,
     record_batch,
     refresh_metadata,
+    refuse_sends,
     release_commits,
+    restore_sends,
 )
 
 UNREACHABLE = "127.0.0.1:1"  # nothing connects in these tests: the clients are never started
@@ -204,3 +207,32 @@ async def test_refresh_metadata_asks_the_consumers_client(new_consumer: Callable
     consumer._client.force_metadata_update = force_metadata_update
     await refresh_metadata(consumer)
     assert asked == [True]
+
+
+async def test_queued_batches_fail_and_sends_are_refused_until_restored(
+    new_producer: Callable[..., AIOKafkaProducer],
+) -> None:
+    producer = new_producer()
+    accumulator = producer._message_accumulator
+    queued = await accumulator.add_message(TopicPartition("t", 0), b"k", b"v", timeout=1)
+    assert fail_queued(producer, RuntimeError("held")) == 1
+    assert not accumulator._batches
+    with pytest.raises(RuntimeError, match="held"):
+        await queued
+
+    refuse_sends(producer, lambda: RuntimeError("refused"))
+    with pytest.raises(RuntimeError, match="refused"):
+        await producer.send("t", b"v")
+    with pytest.raises(RuntimeError, match="refused"):
+        await producer.send_batch(producer.create_batch(), "t", partition=0)
+    retried = await accumulator.add_message(TopicPartition("t", 1), b"k", b"v", timeout=1)
+    (batch,) = accumulator._batches.pop(TopicPartition("t", 1))
+    accumulator.reenqueue(batch)  # a failed request: fails instead of going back in the queue
+    with pytest.raises(RuntimeError, match="refused"):
+        await retried
+    assert not accumulator._batches
+
+    restore_sends(producer)
+    assert "send" not in vars(producer) and "send_batch" not in vars(producer)
+    assert "reenqueue" not in vars(accumulator)
+    assert type(producer).send is AIOKafkaProducer.send

@@ -37,7 +37,7 @@ from agentstream.kafka.internals import (
     producer_of,
     release_commits,
 )
-from agentstream.kafka.producer import encode_record
+from agentstream.kafka.producer import OutputGate, encode_record
 from agentstream.observability import NotReady, ReadyCheck, get_logger, http_app
 
 T = TypeVar("T")
@@ -141,6 +141,7 @@ class Service:
             on_new_cluster=self._restart_consumers,
             on_lost=lambda: self._each_consumer(hold_commits),
             on_back=lambda: self._each_consumer(release_commits),
+            output=OutputGate(self.broker, self.log),
         )
         self._health_task: asyncio.Task[None] | None = None
         self._abandoned: set[asyncio.Task[Any]] = set()  # old consumers still stopping

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from agentstream.contracts import (
+    DeltaKind,
     FinishReason,
     MessageCompleted,
     MessageDelta,
@@ -77,7 +78,7 @@ StreamInput = TextDelta | TextCompleted | Break | ToolStarted | Tick | Degrade |
 def stream_input(event: RunEvent) -> StreamInput | None:
     """The machine's view of a run event; None for events that do not change the stream."""
     match event:
-        case MessageDelta(kind="text", message_id=mid, text=text):
+        case MessageDelta(kind=DeltaKind.TEXT, message_id=mid, text=text):
             return TextDelta(mid, text)
         case MessageCompleted(message_id=mid, text=text):
             return TextCompleted(mid, text)

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Literal
 
+from agentstream.config import ToolProgress
 from agentstream.contracts import RunStatus
 from agentstream_delivery.inputs import Edit
 from agentstream_delivery.render import CURSOR, FIRST_SEND_MIN_CHARS
 from agentstream_delivery.splitting import MeasureName, safe_limit
 from agentstream_delivery.think import visible_text
-
-ToolProgress = Literal["off", "new", "all"]
 
 
 class StreamState(Enum):
@@ -46,7 +44,7 @@ class Cadence:
     buffer_threshold: int = 300  # new visible chars that justify an edit before the interval is up
     max_length: int = 1_000_000
     measure: MeasureName = "chars"
-    tool_progress: ToolProgress = "off"
+    tool_progress: ToolProgress = ToolProgress.OFF
 
     @property
     def safe(self) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from agentstream.config import Settings
+from agentstream.config import Settings, ToolProgress
 from agentstream.config.delivery import PlatformSettings
 from agentstream.secrets_mask import mask_url
 from agentstream_delivery.adapters import (
@@ -110,7 +110,7 @@ def cadence_for(adapter: PlatformAdapter, conf: PlatformSettings | None) -> Cade
         buffer_threshold=caps.buffer_threshold,
         max_length=caps.max_length,
         measure=caps.measure,
-        tool_progress=caps.tool_progress if caps.can_edit else "off",
+        tool_progress=caps.tool_progress if caps.can_edit else ToolProgress.OFF,
     )
 
 

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from agentstream.config import KafkaSettings
-from agentstream.contracts import InboundMessage, ResumeRun
+from agentstream.contracts import DeltaKind, InboundMessage, NoticeLevel, ResumeRun
 from agentstream.contracts import events as ev
 from agentstream.kafka import Topics
 from agentstream.kafka.security import client_security
@@ -144,7 +144,7 @@ class StreamPrinter:
 
     def __call__(self, event: ev.RunEvent) -> None:
         match event:
-            case ev.MessageDelta(kind="text", text=text):
+            case ev.MessageDelta(kind=DeltaKind.TEXT, text=text):
                 self.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
                 self._line_open = True
             case ev.ToolCall(tool=tool, arguments=args):
@@ -156,7 +156,7 @@ class StreamPrinter:
                 self._newline()
             case ev.Notice(text=text, level=level):
                 self._newline()
-                self.console.print(f"[{'red' if level == 'error' else 'yellow'}]{text}[/]", highlight=False)
+                self.console.print(f"[{'red' if level == NoticeLevel.ERROR else 'yellow'}]{text}[/]", highlight=False)
             case ev.RunFinished(status=status, error=error, usage=usage, duration_ms=ms):
                 self._newline()
                 detail = f" — {error}" if error else ""

@@ -8,7 +8,7 @@ real classes, before it breaks a service. Pinned versions: see uv.lock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -51,6 +51,46 @@ def partition_of_key(key: bytes, partitions: Sequence[int]) -> int:
     ordered = sorted(partitions)
     hashed: int = murmur2(key) & 0x7FFFFFFF
     return ordered[hashed % len(ordered)]
+
+
+def refuse_sends(producer: AIOKafkaProducer, error: Callable[[], Exception]) -> None:
+    """Make `send`/`send_batch` raise `error()` and a batch whose request failed fail instead of
+    being re-queued (aiokafka retries it the moment a broker answers; see kafka/producer.py's
+    `OutputGate`). Undone by `restore_sends`."""
+
+    async def refused(*args: Any, **kwargs: Any) -> Any:
+        raise error()
+
+    producer.send = refused
+    producer.send_batch = refused
+
+    def fail_instead_of_retrying(batch: Any) -> None:
+        # The batch stays in the accumulator's pending set: the done callback aiokafka attached
+        # when it was first taken removes it from there.
+        batch.failure(error())
+
+    producer._message_accumulator.reenqueue = fail_instead_of_retrying
+
+
+def restore_sends(producer: AIOKafkaProducer) -> None:
+    """Undo `refuse_sends`: the class's own `send`, `send_batch` and `reenqueue` again."""
+    for name in ("send", "send_batch"):
+        vars(producer).pop(name, None)
+    vars(producer._message_accumulator).pop("reenqueue", None)
+
+
+def fail_queued(producer: AIOKafkaProducer, error: Exception) -> int:
+    """Fail and drop every batch not yet taken by the sender; the number of records failed."""
+    accumulator = producer._message_accumulator
+    failed = 0
+    for tp in list(accumulator._batches):
+        for batch in accumulator._batches.pop(tp):
+            if batch.retry_count > 0:
+                # Taken once and re-queued: its done callback removes it from the pending set.
+                accumulator._pending_batches.add(batch)
+            failed += batch.record_count
+            batch.failure(error)
+    return failed
 
 
 # -- the consumers FastStream subscribers own ---------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
+from agentstream.config import ToolProgress
 from agentstream.contracts import ReplyTarget
 
 MeasureName = Literal["chars", "utf16"]
@@ -25,7 +26,7 @@ class Capabilities:
     native_stream: bool = False
     edit_interval: float = 1.0
     buffer_threshold: int = 300
-    tool_progress: Literal["off", "new", "all"] = "new"
+    tool_progress: ToolProgress = ToolProgress.NEW
     chat_interval: float = 0.0  # minimum seconds between two calls to one chat (the platform's budget)
 
 
@@ -113,5 +114,5 @@ def capabilities_of(adapter: PlatformAdapter) -> Capabilities:
         max_length=adapter.max_length,
         can_edit=adapter.can_edit,
         edit_interval=adapter.edit_interval,
-        tool_progress="off",
+        tool_progress=ToolProgress.OFF,
     )

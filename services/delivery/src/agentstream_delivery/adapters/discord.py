@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentstream.config import ToolProgress
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters.base import Capabilities, NotFound, RateLimited, TooLong
 from agentstream_delivery.adapters.http import HttpAdapter, by_status
@@ -15,7 +16,7 @@ CAPABILITIES = Capabilities(
     can_edit=True,
     edit_interval=1.0,
     buffer_threshold=200,
-    tool_progress="new",
+    tool_progress=ToolProgress.NEW,
     chat_interval=1.0,
 )
 UNKNOWN_MESSAGE = 10008

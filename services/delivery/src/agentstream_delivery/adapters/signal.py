@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentstream.config import ToolProgress
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters.base import AdapterError, Capabilities, RateLimited
 from agentstream_delivery.adapters.http import HttpAdapter, by_status
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
 CAPABILITIES = Capabilities(
-    max_length=2000, measure="utf16", can_edit=False, edit_interval=1.0, tool_progress="off", chat_interval=0.5
+    max_length=2000,
+    measure="utf16",
+    can_edit=False,
+    edit_interval=1.0,
+    tool_progress=ToolProgress.OFF,
+    chat_interval=0.5,
 )
 
 

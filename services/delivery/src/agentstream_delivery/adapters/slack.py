@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentstream.config import ToolProgress
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
@@ -24,7 +25,7 @@ CAPABILITIES = Capabilities(
     can_edit=True,
     edit_interval=1.0,
     buffer_threshold=300,
-    tool_progress="new",
+    tool_progress=ToolProgress.NEW,
     chat_interval=1.0,
 )
 _ERRORS: dict[str, type[AdapterError]] = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentstream.config import ToolProgress
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
@@ -29,7 +30,7 @@ CAPABILITIES = Capabilities(
     draft_streaming=True,
     edit_interval=1.0,
     buffer_threshold=300,
-    tool_progress="new",
+    tool_progress=ToolProgress.NEW,
     chat_interval=1.0,
 )
 

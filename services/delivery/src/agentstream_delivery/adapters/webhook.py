@@ -13,12 +13,13 @@ import json
 import uuid
 from typing import Any
 
+from agentstream.config import ToolProgress
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters.base import AdapterError, Capabilities, RateLimited
 from agentstream_delivery.adapters.http import HttpAdapter, by_status
 
 SIGNATURE_HEADER = "X-Agentstream-Signature"
-CAPABILITIES = Capabilities(max_length=100_000, measure="chars", can_edit=False, tool_progress="off")
+CAPABILITIES = Capabilities(max_length=100_000, measure="chars", can_edit=False, tool_progress=ToolProgress.OFF)
 
 
 def sign(secret: str, body: bytes) -> str:

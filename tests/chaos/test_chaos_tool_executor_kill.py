@@ -30,7 +30,7 @@ from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream.testing.fixtures import ADMIN_TOKEN_ENV, make_test_settings
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
-from agentstream_tools.calls import STOPPED_DURING_CALL
+from agentstream_tools.call_store import STOPPED_DURING_CALL
 from tests.chaos.processes import service_env
 from tests.e2e.processes import stop as stop_process
 

@@ -16,17 +16,17 @@ def build_service(name: str, settings: Settings, **kwargs: object) -> Service:
 
         return runner_bootstrap(settings)
     if name == "tool-executor":
-        from agentstream_tools import ToolExecutorService
+        from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
-        return ToolExecutorService(settings)
+        return bootstrap_tool_executor(settings)
     if name == "delivery":
         from agentstream_delivery import DeliveryService
 
         return DeliveryService(settings, **kwargs)  # type: ignore[arg-type]
     if name == "persistence":
-        from agentstream_persistence import PersistenceService
+        from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 
-        return PersistenceService(settings)
+        return bootstrap_persistence(settings)
     raise ValueError(f"unknown service {name!r}; choose one of: {', '.join(SERVICES)}")
 
 

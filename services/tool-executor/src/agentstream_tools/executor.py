@@ -42,6 +42,15 @@ async def _run(registry: ToolRegistry, request: ToolCallRequest, default_timeout
         raise ToolTimeout(f"tool {tool.name} timed out after {timeout_s:g} s") from None
 
 
+# The request's fields its result carries: where the answer goes and which call it answers.
+ANSWERED_FIELDS = {"run_id", "root_run_id", "conversation_key", "call_id", "tool"}
+
+
+def answer(request: ToolCallRequest, **outcome: Any) -> ToolCallResult:
+    """The result of `request`: its coordinates, and `outcome` (ok, content or error, retryable, duration_ms)."""
+    return ToolCallResult(**request.model_dump(include=ANSWERED_FIELDS), **outcome)
+
+
 async def execute(
     registry: ToolRegistry,
     request: ToolCallRequest,
@@ -49,13 +58,6 @@ async def execute(
     clock: Callable[[], float] = time.monotonic,
 ) -> ToolCallResult:
     started = clock()
-    fields: dict[str, Any] = {
-        "run_id": request.run_id,
-        "root_run_id": request.root_run_id,
-        "conversation_key": request.conversation_key,
-        "call_id": request.call_id,
-        "tool": request.tool,
-    }
     try:
         content = await _run(registry, request, default_timeout_s)
     except Exception as err:  # every failure is an answer for the model, classified by type
@@ -69,11 +71,11 @@ async def execute(
                 exc_info=err,
             )
         failure = classify(err)
-        return ToolCallResult(
-            **fields,
+        return answer(
+            request,
             ok=False,
             error=failure.message,
             retryable=failure.retryable,
             duration_ms=(clock() - started) * 1000,
         )
-    return ToolCallResult(**fields, ok=True, content=content, duration_ms=(clock() - started) * 1000)
+    return answer(request, ok=True, content=content, duration_ms=(clock() - started) * 1000)

@@ -4,7 +4,7 @@ from agentstream.contracts import DeadLetter, ToolCallRequest, ToolCallResult
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.kafka import produce_raw, read_until
-from agentstream_tools import ToolExecutorService
+from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 
 def request(call_id: str, tool: str, arguments: str, key: str) -> ToolCallRequest:
@@ -15,7 +15,7 @@ def request(call_id: str, tool: str, arguments: str, key: str) -> ToolCallReques
 
 async def test_calls_are_answered_and_bad_records_dead_lettered(settings_factory, topics_created):
     settings = settings_factory()
-    svc = ToolExecutorService(settings)
+    svc = bootstrap_tool_executor(settings)
     bootstrap, t = settings.kafka.bootstrap_servers, svc.topics
     calls = [request("c1", "calculator", '{"expression": "2**10"}', "web:a"), request("c2", "weather", "{}", "web:b")]
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from agentstream.config import load_settings
 from agentstream.contracts import Notice, ReplyTarget, RunFinished, RunQueued, RunStarted
-from agentstream_persistence import PersistenceService
+from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_persistence.buffers import BufferState
 
 TARGET = ReplyTarget(platform="web", chat_id="c1")
@@ -17,7 +17,7 @@ def ids(root: str, seq: int) -> dict[str, Any]:
 
 
 async def test_a_stale_run_gets_one_runner_lost_ending_and_a_refused_one_is_forgotten():
-    svc = PersistenceService(load_settings(resume={"stale_after_s": 10}))
+    svc = bootstrap_persistence(load_settings(resume={"stale_after_s": 10}))
     published: list[tuple[str, Any, str]] = []
 
     async def publish(topic: str, record: Any, key: str) -> None:

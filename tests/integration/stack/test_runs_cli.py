@@ -36,15 +36,14 @@ from agentstream.kafka import Topics, free_port
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream.testing.fixtures import ADMIN_HEADERS, authed_app
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
-from agentstream_persistence import PersistenceService
 from agentstream_persistence.api import add_routes
-from agentstream_persistence.checkpoint import CheckpointRows
-from agentstream_persistence.flush import write_run
+from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_persistence.pages import MAX_PAGE_SIZE
-from agentstream_persistence.rows import FlushRows
+from agentstream_persistence.rows import CheckpointRows, FlushRows
+from agentstream_persistence.run_writes import write_run
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
 from agentstream_stack.cli import app
-from agentstream_tools import ToolExecutorService
+from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 pytestmark = pytest.mark.integration
 
@@ -297,7 +296,7 @@ async def test_list_pages_with_cursors_shared_with_the_read_api(db_url: str) -> 
     # The same order and cursors as persistence's read API over HTTP.
     engine = create_engine(db_url)
     api = authed_app()
-    add_routes(api, lambda: session_factory(engine))
+    add_routes(api, session_factory(engine))
     try:
         async with httpx.AsyncClient(
             headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=api), base_url="http://t"
@@ -407,7 +406,7 @@ async def test_resume_follows_an_interrupted_run_to_completion(settings_factory,
             default_connector="fake",
             runner={"coalesce_ms": 10},
         )
-        services = [runner_bootstrap(settings), ToolExecutorService(settings), PersistenceService(settings)]
+        services = [runner_bootstrap(settings), bootstrap_tool_executor(settings), bootstrap_persistence(settings)]
         bootstrap, topics = settings.kafka.bootstrap_servers, Topics(settings.kafka.topic_prefix)
         env = kafka_env(settings)
         start = StartRun(

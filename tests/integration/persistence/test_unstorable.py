@@ -16,8 +16,8 @@ from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import read_until
-from agentstream_persistence import PersistenceService
-from tests.integration.persistence.test_persistence_broker import KEY, publish, run_events, wait_for_run
+from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
+from tests.integration.persistence.test_app import KEY, publish, run_events, wait_for_run
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,7 @@ async def test_a_run_postgresql_cannot_hold_is_dead_lettered_and_the_offset_move
     if not db_url.startswith("postgresql"):
         pytest.skip("SQLite stores a NUL character; PostgreSQL text cannot")
     settings = settings_factory(db_url=db_url)
-    svc = PersistenceService(settings)
+    svc = bootstrap_persistence(settings)
     port = free_port()
     bad = run_events("bad-1", "q", "an answer with a \x00 in it")  # valid for the contract, not for the column
     good = run_events("good-1", "and now?", "fine")

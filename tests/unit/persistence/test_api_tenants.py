@@ -16,8 +16,8 @@ from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.testing.fixtures import authed_app
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet
-from agentstream_persistence.flush import write_run
 from agentstream_persistence.rows import rows_for
+from agentstream_persistence.run_writes import write_run
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -70,7 +70,7 @@ async def api(db_url: str) -> AsyncIterator[tuple[httpx.AsyncClient, KeyStore]]:
     await store_run(sessions, "rn", "web:nobody", None, "nobody")  # no tenant: the default tenant's
     app = authed_app()
     app.state.auth = Authenticator(load_settings(auth={"key_cache_s": 0}).auth, db_url, sessions)
-    add_routes(app, lambda: sessions)
+    add_routes(app, sessions)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
         yield client, KeyStore(sessions)
     await engine.dispose()

@@ -69,7 +69,7 @@ async def sessions(db_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession
 @pytest.fixture
 async def http(sessions: async_sessionmaker[AsyncSession]) -> AsyncIterator[httpx.AsyncClient]:
     app = authed_app()
-    add_routes(app, lambda: sessions)
+    add_routes(app, sessions)
     async with httpx.AsyncClient(
         headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=app), base_url="http://t"
     ) as client:

@@ -26,8 +26,8 @@ from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
 from agentstream.testing.fixtures import ADMIN_HEADERS, authed_app
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet
-from agentstream_persistence.flush import claim_resume, write_run
 from agentstream_persistence.rows import FlushRows, rows_for
+from agentstream_persistence.run_writes import claim_resume, write_run
 
 KEY = "memory:c1"
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -105,7 +105,7 @@ async def count(sessions: async_sessionmaker[AsyncSession], table: type) -> int:
 
 async def api_get(sessions: async_sessionmaker[AsyncSession], path: str) -> httpx.Response:
     app = authed_app()
-    add_routes(app, lambda: sessions)
+    add_routes(app, sessions)
     async with httpx.AsyncClient(
         headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=app), base_url="http://t"
     ) as http:

@@ -9,7 +9,7 @@ from sqlalchemy.exc import DataError, IntegrityError, InterfaceError, Operationa
 
 from agentstream.contracts import ReplyTarget, RunFinished, RunQueued, ToolCall
 from agentstream_persistence.buffers import BufferSet, Origin
-from agentstream_persistence.failures import MAX_LETTER_CHARS, is_permanent, run_dead_letter
+from agentstream_persistence.flusher import MAX_LETTER_CHARS, is_permanent, run_dead_letter
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from agentstream.contracts import (
     ToolResult,
 )
 from agentstream.db import Message, Run, create_engine, session_factory, upgrade
-from agentstream_persistence import PersistenceService
+from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 
 OPENAI_KEY = "sk-proj-" + "Qw72Er63Ty54Ui45Op36Zx81"
 BOT_TOKEN = "123456789:AA" + "Hk3jW9qLmN0pRsTuVwXyZ4bCdEfGhIjKl"
@@ -77,7 +77,7 @@ async def flush(db_url: str, sessions: async_sessionmaker[AsyncSession], **secur
         hooks={"security": security},
         connectors=[{"id": "demo", "type": "openai", "model": "m", "api_key_env": "TEST_CONNECTOR_KEY"}],
     )
-    svc = PersistenceService(settings)
+    svc = bootstrap_persistence(settings)
     svc.sessions = sessions
     for ev in events():
         buf = svc.buffers.add(ev)  # type: ignore[arg-type]

@@ -1,5 +1,5 @@
-"""Each (run_id, call_id) runs at most once: the `tool_calls` store on both engines, and the
-handler's answers to a redelivered call (replayed, or refused when the executor died in it)."""
+"""The tool-executor's handler: each (run_id, call_id) runs at most once; a redelivered call is
+replayed or refused (the executor died in it); offsets wait for the oldest unanswered call."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from agentstream.config import load_settings
 from agentstream.contracts import ToolCallRequest, ToolCallResult
 from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.db.models_tools import ToolCallState
-from agentstream_tools import ToolExecutorService
-from agentstream_tools.calls import STOPPED_DURING_CALL, ToolCallStore
+from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
+from agentstream_tools.call_store import STOPPED_DURING_CALL, ToolCallStore
 from agentstream_tools.registry import Tool
 
 COUNTER_SCHEMA = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -36,35 +36,11 @@ async def sessions(db_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession
     await engine.dispose()
 
 
-async def test_a_call_is_claimed_once_and_its_stored_result_comes_back(sessions):  # type: ignore[no-untyped-def]
-    store = ToolCallStore(sessions)
-    call = request(run_id="r" * 64)  # the longest run id the contract allows: still claimable
-    assert await store.claim(call) is None
-    assert await store.claim(call) is ToolCallState.RUNNING  # claimed, never finished
-    result = ToolCallResult(
-        run_id=call.run_id,
-        root_run_id=call.run_id,
-        conversation_key="web:a",
-        call_id="c1",
-        tool="counter",
-        ok=True,
-        content="1",
-        duration_ms=3.0,
-    )
-    await store.finish(call, result)
-    assert await store.claim(call) == result  # the very record, ids included
-    row = await store.get(call.idempotency_key)
-    assert row is not None and (row.state, row.run_id, row.call_id, row.tool) == ("done", call.run_id, "c1", "counter")
-    assert row.finished_at is not None and row.finished_at >= row.started_at
-    assert await store.claim(request(call_id="c2", run_id=call.run_id)) is None  # another call of the run
-
-
 class Harness:
     """A tool-executor that is not started: records are handed to `on_call`, results recorded."""
 
     def __init__(self, db_url: str, sessions: async_sessionmaker[AsyncSession], gate: asyncio.Event | None = None):
-        self.svc = ToolExecutorService(load_settings(database={"url": db_url}))
-        self.svc.store = ToolCallStore(sessions)
+        self.svc = bootstrap_tool_executor(load_settings(database={"url": db_url}), store=ToolCallStore(sessions))
         self.published: list[ToolCallResult] = []
         self.runs = 0
 
@@ -96,14 +72,14 @@ async def test_a_redelivered_done_call_is_replayed_not_run_again(db_url, session
     await first.settle()
     [answer] = first.published
     assert (first.runs, answer.ok, answer.content) == (1, True, "run 1")
-    assert first.svc.commit_points.due() == {0: 5}  # answered: committable
+    assert first.svc.commits.points.due() == {0: 5}  # answered: committable
 
     restarted = Harness(db_url, sessions)  # a crash before the commit: the record comes again
     await restarted.deliver(request(), offset=4)
     await restarted.settle()
     assert restarted.runs == 0 and restarted.published == [answer]
     assert restarted.svc.replays.labels("stored")._value.get() == 1
-    assert restarted.svc.commit_points.due() == {0: 5}
+    assert restarted.svc.commits.points.due() == {0: 5}
 
 
 async def test_a_call_the_executor_died_in_is_answered_as_interrupted(db_url, sessions):  # type: ignore[no-untyped-def]
@@ -132,10 +108,10 @@ async def test_the_commit_waits_for_the_oldest_unanswered_call(db_url, sessions)
     await asyncio.sleep(0.3)
     # the later call is answered, the earlier one still runs: nothing past offset 10 is committable
     assert [r.call_id for r in h.published] == ["fast"]
-    assert h.svc.commit_points.due() == {0: 10}
+    assert h.svc.commits.points.due() == {0: 10}
     gate.set()
     await h.settle()
-    assert h.svc.commit_points.due() == {0: 12}
+    assert h.svc.commits.points.due() == {0: 12}
 
 
 async def test_a_redelivery_of_a_call_still_running_here_waits_for_it(db_url, sessions):  # type: ignore[no-untyped-def]
@@ -149,12 +125,11 @@ async def test_a_redelivery_of_a_call_still_running_here_waits_for_it(db_url, se
     gate.set()
     await h.settle()
     assert h.runs == 1 and [r.content for r in h.published] == ["run 1"]
-    assert h.svc.commit_points.due() == {0: 4}
+    assert h.svc.commits.points.due() == {0: 4}
 
 
 async def test_a_failing_database_is_retried_not_lost(db_url, sessions):  # type: ignore[no-untyped-def]
     h = Harness(db_url, sessions)
-    assert h.svc.store is not None
     real_finish, failures = h.svc.store.finish, []
 
     async def flaky_finish(call: ToolCallRequest, result: ToolCallResult) -> None:

@@ -1,4 +1,4 @@
-"""The single flush: one transaction per finished run, safe to repeat.
+"""The database writes of a finished run: one transaction per run, safe to repeat.
 
 Inserts skip rows that already exist (`ON CONFLICT DO NOTHING` on SQLite and
 PostgreSQL alike), so a re-delivered stream writes nothing twice. A run can finish
@@ -18,8 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agentstream.contracts import FinishReason, RunStatus
 from agentstream.db import Conversation, Message, Run
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
-from agentstream_persistence.checkpoint import CheckpointRows
-from agentstream_persistence.rows import FlushRows
+from agentstream_persistence.rows import CheckpointRows, FlushRows
 
 MESSAGE_KEY = ["root_run_id", "seq", "part"]
 RUN_ENDING = (

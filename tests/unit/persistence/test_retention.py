@@ -15,7 +15,7 @@ from agentstream.db import Message, Run, create_engine, session_factory, upgrade
 from agentstream.db.models_ingress import IngressConversation
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
 from agentstream.retention import run_purges
-from agentstream_persistence import PersistenceService
+from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_persistence.retention import persistence_purges
 
 NOW = datetime.now(UTC)
@@ -143,5 +143,5 @@ async def test_history_is_kept_forever_by_default(sessions: Sessions) -> None:
 
 
 def test_persistence_runs_its_own_purges() -> None:
-    svc = PersistenceService(load_settings())
+    svc = bootstrap_persistence(load_settings())
     assert svc.retention.plan is persistence_purges

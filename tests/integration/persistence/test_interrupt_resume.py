@@ -31,9 +31,9 @@ from agentstream.kafka import free_port
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
-from agentstream_persistence import PersistenceService
+from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
-from agentstream_tools import ToolExecutorService
+from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 pytestmark = pytest.mark.integration
 
@@ -71,8 +71,8 @@ async def test_interrupt_saves_a_checkpoint_and_resume_continues_without_repeati
         )
         runner, tools, persistence = (
             runner_bootstrap(settings),
-            ToolExecutorService(settings),
-            PersistenceService(settings),
+            bootstrap_tool_executor(settings),
+            bootstrap_persistence(settings),
         )
         bootstrap, t = settings.kafka.bootstrap_servers, runner.topics
         start = StartRun(

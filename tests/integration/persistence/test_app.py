@@ -29,7 +29,7 @@ from agentstream.contracts import (
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
-from agentstream_persistence import PersistenceService
+from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +106,7 @@ async def read_dlq(settings: Settings, timeout: float = 10.0) -> list[DeadLetter
 
 async def test_run_is_persisted_once(db_url: str, settings_factory: Callable[..., Settings], topics_created: str):
     settings = settings_factory(db_url=db_url)
-    svc = PersistenceService(settings)
+    svc = bootstrap_persistence(settings)
     port = free_port()
     first = run_events("run-1", "calculate 6*7", "6*7 = 42")
     await publish(settings, [b"{not json", *first])
@@ -148,4 +148,8 @@ async def test_run_is_persisted_once(db_url: str, settings_factory: Callable[...
         assert [r["run_id"] for r in runs] == ["run-1", "run-2"]
         assert len(svc.buffers) == 0
     [letter] = await read_dlq(settings)
-    assert letter.service == "persistence" and letter.raw_value == "{not json" and "invalid RunEvent" in letter.error
+    assert (
+        letter.service == "persistence"
+        and letter.raw_value == "{not json"
+        and letter.error.startswith("not valid JSON: ")
+    )

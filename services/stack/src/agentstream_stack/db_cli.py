@@ -1,7 +1,8 @@
-"""`agentstream db purge`: every retention purge once, for operators and cron.
+"""`agentstream db upgrade|purge`: the database's migrations, and every retention purge once.
 
 The services purge on their own every `retention.interval_s` (unless `retention.enabled` is
-false); this runs the same purges — ingress's, delivery's, persistence's, in that order — now.
+false); `purge` runs the same purges — ingress's, delivery's, persistence's, in that order — now,
+for operators and cron.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from agentstream_ingress.retention import ingress_purges
 from agentstream_persistence.retention import persistence_purges
 from agentstream_stack.cli_support import ConfigOpt, err, load_or_exit, masked, out
 
+db_app = typer.Typer(help="The database.", no_args_is_help=True)
 # Ingress first: it forgets the run ids of idle conversations, which frees their runs for persistence's purge.
 PLANS: tuple[PurgePlan, ...] = (ingress_purges, delivery_purges, persistence_purges)
 
@@ -40,6 +42,15 @@ async def purge_all(settings: Settings, dry_run: bool = False) -> dict[str, int]
         await engine.dispose()
 
 
+@db_app.command("upgrade")
+def db_upgrade(config: ConfigOpt = None) -> None:
+    """Apply every database migration (alembic upgrade head)."""
+    settings = load_or_exit(config)
+    asyncio.run(upgrade(settings.database.url))
+    out.print(f"database at head: {masked(settings.database.url)}")
+
+
+@db_app.command("purge")
 def db_purge(
     config: ConfigOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count the rows due, delete nothing.")] = False,

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.contracts import ToolCallRequest, ToolCallResult
 from agentstream.db.models_tools import ToolCallRow, ToolCallState
+from agentstream_tools.executor import answer
 
 # What the model reads for a call the executor died in: the tool may or may not have done
 # its work, so repeating it could do it twice.
@@ -79,13 +80,4 @@ class ToolCallStore:
 
 def stopped_during_call(request: ToolCallRequest) -> ToolCallResult:
     """The answer for a call claimed by an executor that died before storing its result."""
-    return ToolCallResult(
-        run_id=request.run_id,
-        root_run_id=request.root_run_id,
-        conversation_key=request.conversation_key,
-        call_id=request.call_id,
-        tool=request.tool,
-        ok=False,
-        error=STOPPED_DURING_CALL,
-        retryable=False,
-    )
+    return answer(request, ok=False, error=STOPPED_DURING_CALL, retryable=False)

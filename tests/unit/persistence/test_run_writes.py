@@ -1,4 +1,4 @@
-"""The single flush and the read API on SQLite and PostgreSQL (no broker)."""
+"""The database writes of a finished run and the read API on SQLite and PostgreSQL (no broker)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from agentstream.db import Conversation, Message, Run, create_engine, session_fa
 from agentstream.testing.fixtures import ADMIN_HEADERS, authed_app
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet
-from agentstream_persistence.flush import write_run
 from agentstream_persistence.rows import FlushRows, rows_for
+from agentstream_persistence.run_writes import write_run
 
 KEY = "memory:c1"
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -105,7 +105,7 @@ async def test_read_api(sessions: async_sessionmaker[AsyncSession]):
     await write_run(sessions, run_rows("r2", "second question", "second answer", minute=5))
     await write_run(sessions, run_rows("r1", "first question", "first answer", minute=0))
     app = authed_app()
-    add_routes(app, lambda: sessions)
+    add_routes(app, sessions)
     async with httpx.AsyncClient(
         headers=ADMIN_HEADERS, transport=httpx.ASGITransport(app=app), base_url="http://t"
     ) as http:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentstream.config import Settings
-from agentstream.tools_catalog import BUILTIN_TOOL_SPECS
+from agentstream.tools_catalog import BUILTIN_TOOL_SPECS, is_tool_selector
 from agentstream_runner.errors import UnknownAssistant
 from agentstream_runner.hooks import Hooks
 
@@ -53,9 +53,12 @@ class Assistant(BaseModel):
     @field_validator("tools")
     @classmethod
     def _known_tools(cls, value: list[str]) -> list[str]:
-        unknown = [t for t in value if t not in BUILTIN_TOOL_SPECS]
+        unknown = [t for t in value if not is_tool_selector(t)]
         if unknown:
-            raise ValueError(f"unknown tools {unknown}; available: {sorted(BUILTIN_TOOL_SPECS)}")
+            raise ValueError(
+                f"unknown tools {unknown}; available: {sorted(BUILTIN_TOOL_SPECS)}, workspace tools, "
+                "<server>__<tool> or <server>__*"
+            )
         return value
 
     @property

@@ -21,7 +21,7 @@ from aiokafka import ConsumerRebalanceListener, TopicPartition
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Histogram
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from agentstream.contracts import ToolCallRequest, ToolCallResult
 from agentstream.contracts.tools import ToolCallRequestAdapter
@@ -38,14 +38,6 @@ T = TypeVar("T")
 Origin = tuple[int, int]  # (partition, offset) of a tool-calls record
 DRAIN_S = 5.0  # on stop, calls still running get this long to finish (the broker stop has its own 10 s)
 RETRY_MAX_S = 5.0
-
-
-class ExecutorOptions(BaseModel):
-    """The keys of the `tools` config section this service reads."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    max_concurrency: int = Field(default=16, ge=1, description="Tool calls running at once.")
 
 
 def _outcome(result: ToolCallResult) -> str:
@@ -71,7 +63,7 @@ class ToolExecutorService(Service):
 
     def setup(self) -> None:
         self.tools = ToolRegistry(builtin_tools())
-        self.options = ExecutorOptions.model_validate(self.settings.tools)
+        self.options = self.settings.tools
         self.store: ToolCallStore | None = None
         self.commit_points = CommitPoints()
         self._slots = asyncio.Semaphore(self.options.max_concurrency)

@@ -32,6 +32,7 @@ from agentstream.service import Service, describe_validation_error
 from agentstream_tools.builtin import builtin_tools
 from agentstream_tools.calls import ToolCallStore, stopped_during_call
 from agentstream_tools.executor import execute
+from agentstream_tools.mcp_servers import McpServers
 from agentstream_tools.registry import ToolRegistry
 
 T = TypeVar("T")
@@ -64,6 +65,7 @@ class ToolExecutorService(Service):
     def setup(self) -> None:
         self.tools = ToolRegistry(builtin_tools())
         self.options = self.settings.tools
+        self.mcp_servers = McpServers(self.options.mcp_servers, self.tools)
         self.store: ToolCallStore | None = None
         self.commit_points = CommitPoints()
         self._slots = asyncio.Semaphore(self.options.max_concurrency)
@@ -99,6 +101,7 @@ class ToolExecutorService(Service):
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
         assert self.sessions is not None
         self.store = ToolCallStore(self.sessions)
+        await self.mcp_servers.start()
 
     # -- calls ---------------------------------------------------------------------
     async def on_call(self, msg: KafkaMessage) -> None:
@@ -256,3 +259,4 @@ class ToolExecutorService(Service):
             task.cancel()
         if self._tasks:
             await asyncio.wait(set(self._tasks))
+        await self.mcp_servers.stop()

@@ -32,6 +32,7 @@ from agentstream.service import Service, describe_validation_error
 from agentstream_tools.builtin import builtin_tools
 from agentstream_tools.calls import ToolCallStore, stopped_during_call
 from agentstream_tools.executor import execute
+from agentstream_tools.function_tools import load_function_tools
 from agentstream_tools.mcp_servers import McpServers
 from agentstream_tools.registry import ToolRegistry
 
@@ -66,6 +67,8 @@ class ToolExecutorService(Service):
         self.tools = ToolRegistry(builtin_tools())
         self.options = self.settings.tools
         self.mcp_servers = McpServers(self.options.mcp_servers, self.tools)
+        for tool in load_function_tools(self.options.functions)[0]:  # the others are logged with their path
+            self.tools.register(tool)
         self.store: ToolCallStore | None = None
         self.commit_points = CommitPoints()
         self._slots = asyncio.Semaphore(self.options.max_concurrency)

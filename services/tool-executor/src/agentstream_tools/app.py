@@ -35,6 +35,7 @@ from agentstream_tools.executor import execute
 from agentstream_tools.function_tools import load_function_tools
 from agentstream_tools.mcp_servers import McpServers
 from agentstream_tools.registry import ToolRegistry
+from agentstream_tools.sandbox import workspace_tools
 
 T = TypeVar("T")
 Origin = tuple[int, int]  # (partition, offset) of a tool-calls record
@@ -68,6 +69,8 @@ class ToolExecutorService(Service):
         self.options = self.settings.tools
         self.mcp_servers = McpServers(self.options.mcp_servers, self.tools)
         for tool in load_function_tools(self.options.functions)[0]:  # the others are logged with their path
+            self.tools.register(tool)
+        for tool in workspace_tools(self.options.sandbox):  # none unless tools.sandbox.enabled
             self.tools.register(tool)
         self.store: ToolCallStore | None = None
         self.commit_points = CommitPoints()

@@ -74,6 +74,7 @@ class SandboxSettings(Section):
     max_processes: int = Field(default=32, ge=1, description="Processes the sandbox user may run (RLIMIT_NPROC).")
     wall_timeout_s: float = Field(default=30.0, gt=0, description="A command running longer is killed.")
     output_max_chars: int = Field(default=16_000, ge=100, description="Output beyond this is cut with a marker.")
+    python: str = Field(default="python3", description="Interpreter of the `python` tool (looked up on PATH).")
     run_as_uid: int = Field(
         default=65534, ge=1, description="When the executor runs as root, commands run as this uid (nobody)."
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -43,6 +44,13 @@ async def slow(seconds: float) -> str:
     """Answer after `seconds`."""
     await asyncio.sleep(seconds)
     return f"slept {seconds}"
+
+
+@server.tool()
+async def hang() -> str:
+    """Blocks the server's event loop: it answers nothing any more, not even pings."""
+    time.sleep(3600)  # noqa: ASYNC251 - blocking the loop is the point
+    return "never"
 
 
 @server.tool()

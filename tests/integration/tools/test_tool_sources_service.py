@@ -46,7 +46,7 @@ async def test_mcp_function_and_workspace_tools_answer_through_kafka(
     monkeypatch.syspath_prepend(str(tmp_path))
     settings = settings_factory(
         tools={
-            "mcp_servers": {"demo": {"command": sys.executable, "args": [MCP_SERVER], "connect_timeout_s": 20}},
+            "mcp_servers": {"demo": {"command": sys.executable, "args": [MCP_SERVER], "connect_timeout_s": 60}},
             "functions": {"shop": ["shop_tools.price", "shop_tools_missing.price"]},
             "sandbox": {"enabled": True, "root_dir": str(tmp_path / "ws"), "wall_timeout_s": 10},
         }

@@ -128,13 +128,13 @@ async def test_a_slow_call_past_its_timeout_ends_as_a_timeout_and_the_server_sta
 
 async def test_a_hung_server_is_noticed_after_a_timed_out_call_and_restarted():
     registry = ToolRegistry()
-    server = McpServer("t", stdio(call_timeout_s=1, connect_timeout_s=5, ping_interval_s=600), registry)
+    server = McpServer("t", stdio(call_timeout_s=1, connect_timeout_s=10, ping_interval_s=600), registry)
     await server.start()
     try:
         first = await call(registry, "t__pid")
         hung = await call(registry, "t__hang")
         assert not hung.ok and not hung.retryable and "timed out after 1 s" in hung.error
-        again = await eventually_ok(registry, "t__pid", within_s=45)  # the ping after the timeout went unanswered
+        again = await eventually_ok(registry, "t__pid", within_s=90)  # the ping after the timeout went unanswered
         assert again.ok and again.content != first.content
     finally:
         await server.stop()

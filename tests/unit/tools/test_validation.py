@@ -75,9 +75,9 @@ async def test_unknown_tool_is_retryable_and_lists_the_tools():
     [
         ('{"expression": ', "not valid JSON"),
         ("[1]", "must be a JSON object"),
-        ("{}", "'expression' is a required property"),
-        ('{"expression": 5}', "5 is not of type 'string' (at expression)"),
-        ('{"expression": "1", "x": 1}', "Additional properties are not allowed"),
+        ("{}", "field 'expression' is required"),
+        ('{"expression": 5}', "field 'expression' 5 is not of type 'string'"),
+        ('{"expression": "1", "x": 1}', "field 'x' is not a parameter of calculator (parameters: expression)"),
     ],
 )
 async def test_bad_arguments_are_retryable_with_the_reason(arguments, says):

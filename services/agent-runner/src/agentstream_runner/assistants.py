@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentstream.config import Settings
 from agentstream.contracts import ChatMessage, DoubleTexting, MessageRole, StartRun
-from agentstream.tools_catalog import BUILTIN_TOOL_SPECS
+from agentstream.tools_catalog import BUILTIN_TOOL_SPECS, is_tool_selector
 from agentstream_runner.hooks import Hooks
 from agentstream_runner.outcome import RunFailure
 
@@ -65,9 +65,12 @@ class Assistant(BaseModel):
     @field_validator("tools")
     @classmethod
     def _known_tools(cls, value: list[str]) -> list[str]:
-        unknown = [t for t in value if t not in BUILTIN_TOOL_SPECS]
+        unknown = [t for t in value if not is_tool_selector(t)]
         if unknown:
-            raise ValueError(f"unknown tools {unknown}; available: {sorted(BUILTIN_TOOL_SPECS)}")
+            raise ValueError(
+                f"unknown tools {unknown}; available: {sorted(BUILTIN_TOOL_SPECS)}, workspace tools, "
+                "<server>__<tool> or <server>__*"
+            )
         return value
 
     @property

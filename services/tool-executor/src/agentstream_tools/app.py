@@ -20,8 +20,8 @@ from typing import TypeVar
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Histogram
-from pydantic import BaseModel, ConfigDict, Field
 
+from agentstream.config.tools import ToolsSettings
 from agentstream.contracts import ToolCallRequest, ToolCallResult
 from agentstream.contracts.tools import ToolCallRequestAdapter
 from agentstream.db import upgrade
@@ -33,20 +33,13 @@ from agentstream.kafka.revocations import RevocationListener
 from agentstream.service import Infra, Service
 from agentstream_tools.call_store import ToolCallStore, stopped_during_call
 from agentstream_tools.executor import execute
+from agentstream_tools.mcp_servers import McpServers
 from agentstream_tools.registry import ToolRegistry
 
 T = TypeVar("T")
 Origin = tuple[int, int]  # (partition, offset) of a tool-calls record
 DRAIN_S = 5.0  # on stop, calls still running get this long to finish (the broker stop has its own 10 s)
 RETRY_MAX_S = 5.0
-
-
-class ExecutorOptions(BaseModel):
-    """The keys of the `tools` config section this service reads."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    max_concurrency: int = Field(default=16, ge=1, description="Tool calls running at once.")
 
 
 def _outcome(result: ToolCallResult) -> str:
@@ -59,11 +52,20 @@ class ToolExecutorService(Service):
     name = "tool-executor"
     uses_database = True
 
-    def __init__(self, infra: Infra, *, tools: ToolRegistry, store: ToolCallStore, options: ExecutorOptions) -> None:
+    def __init__(
+        self,
+        infra: Infra,
+        *,
+        tools: ToolRegistry,
+        store: ToolCallStore,
+        options: ToolsSettings,
+        mcp_servers: McpServers,
+    ) -> None:
         super().__init__(infra)
         self.tools = tools
         self.store = store
         self.options = options
+        self.mcp_servers = mcp_servers
         self._slots = asyncio.Semaphore(options.max_concurrency)
         self._tasks: dict[asyncio.Task[bool], Origin | None] = {}
         self._live: dict[str, asyncio.Task[bool]] = {}  # idempotency key → the task running it here
@@ -97,6 +99,7 @@ class ToolExecutorService(Service):
 
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
+        await self.mcp_servers.start()
 
     # -- calls ---------------------------------------------------------------------
     async def on_call(self, msg: KafkaMessage) -> None:
@@ -239,3 +242,4 @@ class ToolExecutorService(Service):
             task.cancel()
         if self._tasks:
             await asyncio.wait(set(self._tasks))
+        await self.mcp_servers.stop()

@@ -25,7 +25,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -79,13 +79,12 @@ def _seq(value: bytes) -> int:
     return int(json.loads(value)["seq"])
 
 
-async def _create_topic(bootstrap: str) -> str:
-    topic = f"agentstream-bench.baseline.{uuid.uuid4().hex[:8]}"
+async def _create_topic(bootstrap: str, kind: str, partitions: int) -> str:
+    topic = f"agentstream-bench.{kind}.{uuid.uuid4().hex[:8]}"
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        # One partition: one ordered stream, so "the next record" is "my record".
-        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+        await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
     finally:
         await admin.close()
     return topic
@@ -100,6 +99,34 @@ async def _delete_topic(bootstrap: str, topic: str) -> None:
             await admin.delete_topics([topic])
         finally:
             await admin.close()
+
+
+@contextlib.asynccontextmanager
+async def _fresh_topic(
+    bootstrap: str, *, embedded: bool, kind: str, partitions: int
+) -> AsyncIterator[tuple[AIOKafkaProducer, AIOKafkaConsumer, str]]:
+    """A new topic with a started producer and a started, unassigned consumer, tuned from
+    `KafkaSettings` like the services' clients; all stopped and the topic deleted on exit."""
+    kafka = KafkaSettings(bootstrap_servers=bootstrap, embedded=embedded)
+    async with contextlib.AsyncExitStack() as stack:
+        topic = await _create_topic(bootstrap, kind, partitions)
+        stack.push_async_callback(_delete_topic, bootstrap, topic)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=bootstrap, enable_idempotence=kafka.idempotence, acks="all", linger_ms=0
+        )
+        await producer.start()
+        stack.push_async_callback(producer.stop)
+        # Manual assignment, no group: a group join would cost seconds on Tansu and measure nothing useful.
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=kafka.fetch_wait_ms,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        stack.push_async_callback(consumer.stop)
+        yield producer, consumer, topic
 
 
 async def _latency_phase(
@@ -180,32 +207,12 @@ async def measure_baseline(
     """
     if n < 1:
         raise ValueError("n must be at least 1")
-    kafka = KafkaSettings(bootstrap_servers=bootstrap, embedded=embedded)
-    topic = await _create_topic(bootstrap)
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, enable_idempotence=kafka.idempotence, acks="all", linger_ms=0
-    )
-    # Manual assignment, no group: a group join would cost seconds on Tansu and measure nothing useful.
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        enable_auto_commit=False,
-        fetch_max_wait_ms=kafka.fetch_wait_ms,
-        auto_offset_reset="earliest",
-    )
-    await producer.start()
-    try:
-        await consumer.start()
-        try:
-            consumer.assign([TopicPartition(topic, 0)])
-            await consumer.seek_to_beginning()
-            samples = await _latency_phase(producer, consumer, topic, n, warmup, payload_bytes, progress, timeout_s)
-            received, seconds = await _burst_phase(producer, consumer, topic, n, payload_bytes, progress, timeout_s)
-        finally:
-            await consumer.stop()
-    finally:
-        await producer.stop()
-        await _delete_topic(bootstrap, topic)
+    # One partition: one ordered stream, so "the next record" is "my record".
+    async with _fresh_topic(bootstrap, embedded=embedded, kind="baseline", partitions=1) as (producer, consumer, topic):
+        consumer.assign([TopicPartition(topic, 0)])
+        await consumer.seek_to_beginning()
+        samples = await _latency_phase(producer, consumer, topic, n, warmup, payload_bytes, progress, timeout_s)
+        received, seconds = await _burst_phase(producer, consumer, topic, n, payload_bytes, progress, timeout_s)
     return BaselineResult(
         bootstrap=bootstrap,
         embedded=embedded,
@@ -246,70 +253,53 @@ async def measure_loaded_round_trip(
 
     Probes are sent every `probe_interval_s` without waiting for the previous one; each is
     timed from `send` until the consumer has it."""
-    kafka = KafkaSettings(bootstrap_servers=bootstrap, embedded=embedded)
-    topic = f"agentstream-bench.loaded.{uuid.uuid4().hex[:8]}"
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
-    finally:
-        await admin.close()
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, enable_idempotence=kafka.idempotence, acks="all", linger_ms=0
-    )
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=None,
-        enable_auto_commit=False,
-        fetch_max_wait_ms=kafka.fetch_wait_ms,
-        auto_offset_reset="earliest",
-    )
     sent: dict[int, float] = {}
     samples: list[float] = []
     all_back = asyncio.Event()
     base = 10_000_000  # probe seqs; background records count up from 0
 
-    async def read() -> None:
-        while True:
-            batches = await consumer.getmany(timeout_ms=100)
-            now = time.perf_counter()
-            for records in batches.values():
-                for record in records:
-                    if (seq := _seq(record.value)) >= base and seq in sent:
-                        samples.append((now - sent.pop(seq)) * 1000)
-                        if not sent:
-                            all_back.set()
+    async with _fresh_topic(bootstrap, embedded=embedded, kind="loaded", partitions=partitions) as (
+        producer,
+        consumer,
+        topic,
+    ):
 
-    async def background() -> None:
-        tick, seq, started = 0.01, 0, time.perf_counter()
-        while True:
-            due = int((time.perf_counter() - started) * records_per_s)
-            for _ in range(max(0, due - seq)):
-                await producer.send(topic, _payload(seq, payload_bytes), key=f"k{seq % 97}".encode())
-                seq += 1
-            await asyncio.sleep(tick)
+        async def read() -> None:
+            while True:
+                batches = await consumer.getmany(timeout_ms=100)
+                now = time.perf_counter()
+                for records in batches.values():
+                    for record in records:
+                        if (seq := _seq(record.value)) >= base and seq in sent:
+                            samples.append((now - sent.pop(seq)) * 1000)
+                            if not sent:
+                                all_back.set()
 
-    await producer.start()
-    await consumer.start()
-    reader = asyncio.create_task(read())
-    load = asyncio.create_task(background())
-    try:
-        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
-        await asyncio.sleep(0.5)  # the load is flowing before the first probe
-        probes = int(seconds / probe_interval_s)
-        for i in range(probes):
-            sent[base + i] = time.perf_counter()
-            await producer.send(topic, _payload(base + i, payload_bytes), key=f"probe{i % 97}".encode())
-            await asyncio.sleep(probe_interval_s)
-        async with asyncio.timeout(30):
-            await all_back.wait()
-    finally:
-        for task in (load, reader):
-            task.cancel()
-        await asyncio.wait({load, reader})
-        await consumer.stop()
-        await producer.stop()
-        await _delete_topic(bootstrap, topic)
+        async def background() -> None:
+            tick, seq, started = 0.01, 0, time.perf_counter()
+            while True:
+                due = int((time.perf_counter() - started) * records_per_s)
+                for _ in range(max(0, due - seq)):
+                    await producer.send(topic, _payload(seq, payload_bytes), key=f"k{seq % 97}".encode())
+                    seq += 1
+                await asyncio.sleep(tick)
+
+        reader = asyncio.create_task(read())
+        load = asyncio.create_task(background())
+        try:
+            consumer.assign([TopicPartition(topic, p) for p in range(partitions)])
+            await asyncio.sleep(0.5)  # the load is flowing before the first probe
+            probes = int(seconds / probe_interval_s)
+            for i in range(probes):
+                sent[base + i] = time.perf_counter()
+                await producer.send(topic, _payload(base + i, payload_bytes), key=f"probe{i % 97}".encode())
+                await asyncio.sleep(probe_interval_s)
+            async with asyncio.timeout(30):
+                await all_back.wait()
+        finally:
+            for task in (load, reader):
+                task.cancel()
+            await asyncio.wait({load, reader})
     return LoadedRoundTrip(records_per_s, partitions, percentile(samples, 50), percentile(samples, 99), len(samples))
 
 

@@ -28,9 +28,10 @@ import httpx
 import yaml
 
 from agentstream.kafka import free_port
+from agentstream.lifecycle import StartStop
 
 
-class ServiceProcess:
+class ServiceProcess(StartStop):
     def __init__(
         self,
         service: str,
@@ -49,7 +50,7 @@ class ServiceProcess:
         self.log_path = self._dir / "service.log"
         self._process: asyncio.subprocess.Process | None = None
 
-    async def __aenter__(self) -> ServiceProcess:
+    async def start(self) -> None:
         config_path = self._dir / "config.yaml"
         config_path.write_text(yaml.safe_dump(self.config))
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSTREAM__")}
@@ -67,15 +68,7 @@ class ServiceProcess:
                 stderr=log,
                 env=env,
             )
-        try:
-            await self._wait_ready()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
+        await self._wait_ready()
 
     async def _wait_ready(self) -> None:
         deadline = time.monotonic() + self._ready_timeout_s

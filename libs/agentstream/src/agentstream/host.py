@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 
 import uvicorn
 
+from agentstream.lifecycle import StartStop, serve_until_started
 from agentstream.observability import get_logger
 from agentstream.service import Service
 
@@ -27,7 +28,7 @@ class _QuietServer(uvicorn.Server):
         yield
 
 
-class ServiceHost:
+class ServiceHost(StartStop):
     def __init__(self, services: Sequence[Service], http_host: str, ports: dict[str, int]) -> None:
         self.services = list(services)
         self.http_host = http_host
@@ -45,13 +46,7 @@ class ServiceHost:
                 svc.http, host=self.http_host, port=port, log_config=None, lifespan="off", access_log=False
             )
             server = _QuietServer(cfg)
-            task = asyncio.create_task(server.serve(), name=f"http-{svc.name}")
-            self._servers.append((server, task))
-            while not server.started:
-                if task.done():
-                    task.result()  # raises the bind error
-                    raise RuntimeError(f"HTTP server of {svc.name} stopped during startup")
-                await asyncio.sleep(0.01)
+            self._servers.append((server, await serve_until_started(server, f"http-{svc.name}")))
         # Group joins take seconds (Tansu ~5 s): start every broker concurrently.
         results = await asyncio.gather(*(svc.start() for svc in self.services), return_exceptions=True)
         self._started = [s for s, r in zip(self.services, results, strict=True) if not isinstance(r, BaseException)]
@@ -73,17 +68,6 @@ class ServiceHost:
             server.should_exit = True
         await asyncio.gather(*(t for _, t in self._servers), return_exceptions=True)
         self._servers = []
-
-    async def __aenter__(self) -> ServiceHost:
-        try:
-            await self.start()
-        except BaseException:
-            await self.stop()
-            raise
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
 
 def install_stop_signals(stop: asyncio.Event) -> None:

@@ -23,27 +23,27 @@ class ToolSpec(BaseModel):
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
+def _arguments(required: dict[str, Any], optional: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON schema of an arguments object with these properties and no others."""
+    schema: dict[str, Any] = {"type": "object", "properties": {**required, **(optional or {})}}
+    if required:
+        schema["required"] = list(required)
+    schema["additionalProperties"] = False
+    return schema
+
+
 CALCULATOR_SUPPORTED = "numbers, + - * / // % **, unary minus and parentheses"
 
 CLOCK = ToolSpec(
     name="clock",
     description="The current date and time (ISO-8601), in UTC or the given time zone.",
-    parameters={
-        "type": "object",
-        "properties": {"timezone": {"type": "string", "description": "IANA time zone, e.g. Europe/Paris"}},
-        "additionalProperties": False,
-    },
+    parameters=_arguments({}, {"timezone": {"type": "string", "description": "IANA time zone, e.g. Europe/Paris"}}),
 )
 
 CALCULATOR = ToolSpec(
     name="calculator",
     description="Evaluate an arithmetic expression: " + CALCULATOR_SUPPORTED + ".",
-    parameters={
-        "type": "object",
-        "properties": {"expression": {"type": "string", "minLength": 1, "description": "e.g. (2 + 3) * 4 / 5"}},
-        "required": ["expression"],
-        "additionalProperties": False,
-    },
+    parameters=_arguments({"expression": {"type": "string", "minLength": 1, "description": "e.g. (2 + 3) * 4 / 5"}}),
 )
 
 BUILTIN_TOOL_SPECS: dict[str, ToolSpec] = {spec.name: spec for spec in (CLOCK, CALCULATOR)}
@@ -53,42 +53,22 @@ _PATH = {"type": "string", "minLength": 1, "description": "Relative to the conve
 SHELL = ToolSpec(
     name="shell",
     description="Run a shell command (sh -c) in this conversation's workspace directory; returns exit code and output.",
-    parameters={
-        "type": "object",
-        "properties": {"command": {"type": "string", "minLength": 1}},
-        "required": ["command"],
-        "additionalProperties": False,
-    },
+    parameters=_arguments({"command": {"type": "string", "minLength": 1}}),
 )
 PYTHON = ToolSpec(
     name="python",
     description="Run a Python program in this conversation's workspace directory; returns exit code and output.",
-    parameters={
-        "type": "object",
-        "properties": {"code": {"type": "string", "minLength": 1}},
-        "required": ["code"],
-        "additionalProperties": False,
-    },
+    parameters=_arguments({"code": {"type": "string", "minLength": 1}}),
 )
 READ_FILE = ToolSpec(
     name="read_file",
     description="Read a text file from this conversation's workspace.",
-    parameters={
-        "type": "object",
-        "properties": {"path": _PATH},
-        "required": ["path"],
-        "additionalProperties": False,
-    },
+    parameters=_arguments({"path": _PATH}),
 )
 WRITE_FILE = ToolSpec(
     name="write_file",
     description="Write a text file in this conversation's workspace (directories are created; an existing file is replaced).",
-    parameters={
-        "type": "object",
-        "properties": {"path": _PATH, "content": {"type": "string"}},
-        "required": ["path", "content"],
-        "additionalProperties": False,
-    },
+    parameters=_arguments({"path": _PATH, "content": {"type": "string"}}),
 )
 WORKSPACE_TOOL_SPECS: dict[str, ToolSpec] = {spec.name: spec for spec in (SHELL, PYTHON, READ_FILE, WRITE_FILE)}
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -25,6 +25,7 @@ from agentstream.contracts import ChatMessage, StartRun, ToolCallResult, ToolCal
 from agentstream_runner.outcome import RunFailure
 
 HookFn = Callable[..., Any]
+HookResult = TypeVar("HookResult", bound=BaseModel)
 
 
 class HookError(RunFailure):
@@ -110,25 +111,22 @@ def load_hooks(module_path: str | None, base_dir: Path | None = None) -> Hooks:
     return Hooks(create=create, next=nxt)
 
 
-async def _call(name: str, fn: HookFn, arg: Any) -> Any:
+async def _call(name: str, fn: HookFn, arg: Any, result: type[HookResult]) -> HookResult:
+    """The hook's answer as `result`; HookError when it raises or answers something else."""
     try:
-        result = fn(arg)
-        return await result if inspect.isawaitable(result) else result
+        raw = fn(arg)
+        raw = await raw if inspect.isawaitable(raw) else raw
     except Exception as err:
         raise HookError(f"{name} hook failed: {type(err).__name__}: {err}") from err
+    try:
+        return raw if isinstance(raw, result) else result.model_validate(raw or {})
+    except ValidationError as err:
+        raise HookError(f"{name} hook returned an invalid result: {err.errors()[0]['msg']}") from None
 
 
 async def call_create(fn: HookFn, arg: CreateInput) -> CreateResult:
-    raw = await _call("create", fn, arg)
-    try:
-        return raw if isinstance(raw, CreateResult) else CreateResult.model_validate(raw or {})
-    except ValidationError as err:
-        raise HookError(f"create hook returned an invalid result: {err.errors()[0]['msg']}") from None
+    return await _call("create", fn, arg, CreateResult)
 
 
 async def call_next(fn: HookFn, arg: NextInput) -> NextResult:
-    raw = await _call("next", fn, arg)
-    try:
-        return raw if isinstance(raw, NextResult) else NextResult.model_validate(raw or {})
-    except ValidationError as err:
-        raise HookError(f"next hook returned an invalid result: {err.errors()[0]['msg']}") from None
+    return await _call("next", fn, arg, NextResult)

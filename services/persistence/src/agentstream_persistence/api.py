@@ -21,7 +21,7 @@ from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
 from agentstream_persistence import queries
 from agentstream_persistence.pages import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, InvalidCursor, Key, Keyset
 
-Item = TypeVar("Item", bound=BaseModel)
+PageOut = TypeVar("PageOut", bound=BaseModel)  # RunPage, MessagePage
 
 
 def _as_utc(value: datetime) -> datetime:
@@ -138,12 +138,16 @@ class CheckpointOut(BaseModel):
 
 
 def add_routes(app: FastAPI, sessions: async_sessionmaker[AsyncSession]) -> None:
-    async def read_page(item: type[Item], keyset: Keyset, query: Select[Any], page: PageQuery) -> Any:
-        """One page of `query` in `keyset`'s order, each row as `item`: a dict of `items` and `next_cursor`."""
+    async def read_page(
+        pages: type[PageOut], keyset: Keyset, query: Select[Any], page: PageQuery, principal: Principal
+    ) -> PageOut:
+        """One page of what `principal` may see of `query`, in `keyset`'s order."""
         after = _after(keyset, page.cursor)
         async with sessions() as session:
-            rows, next_cursor = await queries.read_page(session, keyset, query, after, page.limit)
-            return {"items": [item.model_validate(row) for (row,) in rows], "next_cursor": next_cursor}
+            rows, next_cursor = await queries.read_page(
+                session, keyset, queries.visible_to(query, principal), after, page.limit
+            )
+            return pages.model_validate({"items": [row for (row,) in rows], "next_cursor": next_cursor})
 
     @app.get("/v1/runs/{run_id}", tags=["persistence"], responses=AUTH_RESPONSES)
     async def get_run(run_id: str, principal: Principal = requires(Scope.CONVERSATIONS_READ)) -> RunOut:
@@ -161,8 +165,8 @@ def add_routes(app: FastAPI, sessions: async_sessionmaker[AsyncSession]) -> None
         principal: Principal = requires(Scope.CONVERSATIONS_READ),
     ) -> RunPage:
         """Runs, newest ending first; `status` may repeat."""
-        query = queries.visible_to(queries.runs(statuses=status or (), conversation=conversation_key), principal)
-        return RunPage.model_validate(await read_page(RunOut, queries.RUNS, query, page))
+        query = queries.runs(statuses=status or (), conversation=conversation_key)
+        return await read_page(RunPage, queries.RUNS, query, page, principal)
 
     @app.get("/v1/conversations/{key:path}/runs", tags=["persistence"], responses=AUTH_RESPONSES)
     async def conversation_runs(
@@ -171,8 +175,7 @@ def add_routes(app: FastAPI, sessions: async_sessionmaker[AsyncSession]) -> None
         principal: Principal = requires(Scope.CONVERSATIONS_READ),
     ) -> RunPage:
         """The conversation's runs, oldest start first (another tenant's conversation is empty)."""
-        query = queries.visible_to(queries.conversation_runs(key), principal)
-        return RunPage.model_validate(await read_page(RunOut, queries.CONVERSATION_RUNS, query, page))
+        return await read_page(RunPage, queries.CONVERSATION_RUNS, queries.conversation_runs(key), page, principal)
 
     @app.get("/v1/conversations/{key:path}/messages", tags=["persistence"], responses=AUTH_RESPONSES)
     async def conversation_messages(
@@ -181,9 +184,8 @@ def add_routes(app: FastAPI, sessions: async_sessionmaker[AsyncSession]) -> None
         principal: Principal = requires(Scope.CONVERSATIONS_READ),
     ) -> MessagePage:
         """The conversation's messages, run by run (oldest start first), each run's in stream order."""
-        query = queries.visible_to(queries.conversation_messages(key), principal)
-        keyset = queries.CONVERSATION_MESSAGES
-        return MessagePage.model_validate(await read_page(MessageOut, keyset, query, page))
+        query = queries.conversation_messages(key)
+        return await read_page(MessagePage, queries.CONVERSATION_MESSAGES, query, page, principal)
 
     @app.get("/v1/runs/{run_id}/resume-steps", tags=["persistence"], responses=AUTH_RESPONSES)
     async def resume_steps(run_id: str, principal: Principal = requires(Scope.RUNS_RESUME)) -> CheckpointOut:

@@ -25,15 +25,14 @@ import asyncio
 import contextlib
 import json
 import re
-import socket
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any
 
-import uvicorn
+from agentstream.lifecycle import StartStop
+from agentstream.testing.loopback_server import LoopbackServer
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -140,15 +139,15 @@ class _Chunks:
         }
 
 
-class FakeOpenAI:
+class FakeOpenAI(StartStop):
     def __init__(self, model: str = "fake-model", echo_token_delay_s: float = 0.0) -> None:
         self.model = model
         self.echo_token_delay_s = echo_token_delay_s
         self.requests: list[ReceivedRequest] = []
         self._turns: deque[Turn] = deque()
         self._changed = asyncio.Event()  # set whenever a request record changes
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        # A raw ASGI app: streamed tokens go out unbuffered, and Nagle must not hold them back.
+        self._http = LoopbackServer(self._app, "fake-openai", no_delay=True, interface="asgi3")
         self.port = 0
 
     # -- script ----------------------------------------------------------------------
@@ -195,30 +194,11 @@ class FakeOpenAI:
         return Turn(text=_echo(body), token_delay_s=self.echo_token_delay_s)
 
     # -- lifecycle ---------------------------------------------------------------------
-    async def __aenter__(self) -> FakeOpenAI:
-        sock = socket.socket()
-        # Accepted sockets inherit it (Linux): without it, Nagle holds a token written right
-        # after the headers until the client's delayed ACK (~40 ms), which is not the model's doing.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind(("127.0.0.1", 0))
-        self.port = int(sock.getsockname()[1])
-        config = uvicorn.Config(
-            self._app, log_level="warning", lifespan="off", interface="asgi3", timeout_graceful_shutdown=1
-        )
-        self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="fake-openai")
-        while not self._server.started:
-            if self._task.done():
-                await self._task  # raises the startup error
-            await asyncio.sleep(0.01)
-        return self
+    async def start(self) -> None:
+        self.port = await self._http.start()
 
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if self._server is not None and self._task is not None:
-            self._server.should_exit = True
-            await self._task
+    async def stop(self) -> None:
+        await self._http.stop()
 
     # -- HTTP --------------------------------------------------------------------------
     async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:

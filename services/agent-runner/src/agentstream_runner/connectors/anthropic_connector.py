@@ -19,14 +19,14 @@ from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, MessageRole, Usage
 from agentstream_runner.connectors.base import (
     Chunk,
-    Configured,
     LLMRequest,
+    RemoteConnector,
     TextDelta,
     ThinkingDelta,
     ToolCallAssembler,
     UsageChunk,
 )
-from agentstream_runner.connectors.retry import LLMError, RetryPolicy, Transient, retry_after_seconds, with_retries
+from agentstream_runner.connectors.retry import LLMError, Transient, retry_after_seconds
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens", "stop_sequences")
 
@@ -129,28 +129,21 @@ class EventMapper:
         return [*self.calls.calls(), UsageChunk(self.usage)]
 
 
-class AnthropicConnector(Configured):
+class AnthropicConnector(RemoteConnector):
     def __init__(self, settings: ConnectorSettings, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        super().__init__(settings)
+        super().__init__(settings, sleep)
         self._client = anthropic.AsyncAnthropic(
             base_url=settings.base_url,
             api_key=settings.api_key() or "not-set",
             max_retries=0,
             timeout=settings.timeout_s,
         )
-        self._policy = RetryPolicy(attempts=settings.retry_attempts, base_delay_s=settings.retry_base_delay_s)
-        self._sleep = sleep
 
     async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         payload = build_payload(self._settings, request)
-
-        async def attempt() -> Any:
-            try:
-                return await self._client.messages.create(**payload, stream=True)
-            except anthropic.AnthropicError as err:
-                raise classify(err) from err
-
-        stream = await with_retries(attempt, self._policy, self._sleep)
+        stream = await self._request(
+            lambda: self._client.messages.create(**payload, stream=True), anthropic.AnthropicError, classify
+        )
         mapper = EventMapper()
         try:
             async for event in stream:

@@ -7,13 +7,18 @@ a complete tool call as `ToolCallChunk`, and the call's token counts as `UsageCh
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, Usage
 from agentstream.tools_catalog import ToolSpec
+from agentstream_runner.connectors.retry import RetryPolicy, with_retries
+
+T = TypeVar("T")
+SdkError = TypeVar("SdkError", bound=Exception)
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,29 @@ class Configured:
     @property
     def capabilities(self) -> frozenset[str]:
         return frozenset(self._settings.capabilities)
+
+
+class RemoteConnector(Configured):
+    """Base of the connectors that call a model server through its SDK: the SDK's own retries
+    are off, its errors are classified here and the transient ones retried (retry.py)."""
+
+    def __init__(self, settings: ConnectorSettings, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        super().__init__(settings)
+        self._policy = RetryPolicy(attempts=settings.retry_attempts, base_delay_s=settings.retry_base_delay_s)
+        self._sleep = sleep
+
+    async def _request(
+        self, send: Callable[[], Awaitable[T]], sdk_error: type[SdkError], classify: Callable[[SdkError], Exception]
+    ) -> T:
+        """`send()`, retried while `classify` calls its failure `Transient`."""
+
+        async def attempt() -> T:
+            try:
+                return await send()
+            except sdk_error as err:
+                raise classify(err) from err
+
+        return await with_retries(attempt, self._policy, self._sleep)
 
 
 @runtime_checkable

@@ -19,15 +19,15 @@ from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, MessageRole, Usage
 from agentstream_runner.connectors.base import (
     Chunk,
-    Configured,
     LLMRequest,
+    RemoteConnector,
     TextDelta,
     ThinkingDelta,
     ToolCallAssembler,
     UsageChunk,
 )
 from agentstream_runner.connectors.openai_sse import ChunkStream
-from agentstream_runner.connectors.retry import LLMError, RetryPolicy, Transient, retry_after_seconds, with_retries
+from agentstream_runner.connectors.retry import LLMError, Transient, retry_after_seconds
 
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "presence_penalty", "frequency_penalty", "stop", "seed")
 NO_KEY = "not-needed"  # local OpenAI-compatible servers take any key; the SDK insists on one
@@ -78,9 +78,9 @@ def _usage(used: Any) -> Usage:
     return Usage(prompt_tokens=used.prompt_tokens or 0, completion_tokens=used.completion_tokens or 0, llm_calls=1)
 
 
-class OpenAIConnector(Configured):
+class OpenAIConnector(RemoteConnector):
     def __init__(self, settings: ConnectorSettings, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        super().__init__(settings)
+        super().__init__(settings, sleep)
         # aiohttp: the streamed chunks are the runner's hottest path, and aiohttp reads and
         # parses them with about half the CPU of httpx (bench/run_overhead.py).
         http_client = (
@@ -93,8 +93,6 @@ class OpenAIConnector(Configured):
             timeout=settings.timeout_s,
             http_client=http_client,
         )
-        self._policy = RetryPolicy(attempts=settings.retry_attempts, base_delay_s=settings.retry_base_delay_s)
-        self._sleep = sleep
 
     async def aclose(self) -> None:
         await self._client.close()
@@ -105,19 +103,16 @@ class OpenAIConnector(Configured):
         # TypedDicts first: ~25% of a run's own CPU on a busy runner, for a payload that
         # `build_payload` already made plain JSON. Auth and errors: the same code; the
         # stream is read by `ChunkStream` (openai_sse.py).
-        async def attempt() -> Any:
-            try:
-                return await self._client.post(
-                    "/chat/completions",
-                    body=payload,
-                    cast_to=ChatCompletion,
-                    stream=bool(payload.get("stream")),
-                    stream_cls=ChunkStream,
-                )
-            except openai.OpenAIError as err:
-                raise classify(err) from err
+        async def send() -> Any:
+            return await self._client.post(
+                "/chat/completions",
+                body=payload,
+                cast_to=ChatCompletion,
+                stream=bool(payload.get("stream")),
+                stream_cls=ChunkStream,
+            )
 
-        return await with_retries(attempt, self._policy, self._sleep)
+        return await self._request(send, openai.OpenAIError, classify)
 
     async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         streaming = "streaming" in self.capabilities

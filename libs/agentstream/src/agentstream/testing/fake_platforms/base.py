@@ -13,16 +13,17 @@ that no message was posted twice.
 from __future__ import annotations
 
 import asyncio
-import socket
+import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
-import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
+
+from agentstream.lifecycle import StartStop
+from agentstream.testing.loopback_server import LoopbackServer
 
 RATE_TOLERANCE_S = 0.05  # calls this much early still pass (clock jitter between client and server)
 
@@ -64,7 +65,12 @@ class Failure:
     answer_after_s: float = 0.0  # apply at once, answer only after this long (the answer is lost)
 
 
-class FakePlatform:
+def too_many_requests(body: dict[str, Any], retry_after: float) -> Response:
+    """A 429 whose `Retry-After` header is whole seconds, rounded up (at least 1)."""
+    return JSONResponse(body, 429, {"Retry-After": str(max(1, math.ceil(retry_after)))})
+
+
+class FakePlatform(StartStop):
     name = "fake"
 
     def __init__(self, *, per_chat_interval: float | None = None, retry_after: float = 1.0) -> None:
@@ -79,8 +85,7 @@ class FakePlatform:
         self.app = FastAPI()
         self.routes(self.app)
         self.port = 0
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._http = LoopbackServer(self.app, f"fake-{self.name}")
 
     # -- to override -------------------------------------------------------------------
     def routes(self, app: FastAPI) -> None:
@@ -167,22 +172,8 @@ class FakePlatform:
         return next((m for m in self.chats.get(chat_id, []) if m.message_id == message_id and not m.deleted), None)
 
     # -- lifecycle ---------------------------------------------------------------------
-    async def __aenter__(self) -> Self:
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", self.port))
-        self.port = int(sock.getsockname()[1])
-        config = uvicorn.Config(self.app, log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
-        self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name=f"fake-{self.name}")
-        while not self._server.started:
-            if self._task.done():
-                await self._task
-            await asyncio.sleep(0.01)
-        return self
+    async def start(self) -> None:
+        self.port = await self._http.start(self.port)  # a restarted fake listens where it did
 
-    async def __aexit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        if self._server is not None and self._task is not None:
-            self._server.should_exit = True
-            await self._task
+    async def stop(self) -> None:
+        await self._http.stop()

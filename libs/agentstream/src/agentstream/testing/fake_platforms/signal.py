@@ -8,13 +8,12 @@ with `Retry-After`.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from agentstream.testing.fake_platforms.base import FakePlatform
+from agentstream.testing.fake_platforms.base import FakePlatform, too_many_requests
 
 
 class FakeSignal(FakePlatform):
@@ -25,7 +24,7 @@ class FakeSignal(FakePlatform):
         super().__init__(**kw)
 
     def rate_limited(self, retry_after: float) -> Response:
-        return JSONResponse({"error": "rate limit"}, 429, {"Retry-After": str(max(1, math.ceil(retry_after)))})
+        return too_many_requests({"error": "rate limit"}, retry_after)
 
     def routes(self, app: FastAPI) -> None:
         @app.post("/v2/send")

@@ -10,13 +10,12 @@ and `{"ok": false, "error": "ratelimited"}`.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from agentstream.testing.fake_platforms.base import FakePlatform
+from agentstream.testing.fake_platforms.base import FakePlatform, too_many_requests
 
 MAX_CHARS = 4000
 
@@ -29,9 +28,7 @@ class FakeSlack(FakePlatform):
         super().__init__(**kw)
 
     def rate_limited(self, retry_after: float) -> Response:
-        return JSONResponse(
-            {"ok": False, "error": "ratelimited"}, 429, {"Retry-After": str(max(1, math.ceil(retry_after)))}
-        )
+        return too_many_requests({"ok": False, "error": "ratelimited"}, retry_after)
 
     def routes(self, app: FastAPI) -> None:
         @app.post("/{method}")

@@ -46,7 +46,7 @@ from agentstream.db.models_delivery import AuditLog
 from agentstream.db.models_delivery import Usage as UsageRow
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream_delivery import DeliveryService
+from agentstream_delivery import bootstrap
 
 pytestmark = pytest.mark.integration
 
@@ -226,7 +226,7 @@ async def test_hooks_redact_observe_bill_and_never_slow_the_stream(
         },
         relay=[{"match": {"platform": "memory", "chat_id": CHAT}, "to": {"platform": "memory", "chat_id": MIRROR}}],
     )
-    svc = DeliveryService(settings, console=Console(file=io.StringIO()))
+    svc = bootstrap(settings, console=Console(file=io.StringIO()))
     hooks_mod = sys.modules[hook_module]
     events, finished = run_events()
     async with ServiceHost([svc], "127.0.0.1", {svc.name: free_port()}), producer_for(settings) as publish:

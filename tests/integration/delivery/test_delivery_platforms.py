@@ -30,12 +30,11 @@ from agentstream_delivery.adapters import (
     TelegramAdapter,
     WebhookAdapter,
 )
-from agentstream_delivery.consumer import Break, Finish, StreamInput, TextDelta, ToolStarted
 from agentstream_delivery.ledger import MemoryLedger
-from agentstream_delivery.platforms import cadence_for, chat_interval
 from agentstream_delivery.ratelimit import RateLimiter
 from agentstream_delivery.splitting import open_fence, unsplit, utf16_len
-from agentstream_delivery.streams import StreamActor, StreamKey
+from agentstream_delivery.stream_actor import StreamActor, StreamKey
+from agentstream_delivery.stream_inputs import Break, Finish, StreamInput, TextDelta, ToolStarted
 
 LOG = structlog.get_logger("test")
 
@@ -53,11 +52,10 @@ def actor(
         StreamKey.of(run, target),
         target,
         adapter,
-        cadence_for(adapter, None),
         LOG,
         ledger=ledger or MemoryLedger(),
         conversation_key=f"{adapter.platform}:{chat}",
-        gate=limiter.gate(adapter.platform, "bot", chat, chat_interval(adapter)),
+        gate=limiter.gate(adapter.platform, "bot", chat, adapter.capabilities.chat_interval),
     )
     a.start()
     return a
@@ -195,7 +193,7 @@ async def test_signal_gets_only_final_messages_split_by_its_limit():
 
 async def test_webhook_receives_one_correctly_signed_post():
     async with FakeWebhookReceiver(secret="s3cret") as hook:
-        a = actor(WebhookAdapter(hook.url + "/hook", "s3cret"), "ops")
+        a = actor(WebhookAdapter("s3cret", hook.url + "/hook"), "ops")
         await stream(a, [*deltas("Build 42 passed."), Finish("completed", text="Build 42 passed.")])
     assert [c.body["text"] for c in hook.calls] == ["Build 42 passed."]
     assert hook.calls[0].body["valid"] is True and hook.calls[0].status == 200

@@ -17,7 +17,7 @@ from agentstream.db.models_ingress import InboundDedupe
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
-from agentstream_delivery.app import DeliveryService
+from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 from agentstream_ingress import IngressService
 from agentstream_persistence import PersistenceService
 
@@ -56,7 +56,7 @@ async def test_each_service_purges_its_tables_periodically(
                 created_at=OLD,
             )
         )
-    services = [IngressService(settings), DeliveryService(settings), PersistenceService(settings)]
+    services = [IngressService(settings), bootstrap_delivery(settings), PersistenceService(settings)]
     ports = {svc.name: free_port() for svc in services}
     expected = {"ingress": "inbound_dedupe", "delivery": "delivery_ledger", "persistence": "messages"}
     try:

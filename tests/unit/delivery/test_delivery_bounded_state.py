@@ -8,7 +8,7 @@ import gc
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters.memory import MemoryAdapter
 from agentstream_delivery.adapters.web import WebAdapter
-from agentstream_delivery.currency import RunCurrency
+from agentstream_delivery.current_runs import CurrentRuns
 from agentstream_delivery.ratelimit import RateLimiter
 
 
@@ -116,7 +116,7 @@ async def test_a_gate_with_a_waiting_stream_is_kept() -> None:
 
 
 def test_the_current_run_of_a_conversation_is_forgotten_only_once_over() -> None:
-    currency = RunCurrency(limit=3)
+    currency = CurrentRuns(limit=3)
     currency.start("open", "run-open")
     for i in range(10):
         currency.start(f"conv{i}", f"run{i}")

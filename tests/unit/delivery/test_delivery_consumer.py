@@ -5,28 +5,22 @@ from __future__ import annotations
 import pytest
 
 from agentstream.contracts import FinishReason, MessageDelta, RunFinished, SegmentBreak, ToolCall
-from agentstream_delivery.consumer import (
-    Break,
-    Cadence,
-    Edit,
-    Finish,
-    Send,
-    StreamModel,
-    StreamState,
-    TextCompleted,
-    TextDelta,
-    Tick,
-    ToolStarted,
-    stream_input,
-    transition,
-)
+from agentstream_delivery.adapters.base import Capabilities
+from agentstream_delivery.platform_ops import Edit, Send
+from agentstream_delivery.stream_inputs import Break, Finish, TextCompleted, TextDelta, Tick, ToolStarted, stream_input
+from agentstream_delivery.stream_machine import transition
+from agentstream_delivery.stream_model import StreamModel, StreamState
 
 CURSOR = " ▉"
 INTERVAL = 1.0
 
 
+# A platform without limits that matter to these tests: no tool line, no length splits.
+STREAMED = {"max_length": 1_000_000, "tool_progress": "off"}
+
+
 def model(**kw: object) -> StreamModel:
-    return StreamModel(Cadence(edit_interval=INTERVAL, **kw))  # type: ignore[arg-type]
+    return StreamModel(Capabilities(**{**STREAMED, "edit_interval": INTERVAL, **kw}))  # type: ignore[arg-type]
 
 
 def feed(m: StreamModel, *steps: tuple[float, object]) -> tuple[StreamModel, list[object]]:

@@ -3,29 +3,22 @@ tool progress, degradation, stop and runner_lost."""
 
 from __future__ import annotations
 
-from agentstream_delivery.consumer import (
-    Break,
-    Cadence,
-    Degrade,
-    Edit,
-    Finish,
-    Send,
-    StreamModel,
-    StreamState,
-    TextCompleted,
-    TextDelta,
-    Tick,
-    ToolStarted,
-    transition,
-)
-from agentstream_delivery.inputs import coalesce
+from agentstream_delivery.adapters.base import Capabilities
+from agentstream_delivery.platform_ops import Edit, Send, coalesce
 from agentstream_delivery.splitting import open_fence, unsplit, utf16_len
+from agentstream_delivery.stream_inputs import Break, Degrade, Finish, TextCompleted, TextDelta, Tick, ToolStarted
+from agentstream_delivery.stream_machine import transition
+from agentstream_delivery.stream_model import StreamModel, StreamState
 
 CURSOR = " ▉"
 
 
+# A platform without limits that matter to these tests: no tool line, no length splits.
+STREAMED = {"max_length": 1_000_000, "tool_progress": "off"}
+
+
 def model(**kw: object) -> StreamModel:
-    return StreamModel(Cadence(**{"edit_interval": 1.0, **kw}))  # type: ignore[arg-type]
+    return StreamModel(Capabilities(**{**STREAMED, "edit_interval": 1.0, **kw}))  # type: ignore[arg-type]
 
 
 def feed(m: StreamModel, *steps: tuple[float, object]) -> tuple[StreamModel, list[object]]:

@@ -6,20 +6,12 @@ from __future__ import annotations
 import pytest
 
 from agentstream.contracts import FinishReason, RunFinished, RunStatus
-from agentstream_delivery.consumer import (
-    Break,
-    Cadence,
-    Edit,
-    Finish,
-    Send,
-    StreamModel,
-    StreamState,
-    TextDelta,
-    ToolStarted,
-    stream_input,
-    transition,
-)
+from agentstream_delivery.adapters.base import Capabilities
+from agentstream_delivery.platform_ops import Edit, Send
 from agentstream_delivery.render import RESUMED_MARKER, RESUMED_NOTICE
+from agentstream_delivery.stream_inputs import Break, Finish, TextDelta, ToolStarted, stream_input
+from agentstream_delivery.stream_machine import transition
+from agentstream_delivery.stream_model import StreamModel, StreamState
 
 PARTIAL = "Half an answer"
 # The documented texts (docs/delivery.md, "How a run ends"), spelled out: a change must change both.
@@ -57,8 +49,12 @@ CASES = [
 IDS = [f"{s}-{r}" for s, r, *_ in CASES]
 
 
+# A platform without limits that matter to these tests: no tool line, no length splits.
+STREAMED = {"max_length": 1_000_000, "tool_progress": "off"}
+
+
 def model(**kw: object) -> StreamModel:
-    return StreamModel(Cadence(**{"edit_interval": 1.0, **kw}))  # type: ignore[arg-type]
+    return StreamModel(Capabilities(**{**STREAMED, "edit_interval": 1.0, **kw}))  # type: ignore[arg-type]
 
 
 def feed(m: StreamModel, *inputs: object) -> tuple[StreamModel, list[object]]:

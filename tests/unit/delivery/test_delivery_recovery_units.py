@@ -13,14 +13,14 @@ from rich.console import Console
 from agentstream.config import load_settings
 from agentstream.contracts import FinishReason, LedgerState, MessageDelta, ReplyTarget, RunFinished, RunStarted
 from agentstream.kafka.offsets import CommitPoints
-from agentstream_delivery import DeliveryService
+from agentstream_delivery import bootstrap
 from agentstream_delivery.adapters import MemoryAdapter
-from agentstream_delivery.consumer import Cadence, Finish, TextDelta
-from agentstream_delivery.currency import RunCurrency
+from agentstream_delivery.current_runs import CurrentRuns
 from agentstream_delivery.ledger import LedgerEntry, LedgerScope, MemoryLedger, sha256
 from agentstream_delivery.ratelimit import ChatGate
 from agentstream_delivery.render import ENDING_TEXTS, RESUMED_MARKER
-from agentstream_delivery.streams import StreamActor, StreamKey
+from agentstream_delivery.stream_actor import StreamActor, StreamKey
+from agentstream_delivery.stream_inputs import Finish, TextDelta
 
 TARGET = ReplyTarget(platform="memory", chat_id="c1")
 
@@ -53,7 +53,7 @@ def test_partitions_are_independent_and_forgotten_on_revoke():
 
 # -- run currency --------------------------------------------------------------------------------
 def test_newer_run_supersedes_the_older_and_finished_runs_stay_over():
-    rc = RunCurrency(limit=2)
+    rc = CurrentRuns(limit=2)
     assert rc.start("k", "a") is None
     assert rc.start("k", "b") == "a"
     assert rc.is_over("a") and not rc.is_over("b")
@@ -99,7 +99,7 @@ async def test_gate_schedules_after_retry_after_and_recovers_after_successes(mon
 
 # -- a stream resumed from its ledger ------------------------------------------------------------
 async def test_resumed_stream_edits_the_posted_message_instead_of_posting_again():
-    memory = MemoryAdapter()
+    memory = MemoryAdapter(edit_interval=0.01)
     posted = await memory.send(TARGET, "Hello wo ▉")  # before the crash
     ledger = MemoryLedger()
     scope = LedgerScope("memory", "c1", "r1", "memory:c1")
@@ -108,7 +108,6 @@ async def test_resumed_stream_edits_the_posted_message_instead_of_posting_again(
         StreamKey.of("r1", TARGET),
         TARGET,
         memory,
-        Cadence(edit_interval=0.01),
         structlog.get_logger("test"),
         ledger=ledger,
         conversation_key="memory:c1",
@@ -125,7 +124,7 @@ async def test_resumed_stream_edits_the_posted_message_instead_of_posting_again(
 
 
 async def test_send_cut_off_by_a_crash_is_unknown_and_the_final_goes_out_as_a_new_message():
-    memory = MemoryAdapter()
+    memory = MemoryAdapter(edit_interval=0.01)
     ledger = MemoryLedger()
     scope = LedgerScope("memory", "c1", "r1", "memory:c1")
     await ledger.record(scope, LedgerEntry(0, LedgerState.SENDING, None, 5, sha256("Hi ▉")))  # cut off by kill -9
@@ -133,7 +132,6 @@ async def test_send_cut_off_by_a_crash_is_unknown_and_the_final_goes_out_as_a_ne
         StreamKey.of("r1", TARGET),
         TARGET,
         memory,
-        Cadence(edit_interval=0.01),
         structlog.get_logger("test"),
         ledger=ledger,
         conversation_key="memory:c1",
@@ -148,7 +146,7 @@ async def test_send_cut_off_by_a_crash_is_unknown_and_the_final_goes_out_as_a_ne
 
 
 async def test_pending_row_never_left_and_is_sent_after_restart():
-    memory = MemoryAdapter()
+    memory = MemoryAdapter(edit_interval=0.01)
     ledger = MemoryLedger()
     scope = LedgerScope("memory", "c1", "r1", "memory:c1")
     await ledger.record(scope, LedgerEntry(0, LedgerState.PENDING))  # waited behind a 429 when killed
@@ -156,7 +154,6 @@ async def test_pending_row_never_left_and_is_sent_after_restart():
         StreamKey.of("r1", TARGET),
         TARGET,
         memory,
-        Cadence(edit_interval=0.01),
         structlog.get_logger("test"),
         ledger=ledger,
         conversation_key="memory:c1",
@@ -175,7 +172,7 @@ def _ids(run: str, seq: int) -> dict[str, object]:
 
 
 async def test_newer_run_stops_the_older_stream_and_late_events_are_dropped():
-    svc = DeliveryService(load_settings(), console=Console(file=io.StringIO()))
+    svc = bootstrap(load_settings(), console=Console(file=io.StringIO()), ledger=MemoryLedger())
     for run in ("old", "new"):
         await svc.handle(RunStarted(**_ids(run, 1), assistant_id="a", connector_id="demo", reply_target=TARGET))
         await svc.handle(MessageDelta(**_ids(run, 2), message_id=f"{run}-m", text=f"{run} answer text"))
@@ -191,7 +188,7 @@ async def test_newer_run_stops_the_older_stream_and_late_events_are_dropped():
 
 
 def test_a_resumed_run_is_current_again_but_late_events_are_not():
-    rc = RunCurrency()
+    rc = CurrentRuns()
     rc.start("k", "a", 1)
     rc.end("a", 5)
     assert rc.is_over("a") and not rc.resumes("a", 3)
@@ -203,7 +200,7 @@ def test_a_resumed_run_is_current_again_but_late_events_are_not():
 
 
 async def test_resumed_run_streams_below_what_the_first_attempt_showed():
-    svc = DeliveryService(load_settings(), console=Console(file=io.StringIO()))
+    svc = bootstrap(load_settings(), console=Console(file=io.StringIO()), ledger=MemoryLedger())
     start = {"assistant_id": "a", "connector_id": "demo", "reply_target": TARGET}
     await svc.handle(RunStarted(**_ids("r", 1), **start))
     await svc.handle(MessageDelta(**_ids("r", 2), message_id="m1", text="First attempt"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from dataclasses import replace
 
 import structlog
 from rich.console import Console
@@ -19,18 +20,19 @@ from agentstream.contracts import (
     RunStarted,
     SegmentBreak,
 )
-from agentstream_delivery import DeliveryService
+from agentstream_delivery import DeliveryService, bootstrap
 from agentstream_delivery.adapters import MemoryAdapter
-from agentstream_delivery.consumer import Cadence, Finish, StreamState, TextDelta
-from agentstream_delivery.streams import StreamActor, StreamKey
+from agentstream_delivery.ledger import MemoryLedger
+from agentstream_delivery.stream_actor import StreamActor, StreamKey
+from agentstream_delivery.stream_inputs import Finish, TextDelta
+from agentstream_delivery.stream_model import StreamState
 
 TARGET = ReplyTarget(platform="memory", chat_id="c1")
 
 
 def actor(adapter: MemoryAdapter, interval: float) -> StreamActor:
-    a = StreamActor(
-        StreamKey.of("r1", TARGET), TARGET, adapter, Cadence(edit_interval=interval), structlog.get_logger("test")
-    )
+    adapter.capabilities = replace(adapter.capabilities, edit_interval=interval)
+    a = StreamActor(StreamKey.of("r1", TARGET), TARGET, adapter, structlog.get_logger("test"))
     a.start()
     return a
 
@@ -86,7 +88,7 @@ def started(platform: str = "memory") -> RunStarted:
 
 
 def service(**overrides: object) -> DeliveryService:
-    return DeliveryService(load_settings(**overrides), console=Console(file=io.StringIO()))
+    return bootstrap(load_settings(**overrides), console=Console(file=io.StringIO()), ledger=MemoryLedger())
 
 
 async def test_service_streams_segments_and_calls_listeners_after_final_text():
@@ -144,5 +146,5 @@ async def test_edit_interval_from_settings_overrides_adapter_default():
     svc = service(platforms={"memory": {"edit_interval": 3.5}})
     await svc.handle(started())
     [a] = svc.streams.all()
-    assert a.model.cadence.edit_interval == 3.5
+    assert a.model.capabilities.edit_interval == 3.5
     await svc.streams.cancel_all()

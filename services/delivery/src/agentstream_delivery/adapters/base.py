@@ -7,16 +7,25 @@ knowing the platform.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import ClassVar, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
+from agentstream.bounded import BoundedMap
 from agentstream.contracts import ReplyTarget
+from agentstream_delivery.splitting import MeasureName
 
-MeasureName = Literal["chars", "utf16"]
+ToolProgress = Literal["off", "new", "all"]
 
 
 @dataclass(frozen=True)
 class Capabilities:
+    """How a platform wants to be streamed to: the adapter's defaults, `platforms.<name>` settings override them.
+
+    The one description of a platform the stream state machine reads (docs/delivery.md).
+    """
+
     max_length: int = 4096
     measure: MeasureName = "chars"
     can_edit: bool = True
@@ -25,7 +34,7 @@ class Capabilities:
     native_stream: bool = False
     edit_interval: float = 1.0
     buffer_threshold: int = 300
-    tool_progress: Literal["off", "new", "all"] = "new"
+    tool_progress: ToolProgress = "new"
     chat_interval: float = 0.0  # minimum seconds between two calls to one chat (the platform's budget)
 
 
@@ -74,9 +83,9 @@ class OutcomeUnknown(AdapterError):
 @runtime_checkable
 class PlatformAdapter(Protocol):
     platform: str
-    can_edit: bool
-    max_length: int
-    edit_interval: float  # seconds between edits of one message (settings may override)
+    capabilities: Capabilities
+    bot: str  # the rate-limit budget is per (bot, chat)
+    timeout: float | None  # the client timeout of one call (None: in-process, no call can time out)
 
     async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
         """Post a new message; returns the platform message id.
@@ -104,14 +113,26 @@ class DraftAdapter(Protocol):
     async def send_draft(self, target: ReplyTarget, draft_id: int, text: str) -> None: ...
 
 
-def capabilities_of(adapter: PlatformAdapter) -> Capabilities:
-    """The adapter's declared capabilities; adapters without the attribute get them from their fields."""
-    caps = getattr(adapter, "capabilities", None)
-    if isinstance(caps, Capabilities):
-        return caps
-    return Capabilities(
-        max_length=adapter.max_length,
-        can_edit=adapter.can_edit,
-        edit_interval=adapter.edit_interval,
-        tool_progress="off",
-    )
+ChatT = TypeVar("ChatT")
+
+
+class InProcessAdapter(Generic[ChatT]):
+    """What the in-process platforms (memory, web) share: no bot token, no call that can time out,
+    and their chats kept bounded: idle ones are forgotten, never one the subclass says is in use."""
+
+    platform: ClassVar[str]
+    bot = ""
+    timeout: float | None = None
+
+    def __init__(
+        self,
+        capabilities: Capabilities,
+        max_chats: int,
+        chat_idle_ttl_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.capabilities = capabilities
+        self._chats: BoundedMap[str, ChatT] = BoundedMap(max_chats, chat_idle_ttl_s, self._in_use, clock)
+
+    def _in_use(self, chat_id: str, chat: ChatT) -> bool:
+        raise NotImplementedError

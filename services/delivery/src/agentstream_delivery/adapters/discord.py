@@ -27,8 +27,7 @@ class DiscordAdapter(HttpAdapter):
     capabilities = CAPABILITIES
 
     def __init__(self, token: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:
-        super().__init__(api_url, bot=token[-8:], **kw)
-        self._headers = {"Authorization": f"Bot {token}"}
+        super().__init__(api_url, bot=token[-8:], headers={"Authorization": f"Bot {token}"}, **kw)
 
     async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
         channel = target.thread_id or target.chat_id  # a Discord thread is a channel of its own
@@ -40,7 +39,7 @@ class DiscordAdapter(HttpAdapter):
         await self._call("PATCH", f"/channels/{channel}/messages/{message_id}", {"content": text})
 
     async def _call(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        resp = await self.request(method, self.api_url + path, json=body, headers=self._headers)
+        resp = await self.request(method, self.api_url + path, json=body)
         try:
             data: dict[str, Any] = resp.json()
         except ValueError:

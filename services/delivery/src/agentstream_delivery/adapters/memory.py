@@ -12,9 +12,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agentstream.bounded import BoundedMap
 from agentstream.contracts import ReplyTarget
-from agentstream_delivery.adapters.base import AdapterError
+from agentstream_delivery.adapters.base import AdapterError, Capabilities, InProcessAdapter
 
 MAX_CHATS = 10_000
 CHAT_IDLE_TTL_S = 600.0
@@ -40,10 +39,8 @@ class MemoryMessage:
         }
 
 
-class MemoryAdapter:
+class MemoryAdapter(InProcessAdapter[list[MemoryMessage]]):
     platform = "memory"
-    can_edit = True
-    max_length = 4096
 
     def __init__(
         self,
@@ -52,10 +49,8 @@ class MemoryAdapter:
         chat_idle_ttl_s: float = CHAT_IDLE_TTL_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.edit_interval = edit_interval
-        self._chats: BoundedMap[str, list[MemoryMessage]] = BoundedMap(
-            max_chats, chat_idle_ttl_s, lambda _chat, msgs: any(not m.final for m in msgs), clock
-        )
+        capabilities = Capabilities(max_length=4096, edit_interval=edit_interval, tool_progress="off")
+        super().__init__(capabilities, max_chats, chat_idle_ttl_s, clock)
         self._ids = itertools.count(1)
         self._changed = asyncio.Condition()
 
@@ -81,6 +76,9 @@ class MemoryAdapter:
 
     async def close(self) -> None:
         pass
+
+    def _in_use(self, chat_id: str, chat: list[MemoryMessage]) -> bool:
+        return any(not m.final for m in chat)  # a preview: its stream will still edit it
 
     async def _notify(self) -> None:
         async with self._changed:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentstream.contracts import ReplyTarget
-from agentstream_delivery.adapters.base import AdapterError, Capabilities, RateLimited
-from agentstream_delivery.adapters.http import HttpAdapter, by_status
+from agentstream_delivery.adapters.base import AdapterError, Capabilities
+from agentstream_delivery.adapters.http import HttpAdapter, by_status, raise_if_rate_limited
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
 CAPABILITIES = Capabilities(
@@ -25,8 +25,7 @@ class SignalAdapter(HttpAdapter):
     async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
         body = {"message": text, "number": self.number, "recipients": [target.chat_id]}
         resp = await self.request("POST", f"{self.api_url}/v2/send", json=body)
-        if resp.status_code == 429:
-            raise RateLimited(float(resp.headers.get("Retry-After", "1")), "signal: rate limit")
+        raise_if_rate_limited(resp, "signal: rate limit")
         if resp.status_code not in (200, 201):
             raise by_status(resp.status_code, f"signal: {resp.text[:200]}")
         return str(resp.json().get("timestamp", ""))

@@ -11,11 +11,10 @@ from agentstream_delivery.adapters.base import (
     Capabilities,
     Forbidden,
     NotFound,
-    RateLimited,
     TooLong,
     Transient,
 )
-from agentstream_delivery.adapters.http import HttpAdapter, by_status
+from agentstream_delivery.adapters.http import HttpAdapter, by_status, raise_if_rate_limited
 
 DEFAULT_API_URL = "https://slack.com/api"
 CAPABILITIES = Capabilities(
@@ -48,8 +47,7 @@ class SlackAdapter(HttpAdapter):
     capabilities = CAPABILITIES
 
     def __init__(self, token: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:
-        super().__init__(api_url, bot=token[-8:], **kw)
-        self._headers = {"Authorization": f"Bearer {token}"}
+        super().__init__(api_url, bot=token[-8:], headers={"Authorization": f"Bearer {token}"}, **kw)
 
     async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
         body: dict[str, Any] = {"channel": target.chat_id, "text": text}
@@ -61,9 +59,8 @@ class SlackAdapter(HttpAdapter):
         await self._call("chat.update", {"channel": target.chat_id, "ts": message_id, "text": text})
 
     async def _call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
-        resp = await self.request("POST", f"{self.api_url}/{method}", json=body, headers=self._headers)
-        if resp.status_code == 429:
-            raise RateLimited(float(resp.headers.get("Retry-After", "1")), "slack: ratelimited")
+        resp = await self.request("POST", f"{self.api_url}/{method}", json=body)
+        raise_if_rate_limited(resp, "slack: ratelimited")
         try:
             data: dict[str, Any] = resp.json()
         except ValueError:

@@ -21,9 +21,8 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass
 
-from agentstream.bounded import BoundedMap
 from agentstream.contracts import ReplyTarget
-from agentstream_delivery.adapters.base import AdapterError
+from agentstream_delivery.adapters.base import AdapterError, Capabilities, InProcessAdapter
 
 KEEP_MESSAGES = 200  # per chat, for pages that connect late
 SUBSCRIBER_QUEUE = 1000  # frames a slow browser may lag behind before it is disconnected
@@ -46,10 +45,8 @@ class _Closed:
     """Sentinel: the adapter is closing; end the stream."""
 
 
-class WebAdapter:
+class WebAdapter(InProcessAdapter[OrderedDict[str, WebFrame]]):
     platform = "web"
-    can_edit = True
-    max_length = 100_000
 
     def __init__(
         self,
@@ -59,12 +56,10 @@ class WebAdapter:
         chat_idle_ttl_s: float = CHAT_IDLE_TTL_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.edit_interval = edit_interval
+        capabilities = Capabilities(max_length=100_000, edit_interval=edit_interval, tool_progress="off")
+        super().__init__(capabilities, max_chats, chat_idle_ttl_s, clock)
         self.keep = keep
         self._ids = itertools.count(1)
-        self._chats: BoundedMap[str, OrderedDict[str, WebFrame]] = BoundedMap(
-            max_chats, chat_idle_ttl_s, self._in_use, clock
-        )
         # Only chats with a connected page have an entry: the last one to leave removes it.
         self._subscribers: dict[str, set[asyncio.Queue[WebFrame | _Closed]]] = {}
 

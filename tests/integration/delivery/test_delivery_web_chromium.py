@@ -1,4 +1,4 @@
-"""Acceptance 13: the web chat page in headless Chromium shows the streamed answer.
+"""The web chat page in headless Chromium shows the streamed answer.
 
 The page (served by delivery) is opened with a session token in its URL fragment (from
 `POST /v1/web/sessions`), posts the typed message to its own origin with that token, and

@@ -1,16 +1,15 @@
-"""The stream task (timer, adapter calls) and the service's routing, without a broker."""
+"""The service's routing without a broker: streams opened and closed by run events, notices, stale runs."""
 
 from __future__ import annotations
 
 import asyncio
 import io
-from dataclasses import replace
 
-import structlog
 from rich.console import Console
 
 from agentstream.config import load_settings
 from agentstream.contracts import (
+    FinishReason,
     MessageCompleted,
     MessageDelta,
     MessageStarted,
@@ -21,62 +20,12 @@ from agentstream.contracts import (
     SegmentBreak,
 )
 from agentstream_delivery import DeliveryService, bootstrap
-from agentstream_delivery.adapters import MemoryAdapter
 from agentstream_delivery.ledger import MemoryLedger
-from agentstream_delivery.stream_actor import StreamActor, StreamKey
-from agentstream_delivery.stream_inputs import Finish, TextDelta
-from agentstream_delivery.stream_model import StreamState
+from agentstream_delivery.render import ENDING_TEXTS, RESUMED_MARKER
 
 TARGET = ReplyTarget(platform="memory", chat_id="c1")
 
 
-def actor(adapter: MemoryAdapter, interval: float) -> StreamActor:
-    adapter.capabilities = replace(adapter.capabilities, edit_interval=interval)
-    a = StreamActor(StreamKey.of("r1", TARGET), TARGET, adapter, structlog.get_logger("test"))
-    a.start()
-    return a
-
-
-async def test_held_back_frame_is_flushed_by_the_stream_timer():
-    memory = MemoryAdapter()
-    a = actor(memory, interval=0.2)
-    a.feed(TextDelta("m1", "Hello"))
-    a.feed(TextDelta("m1", " world"))  # inside the interval: held back
-    await memory.wait_for("c1", lambda ms: len(ms) == 1)
-    assert memory.messages("c1")[0].text == "Hello ▉"
-    # no more input arrives; the timer must still put the last frame out
-    msgs = await memory.wait_for("c1", lambda ms: ms[0].edits == 1, timeout=2)
-    assert msgs[0].text == "Hello world ▉"
-    a.feed(Finish("completed"))
-    assert a.task is not None
-    await asyncio.wait_for(a.task, 2)
-    assert a.state is StreamState.DELIVERED
-    [msg] = memory.messages("c1")
-    assert msg.text == "Hello world" and msg.final
-    assert msg.history == ["Hello ▉", "Hello world ▉", "Hello world"]
-
-
-async def test_failed_send_does_not_lose_the_final_text():
-    memory = MemoryAdapter()
-
-    class FlakySend(MemoryAdapter):
-        calls = 0
-
-        async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
-            FlakySend.calls += 1
-            if FlakySend.calls == 1:
-                raise ConnectionError("platform down")
-            return await memory.send(target, text, final=final)
-
-    a = actor(FlakySend(), interval=0.01)
-    a.feed(TextDelta("m1", "Hello world"))
-    a.feed(Finish("completed"))
-    assert a.task is not None
-    await asyncio.wait_for(a.task, 2)
-    assert [(m.text, m.final) for m in memory.messages("c1")] == [("Hello world", True)]
-
-
-# -- service routing (handle() without Kafka) ---------------------------------------------
 def ids(seq: int, run_id: str = "r1") -> dict[str, object]:
     return {"run_id": run_id, "root_run_id": "r1", "conversation_key": "memory:c1", "seq": seq}
 
@@ -148,3 +97,45 @@ async def test_edit_interval_from_settings_overrides_adapter_default():
     [a] = svc.streams.all()
     assert a.model.capabilities.edit_interval == 3.5
     await svc.streams.cancel_all()
+
+
+# -- stale runs in the service ------------------------------------------------------------------
+def _ids(run: str, seq: int) -> dict[str, object]:
+    return {"run_id": run, "root_run_id": run, "conversation_key": "memory:c1", "seq": seq}
+
+
+async def test_newer_run_stops_the_older_stream_and_late_events_are_dropped():
+    svc = service()
+    for run in ("old", "new"):
+        await svc.handle(RunStarted(**_ids(run, 1), assistant_id="a", connector_id="demo", reply_target=TARGET))
+        await svc.handle(MessageDelta(**_ids(run, 2), message_id=f"{run}-m", text=f"{run} answer text"))
+        await asyncio.sleep(0.05)
+    await svc.handle(MessageDelta(**_ids("old", 3), message_id="old-m", text=" LATE"))
+    await svc.handle(RunFinished(**_ids("new", 3), status="interrupted"))  # /stop
+    await svc.handle(MessageDelta(**_ids("new", 4), message_id="new-m", text=" LATE"))
+    await svc.memory.wait_for_final("c1", count=2, timeout=3)
+    await asyncio.sleep(0.1)
+    texts = [m.text for m in svc.memory.messages("c1")]
+    assert texts == ["old answer text ⏹ stopped", "new answer text ⏹ stopped"]
+    assert svc.streams.all() == []
+
+
+async def test_resumed_run_streams_below_what_the_first_attempt_showed():
+    svc = service()
+    start = {"assistant_id": "a", "connector_id": "demo", "reply_target": TARGET}
+    await svc.handle(RunStarted(**_ids("r", 1), **start))
+    await svc.handle(MessageDelta(**_ids("r", 2), message_id="m1", text="First attempt"))
+    await svc.handle(RunFinished(**_ids("r", 3), status="failed", reason="runner_lost"))
+    await svc.handle(MessageDelta(**_ids("r", 3), message_id="m1", text=" stale"))  # a late event: dropped
+    await svc.handle(RunStarted(**_ids("r", 4), **start))  # resumed: same root run, later seq
+    await svc.handle(MessageDelta(**_ids("r", 5), message_id="m2", text="Resumed answer"))
+    await svc.handle(RunFinished(**_ids("r", 6), status="completed", text="Resumed answer"))
+    msgs = await svc.memory.wait_for(
+        "c1", lambda ms: len(ms) == 2 and all(m.final for m in ms) and ms[0].text.endswith(RESUMED_MARKER), timeout=3
+    )
+    # The partial attempt ended visibly, then was re-marked; the answer is one message below it.
+    assert msgs[0].history[-2:] == [
+        "First attempt\n\n" + ENDING_TEXTS[FinishReason.RUNNER_LOST],
+        "First attempt" + RESUMED_MARKER,
+    ]
+    assert msgs[1].text == "Resumed answer"

@@ -4,9 +4,9 @@ capability, and how a resume re-marks the partial first attempt."""
 from __future__ import annotations
 
 import pytest
+from tests.unit.delivery.machine_harness import model
 
 from agentstream.contracts import FinishReason, RunFinished, RunStatus
-from agentstream_delivery.adapters.base import Capabilities
 from agentstream_delivery.platform_ops import Edit, Send
 from agentstream_delivery.render import RESUMED_MARKER, RESUMED_NOTICE
 from agentstream_delivery.stream_inputs import Break, Finish, TextDelta, ToolStarted, stream_input
@@ -47,14 +47,6 @@ CASES = [
     (RunStatus.INTERRUPTED, None, None, STOPPED, None),
 ]
 IDS = [f"{s}-{r}" for s, r, *_ in CASES]
-
-
-# A platform without limits that matter to these tests: no tool line, no length splits.
-STREAMED = {"max_length": 1_000_000, "tool_progress": "off"}
-
-
-def model(**kw: object) -> StreamModel:
-    return StreamModel(Capabilities(**{**STREAMED, "edit_interval": 1.0, **kw}))  # type: ignore[arg-type]
 
 
 def feed(m: StreamModel, *inputs: object) -> tuple[StreamModel, list[object]]:

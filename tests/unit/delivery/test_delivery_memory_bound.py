@@ -13,7 +13,7 @@ import os
 import resource
 
 from agentstream.contracts import ReplyTarget
-from agentstream_delivery.adapters.web import MAX_CHATS, WebAdapter
+from agentstream_delivery.adapters.web import WebAdapter
 from agentstream_delivery.current_runs import CurrentRuns
 from agentstream_delivery.ratelimit import MAX_GATES, RateLimiter
 
@@ -62,5 +62,5 @@ async def test_100k_chats_grow_rss_by_a_bounded_amount() -> None:
         f"\n{CHATS} chats: RSS {before:.1f} MB -> {after:.1f} MB (+{growth:.1f} MB), peak {peak_mb:.1f} MB; "
         f"web chats kept {len(web)}, gates kept {len(limiter)}"
     )
-    assert len(web) <= MAX_CHATS and len(limiter) <= MAX_GATES
+    assert len(web) <= web.bounds.max_chats and len(limiter) <= MAX_GATES
     assert growth < MAX_GROWTH_MB

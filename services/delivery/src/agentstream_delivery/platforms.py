@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import structlog
 from rich.console import Console
@@ -36,6 +36,7 @@ from agentstream_delivery.adapters.http import HttpAdapter
 from agentstream_delivery.adapters.web import WebAdapter
 from agentstream_delivery.deliverer import DEFAULT_LATE_LANDING_S
 
+T = TypeVar("T")
 LATE_LANDING_MARGIN_S = 5.0  # how long after its client gave up a platform may still apply a request
 
 
@@ -120,15 +121,19 @@ def configure(adapter: PlatformAdapter, conf: PlatformSettings | None) -> Platfo
 
 
 def with_settings(caps: Capabilities, conf: PlatformSettings) -> Capabilities:
-    changes = {
-        "max_length": conf.max_length,
-        "edit_interval": conf.edit_interval,
-        "buffer_threshold": conf.buffer_threshold,
-        "tool_progress": conf.tool_progress,
-        "chat_interval": conf.chat_interval,
-        "draft_streaming": conf.drafts,
-    }
-    return replace(caps, **{k: v for k, v in changes.items() if v is not None})
+    return replace(
+        caps,
+        max_length=_set_or(conf.max_length, caps.max_length),
+        edit_interval=_set_or(conf.edit_interval, caps.edit_interval),
+        buffer_threshold=_set_or(conf.buffer_threshold, caps.buffer_threshold),
+        tool_progress=_set_or(conf.tool_progress, caps.tool_progress),
+        chat_interval=_set_or(conf.chat_interval, caps.chat_interval),
+        draft_streaming=_set_or(conf.drafts, caps.draft_streaming),
+    )
+
+
+def _set_or(setting: T | None, default: T) -> T:
+    return default if setting is None else setting
 
 
 def late_landing(adapter: PlatformAdapter, conf: PlatformSettings | None) -> float:

@@ -10,12 +10,8 @@ from agentstream.contracts import (
     MessageCompleted,
     MessageDelta,
     MessageStarted,
-    Notice,
-    RunEvent,
     RunFinished,
     RunHeartbeat,
-    RunQueued,
-    RunStarted,
     RunStatus,
     SegmentBreak,
     StepCompleted,
@@ -81,8 +77,22 @@ class Finish:
 
 StreamInput = TextDelta | TextCompleted | Break | ToolStarted | Tick | Degrade | Finish
 
+# The run events that only feed open streams; the service handles every other event type itself.
+StreamEvent = (
+    MessageStarted
+    | MessageDelta
+    | MessageCompleted
+    | ToolCall
+    | ToolResult
+    | SegmentBreak
+    | StepStarted
+    | StepCompleted
+    | StepFailed
+    | RunHeartbeat
+)
 
-def stream_input(event: RunEvent) -> StreamInput | None:
+
+def stream_input(event: StreamEvent | RunFinished) -> StreamInput | None:
     """The machine's view of a run event; None for events that do not change the stream."""
     match event:
         case MessageDelta():
@@ -95,18 +105,8 @@ def stream_input(event: RunEvent) -> StreamInput | None:
             return ToolStarted(event.tool) if event.attempt == 1 else None  # a retry shows no new tool
         case RunFinished():
             return finish_input(event)
-        case (
-            RunQueued()
-            | RunStarted()
-            | MessageStarted()
-            | ToolResult()
-            | StepStarted()
-            | StepCompleted()
-            | StepFailed()
-            | RunHeartbeat()
-            | Notice()
-        ):
-            return None  # lifecycle, tool results, steps, heartbeats: not shown (notices have their own path)
+        case MessageStarted() | ToolResult() | StepStarted() | StepCompleted() | StepFailed() | RunHeartbeat():
+            return None  # tool results, steps, heartbeats: not shown
         case _:
             assert_never(event)
 

@@ -250,13 +250,13 @@ def _end_visibly(model: StreamModel, ending: Ending) -> Step:
     if last is not None and not ops and model.capabilities.can_edit and _fits(model, last.text + ending.marker):
         marked = replace(last, text=last.text + ending.marker)
         return _resumable(model, marked, ending.marker), [marked]
-    text = ending.follow_up if last is not None else ending.notice
-    if text is None:
+    words = ending.follow_up if last is not None else ending.notice
+    if words is None:
         return model, ops
-    notice = Send(model.msg, text, final=True, role="notice")
+    notice = Send(model.msg, words, final=True, role="notice")
     model = replace(model, msg=model.msg + 1)
     if last is None:  # nothing of the run was shown: the notice itself is what a resume re-marks
-        return _resumable(model, Edit(notice.segment, text, final=True, role="notice"), text), [*ops, notice]
+        return _resumable(model, Edit(notice.segment, words, final=True, role="notice"), words), [*ops, notice]
     return _resumable(model, last, ""), [*ops, notice]
 
 

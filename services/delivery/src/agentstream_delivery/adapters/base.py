@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, Generic, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from agentstream.bounded import BoundedMap
 from agentstream.contracts import ReplyTarget
@@ -30,8 +30,6 @@ class Capabilities:
     measure: MeasureName = "chars"
     can_edit: bool = True
     draft_streaming: bool = False  # Telegram sendMessageDraft in private chats
-    requires_final_edit: bool = False
-    native_stream: bool = False
     edit_interval: float = 1.0
     buffer_threshold: int = 300
     tool_progress: ToolProgress = "new"
@@ -116,23 +114,29 @@ class DraftAdapter(Protocol):
 ChatT = TypeVar("ChatT")
 
 
+@dataclass(frozen=True)
+class ChatBounds:
+    """How many chats an in-process platform remembers, and for how long one may stay idle."""
+
+    max_chats: int = 10_000
+    idle_ttl_s: float = 600.0
+    clock: Callable[[], float] = time.monotonic
+
+
 class InProcessAdapter(Generic[ChatT]):
     """What the in-process platforms (memory, web) share: no bot token, no call that can time out,
     and their chats kept bounded: idle ones are forgotten, never one the subclass says is in use."""
 
-    platform: ClassVar[str]
+    platform: str
     bot = ""
     timeout: float | None = None
 
-    def __init__(
-        self,
-        capabilities: Capabilities,
-        max_chats: int,
-        chat_idle_ttl_s: float,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, capabilities: Capabilities, bounds: ChatBounds) -> None:
         self.capabilities = capabilities
-        self._chats: BoundedMap[str, ChatT] = BoundedMap(max_chats, chat_idle_ttl_s, self._in_use, clock)
+        self.bounds = bounds
+        self._chats: BoundedMap[str, ChatT] = BoundedMap(
+            bounds.max_chats, bounds.idle_ttl_s, self._in_use, bounds.clock
+        )
 
     def _in_use(self, chat_id: str, chat: ChatT) -> bool:
         raise NotImplementedError

@@ -9,15 +9,7 @@ from agentstream_delivery.adapters.base import Capabilities, NotFound, RateLimit
 from agentstream_delivery.adapters.http import HttpAdapter, by_status
 
 DEFAULT_API_URL = "https://discord.com/api/v10"
-CAPABILITIES = Capabilities(
-    max_length=2000,
-    measure="chars",
-    can_edit=True,
-    edit_interval=1.0,
-    buffer_threshold=200,
-    tool_progress="new",
-    chat_interval=1.0,
-)
+CAPABILITIES = Capabilities(max_length=2000, buffer_threshold=200, chat_interval=1.0)
 UNKNOWN_MESSAGE = 10008
 INVALID_FORM_BODY = 50035
 

@@ -7,10 +7,12 @@ landed (`OutcomeUnknown`): the caller records it and never resends a message bli
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import httpx
 
+from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
     BadFormat,
@@ -25,7 +27,7 @@ from agentstream_delivery.adapters.base import (
 DEFAULT_TIMEOUT_S = 10.0
 
 
-class HttpAdapter:
+class HttpAdapter(ABC):
     platform = "http"
     capabilities = Capabilities()
 
@@ -46,6 +48,12 @@ class HttpAdapter:
     def endpoint(self) -> str:
         """Where the platform's API calls go (may carry a credential: log it through `mask_url`)."""
         return self.api_url
+
+    @abstractmethod
+    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str: ...
+
+    @abstractmethod
+    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None: ...
 
     async def request(self, method: str, url: str, **kw: Any) -> httpx.Response:
         try:

@@ -1,6 +1,6 @@
 """In-memory platform for tests and demos: remembers every send and edit, per chat.
 
-Chats idle for `CHAT_IDLE_TTL_S` (and the least recently used beyond `MAX_CHATS`) are
+Chats idle for `ChatBounds.idle_ttl_s` (and the least recently used beyond `max_chats`) are
 forgotten, unless a message of theirs is still a preview, so a long demo stays bounded.
 """
 
@@ -8,15 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentstream.contracts import ReplyTarget
-from agentstream_delivery.adapters.base import AdapterError, Capabilities, InProcessAdapter
-
-MAX_CHATS = 10_000
-CHAT_IDLE_TTL_S = 600.0
+from agentstream_delivery.adapters.base import AdapterError, Capabilities, ChatBounds, InProcessAdapter
 
 
 @dataclass
@@ -42,15 +38,8 @@ class MemoryMessage:
 class MemoryAdapter(InProcessAdapter[list[MemoryMessage]]):
     platform = "memory"
 
-    def __init__(
-        self,
-        edit_interval: float = 0.05,
-        max_chats: int = MAX_CHATS,
-        chat_idle_ttl_s: float = CHAT_IDLE_TTL_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        capabilities = Capabilities(max_length=4096, edit_interval=edit_interval, tool_progress="off")
-        super().__init__(capabilities, max_chats, chat_idle_ttl_s, clock)
+    def __init__(self, edit_interval: float = 0.05, bounds: ChatBounds = ChatBounds()) -> None:
+        super().__init__(Capabilities(max_length=4096, edit_interval=edit_interval, tool_progress="off"), bounds)
         self._ids = itertools.count(1)
         self._changed = asyncio.Condition()
 

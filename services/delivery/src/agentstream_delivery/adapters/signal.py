@@ -9,9 +9,7 @@ from agentstream_delivery.adapters.base import AdapterError, Capabilities
 from agentstream_delivery.adapters.http import HttpAdapter, by_status, raise_if_rate_limited
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
-CAPABILITIES = Capabilities(
-    max_length=2000, measure="utf16", can_edit=False, edit_interval=1.0, tool_progress="off", chat_interval=0.5
-)
+CAPABILITIES = Capabilities(max_length=2000, measure="utf16", can_edit=False, tool_progress="off", chat_interval=0.5)
 
 
 class SignalAdapter(HttpAdapter):

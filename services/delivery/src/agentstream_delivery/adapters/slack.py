@@ -17,15 +17,7 @@ from agentstream_delivery.adapters.base import (
 from agentstream_delivery.adapters.http import HttpAdapter, by_status, raise_if_rate_limited
 
 DEFAULT_API_URL = "https://slack.com/api"
-CAPABILITIES = Capabilities(
-    max_length=4000,
-    measure="chars",
-    can_edit=True,
-    edit_interval=1.0,
-    buffer_threshold=300,
-    tool_progress="new",
-    chat_interval=1.0,
-)
+CAPABILITIES = Capabilities(max_length=4000, chat_interval=1.0)
 _ERRORS: dict[str, type[AdapterError]] = {
     "msg_too_long": TooLong,
     "message_not_found": NotFound,

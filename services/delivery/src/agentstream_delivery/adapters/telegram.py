@@ -22,16 +22,7 @@ from agentstream_delivery.adapters.base import (
 from agentstream_delivery.adapters.http import HttpAdapter, by_status
 
 DEFAULT_API_URL = "https://api.telegram.org"
-CAPABILITIES = Capabilities(
-    max_length=4096,
-    measure="utf16",
-    can_edit=True,
-    draft_streaming=True,
-    edit_interval=1.0,
-    buffer_threshold=300,
-    tool_progress="new",
-    chat_interval=1.0,
-)
+CAPABILITIES = Capabilities(max_length=4096, measure="utf16", draft_streaming=True, chat_interval=1.0)
 
 
 class TelegramAdapter(HttpAdapter):

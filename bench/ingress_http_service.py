@@ -18,7 +18,7 @@ from agentstream.config import load_settings
 from agentstream.host import ServiceHost, install_stop_signals
 from agentstream.kafka import create_topics
 from agentstream.observability import configure_logging
-from agentstream_ingress import IngressService
+from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 
 
 def as_dependency(principal: Principal) -> Callable[[], Awaitable[Principal]]:
@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         install_stop_signals(stop)
         if settings.kafka.auto_create_topics:
             await create_topics(settings.kafka)
-        svc = IngressService(settings)
+        svc = bootstrap_ingress(settings)
         if fixed is not None:
             svc.http.dependency_overrides[authenticate] = as_dependency(fixed)
         async with ServiceHost([svc], args.host, {"ingress": args.port}):

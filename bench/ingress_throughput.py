@@ -40,7 +40,7 @@ from agentstream.config import Settings, load_settings
 from agentstream.contracts import InboundMessage, User
 from agentstream.host import ServiceHost
 from agentstream.kafka import EmbeddedBroker, create_topics, free_port
-from agentstream_ingress import IngressService
+from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 
 if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `bench` importable
     import sys as _sys
@@ -152,7 +152,7 @@ async def ingress_running(settings: Settings, in_process: bool) -> AsyncIterator
         async with ServiceProcess("ingress", settings.model_dump(mode="json")) as svc:
             yield svc.cpu_seconds
         return
-    async with ServiceHost([IngressService(settings)], "127.0.0.1", {"ingress": free_port()}):
+    async with ServiceHost([bootstrap_ingress(settings)], "127.0.0.1", {"ingress": free_port()}):
         yield lambda: None  # the driver shares the process: no CPU figure of ingress alone
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -23,8 +25,8 @@ HEALTH_INTERVAL_S = "0.5"
 
 
 class Stack:
-    def __init__(self, settings: Settings, workdir: Path, services: tuple[str, ...] = SERVICES) -> None:
-        self.env = service_env(settings, kafka__health_interval_s=HEALTH_INTERVAL_S)
+    def __init__(self, settings: Settings, workdir: Path, services: tuple[str, ...] = SERVICES, **config: Any) -> None:
+        self.env = service_env(settings, kafka__health_interval_s=HEALTH_INTERVAL_S, **config)
         self.workdir = workdir
         self.ports = {name: free_port() for name in services}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
@@ -37,6 +39,17 @@ class Stack:
             name: spawn(["serve", name, "--port", str(port)], self.env, self.workdir, self.log(name))
             for name, port in self.ports.items()
         }
+
+    def kill9(self, name: str) -> None:
+        """SIGKILL to one service's whole process group, reaped."""
+        proc = self.procs[name]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def restart(self, name: str, tag: str) -> None:
+        """The service again, on its port, logging to `<name>-<tag>.log` (the first log is kept)."""
+        log = self.workdir / f"{name}-{tag}.log"
+        self.procs[name] = spawn(["serve", name, "--port", str(self.ports[name])], self.env, self.workdir, log)
 
     def url(self, name: str) -> str:
         return f"http://127.0.0.1:{self.ports[name]}"
@@ -95,11 +108,11 @@ async def chat_texts(http: httpx.AsyncClient, delivery_url: str, chat: str) -> l
 
 
 async def restart_broker(port: int, log: Path, settings: Settings) -> EmbeddedBroker:
-    """A new broker where the old one was, its topics created at once (as `agentstream up` and
-    the test fixtures do on start). Tansu's memory storage writes a record for a topic that does
-    not exist yet into a void that later collides with the topic's first offsets, and producers
-    with pending batches reconnect within milliseconds: the services' own check (a second at
-    worst) would be too late for those few records."""
+    """A new broker where the old one was, its topics created at once, as whoever restarts an
+    embedded broker does (docs/deploy.md): the consumers' metadata requests name their topics,
+    and Tansu would create those with its own partition count before the services' check
+    creates them with the configured one. The services' producers hold their output until
+    they see every topic themselves (`agentstream.kafka.producer.OutputGate`)."""
     broker = EmbeddedBroker(port=port, log_file=log)
     deadline = time.monotonic() + 30
     while True:  # the old socket may linger a moment

@@ -1,4 +1,4 @@
-"""Acceptance 6: `agentstream demo`, and `agentstream up` leaves nothing behind on SIGINT/SIGTERM."""
+"""The CLI end to end: `agentstream demo` answers and exits, `agentstream up` leaves nothing behind on SIGINT/SIGTERM."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Acceptance 5: the five services as five `agentstream serve` processes plus the broker."""
+"""The distributed layout (docs/deploy.md): the five services as five `agentstream serve` processes plus the broker."""
 
 from __future__ import annotations
 

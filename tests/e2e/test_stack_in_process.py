@@ -1,4 +1,5 @@
-"""Acceptance 2-4 and 7 of the foundation: the embedded stack in one process on the real broker."""
+"""The embedded stack in one process on the real broker: a message answered, streamed and stored; raw Kafka
+producers; dead letters; the ops endpoints; the web chat link."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_delivery import DeliveryService
 from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
-from agentstream_ingress import IngressService
+from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 from agentstream_persistence import PersistenceService
 from agentstream_runner import AgentRunnerService
 from agentstream_tools import ToolExecutorService
@@ -109,7 +109,7 @@ def build(name: str, settings: Any) -> Service:
         case "tool-executor":
             return ToolExecutorService(settings)
         case "ingress":
-            return IngressService(settings)
+            return bootstrap_ingress(settings)
         case "delivery":
             return bootstrap_delivery(settings, console=Console(file=io.StringIO()))
     raise AssertionError(name)

@@ -17,7 +17,8 @@ from agentstream.config import Settings
 from agentstream.contracts import InboundMessage
 from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.testing.fixtures import make_test_settings
-from agentstream_ingress import IngressService
+from agentstream_ingress.app import IngressService
+from agentstream_ingress.bootstrap import bootstrap
 from agentstream_ingress.decisions import NoticeDecision, NoticeReason, StartDecision
 from agentstream_ingress.pipeline import Pipeline
 from agentstream_ingress.store import DatabasePorts
@@ -29,9 +30,9 @@ FLOOD = 300
 class RecordingIngress(IngressService):
     """The ingress service with its HTTP app as built, writing to a list instead of Kafka."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.produced: list[InboundMessage] = []
-        super().__init__(settings)
+        super().__init__(*args, **kwargs)
 
     async def produce_inbound(self, msg: InboundMessage) -> None:
         self.produced.append(msg)
@@ -69,7 +70,7 @@ async def front(db_url: str) -> AsyncIterator[Front]:
         profiles={"support": {"assistant": "helper"}, "secret": {"assistant": "internal"}},
         authz={"default": {"allow_all": True}, "rate_limit": {"capacity": CAPACITY, "refill_per_s": 1e-6}},
     )
-    svc = RecordingIngress(settings)
+    svc = bootstrap(settings, RecordingIngress)
     transport = httpx.ASGITransport(app=svc.http)
     async with httpx.AsyncClient(transport=transport, base_url="http://ingress") as client:
         yield Front(svc, client, writer.token, f"key.{writer.key_id}", pinned.token, gateway.token, settings)

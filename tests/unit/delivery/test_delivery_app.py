@@ -139,3 +139,20 @@ async def test_resumed_run_streams_below_what_the_first_attempt_showed():
         "First attempt" + RESUMED_MARKER,
     ]
     assert msgs[1].text == "Resumed answer"
+
+
+async def test_offsets_are_committed_past_a_stream_only_once_it_closed():
+    svc = service()
+    points = svc.committer.points
+    await svc.handle(started(), origin=(0, 5))
+    for offset in range(5, 9):
+        points.read(0, offset)
+    assert points.due() == {0: 5}  # the open stream holds the commit at its run.started
+    await svc.handle(RunFinished(**ids(9), status="completed", text="done"), origin=(0, 9))
+    points.read(0, 9)
+    [msg] = await svc.memory.wait_for_final("c1", timeout=3)
+    for _ in range(100):
+        if points.due() == {0: 10}:
+            break
+        await asyncio.sleep(0.01)
+    assert msg.text == "done" and points.due() == {0: 10}

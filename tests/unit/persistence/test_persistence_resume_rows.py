@@ -20,7 +20,7 @@ from agentstream.contracts import (
     StepCompleted,
     Usage,
 )
-from agentstream.kafka.offsets import CommitPoints
+from agentstream.kafka.commits import CommitPoints
 from agentstream_persistence.buffers import BufferSet, BufferState, Origin
 from agentstream_persistence.rows import rows_for
 from agentstream_persistence.watchdog import lost_run_finished

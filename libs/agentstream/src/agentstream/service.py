@@ -26,10 +26,18 @@ from agentstream.config import Settings
 from agentstream.contracts import DeadLetter
 from agentstream.db import create_engine, session_factory
 from agentstream.kafka import Topics, consumer_options, make_broker
+from agentstream.kafka.commits import CommitPoints
 from agentstream.kafka.guard import failure_reason, handler_guard, records_of
-from agentstream.kafka.health import BrokerHealth, hold_commits, release_commits
-from agentstream.kafka.offsets import CommitPoints
-from agentstream.kafka.producer import encode_record, producer_of
+from agentstream.kafka.health import BrokerHealth
+from agentstream.kafka.internals import (
+    consumers_of,
+    detach_consumer,
+    has_consumer_subgroup,
+    hold_commits,
+    producer_of,
+    release_commits,
+)
+from agentstream.kafka.producer import OutputGate, encode_record
 from agentstream.observability import NotReady, ReadyCheck, get_logger, http_app
 
 T = TypeVar("T")
@@ -51,14 +59,6 @@ def freeze_startup_objects() -> None:
     if not _frozen:
         gc.freeze()
         _frozen = True
-
-
-def describe_validation_error(err: ValidationError) -> str:
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(record)"
-        parts.append(f"{loc}: {e['msg']}")
-    return "; ".join(parts)
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,6 +141,7 @@ class Service:
             on_new_cluster=self._restart_consumers,
             on_lost=lambda: self._each_consumer(hold_commits),
             on_back=lambda: self._each_consumer(release_commits),
+            output=OutputGate(self.broker, self.log),
         )
         self._health_task: asyncio.Task[None] | None = None
         self._abandoned: set[asyncio.Task[Any]] = set()  # old consumers still stopping
@@ -218,11 +219,10 @@ class Service:
         self._each_consumer(hold_commits)  # held already since the loss was seen; a fast restart was not
         old = []
         for sub in self.broker.subscribers:
-            if getattr(sub, "consumer_subgroup", None):  # not a kind we build; FastStream's own stop
+            if has_consumer_subgroup(sub):  # not a kind we build; FastStream's own stop
                 await sub.stop()
                 continue
-            kafka_sub = cast("Any", sub)  # a FastStream Kafka subscriber: `consumer` is its aiokafka consumer
-            consumer, kafka_sub.consumer = kafka_sub.consumer, None
+            consumer = detach_consumer(sub)
             await sub.stop()  # without its consumer: ends the consume task, nothing that can hang
             if consumer is not None:
                 old.append(consumer)
@@ -251,9 +251,8 @@ class Service:
 
     def _each_consumer(self, action: Callable[[Any], None]) -> None:
         for sub in self.broker.subscribers:
-            for consumer in (getattr(sub, "consumer", None), *getattr(sub, "consumer_subgroup", ())):
-                if consumer is not None:
-                    action(consumer)
+            for consumer in consumers_of(sub):
+                action(consumer)
 
     def _commit_points(self) -> list[CommitPoints]:
         """The service's `CommitPoints`, held directly or by one of its parts (e.g. a committer)."""

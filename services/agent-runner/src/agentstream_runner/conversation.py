@@ -37,7 +37,7 @@ DEFAULT_COLLECT_WINDOW_S = 1.0
 
 
 class DoubleTextingPolicy(StrEnum):
-    """What a new message does while a run is active (ARCHITECTURE §3)."""
+    """What a new message does while a run is active."""
 
     ENQUEUE = "enqueue"
     INTERRUPT = "interrupt"

@@ -1,4 +1,4 @@
-"""Exactly one ending per run (ARCHITECTURE §3.10), after the first model call:
+"""Exactly one ending per run, after the first model call:
 
 - the assistant has a `next` hook → the hook decides: nothing (the standard
   response), `data` (standard response + data) or `delegate` (a child answers);

@@ -1,4 +1,4 @@
-"""The run pipeline, top to bottom (ARCHITECTURE §3).
+"""The run pipeline, top to bottom.
 
 permission → options merge → connector (roles, overrides) → history → run.started
 → Create hook → LLM → tool calls (retries) → Next hook | tool loop | standard

@@ -21,7 +21,7 @@ from agentstream.contracts import (
     ToolCallResult,
 )
 from agentstream.contracts.tools import ToolCallResultAdapter
-from agentstream.service import describe_validation_error
+from agentstream.kafka.decoding import describe_validation_error
 
 RUN_COMMAND_TYPES = tuple(
     str(model.model_fields["type"].default) for model in (StartRun, InterruptRun, ResumeRun, ResetConversation)

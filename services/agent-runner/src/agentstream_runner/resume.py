@@ -1,4 +1,4 @@
-"""Resume: rebuild a failed or interrupted run from its checkpoint (ARCHITECTURE §3).
+"""Resume: rebuild a failed or interrupted run from its checkpoint.
 
 persistence writes the checkpoint when the run ends not `completed`: how it ended,
 the usage already spent, the last seq, what started it, and every completed step

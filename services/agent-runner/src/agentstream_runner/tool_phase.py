@@ -1,4 +1,4 @@
-"""The tool calls of one completion, with retries (ARCHITECTURE §3.9).
+"""The tool calls of one completion, with retries.
 
     RUN CALLS → all ok                     → ToolsDone
               → a retryable failure:

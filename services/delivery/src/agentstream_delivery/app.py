@@ -16,7 +16,6 @@ from typing import Any
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
-from pydantic import ValidationError
 
 from agentstream.auth import WebSessions
 from agentstream.contracts import (
@@ -32,9 +31,11 @@ from agentstream.contracts import (
     conversation_key,
 )
 from agentstream.db import upgrade
-from agentstream.kafka.offsets import CommitPoints
+from agentstream.kafka.commits import OffsetCommitter
+from agentstream.kafka.decoding import RecordDecoder
+from agentstream.kafka.internals import consumer_of
 from agentstream.retention import RetentionTask
-from agentstream.service import Infra, Service, describe_validation_error
+from agentstream.service import Infra, Service
 from agentstream_delivery.adapters import PlatformAdapter
 from agentstream_delivery.adapters.web_http import add_web_routes
 from agentstream_delivery.api import add_routes
@@ -42,7 +43,6 @@ from agentstream_delivery.current_runs import CurrentRuns, first_segment
 from agentstream_delivery.deliverer import deliver_notice
 from agentstream_delivery.hooks import HookRuntime, TransformContext
 from agentstream_delivery.ledger import Ledger, ReceiptQueue
-from agentstream_delivery.offsets import OffsetCommitter
 from agentstream_delivery.platforms import Adapters, late_landing
 from agentstream_delivery.ratelimit import ChatGate, RateLimiter
 from agentstream_delivery.relay import Relay
@@ -68,8 +68,6 @@ class DeliveryService(Service):
         ledger: Ledger,
         receipts: ReceiptQueue,
         current_runs: CurrentRuns,
-        commit_points: CommitPoints,
-        committer: OffsetCommitter,
         hooks: HookRuntime,
         relay: Relay,
         retention: RetentionTask,
@@ -83,8 +81,6 @@ class DeliveryService(Service):
         self.ledger = ledger
         self.receipts = receipts
         self.current_runs = current_runs
-        self.commit_points = commit_points
-        self.committer = committer
         self.hooks = hooks
         self.relay = relay
         self.retention = retention
@@ -102,16 +98,20 @@ class DeliveryService(Service):
         )
         open_streams = Gauge("agentstream_delivery_open_streams", "Streams being delivered", registry=self.registry)
         open_streams.set_function(lambda: len(self.streams.all()))
+        self.decode_event = RecordDecoder(RunEventAdapter, "RunEvent", self.dead_letter)
         self._subscribe()
+        # Offsets by hand (AckPolicy.MANUAL), never past an unfinished stream: the points are read
+        # by `on_event`, held by each stream and notice until done (docs/delivery.md).
+        self.committer = OffsetCommitter(self.topics.events, lambda: consumer_of(self.subscriber), self.log)
         add_routes(self.http, self.streams, self.memory)
         if "web" in self.adapters:
             self._add_web_routes()
 
     def _subscribe(self) -> None:
-        # Offsets are committed by hand (see offsets.py): never past an unfinished stream.
-        self.broker.subscriber(self.topics.events, **self.subscriber_options(), ack_policy=AckPolicy.MANUAL)(
-            self.on_event
+        self.subscriber: Any = self.broker.subscriber(
+            self.topics.events, **self.subscriber_options(), ack_policy=AckPolicy.MANUAL
         )
+        self.subscriber(self.on_event)
         if self.hooks.observing:
             # Observers get their own consumer group: they read the same records at their own
             # pace, so a slow hook lags only itself and never holds back a stream.
@@ -160,14 +160,11 @@ class DeliveryService(Service):
         raw = msg.raw_message
         partition, offset = getattr(raw, "partition", None), getattr(raw, "offset", None)
         origin = (partition, offset) if partition is not None and offset is not None else None
-        self.committer.consumer = getattr(msg, "consumer", None)
-        event = self.decode(msg, RunEventAdapter)
-        if isinstance(event, ValidationError):
-            await self.dead_letter(msg, "invalid RunEvent: " + describe_validation_error(event))
-        else:
+        event = await self.decode_event(msg)  # None: dead-lettered
+        if event is not None:
             await self.handle(event, origin)
         if origin is not None:
-            self.commit_points.read(*origin)
+            self.committer.points.read(*origin)
 
     async def on_hook_record(self, msg: KafkaMessage) -> None:
         await self.hooks.on_record(bytes(msg.body))
@@ -245,9 +242,7 @@ class DeliveryService(Service):
             self.log.info("run.started for an open stream ignored", root_run_id=event.root_run_id)
             return
         if origin is not None and actor.task is not None:
-            self.commit_points.hold(*origin)
-            # A stream cancelled by a shutdown is unfinished: its hold stays, the next start re-reads it.
-            actor.task.add_done_callback(lambda t: None if t.cancelled() else self.commit_points.release(*origin))
+            self._hold_until_done(actor.task, origin)
 
     def _finish(self, event: RunFinished) -> None:
         self.current_runs.end(event.root_run_id, event.seq)
@@ -318,8 +313,14 @@ class DeliveryService(Service):
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         if origin is not None:
-            self.commit_points.hold(*origin)
-            task.add_done_callback(lambda t: None if t.cancelled() else self.commit_points.release(*origin))
+            self._hold_until_done(task, origin)
+
+    def _hold_until_done(self, task: asyncio.Task[Any], origin: tuple[int, int]) -> None:
+        """No commit past `origin` until the task is done. A task cancelled by a shutdown is
+        unfinished: its hold stays, and the next start reads its records again."""
+        points = self.committer.points
+        points.hold(*origin)
+        task.add_done_callback(lambda t: None if t.cancelled() else points.release(*origin))
 
     # -- platforms -----------------------------------------------------------------
     def _gate(self, adapter: PlatformAdapter, target: ReplyTarget) -> ChatGate:

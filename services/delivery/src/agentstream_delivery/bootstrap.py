@@ -6,14 +6,12 @@ from rich.console import Console
 
 from agentstream.auth import WebSessions
 from agentstream.config import Settings
-from agentstream.kafka.offsets import CommitPoints
 from agentstream.retention import RetentionTask
 from agentstream.service import Infra
 from agentstream_delivery.app import DeliveryService
 from agentstream_delivery.current_runs import CurrentRuns
 from agentstream_delivery.hooks import HookRuntime
 from agentstream_delivery.ledger import Ledger, MemoryLedger, ReceiptQueue, SqlLedger
-from agentstream_delivery.offsets import OffsetCommitter
 from agentstream_delivery.platforms import Adapters
 from agentstream_delivery.ratelimit import RateLimiter
 from agentstream_delivery.relay import Relay
@@ -27,7 +25,6 @@ def bootstrap(settings: Settings, *, console: Console | None = None, ledger: Led
     receipts = ReceiptQueue()
     if ledger is None:
         ledger = MemoryLedger(receipts.put) if infra.sessions is None else SqlLedger(infra.sessions, receipts.put)
-    commit_points = CommitPoints()
     return DeliveryService(
         infra,
         adapters=Adapters.build(settings, infra.log, console),
@@ -35,8 +32,6 @@ def bootstrap(settings: Settings, *, console: Console | None = None, ledger: Led
         ledger=ledger,
         receipts=receipts,
         current_runs=CurrentRuns(),
-        commit_points=commit_points,
-        committer=OffsetCommitter(commit_points, infra.topics.events, infra.log),
         hooks=HookRuntime(settings, infra.registry, infra.log, infra.sessions),
         relay=Relay(settings.relay),
         retention=RetentionTask(delivery_purges, settings, infra.registry, infra.log),

@@ -6,13 +6,14 @@ goes to the producer as one record batch per topic-partition, in decision order 
 conversation's records keep their order). The handler does not wait for the acks: the
 next batch is decided meanwhile, and a batch's offsets are only committed once all its
 output is in Kafka; a batch whose output fails (or that could not be decided) is read
-again and decided as if never seen (commits.py, `IngressStore.first_sightings`).
+again and decided as if never seen (batch_commits.py, `IngressStore.first_sightings`).
+The collaborators (pipeline, database ports, retention) are built by bootstrap.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, assert_never
 
 from aiokafka import ConsumerRecord
 from faststream import AckPolicy
@@ -22,11 +23,13 @@ from pydantic import BaseModel
 
 from agentstream.contracts import DeadLetter, InboundMessage, Notice, ReplyTarget, conversation_key, new_id
 from agentstream.db import upgrade
-from agentstream.kafka.producer import producer_of
+from agentstream.kafka.internals import consumer_of, producer_of
+from agentstream.kafka.revocations import RevocationListener
 from agentstream.retention import RetentionTask
-from agentstream.service import Service
+from agentstream.service import Infra, Service
 from agentstream_ingress import http
-from agentstream_ingress.commits import BackgroundCommits, CommitOnRevoke
+from agentstream_ingress.batch_commits import BatchCommits
+from agentstream_ingress.batch_output import BatchOutput
 from agentstream_ingress.decisions import (
     CommandDecision,
     DeadLetterDecision,
@@ -35,9 +38,7 @@ from agentstream_ingress.decisions import (
     NoticeDecision,
     StartDecision,
 )
-from agentstream_ingress.output import Output
 from agentstream_ingress.pipeline import Pipeline
-from agentstream_ingress.retention import ingress_purges
 from agentstream_ingress.store import DatabasePorts
 
 MAX_BATCH = 500
@@ -59,7 +60,11 @@ class IngressService(Service):
     name = "ingress"
     uses_database = True
 
-    def setup(self) -> None:
+    def __init__(self, infra: Infra, pipeline: Pipeline, ports: DatabasePorts, retention: RetentionTask) -> None:
+        super().__init__(infra)
+        self.pipeline = pipeline
+        self.ports = ports
+        self.retention = retention
         self.decisions = Counter(
             "agentstream_ingress_decisions_total",
             "Inbound records by decision",
@@ -67,29 +72,23 @@ class IngressService(Service):
             registry=self.registry,
         )
         self._decision_counters: dict[tuple[str, str], Any] = {}
-        self.pipeline: Pipeline | None = None
-        self.ports: DatabasePorts | None = None
         # Offsets by hand (AckPolicy.MANUAL): FastStream's default, ACK_FIRST, turns aiokafka's
         # periodic auto-commit on, which may commit a batch that is still being handled.
-        self.commits = BackgroundCommits(self.topics.inbound, self.inbound_consumer, self.log)
+        self.commits = BatchCommits(self.topics.inbound, lambda: consumer_of(self.subscriber), self.log)
         self.subscriber: Any = self.broker.subscriber(
             self.topics.inbound,
             batch=True,
             max_records=MAX_BATCH,
             batch_timeout_ms=BATCH_WAIT_MS,
             ack_policy=AckPolicy.MANUAL,
-            listener=CommitOnRevoke(self.commits),
+            listener=RevocationListener(self.commits.partitions_revoked),
             **self.subscriber_options(),
         )
         self.subscriber(self.on_inbound)
         http.register(self.http, self.settings, self.produce_inbound)
-        self.retention = RetentionTask(ingress_purges, self.settings, self.registry, self.log)
 
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
-        assert self.sessions is not None
-        self.ports = DatabasePorts(self.sessions, self.settings.authz.pairing)
-        self.pipeline = Pipeline(self.settings, self.ports)
         self.retention.start(self.sessions)
 
     async def on_stop(self) -> None:
@@ -103,7 +102,6 @@ class IngressService(Service):
         await self.publish(self.topics.inbound, msg, msg.conversation_key)
 
     async def on_inbound(self, msg: KafkaMessage) -> None:
-        assert self.pipeline is not None and self.ports is not None
         ports = self.ports
         records: tuple[ConsumerRecord, ...] = msg.raw_message  # type: ignore[assignment]
         try:
@@ -116,7 +114,7 @@ class IngressService(Service):
             return
         claims = ports.take_claims()  # this batch's first sightings: seen once its output is acked
         try:
-            output = Output()
+            output = BatchOutput()
             for record, decision in zip(records, decisions, strict=True):
                 key, outgoing = self.carry_out(record, decision)
                 for topic, out in outgoing:
@@ -130,14 +128,9 @@ class IngressService(Service):
             acks, records, after=lambda: ports.record_sightings(claims), undo=lambda: ports.release_sightings(claims)
         )
 
-    def inbound_consumer(self) -> Any:
-        """The subscriber's aiokafka consumer (None until the broker started)."""
-        return getattr(self.subscriber, "consumer", None)
-
     async def stop(self) -> None:
         await self.final_step(self.commits.flush(), "final offset commit")  # before the consumer closes
-        if self.pipeline is not None:
-            await self.pipeline.settle()  # before the database closes
+        await self.pipeline.settle()  # before the database closes
         await super().stop()
 
     def carry_out(self, record: ConsumerRecord, decision: Decision) -> tuple[str, Outgoing]:
@@ -168,7 +161,8 @@ class IngressService(Service):
             case StartDecision(start=start, queued=queued):
                 self.count("start", "accepted")
                 return start.conversation_key, [(self.topics.events, queued), (self.topics.runs, start)]
-        raise TypeError(f"unknown decision {decision!r}")
+            case _:
+                assert_never(decision)
 
     def letter(self, record: ConsumerRecord, key: str, error: str) -> DeadLetter:
         self.dead_letters.labels(self.name, record.topic).inc()

@@ -1,4 +1,4 @@
-"""Steps 3–4 as pure functions: self-echo, and who may start runs.
+"""Self-echo and authorization (docs/ingress.md) as pure functions: self-echo, and who may start runs.
 
 Self-echo (the origin marker): a message is ours when `metadata.origin == "agentstream"`
 (what our own adapters and relays stamp on what they post) or when its author is one of

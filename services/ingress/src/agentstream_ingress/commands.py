@@ -1,4 +1,4 @@
-"""Step 7: slash commands, as pure decisions over what is known about the conversation."""
+"""Slash commands (docs/ingress.md), as pure decisions over what is known about the conversation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Step 6 (and the `command:<name>` hooks of step 7): Python callables named in the config.
+"""Receive hooks (and the `command:<name>` hooks of slash commands): Python callables named in the config.
 
 A hook is `module:function` taking the `InboundMessage` (command hooks also get the
 `Command`) and returning None (carry on) or one of `Deny`, `Rewrite`, `Handled`.

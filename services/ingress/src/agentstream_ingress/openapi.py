@@ -11,9 +11,9 @@ from agentstream.config import Settings
 
 
 def document() -> dict[str, Any]:
-    from agentstream_ingress.app import IngressService
+    from agentstream_ingress.bootstrap import bootstrap
 
-    return IngressService(Settings()).http.openapi()
+    return bootstrap(Settings()).http.openapi()
 
 
 def render() -> str:

@@ -1,15 +1,18 @@
-"""Step 1: parse and validate one raw `inbound` record against the InboundMessage contract."""
+"""Parse and validate one raw `inbound` record against the InboundMessage contract (the
+pipeline's first check, docs/ingress.md); a bad one is dead-lettered, its sender told if known."""
 
 from __future__ import annotations
 
 import json
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from agentstream.contracts import InboundMessage, ReplyTarget
 from agentstream.contracts.inbound import ChatId, PlatformName, ThreadId
-from agentstream.service import describe_validation_error
+from agentstream.kafka.decoding import Undecodable, decode_record
 from agentstream_ingress.decisions import DeadLetterDecision
+
+InboundMessageAdapter = TypeAdapter(InboundMessage)
 
 
 class _Target(BaseModel):
@@ -45,12 +48,9 @@ def reply_target_of(raw: bytes) -> ReplyTarget | None:
 
 
 def parse(raw: bytes, max_text_chars: int | None = None) -> InboundMessage | DeadLetterDecision:
-    try:
-        msg = InboundMessage.model_validate_json(raw)
-    except ValidationError as err:
-        if any(e["type"] == "json_invalid" for e in err.errors()):
-            return DeadLetterDecision("not valid JSON: " + describe_validation_error(err), None)
-        return DeadLetterDecision("invalid InboundMessage: " + describe_validation_error(err), reply_target_of(raw))
+    msg = decode_record(raw, InboundMessageAdapter, "InboundMessage")
+    if isinstance(msg, Undecodable):
+        return DeadLetterDecision(msg.reason, reply_target_of(raw))
     if max_text_chars is not None and len(msg.text) > max_text_chars:
         # A huge text would be a huge prompt: refuse it here, visibly, instead of in the model call.
         target = ReplyTarget(platform=msg.platform, chat_id=msg.chat_id, thread_id=msg.thread_id)

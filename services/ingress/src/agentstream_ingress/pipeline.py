@@ -1,4 +1,4 @@
-"""The ordered decisions for one inbound record (steps 1–9 of docs/ingress.md), top to bottom.
+"""The ordered decisions for one inbound record (the checks of docs/ingress.md), top to bottom.
 
 parse → dedupe → self-echo → authz/pairing → rate limit → receive hooks → commands →
 routing → start. Every step either returns a final `Decision` or hands the message on.
@@ -85,15 +85,15 @@ class Pipeline:
 
     async def decide_batch(self, raws: Sequence[bytes]) -> list[Decision]:
         """One decision per record, in order. The database is asked once per batch for
-        dedupe (step 2) and the `/model` overrides, and told once about the runs started:
+        dedupe and the `/model` overrides, and told once about the runs started:
         in the background, finished before the next batch (or `settle`) goes on."""
-        parsed = [parse(raw, self.settings.ingress.max_text_chars) for raw in raws]  # 1
+        parsed = [parse(raw, self.settings.ingress.max_text_chars) for raw in raws]
         messages = [p for p in parsed if isinstance(p, InboundMessage)]
         await self.settle()  # the previous batch's runs are remembered before this batch reads anything
         # Two independent queries on two connections: one wait. Both finish before a failure
         # is raised, so the caller knows which sightings were claimed (see `first_sightings`).
         fresh, roles = await asyncio.gather(
-            self.ports.first_sightings([m.dedupe_key for m in messages]),  # 2
+            self.ports.first_sightings([m.dedupe_key for m in messages]),  # dedupe
             self.ports.role_overrides({m.conversation_key for m in messages}),
             return_exceptions=True,
         )
@@ -138,22 +138,22 @@ class Pipeline:
             batch.started = []
 
     async def _decide(self, msg: InboundMessage, batch: Batch) -> Decision:
-        if is_self_echo(msg, self.settings.authz):  # 3
+        if is_self_echo(msg, self.settings.authz):
             return DropDecision(DropReason.SELF_ECHO)
-        routed = route(msg, self.settings)  # 8 (computed early: the profile has allow/deny lists)
-        refusal = await self.authorize(msg, routed)  # 4
+        routed = route(msg, self.settings)  # (computed before authz: the profile has allow/deny lists)
+        refusal = await self.authorize(msg, routed)
         if refusal is not None:
             return refusal
-        if not self.limiter.allow(msg.platform, msg.user.id):  # 5
+        if not self.limiter.allow(msg.platform, msg.user.id):
             return NoticeDecision(NoticeReason.RATE_LIMITED, RATE_LIMITED, target_of(msg), "warning")
-        hooked = await self.run_hooks(self.receive_hooks, msg)  # 6
+        hooked = await self.run_hooks(self.receive_hooks, msg)
         if not isinstance(hooked, InboundMessage):
             return hooked
         msg = hooked
-        command = commands.parse_command(msg.text)  # 7
+        command = commands.parse_command(msg.text)
         if command is not None:
             return await self.command(command, msg, routed, batch)
-        return build_start(msg, routed, batch.roles.get(msg.conversation_key), self.settings)  # 9
+        return build_start(msg, routed, batch.roles.get(msg.conversation_key), self.settings)
 
     async def authorize(self, msg: InboundMessage, routed: Routed) -> NoticeDecision | None:
         bypassed = routed.bypassed.authz if routed.bypassed is not None else None

@@ -1,4 +1,4 @@
-"""Step 5: a token bucket per user. In-process: each ingress replica limits what it sees,
+"""Rate limit (docs/ingress.md): a token bucket per user. In-process: each ingress replica limits what it sees,
 and a conversation's records always land on the same replica (keyed partitions).
 
 A bucket idle long enough to have refilled completely is forgotten: a new full bucket

@@ -1,4 +1,4 @@
-"""Step 8: pick the profile of a message. The most specific matching route wins:
+"""Routing (docs/ingress.md): pick the profile of a message. The most specific matching route wins:
 thread beats chat beats team beats bot beats platform; ties go to the earlier route."""
 
 from __future__ import annotations

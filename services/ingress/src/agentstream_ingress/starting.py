@@ -1,4 +1,4 @@
-"""Step 9: the run for an accepted message — StartRun for `runs`, run.queued for `events`."""
+"""Start (docs/ingress.md): the run for an accepted message — StartRun for `runs`, run.queued for `events`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ingress tables: dedupe (step 2) and what ingress remembers per conversation (step 7)."""
+"""The ingress tables: dedupe and what ingress remembers per conversation (for slash commands)."""
 
 from __future__ import annotations
 

@@ -24,12 +24,13 @@ from pydantic import ValidationError
 
 from agentstream.contracts import RESUMABLE_REASONS, ResumeRun, RunEventAdapter, RunFinished
 from agentstream.db import upgrade
+from agentstream.kafka.commits import CommitPoints
+from agentstream.kafka.decoding import describe_validation_error
 from agentstream.kafka.guard import failure_reason
-from agentstream.kafka.offsets import CommitPoints
 from agentstream.observability import NotReady
 from agentstream.redaction import storage_redactor
 from agentstream.retention import RetentionTask
-from agentstream.service import Service, describe_validation_error
+from agentstream.service import Service
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet, BufferState, Origin, RunBuffer
 from agentstream_persistence.failures import is_permanent, run_dead_letter

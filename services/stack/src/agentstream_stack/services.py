@@ -8,9 +8,9 @@ from agentstream.service import Service
 
 def build_service(name: str, settings: Settings, **kwargs: object) -> Service:
     if name == "ingress":
-        from agentstream_ingress import IngressService
+        from agentstream_ingress.bootstrap import bootstrap
 
-        return IngressService(settings)
+        return bootstrap(settings)
     if name == "agent-runner":
         from agentstream_runner import AgentRunnerService
 

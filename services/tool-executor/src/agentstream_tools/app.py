@@ -27,8 +27,9 @@ from agentstream.contracts import ToolCallRequest, ToolCallResult
 from agentstream.contracts.tools import ToolCallRequestAdapter
 from agentstream.db import upgrade
 from agentstream.db.models_tools import ToolCallState
-from agentstream.kafka.offsets import CommitPoints
-from agentstream.service import Service, describe_validation_error
+from agentstream.kafka.commits import CommitPoints
+from agentstream.kafka.decoding import describe_validation_error
+from agentstream.service import Service
 from agentstream_tools.builtin import builtin_tools
 from agentstream_tools.calls import ToolCallStore, stopped_during_call
 from agentstream_tools.executor import execute

@@ -1,4 +1,9 @@
-"""Database tables (ARCHITECTURE §6). Migrations in `agentstream/db/migrations`."""
+"""The declarative base and the run history tables: conversations, runs, messages.
+
+persistence writes them; the runner (history), ingress (`/resume`, `/status`) and the CLI read them. The
+other tables are in the `models_<area>.py` modules; which service owns each is in docs/architecture.md.
+Migrations in `agentstream/db/migrations`.
+"""
 
 from __future__ import annotations
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from faststream._internal.basic_types import AsyncFuncAny
 from faststream.exceptions import IgnoredException
 from faststream.message import StreamMessage
 from faststream.middlewares import BaseMiddleware
 
 OnFailure = Callable[[StreamMessage[Any], Exception], Awaitable[None]]
+CallNext = Callable[..., Awaitable[Any]]  # what FastStream hands a middleware's `consume_scope`
 REASON_LIMIT = 300
 
 
@@ -42,7 +42,7 @@ def handler_guard(on_failure: OnFailure) -> Callable[..., BaseMiddleware[Any, An
     goes to `on_failure` instead of up into FastStream."""
 
     class HandlerGuard(BaseMiddleware[Any, Any]):
-        async def consume_scope(self, call_next: AsyncFuncAny, msg: StreamMessage[Any]) -> Any:
+        async def consume_scope(self, call_next: CallNext, msg: StreamMessage[Any]) -> Any:
             try:
                 return await call_next(msg)
             except IgnoredException:  # FastStream's own control flow (ack/nack/stop)

@@ -19,6 +19,12 @@ committed into the new cluster (Tansu answers a fetch past the end with nothing,
 consumer would wait there forever): from the moment Kafka is seen unavailable
 `on_lost` holds every commit, and only the same cluster coming back releases them
 (`on_back`).
+
+The embedded broker also forgets topics its producers are about to write to: from the
+same moment the `output` gate (`agentstream.kafka.producer.OutputGate`) fails the
+records still pending in the producer and refuses new ones, until every topic is there
+again (recreated by this check when `kafka.auto_create_topics` is on). Apache Kafka
+keeps its topics across a broker restart, so there the producer's own retries are kept.
 """
 
 from __future__ import annotations
@@ -30,10 +36,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiokafka.client import AIOKafkaClient
-from aiokafka.errors import CommitFailedError
 from aiokafka.protocol.metadata import MetadataRequest
 
 from agentstream.config import KafkaSettings
+from agentstream.kafka.producer import OutputGate
 from agentstream.kafka.security import client_security
 from agentstream.kafka.topics import create_topics
 from agentstream.observability import NotReady
@@ -56,8 +62,11 @@ class BrokerHealth:
         on_new_cluster: Callable[[], Awaitable[None]] | None = None,
         on_lost: Callable[[], None] | None = None,
         on_back: Callable[[], None] | None = None,
+        output: OutputGate | None = None,
     ) -> None:
         self.kafka = kafka
+        # Only a broker that forgets its topics on a restart needs the producer held.
+        self.output = output if kafka.embedded else None
         self.on_new_cluster = on_new_cluster
         self.on_lost = on_lost
         self.on_back = on_back
@@ -95,11 +104,20 @@ class BrokerHealth:
             present = await self._topics_present()
         except Exception as err:  # the type only: an exception's text may name hosts
             await self.close()  # a fresh client next time: a half-dead one may never recover
+            reason = f"kafka not answering ({type(err).__name__})"
             if self.reason is None and not self._lost:
                 self._lost = True
                 if self.on_lost is not None:
                     self.on_lost()
-            return self._down(f"kafka not answering ({type(err).__name__})")
+            if self._lost and self.output is not None:
+                self.output.hold(reason)  # every failed check: what was retried since fails too
+            return self._down(reason)
+        if self._new_cluster and not self._lost:  # restarted within one interval: lost all the same
+            self._lost = True
+            if self.on_lost is not None:
+                self.on_lost()
+            if self.output is not None:
+                self.output.hold("kafka restarted without our records")
         missing = [t for t in self.topics if t not in present]
         if missing and self.kafka.auto_create_topics:
             try:
@@ -112,6 +130,8 @@ class BrokerHealth:
                 return self._down(f"topics missing: {', '.join(missing)}; creating them failed ({type(err).__name__})")
         if missing:
             return self._down(f"topics missing: {', '.join(missing)}")
+        if self.output is not None:
+            self.output.release()  # every topic is there: records have somewhere to go again
         if self._new_cluster and self.on_new_cluster is not None:
             self._down("restarting the consumers on the new kafka cluster")
             try:
@@ -178,28 +198,3 @@ class BrokerHealth:
                     "kafka available again: ready", down_s=round(time.monotonic() - since, 1) if since else None
                 )
         self.reason, self._down_since = None, None
-
-
-async def _commits_held(*args: Any, **kwargs: Any) -> None:
-    raise CommitFailedError("commits held: kafka was lost and may have come back without our records")
-
-
-def hold_commits(consumer: Any) -> None:
-    """No commit of this consumer reaches Kafka (its own auto-commits included) until
-    `release_commits`: the positions it holds may belong to a cluster that is gone."""
-    if "commit" in vars(consumer):
-        return
-    consumer.commit = _commits_held
-    coordinator = getattr(consumer, "_coordinator", None)
-    if coordinator is not None and hasattr(coordinator, "_enable_auto_commit"):
-        consumer._agentstream_auto_commit = coordinator._enable_auto_commit
-        coordinator._enable_auto_commit = False
-
-
-def release_commits(consumer: Any) -> None:
-    if "commit" not in vars(consumer):
-        return
-    del consumer.commit
-    coordinator = getattr(consumer, "_coordinator", None)
-    if coordinator is not None and hasattr(consumer, "_agentstream_auto_commit"):
-        coordinator._enable_auto_commit = consumer._agentstream_auto_commit

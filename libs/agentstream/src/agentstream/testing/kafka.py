@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from agentstream.kafka.internals import refresh_metadata
+
 
 @dataclass(frozen=True)
 class RawRecord:
@@ -46,7 +48,7 @@ async def read_until(
     try:
         parts = consumer.partitions_for_topic(topic)
         if not parts:
-            await consumer._client.force_metadata_update()  # noqa: SLF001
+            await refresh_metadata(consumer)
             parts = consumer.partitions_for_topic(topic) or set()
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
         consumer.assign(tps)
@@ -73,7 +75,7 @@ async def read_to_end(bootstrap: str, topic: str, timeout: float = 30.0) -> list
     await consumer.start()
     records: list[RawRecord] = []
     try:
-        await consumer._client.force_metadata_update()  # noqa: SLF001
+        await refresh_metadata(consumer)
         tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or set())]
         if not tps:
             raise LookupError(f"topic {topic!r} does not exist")

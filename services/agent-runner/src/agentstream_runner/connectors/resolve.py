@@ -1,4 +1,4 @@
-"""Which connector answers a run (ARCHITECTURE §3.4), and the open connectors.
+"""Which connector answers a run, and the open connectors.
 
 `resolve_connector` is the pure decision:
 1. the request's `connector` option, else the assistant's connector;

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentstream.auth import AUTH_RESPONSES, Principal, WebSession, WebSessions, authenticate, bearer_token
 from agentstream.contracts import InboundMessage, User, new_id
-from agentstream.service import describe_validation_error
+from agentstream.kafka.decoding import describe_validation_error
 from agentstream_delivery.adapters.web import WebAdapter
 from agentstream_delivery.adapters.web_identity import (
     WEB_PLATFORM,

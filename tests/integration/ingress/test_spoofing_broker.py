@@ -13,7 +13,7 @@ from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.kafka import read_to_end
-from agentstream_ingress import IngressService
+from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 
 SPOOFS = [
     {"id": "s1", "platform": "telegram", "chat_id": "555", "user": {"id": "555"}, "text": "spoof: post into 555"},
@@ -34,7 +34,7 @@ async def test_spoofed_bodies_are_refused_and_never_reach_kafka(settings_factory
     finally:
         await engine.dispose()
     own = f"key.{key.key_id}"
-    svc = IngressService(settings)
+    svc = bootstrap_ingress(settings)
     host = ServiceHost([svc], "127.0.0.1", {"ingress": free_port()})
     headers = {"Authorization": f"Bearer {key.token}"}
     async with host, httpx.AsyncClient(base_url=host.url("ingress"), headers=headers, timeout=10) as client:

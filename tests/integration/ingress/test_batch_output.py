@@ -5,7 +5,7 @@ from aiokafka import AIOKafkaProducer
 from agentstream.contracts import InboundMessage, User
 from agentstream.kafka import create_topics
 from agentstream.testing.kafka import read_until
-from agentstream_ingress.output import Output
+from agentstream_ingress.batch_output import BatchOutput
 
 KEYS = [f"web:chat-{i}" for i in range(40)]
 
@@ -23,7 +23,7 @@ async def test_output_lands_where_a_keyed_send_would_in_order(settings_factory):
     try:
         for key in KEYS:  # aiokafka's own choice, one keyed send per key
             await producer.send_and_wait(by_send, b"{}", key=key.encode())
-        out = Output()
+        out = BatchOutput()
         for i in range(400):
             msg = message(i)
             out.add(by_output, msg, msg.conversation_key)
@@ -54,7 +54,7 @@ async def test_a_large_output_goes_out_in_few_batches(settings_factory):
     producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap_servers, acks="all")
     await producer.start()
     try:
-        out = Output()
+        out = BatchOutput()
         for i in range(600):  # ~1 KiB each: ~600 KiB, 37 batches at the producer's default 16 KiB
             out.add(topic, message(i, "x" * 800), "web:one")
         acks = await out.send(producer)

@@ -22,7 +22,7 @@ from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
-from agentstream_ingress import IngressService
+from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 from agentstream_persistence import PersistenceService
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "openapi-ingress.json"
@@ -77,7 +77,7 @@ async def test_ingress_no_server_errors_with_credentials(settings_factory, topic
     )
     writer = await _key(settings.database.url, {Scope.MESSAGES_WRITE})
     schema = schemathesis.openapi.from_path(DOC)
-    host = ServiceHost([IngressService(settings)], "127.0.0.1", {"ingress": free_port()})
+    host = ServiceHost([bootstrap_ingress(settings)], "127.0.0.1", {"ingress": free_port()})
     async with host:
         as_admin = await asyncio.to_thread(fuzz, schema, host.url("ingress"), ADMIN_HEADERS)
         as_writer = await asyncio.to_thread(

@@ -5,14 +5,14 @@ webhook message with that id (on SQLite and PostgreSQL)."""
 from __future__ import annotations
 
 import httpx
-from tests.integration.ingress.test_ingress_decisions_broker import settled
 
 from agentstream.contracts import RunCommandAdapter, StartRun
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import read_until
-from agentstream_ingress import IngressService
+from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
+from tests.integration.ingress.test_decisions_broker import settled
 
 TG_SECRET = {"X-Telegram-Bot-Api-Secret-Token": "tg-secret"}
 UPDATE = {
@@ -41,7 +41,7 @@ async def test_an_id_squatted_through_the_api_leaves_the_webhook_message_answere
     settings = settings_factory(
         db_url=db_url, ingress={"webhooks": {"telegram": {"main": {"secret_env": "T_TG_SECRET"}}}}
     )
-    svc = IngressService(settings)
+    svc = bootstrap_ingress(settings)
     host = ServiceHost([svc], "127.0.0.1", {"ingress": free_port()})
     async with host, httpx.AsyncClient(base_url=host.url("ingress"), timeout=10) as client:
         for _ in range(2):  # the API post first, each twice: one run per source

@@ -8,7 +8,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.kafka import produce_raw, read_until
-from agentstream_ingress import IngressService
+from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 
 
 async def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int | None]:
@@ -22,7 +22,7 @@ async def committed(bootstrap: str, group: str, topic: str, partitions: int) -> 
 
 async def test_offsets_are_committed_after_the_output_and_auto_commit_is_off(settings_factory, topics_created):
     settings = settings_factory()
-    svc = IngressService(settings)
+    svc = bootstrap_ingress(settings)
     bootstrap, t = settings.kafka.bootstrap_servers, svc.topics
     async with ServiceHost([svc], "127.0.0.1", {"ingress": free_port()}):
         consumer = svc.subscriber.consumer
@@ -49,7 +49,7 @@ async def test_a_batch_whose_output_failed_is_read_again_and_every_run_starts_on
     from agentstream.contracts import StartRun
     from agentstream_ingress import app as ingress_app
 
-    real_send, failed_batches = ingress_app.Output.send, []
+    real_send, failed_batches = ingress_app.BatchOutput.send, []
 
     async def send_failing_once(self, producer):  # type: ignore[no-untyped-def]
         if failed_batches:
@@ -60,9 +60,9 @@ async def test_a_batch_whose_output_failed_is_read_again_and_every_run_starts_on
         lost.set_exception(RuntimeError("KafkaTimeoutError: the producer gave up"))
         return [lost]
 
-    monkeypatch.setattr(ingress_app.Output, "send", send_failing_once)
+    monkeypatch.setattr(ingress_app.BatchOutput, "send", send_failing_once)
     settings = settings_factory()
-    svc = IngressService(settings)
+    svc = bootstrap_ingress(settings)
     bootstrap, t = settings.kafka.bootstrap_servers, svc.topics
     for i in range(6):  # in the topic before ingress starts: the first batch holds several
         # one user each: the rate limiter (in memory) saw the failed batch too

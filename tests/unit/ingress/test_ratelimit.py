@@ -1,4 +1,4 @@
-"""Ingress's token buckets are bounded: full buckets are forgotten, a limited user's is kept."""
+"""ratelimit: a token bucket per user that refills over time; full buckets are forgotten, a limited user's is kept."""
 
 from __future__ import annotations
 
@@ -20,3 +20,15 @@ def test_a_limited_user_stays_limited_under_pressure_and_refilled_buckets_go(mon
     now[0] += 400  # every bucket has refilled: forgetting them changes nothing
     limiter.allow("p", "late")
     assert len(limiter) == 1
+
+
+def test_token_bucket_refills_over_time():
+    now = [0.0]
+    limiter = RateLimiter(RateLimitSettings(capacity=2, refill_per_s=1.0), clock=lambda: now[0])
+    assert [limiter.allow("p", "u") for _ in range(3)] == [True, True, False]
+    assert limiter.allow("p", "other")
+    now[0] = 0.5
+    assert not limiter.allow("p", "u")
+    now[0] = 1.6
+    assert limiter.allow("p", "u") and not limiter.allow("p", "u")
+    assert RateLimiter(RateLimitSettings(enabled=False, capacity=1)).allow("p", "u")

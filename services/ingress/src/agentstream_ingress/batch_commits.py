@@ -1,11 +1,11 @@
-"""`inbound` offsets, committed behind the handler instead of in its path.
+"""`inbound` offsets of a batch, committed once its output is acked, behind the handler.
 
 The handler hands a batch's output to the producer and returns: it waits neither for
 the broker's acks nor for a commit round trip, so the next batch is decided while this
 one's output is on its way. A batch holds its partitions' commit point at its first
 record until all its output is acked (and its dedupe rows recorded, `after`); a background
 task commits what is no longer held (one commit in flight; batches finished meanwhile go
-into the next one). So nothing is committed before its output is in Kafka. A partition
+into the next one; `agentstream.kafka.commits.OffsetCommitter`). So nothing is committed before its output is in Kafka. A partition
 being revoked, and the service stopping, first wait for the output in flight and commit
 what is done.
 
@@ -21,18 +21,19 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from aiokafka import ConsumerRebalanceListener, ConsumerRecord, TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
 
-from agentstream.kafka.offsets import CommitPoints
+from agentstream.kafka.commits import OffsetCommitter
 
 
-class BackgroundCommits:
+class BatchCommits:
+    """Holds each batch's partitions until its output is acked; rewinds a batch whose output failed."""
+
     def __init__(self, topic: str, consumer: Callable[[], Any], log: Any) -> None:
         self.topic = topic
-        self.consumer = consumer  # the subscriber's aiokafka consumer, None before it started
         self.log = log
-        self.points = CommitPoints()
-        self._task: asyncio.Task[None] | None = None
+        self.committer = OffsetCommitter(topic, consumer, log, on_forget=self._forget_rewound)
+        self.points = self.committer.points
         self._in_flight: set[asyncio.Task[None]] = set()
         self._rewound: dict[int, set[int]] = {}  # partition → first offsets of failed batches not re-read yet
 
@@ -91,12 +92,11 @@ class BackgroundCommits:
                 undo()
         for partition, offset in firsts.items():
             self.points.release(partition, offset)
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._commit_due(), name="ingress-commits")
+        self.committer.commit_soon()
 
     async def _rewind(self, firsts: dict[int, int]) -> None:
         """Keep the failed batch's holds and seek back to its first records."""
-        consumer = self.consumer()
+        consumer = self.committer.consumer()
         assigned = {tp.partition for tp in consumer.assignment() if tp.topic == self.topic} if consumer else set()
         for partition, offset in firsts.items():
             if partition not in assigned:  # moved away: its new owner reads from the last commit
@@ -116,43 +116,13 @@ class BackgroundCommits:
         """Wait for the output in flight, then commit everything done, and wait for that."""
         if self._in_flight:
             await asyncio.wait(set(self._in_flight))
-        if self._task is not None:
-            await asyncio.wait({self._task})
-        await self._commit_due()
+        await self.committer.flush()
 
-    def forget(self, partitions: set[int]) -> None:
-        self.points.forget(partitions)
+    async def partitions_revoked(self, partitions: set[int]) -> None:
+        """Before partitions move to another consumer, commit what was done with them."""
+        await self.flush()
+        self.committer.forget(partitions)
+
+    def _forget_rewound(self, partitions: set[int]) -> None:
         for partition in partitions:
             self._rewound.pop(partition, None)
-
-    async def _commit_due(self) -> None:
-        while due := self.points.due():
-            consumer = self.consumer()
-            if consumer is None:
-                return
-            # A batch handled while its partition moved elsewhere: the new owner continues from
-            # the last commit (and dedupe drops what this consumer already decided).
-            assigned = {tp.partition for tp in consumer.assignment() if tp.topic == self.topic}
-            if gone := set(due) - assigned:
-                self.forget(gone)
-                continue
-            try:
-                await consumer.commit({TopicPartition(self.topic, p): offset for p, offset in due.items()})
-            except Exception as err:  # e.g. a rebalance in progress: the next batch commits again
-                self.log.warning("offset commit failed", points=due, error=repr(err))
-                return
-            self.points.committed(due)
-
-
-class CommitOnRevoke(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Before partitions move to another consumer, commit what was done with them."""
-
-    def __init__(self, commits: BackgroundCommits) -> None:
-        self.commits = commits
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self.commits.flush()
-        self.commits.forget({tp.partition for tp in revoked})
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        return None

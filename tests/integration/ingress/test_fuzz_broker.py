@@ -20,7 +20,7 @@ from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import read_until
-from agentstream_ingress import IngressService
+from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 
 TOTAL = 1000
 MAX_TEXT = 2000
@@ -86,7 +86,7 @@ def corpus() -> tuple[list[bytes], set[str], int]:
 
 async def test_thousand_mixed_records(settings_factory, topics_created):
     settings = settings_factory(ingress={"max_text_chars": MAX_TEXT}, authz={"rate_limit": {"enabled": False}})
-    svc = IngressService(settings)
+    svc = bootstrap_ingress(settings)
     bootstrap, t = settings.kafka.bootstrap_servers, svc.topics
     records, valid_ids, bad = corpus()
     host = ServiceHost([svc], "127.0.0.1", {"ingress": free_port()})

@@ -19,7 +19,7 @@ from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.db.models_auth import ApiKey
 from agentstream.db.models_ingress import InboundDedupe, IngressConversation, PairingCode
 from agentstream.retention import run_purges
-from agentstream_ingress import IngressService
+from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 from agentstream_ingress.pairing_store import PairingStore
 from agentstream_ingress.retention import ingress_purges
 from agentstream_ingress.store import IngressStore
@@ -117,5 +117,5 @@ async def test_history_retention_clears_what_ingress_remembers_of_idle_conversat
 
 
 def test_ingress_runs_its_own_purges() -> None:
-    svc = IngressService(load_settings())
+    svc = bootstrap_ingress(load_settings())
     assert svc.retention.plan is ingress_purges

@@ -26,7 +26,7 @@ from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import produce_raw, read_until
-from agentstream_ingress import IngressService
+from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 from agentstream_ingress.pairing import ApproveOutcome
 from agentstream_ingress.pairing_store import PairingStore
 from agentstream_ingress.webhooks import slack
@@ -114,7 +114,7 @@ def slack_post(client: httpx.AsyncClient, payload: dict, secret: str = "slack-se
 
 async def test_each_step_decides_and_nothing_else_happens(settings_factory, topics_created, monkeypatch):
     settings = settings_factory(**config(monkeypatch))
-    svc = IngressService(settings)
+    svc = bootstrap_ingress(settings)
     bootstrap, t = settings.kafka.bootstrap_servers, svc.topics
     tg_update = {
         "update_id": 1,

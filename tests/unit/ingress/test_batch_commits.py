@@ -1,4 +1,4 @@
-"""BackgroundCommits: commits only what is decided and acked, one commit at a time, never a lost partition."""
+"""BatchCommits: commits only what is decided and acked, one commit at a time, never a lost partition."""
 
 import asyncio
 from types import SimpleNamespace
@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import structlog
 from aiokafka import TopicPartition
 
-from agentstream_ingress.commits import BackgroundCommits, CommitOnRevoke
+from agentstream_ingress.batch_commits import BatchCommits
 
 TOPIC = "t.inbound"
 
@@ -42,8 +42,8 @@ def records(partition: int, *offsets: int) -> list[SimpleNamespace]:
     return [SimpleNamespace(partition=partition, offset=o) for o in offsets]
 
 
-def commits_for(consumer: RecordingConsumer | None) -> BackgroundCommits:
-    return BackgroundCommits(TOPIC, lambda: consumer, structlog.get_logger("test"))
+def commits_for(consumer: RecordingConsumer | None) -> BatchCommits:
+    return BatchCommits(TOPIC, lambda: consumer, structlog.get_logger("test"))
 
 
 def failed() -> asyncio.Future[None]:
@@ -157,7 +157,7 @@ async def test_revoked_partitions_are_committed_first_and_then_never_again():
     consumer = RecordingConsumer({0, 1})
     commits = commits_for(consumer)
     commits.after_acks([acked()], records(1, 7))
-    await CommitOnRevoke(commits).on_partitions_revoked({TopicPartition(TOPIC, 1)})
+    await commits.partitions_revoked({1})
     assert consumer.commits == [{1: 8}]
     consumer.partitions = {0}
     commits.after_acks([acked()], records(1, 8) + records(0, 2))  # a batch in flight during the rebalance

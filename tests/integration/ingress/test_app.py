@@ -6,12 +6,12 @@ from agentstream.contracts import DeadLetter, Notice, RunCommandAdapter, RunEven
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.kafka import produce_raw, read_until
-from agentstream_ingress import IngressService
+from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 
 
 async def test_bad_records_go_to_dlq_and_next_message_is_queued(settings_factory, topics_created):
     settings = settings_factory()
-    svc = IngressService(settings)
+    svc = bootstrap_ingress(settings)
     bootstrap, t = settings.kafka.bootstrap_servers, svc.topics
     async with ServiceHost([svc], "127.0.0.1", {"ingress": free_port()}):
         await produce_raw(bootstrap, t.inbound, b"this is not json", key=b"web:c1")

@@ -11,7 +11,7 @@ from agentstream.contracts import LedgerState, ReplyTarget
 from agentstream_delivery.adapters import MemoryAdapter
 from agentstream_delivery.ledger import LedgerEntry, LedgerScope, MemoryLedger, sha256
 from agentstream_delivery.stream_actor import StreamActor, StreamKey
-from agentstream_delivery.stream_inputs import Finish, TextDelta
+from agentstream_delivery.stream_inputs import Finish, StreamInput, TextDelta
 from agentstream_delivery.stream_model import StreamState
 
 TARGET = ReplyTarget(platform="memory", chat_id="c1")
@@ -64,26 +64,33 @@ async def test_failed_send_does_not_lose_the_final_text():
 
 
 # -- a stream resumed from its ledger ------------------------------------------------------------
-async def test_resumed_stream_edits_the_posted_message_instead_of_posting_again():
-    memory = MemoryAdapter(edit_interval=0.01)
-    posted = await memory.send(TARGET, "Hello wo ▉")  # before the crash
-    ledger = MemoryLedger()
-    scope = LedgerScope("memory", "c1", "r1", "memory:c1")
-    await ledger.record(scope, LedgerEntry(0, "sent", posted, len("Hello wo ▉"), sha256("Hello wo ▉")))
+SCOPE = LedgerScope("memory", "c1", "r1", "memory:c1")
+
+
+async def replay(memory: MemoryAdapter, ledger: MemoryLedger, *inputs: StreamInput) -> None:
+    """A restarted stream over the ledger rows of its first life, fed `inputs` until it closes."""
     a = StreamActor(
         StreamKey.of("r1", TARGET),
         TARGET,
         memory,
         structlog.get_logger("test"),
         ledger=ledger,
-        conversation_key="memory:c1",
+        conversation_key=SCOPE.conversation_key,
     )
     a.start()
-    for piece in ("Hello", " wo", "rld"):  # the replay from the committed offset
-        a.feed(TextDelta("m1", piece))
-    a.feed(Finish("completed"))
+    for inp in inputs:
+        a.feed(inp)
     assert a.task is not None
     await asyncio.wait_for(a.task, 2)
+
+
+async def test_resumed_stream_edits_the_posted_message_instead_of_posting_again():
+    memory = MemoryAdapter(edit_interval=0.01)
+    posted = await memory.send(TARGET, "Hello wo ▉")  # before the crash
+    ledger = MemoryLedger()
+    await ledger.record(SCOPE, LedgerEntry(0, "sent", posted, len("Hello wo ▉"), sha256("Hello wo ▉")))
+    pieces = [TextDelta("m1", piece) for piece in ("Hello", " wo", "rld")]  # the replay from the committed offset
+    await replay(memory, ledger, *pieces, Finish("completed"))
     [msg] = memory.messages("c1")
     assert msg.text == "Hello world" and msg.final
     assert ledger.rows[("memory", "c1", "r1", 0)].landed("Hello world")
@@ -92,21 +99,8 @@ async def test_resumed_stream_edits_the_posted_message_instead_of_posting_again(
 async def test_send_cut_off_by_a_crash_is_unknown_and_the_final_goes_out_as_a_new_message():
     memory = MemoryAdapter(edit_interval=0.01)
     ledger = MemoryLedger()
-    scope = LedgerScope("memory", "c1", "r1", "memory:c1")
-    await ledger.record(scope, LedgerEntry(0, LedgerState.SENDING, None, 5, sha256("Hi ▉")))  # cut off by kill -9
-    a = StreamActor(
-        StreamKey.of("r1", TARGET),
-        TARGET,
-        memory,
-        structlog.get_logger("test"),
-        ledger=ledger,
-        conversation_key="memory:c1",
-    )
-    a.start()
-    a.feed(TextDelta("m1", "Hi there"))
-    a.feed(Finish("completed"))
-    assert a.task is not None
-    await asyncio.wait_for(a.task, 2)
+    await ledger.record(SCOPE, LedgerEntry(0, LedgerState.SENDING, None, 5, sha256("Hi ▉")))  # cut off by kill -9
+    await replay(memory, ledger, TextDelta("m1", "Hi there"), Finish("completed"))
     assert [m.text for m in memory.messages("c1")] == ["Hi there"]  # the segment is not lost
     assert ledger.rows[("memory", "c1", "r1", 0)].landed("Hi there")
 
@@ -114,19 +108,7 @@ async def test_send_cut_off_by_a_crash_is_unknown_and_the_final_goes_out_as_a_ne
 async def test_pending_row_never_left_and_is_sent_after_restart():
     memory = MemoryAdapter(edit_interval=0.01)
     ledger = MemoryLedger()
-    scope = LedgerScope("memory", "c1", "r1", "memory:c1")
-    await ledger.record(scope, LedgerEntry(0, LedgerState.PENDING))  # waited behind a 429 when killed
-    a = StreamActor(
-        StreamKey.of("r1", TARGET),
-        TARGET,
-        memory,
-        structlog.get_logger("test"),
-        ledger=ledger,
-        conversation_key="memory:c1",
-    )
-    a.start()
-    a.feed(Finish("completed", text="The whole answer"))
-    assert a.task is not None
-    await asyncio.wait_for(a.task, 2)
+    await ledger.record(SCOPE, LedgerEntry(0, LedgerState.PENDING))  # waited behind a 429 when killed
+    await replay(memory, ledger, Finish("completed", text="The whole answer"))
     assert [m.text for m in memory.messages("c1")] == ["The whole answer"]
     assert {e.state for e in ledger.rows.values()} == {LedgerState.SENT}

@@ -4,7 +4,6 @@ threshold, length splits, think blocks, tool progress and degradation."""
 from __future__ import annotations
 
 import pytest
-from tests.unit.delivery.machine_harness import CURSOR, INTERVAL, feed, model
 
 from agentstream.contracts import FinishReason, MessageDelta, RunFinished, SegmentBreak, ToolCall
 from agentstream_delivery.platform_ops import Edit, Send, coalesce
@@ -21,6 +20,7 @@ from agentstream_delivery.stream_inputs import (
 )
 from agentstream_delivery.stream_machine import transition
 from agentstream_delivery.stream_model import StreamModel, StreamState
+from tests.unit.delivery.machine_harness import CURSOR, INTERVAL, feed, model
 
 
 def previewing(text: str = "Hello", at: float = 0.0) -> StreamModel:

@@ -4,7 +4,6 @@ capability, and how a resume re-marks the partial first attempt."""
 from __future__ import annotations
 
 import pytest
-from tests.unit.delivery.machine_harness import model
 
 from agentstream.contracts import FinishReason, RunFinished, RunStatus
 from agentstream_delivery.platform_ops import Edit, Send
@@ -12,6 +11,7 @@ from agentstream_delivery.render import RESUMED_MARKER, RESUMED_NOTICE
 from agentstream_delivery.stream_inputs import Break, Finish, TextDelta, ToolStarted, stream_input
 from agentstream_delivery.stream_machine import transition
 from agentstream_delivery.stream_model import StreamModel, StreamState
+from tests.unit.delivery.machine_harness import model
 
 PARTIAL = "Half an answer"
 # The documented texts (docs/delivery.md, "How a run ends"), spelled out: a change must change both.

@@ -16,9 +16,11 @@ test: setup  ## the whole suite (unit, integration on the embedded broker, e2e),
 test-fast: setup  ## unit tests only
 	$(UV) run pytest tests/unit
 
-lint: setup
+lint: setup  ## ruff (lint and format check), mypy: strict on libs/agentstream and tests/typing, default on services
 	$(UV) run ruff check .
-	for p in libs/agentstream/src services/*/src; do $(UV) run mypy $$p || exit 1; done
+	$(UV) run ruff format --check .
+	$(UV) run mypy --strict libs/agentstream/src tests/typing
+	for p in services/*/src; do $(UV) run mypy $$p || exit 1; done
 
 demo: setup  ## one scripted conversation with a tool, end to end, then exit
 	$(UV) run agentstream demo

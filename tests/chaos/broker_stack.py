@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tests.chaos.processes import service_env
-from tests.e2e.processes import spawn, stop
 
 from agentstream.config import SERVICES, Settings
 from agentstream.kafka import EmbeddedBroker, create_topics, free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
+from tests.chaos.processes import service_env
+from tests.e2e.processes import spawn, stop
 
 HEALTH_INTERVAL_S = "0.5"
 

@@ -19,12 +19,12 @@ from typing import Any
 
 import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from tests.chaos.processes import ServiceProcess, service_env
 
 from agentstream.contracts import DeliveryReceipt, EventBase, MessageDelta, ReplyTarget, RunFinished, RunStarted
 from agentstream.kafka import create_topics, free_port
 from agentstream.testing.fake_platforms import FakeTelegram
 from agentstream.testing.fixtures import ADMIN_HEADERS, make_test_settings
+from tests.chaos.processes import ServiceProcess, service_env
 
 CURSOR = "▉"
 # Short timings (2 cores): a call times out after 0.5 s; an unknown call may land for 2.5 s.

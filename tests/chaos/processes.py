@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tests.e2e.processes import spawn, stop
 
 from agentstream.config import Settings
+from tests.e2e.processes import spawn, stop
 
 
 def service_env(settings: Settings, **extra: Any) -> dict[str, str]:

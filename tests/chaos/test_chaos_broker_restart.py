@@ -26,11 +26,11 @@ import uuid
 
 import httpx
 import pytest
-from tests.chaos.broker_stack import Stack, chat_texts, post, restart_broker
-from tests.e2e.conftest import DEMO_ANSWER
 
 from agentstream.kafka import EmbeddedBroker, create_topics, free_port
 from agentstream.testing.fixtures import make_test_settings
+from tests.chaos.broker_stack import Stack, chat_texts, post, restart_broker
+from tests.e2e.conftest import DEMO_ANSWER
 
 pytestmark = pytest.mark.chaos
 

@@ -10,7 +10,6 @@ import asyncio
 
 import pytest
 from sqlalchemy import func, select
-from tests.chaos.processes import ServiceProcess, service_env
 
 from agentstream.contracts import ReplyTarget, StartRun, User
 from agentstream.db import Message, Run, create_engine, session_factory
@@ -19,6 +18,7 @@ from agentstream.kafka import create_topics, free_port
 from agentstream.testing.fixtures import make_test_settings
 from agentstream.testing.kafka import RawRecord, read_until
 from agentstream_runner import AgentRunnerService
+from tests.chaos.processes import ServiceProcess, service_env
 
 pytestmark = pytest.mark.chaos
 

@@ -18,13 +18,13 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.chaos.broker_stack import Stack, chat_texts, post
-from tests.e2e.conftest import DEMO_ANSWER
 
 from agentstream.contracts import DeadLetter, Notice, ReplyTarget, StartRun, ToolCallRequest, User
 from agentstream.kafka import create_topics
 from agentstream.testing.fixtures import make_test_settings
 from agentstream.testing.kafka import produce_raw, read_to_end, read_until
+from tests.chaos.broker_stack import Stack, chat_texts, post
+from tests.e2e.conftest import DEMO_ANSWER
 
 pytestmark = pytest.mark.chaos
 

@@ -22,8 +22,6 @@ from pathlib import Path
 import httpx
 import pytest
 from sqlalchemy import Engine, create_engine, func, insert, select
-from tests.chaos.broker_stack import Stack, chat_texts, post
-from tests.e2e.conftest import DEMO_ANSWER
 
 from agentstream.contracts import LedgerState
 from agentstream.contracts.inbound import KAFKA_SOURCE
@@ -34,6 +32,8 @@ from agentstream.kafka import create_topics
 from agentstream.retention import table_of
 from agentstream.testing.fixtures import make_test_settings
 from agentstream.testing.kafka import produce_raw
+from tests.chaos.broker_stack import Stack, chat_texts, post
+from tests.e2e.conftest import DEMO_ANSWER
 
 pytestmark = pytest.mark.chaos
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tests.chaos.processes import ServiceProcess, service_env
 
 from agentstream.contracts import ReplyTarget, RunEventAdapter, RunFinished, StartRun, User
 from agentstream.host import ServiceHost
@@ -20,6 +19,7 @@ from agentstream.testing.fixtures import make_test_settings
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_persistence import PersistenceService
 from agentstream_tools import ToolExecutorService
+from tests.chaos.processes import ServiceProcess, service_env
 
 pytestmark = pytest.mark.chaos
 

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.chaos.processes import ServiceProcess, service_env
 
 from agentstream.contracts import (
     FinishReason,
@@ -40,6 +39,7 @@ from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 from agentstream_delivery.render import ENDING_SEPARATOR, ENDING_TEXTS, RESUMED_MARKER
 from agentstream_persistence import PersistenceService
 from agentstream_tools import ToolExecutorService
+from tests.chaos.processes import ServiceProcess, service_env
 
 pytestmark = pytest.mark.chaos
 

@@ -22,8 +22,6 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.chaos.processes import service_env
-from tests.e2e.processes import stop as stop_process
 
 from agentstream.contracts import ReplyTarget, RunEventAdapter, RunFinished, StartRun, ToolCallResult, User
 from agentstream.host import ServiceHost
@@ -33,6 +31,8 @@ from agentstream.testing.fixtures import ADMIN_TOKEN_ENV, make_test_settings
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_runner import AgentRunnerService
 from agentstream_tools.calls import STOPPED_DURING_CALL
+from tests.chaos.processes import service_env
+from tests.e2e.processes import stop as stop_process
 
 pytestmark = pytest.mark.chaos
 

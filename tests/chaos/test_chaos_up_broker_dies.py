@@ -9,10 +9,10 @@ import signal
 import time
 
 import pytest
-from tests.e2e.processes import group_members, pid_alive, spawn, stop
 
 from agentstream.kafka import free_port
 from agentstream_stack.cli import BROKER_DIED_EXIT
+from tests.e2e.processes import group_members, pid_alive, spawn, stop
 
 pytestmark = pytest.mark.chaos
 

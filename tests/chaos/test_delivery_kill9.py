@@ -16,12 +16,12 @@ import signal
 import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
-from tests.e2e.processes import spawn, stop
 
 from agentstream.contracts import EventBase, MessageDelta, ReplyTarget, RunFinished, RunStarted
 from agentstream.kafka import create_topics, free_port
 from agentstream.testing.fake_platforms import FakeTelegram
 from agentstream.testing.fixtures import ADMIN_HEADERS, make_test_settings
+from tests.e2e.processes import spawn, stop
 
 pytestmark = pytest.mark.chaos
 

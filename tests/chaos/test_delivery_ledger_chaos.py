@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tests.chaos.delivery_rig import CURSOR, TELEGRAM, DeliveryRig, answer, tally
 
 from agentstream.contracts import LedgerState, Notice, ReplyTarget
 from agentstream.testing.fake_platforms import FakeTelegram
+from tests.chaos.delivery_rig import CURSOR, TELEGRAM, DeliveryRig, answer, tally
 
 pytestmark = pytest.mark.chaos
 

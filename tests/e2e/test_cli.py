@@ -11,9 +11,9 @@ import time
 
 import httpx
 import pytest
-from tests.e2e.processes import AGENTSTREAM, group_members, pid_alive, spawn, stop
 
 from agentstream.kafka import free_port
+from tests.e2e.processes import AGENTSTREAM, group_members, pid_alive, spawn, stop
 
 
 def test_demo_exits_zero_quickly_and_prints_the_reply(tmp_path):

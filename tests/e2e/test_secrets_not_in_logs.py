@@ -18,7 +18,6 @@ from pathlib import Path
 import httpx
 import pytest
 from sqlalchemy.engine import make_url
-from tests.e2e.processes import spawn, stop
 
 from agentstream.config import SERVICES
 from agentstream.kafka import create_topics, free_port
@@ -26,6 +25,7 @@ from agentstream.secrets_mask import MASK
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream.testing.fake_platforms.telegram import FakeTelegram
 from agentstream.testing.fixtures import PG_ADMIN_URL, make_test_settings
+from tests.e2e.processes import spawn, stop
 
 BOT_ID = "987654321"
 BOT_SECRET = "AAHs3cr3tB0tT0k3nZx81Qw72Er63Ty54Ui"

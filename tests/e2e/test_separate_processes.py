@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 
 import httpx
-from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
-from tests.e2e.processes import spawn, stop
 
 from agentstream.config import SERVICES
 from agentstream.kafka import create_topics, free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS, make_test_settings
 from agentstream_stack.client import send_and_follow
+from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
+from tests.e2e.processes import spawn, stop
 
 
 async def test_five_processes_answer_and_persist(kafka_bootstrap, topic_prefix, tmp_path):

@@ -10,7 +10,6 @@ import re
 import httpx
 from aiokafka import AIOKafkaProducer
 from sqlalchemy import select
-from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
 
 from agentstream.contracts import DeadLetter, RunFinished, ToolCall, ToolResult
 from agentstream.db import Message, Run, create_engine, session_factory
@@ -18,6 +17,7 @@ from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_stack.client import send_and_follow
 from agentstream_stack.embedded import embedded_stack, free_ports
+from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
 
 
 async def _db_rows(url: str, root_run_id: str) -> tuple[list[Run], list[Message]]:

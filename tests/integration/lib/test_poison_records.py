@@ -13,7 +13,6 @@ import httpx
 import pytest
 from rich.console import Console
 from structlog.testing import capture_logs
-from tests.integration.persistence.test_persistence_broker import run_events
 
 from agentstream.contracts import DeadLetter, Notice, ReplyTarget, StartRun, ToolCallRequest, User
 from agentstream.host import ServiceHost
@@ -27,6 +26,7 @@ from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 from agentstream_persistence import PersistenceService
 from agentstream_runner import AgentRunnerService
 from agentstream_tools import ToolExecutorService
+from tests.integration.persistence.test_persistence_broker import run_events
 
 pytestmark = pytest.mark.integration
 

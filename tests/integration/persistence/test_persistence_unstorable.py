@@ -9,7 +9,6 @@ from collections.abc import Callable
 import httpx
 import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from tests.integration.persistence.test_persistence_broker import KEY, publish, run_events, wait_for_run
 
 from agentstream.config import Settings
 from agentstream.contracts import DeadLetter
@@ -18,6 +17,7 @@ from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import read_until
 from agentstream_persistence import PersistenceService
+from tests.integration.persistence.test_persistence_broker import KEY, publish, run_events, wait_for_run
 
 pytestmark = pytest.mark.integration
 

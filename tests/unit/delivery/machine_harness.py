@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentstream.config import ToolProgress
 from agentstream_delivery.adapters.base import Capabilities
 from agentstream_delivery.stream_machine import transition
 from agentstream_delivery.stream_model import StreamModel
@@ -9,7 +10,7 @@ from agentstream_delivery.stream_model import StreamModel
 CURSOR = " ▉"
 INTERVAL = 1.0
 # No tool line and no length splits unless a test asks for them.
-STREAMED = {"max_length": 1_000_000, "tool_progress": "off", "edit_interval": INTERVAL}
+STREAMED = {"max_length": 1_000_000, "tool_progress": ToolProgress.OFF, "edit_interval": INTERVAL}
 
 
 def model(**kw: object) -> StreamModel:

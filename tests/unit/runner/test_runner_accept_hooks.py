@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from tests.unit.runner import runner_hookfns as fns
-from tests.unit.runner.runner_harness import assistant, openai_connector, run
-
 from agentstream.contracts import RunFinished, RunStarted, StepCompleted
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.hooks import Hooks
+from tests.unit.runner import runner_hookfns as fns
+from tests.unit.runner.runner_harness import assistant, openai_connector, run
 
 
 def parent(**hooks) -> tuple[list, dict]:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from tests.unit.runner.runner_harness import FakeHistory, assistant, run
 
 from agentstream.contracts import ChatMessage
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.history import StoredMessage, drop_overlap, history_size, replay, skips_history
+from tests.unit.runner.runner_harness import FakeHistory, assistant, run
 
 
 async def test_tool_loop_two_turns_then_an_answer():

@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tests.unit.runner.runner_harness import FakeRoles, assistant, openai_connector, run
-
 from agentstream.contracts import MessageCompleted, MessageDelta, StepCompleted
 from agentstream.testing.fake_openai import FakeOpenAI
+from tests.unit.runner.runner_harness import FakeRoles, assistant, openai_connector, run
 
 ANSWER = "The quick brown fox jumps over the lazy dog"
 

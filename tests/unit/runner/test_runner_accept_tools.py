@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-from tests.unit.runner.runner_harness import assistant, run
-
 from agentstream.contracts import ToolCall, ToolResult
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.tool_phase import RETRY_INSTRUCTION
+from tests.unit.runner.runner_harness import assistant, run
 
 
 async def test_tool_call_succeeds_and_the_model_answers_from_it():

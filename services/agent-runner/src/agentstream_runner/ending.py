@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from agentstream.contracts import ChatMessage
+from agentstream.contracts import ChatMessage, MessageRole
 from agentstream_runner.errors import RunFailure
 from agentstream_runner.hooks import Delegate, NextInput, call_next
 from agentstream_runner.llm_step import Completion, llm_turn
@@ -77,7 +77,7 @@ async def next_hook_ending(scope: RunScope, completion: Completion, delegate: De
 
 def _conversation(scope: RunScope) -> list[ChatMessage]:
     """What a fallback assistant gets: the conversation and tool results, no system prompts."""
-    return [m for m in scope.memory if m.role != "system"]
+    return [m for m in scope.memory if m.role != MessageRole.SYSTEM]
 
 
 async def tool_loop_ending(scope: RunScope, completion: Completion, delegate: DelegateFn) -> Answer:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentstream.contracts import ChatMessage, new_id
+from agentstream.contracts import ChatMessage, MessageRole, StepType, new_id
 from agentstream.tools_catalog import tool_spec
 from agentstream_runner.ending import finish
 from agentstream_runner.errors import RunFailure
@@ -30,7 +30,7 @@ async def _apply_create_hook(scope: RunScope) -> Delegate | None:
     if scope.hooks.create is None:
         return None
     step_input = {"assistant": scope.assistant.id, "messages": len(scope.memory)}
-    async with step(scope.events, "hook_create", scope.step_id("hook_create"), step_input) as record:
+    async with step(scope.events, StepType.HOOK_CREATE, scope.step_id(StepType.HOOK_CREATE), step_input) as record:
         result = await call_create(
             scope.hooks.create,
             CreateInput(
@@ -73,7 +73,7 @@ async def execute(scope: RunScope) -> Answer:
 
 def _input_of(scope: RunScope) -> list[ChatMessage]:
     """The parent's non-system messages: what the child answers."""
-    return [m for m in scope.memory if m.role != "system"]
+    return [m for m in scope.memory if m.role != MessageRole.SYSTEM]
 
 
 def check_delegation(parent: RunScope, assistant_id: str) -> None:
@@ -93,7 +93,7 @@ async def run_child(parent: RunScope, delegate: Delegate) -> Answer:
     events = parent.events.child(child_id)
     messages = list(delegate.messages or [])
     step_input: dict[str, Any] = {"assistant": assistant.id, "child_run_id": child_id, "messages": len(messages)}
-    async with step(parent.events, "delegate", parent.step_id("delegate"), step_input) as record:
+    async with step(parent.events, StepType.DELEGATE, parent.step_id(StepType.DELEGATE), step_input) as record:
         child = RunScope(
             ctx=ctx,
             start=parent.start,

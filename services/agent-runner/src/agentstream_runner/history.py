@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agentstream.contracts import ChatMessage
+from agentstream.contracts import ChatMessage, MessageRole
 
 DEFAULT_HISTORY_SIZE = 20
 SUMMARY_CHARS = 200
@@ -52,10 +52,10 @@ def replay(rows: Sequence[StoredMessage]) -> list[ChatMessage]:
     `tool` message without it would be rejected by the APIs."""
     out: list[ChatMessage] = []
     for row in rows:
-        if row.role == "tool":
+        if row.role == MessageRole.TOOL:
             content = row.content if len(row.content) <= SUMMARY_CHARS else row.content[:SUMMARY_CHARS] + "…"
-            out.append(ChatMessage(role="assistant", content=f"[tool {row.name or '?'} returned: {content}]"))
-        elif row.role in ("user", "assistant"):
+            out.append(ChatMessage(role=MessageRole.ASSISTANT, content=f"[tool {row.name or '?'} returned: {content}]"))
+        elif row.role in (MessageRole.USER, MessageRole.ASSISTANT):
             out.append(ChatMessage(role=row.role, content=row.content))  # type: ignore[arg-type]
     return out
 

@@ -8,9 +8,12 @@ from dataclasses import dataclass, field
 
 from agentstream.contracts import (
     ChatMessage,
+    DeltaKind,
     MessageCompleted,
     MessageDelta,
+    MessageRole,
     MessageStarted,
+    StepType,
     ToolCallSpec,
     Usage,
     new_id,
@@ -29,7 +32,7 @@ class Completion:
     usage: Usage = field(default_factory=Usage)
 
     def as_message(self) -> ChatMessage:
-        return ChatMessage(role="assistant", content=self.text, tool_calls=self.tool_calls)
+        return ChatMessage(role=MessageRole.ASSISTANT, content=self.text, tool_calls=self.tool_calls)
 
 
 async def stream_completion(
@@ -46,7 +49,7 @@ async def stream_completion(
         await events.emit(MessageDelta, message_id=message_id, text=text)
 
     async def send_thinking(text: str) -> None:
-        await events.emit(MessageDelta, message_id=message_id, text=text, kind="thinking")
+        await events.emit(MessageDelta, message_id=message_id, text=text, kind=DeltaKind.THINKING)
 
     async def start_message() -> None:
         nonlocal started
@@ -90,7 +93,7 @@ async def llm_turn(scope: RunScope, *, with_tools: bool = True) -> Completion:
     tools = scope.tool_specs() if with_tools else ()
     request = LLMRequest(messages=tuple(scope.memory), tools=tools, options=dict(scope.options))
     step_input = {"connector": scope.connector.id, "messages": len(scope.memory), "tools": [t.name for t in tools]}
-    async with step(scope.events, "llm", scope.step_id("llm"), step_input) as record:
+    async with step(scope.events, StepType.LLM, scope.step_id(StepType.LLM), step_input) as record:
         # What the run wrote so far is stored before the model is asked: its first token then
         # goes out in a produce request of its own instead of queueing behind step.started's.
         await scope.events.confirm()

@@ -15,7 +15,7 @@ import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.config import RunnerSettings
-from agentstream.contracts import FinishReason, Notice, ResumeRun, RunFinished, RunStatus, StartRun
+from agentstream.contracts import FinishReason, Notice, NoticeLevel, ResumeRun, RunFinished, RunStatus, StartRun
 from agentstream_runner.assistants import Assistants
 from agentstream_runner.chat_sessions import KnownSessions, SessionStore
 from agentstream_runner.connectors import Connectors
@@ -147,7 +147,9 @@ class RunLauncher:
         events = RunEmitter.for_start(start, self._ports.publish_event)
         match why:
             case Dismissal.REJECTED:
-                await events.emit(Notice, level="warning", text=REJECTED_TEXT, reply_target=start.reply_target)
+                await events.emit(
+                    Notice, level=NoticeLevel.WARNING, text=REJECTED_TEXT, reply_target=start.reply_target
+                )
                 await events.emit(RunFinished, status=RunStatus.FAILED, reason=FinishReason.REJECTED, error=detail)
             case Dismissal.MERGED:
                 # Its text runs inside run `detail` and is stored there.

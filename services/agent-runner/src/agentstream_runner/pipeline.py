@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from agentstream.contracts import ChatMessage, Notice, RunFinished, RunStarted, StartRun, Usage
+from agentstream.contracts import ChatMessage, Notice, NoticeLevel, RunFinished, RunStarted, StartRun, Usage
 from agentstream_runner.context import RunContext
 from agentstream_runner.emitter import RunEmitter
 from agentstream_runner.errors import RunFailure
@@ -55,7 +55,7 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
 
     # 1. Permission: without an identity the user gets a notice and nothing else.
     if not is_authorized(start.user):
-        await events.emit(Notice, level="error", text=NOT_AUTHORIZED, reply_target=start.reply_target)
+        await events.emit(Notice, level=NoticeLevel.ERROR, text=NOT_AUTHORIZED, reply_target=start.reply_target)
         await events.confirm()
         return
 

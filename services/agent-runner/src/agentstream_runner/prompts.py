@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agentstream.contracts import ChatMessage, StartRun
+from agentstream.contracts import ChatMessage, MessageRole, StartRun
 from agentstream_runner.assistants import Assistant
 
 _VARIABLE = re.compile(r"\$CTX\.([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)*)")
@@ -45,4 +45,4 @@ def render_prompt(template: str, values: dict[str, str]) -> str:
 
 def system_messages(assistant: Assistant, start: StartRun, metadata: dict[str, Any]) -> list[ChatMessage]:
     values = prompt_context(assistant, start, metadata)
-    return [ChatMessage(role="system", content=render_prompt(p, values)) for p in assistant.system if p]
+    return [ChatMessage(role=MessageRole.SYSTEM, content=render_prompt(p, values)) for p in assistant.system if p]

@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agentstream.contracts import ChatMessage, ReplyTarget, ResumeRun, StartRun, Usage, User
+from agentstream.contracts import ChatMessage, MessageRole, ReplyTarget, ResumeRun, StartRun, Usage, User
 from agentstream.db.models import Message
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
 from agentstream_runner.history import StoredMessage
@@ -55,7 +55,7 @@ def callable_memory(steps: list[SavedStep]) -> list[ChatMessage] | None:
         if not saved.memory:
             continue
         last = saved.memory[-1]
-        if last.role == "assistant" and last.tool_calls:
+        if last.role == MessageRole.ASSISTANT and last.tool_calls:
             continue  # its tool round never completed
         return list(saved.memory)
     return None
@@ -66,7 +66,7 @@ def start_of(command: ResumeRun, checkpoint: Checkpoint) -> StartRun:
     info = checkpoint.start
     user_id = info.get("user_id")
     inputs = [ChatMessage.model_validate(m) for m in info.get("input") or []]
-    text = next((m.content for m in inputs if m.role == "user"), None) or info.get("text") or ""
+    text = next((m.content for m in inputs if m.role == MessageRole.USER), None) or info.get("text") or ""
     target = info.get("reply_target") or _target_of(command.conversation_key)
     return StartRun(
         run_id=command.run_id,
@@ -82,7 +82,7 @@ def start_of(command: ResumeRun, checkpoint: Checkpoint) -> StartRun:
 
 def saved_input(checkpoint: Checkpoint, start: StartRun) -> list[ChatMessage]:
     inputs = [ChatMessage.model_validate(m) for m in checkpoint.start.get("input") or []]
-    return inputs or [ChatMessage(role="user", content=start.text)]
+    return inputs or [ChatMessage(role=MessageRole.USER, content=start.text)]
 
 
 def _target_of(conversation_key: str) -> dict[str, Any]:

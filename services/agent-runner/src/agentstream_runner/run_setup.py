@@ -10,7 +10,7 @@ from typing import Any
 
 import structlog
 
-from agentstream.contracts import ChatMessage, StartRun
+from agentstream.contracts import ChatMessage, MessageRole, StartRun
 from agentstream_runner.assistants import Assistant
 from agentstream_runner.connectors import RoleOverrides
 from agentstream_runner.context import RunContext
@@ -30,7 +30,7 @@ def input_messages(start: StartRun) -> list[ChatMessage]:
     if isinstance(given, list) and given:
         return [ChatMessage.model_validate(m) for m in given]
     name = start.user.name if start.user else None
-    return [ChatMessage(role="user", content=start.text, name=name)]
+    return [ChatMessage(role=MessageRole.USER, content=start.text, name=name)]
 
 
 async def role_overrides(ctx: RunContext, start: StartRun) -> RoleOverrides:

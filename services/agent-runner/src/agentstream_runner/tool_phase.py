@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentstream.contracts import ChatMessage, SegmentBreak, ToolCallResult
+from agentstream.contracts import ChatMessage, MessageRole, SegmentBreak, ToolCallResult
 from agentstream_runner.errors import RunFailure
 from agentstream_runner.llm_step import Completion, llm_turn
 from agentstream_runner.scope import MAX_TOOL_ATTEMPTS, RunScope
@@ -53,7 +53,7 @@ PhaseEnd = ToolsDone | AnsweredOnRetry | ToolsFailed
 
 
 def retry_instruction(tool_names: list[str]) -> ChatMessage:
-    return ChatMessage(role="user", content=RETRY_INSTRUCTION.format(tools=", ".join(tool_names) or "none"))
+    return ChatMessage(role=MessageRole.USER, content=RETRY_INSTRUCTION.format(tools=", ".join(tool_names) or "none"))
 
 
 def describe_failures(results: list[ToolCallResult]) -> str:

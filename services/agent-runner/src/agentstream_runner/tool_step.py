@@ -13,6 +13,8 @@ from typing import Any
 
 from agentstream.contracts import (
     ChatMessage,
+    MessageRole,
+    StepType,
     ToolCall,
     ToolCallRequest,
     ToolCallResult,
@@ -29,7 +31,7 @@ TIMED_OUT = "tool timed out"
 def tool_message(result: ToolCallResult) -> ChatMessage:
     """What the model reads back for one call."""
     content = result.content if result.ok else f"error: {result.error}"
-    return ChatMessage(role="tool", content=content, name=result.tool, tool_call_id=result.call_id)
+    return ChatMessage(role=MessageRole.TOOL, content=content, name=result.tool, tool_call_id=result.call_id)
 
 
 async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int) -> ToolCallResult:
@@ -55,7 +57,7 @@ async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 
     """Run `calls` (made in the latest assistant message); appends one tool message per result."""
     events = scope.events
     step_input = {"attempt": attempt, "calls": [c.model_dump() for c in calls]}
-    async with step(events, "tool", scope.step_id("tool"), step_input) as record:
+    async with step(events, StepType.TOOL, scope.step_id(StepType.TOOL), step_input) as record:
         for call in calls:
             await events.emit(ToolCall, call_id=call.id, tool=call.name, arguments=call.arguments, attempt=attempt)
         # No heartbeat of its own: the pipeline heartbeats for the whole run.

@@ -20,6 +20,7 @@ from prometheus_client import Counter, Gauge
 from agentstream.auth import WebSessions
 from agentstream.contracts import (
     DeliveryReceipt,
+    KnownPlatform,
     Notice,
     ReplyTarget,
     RunEvent,
@@ -104,7 +105,7 @@ class DeliveryService(Service):
         # by `on_event`, held by each stream and notice until done (docs/delivery.md).
         self.committer = OffsetCommitter(self.topics.events, lambda: consumer_of(self.subscriber), self.log)
         add_routes(self.http, self.streams, self.memory)
-        if "web" in self.adapters:
+        if KnownPlatform.WEB in self.adapters:
             self._add_web_routes()
 
     def _subscribe(self) -> None:
@@ -128,7 +129,7 @@ class DeliveryService(Service):
                 "with a random per-process secret; they do not survive a restart or span replicas",
                 secret_env=self.settings.auth.web.secret_env,
             )
-        web_conf = self.settings.platforms.get("web")
+        web_conf = self.settings.platforms.get(KnownPlatform.WEB)
         add_web_routes(
             self.http,
             self.web,
@@ -335,7 +336,7 @@ class DeliveryService(Service):
 
     def _ingress_url(self) -> str:
         """Where the web page's messages go: `platforms.web.api_url`, else this host's ingress."""
-        conf = self.settings.platforms.get("web")
+        conf = self.settings.platforms.get(KnownPlatform.WEB)
         if conf is not None and conf.api_url:
             return conf.api_url
         host = self.settings.http.host

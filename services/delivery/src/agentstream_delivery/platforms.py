@@ -20,6 +20,7 @@ from rich.console import Console
 
 from agentstream.config import Settings
 from agentstream.config.delivery import PlatformSettings
+from agentstream.contracts import KnownPlatform
 from agentstream.secrets_mask import mask_url
 from agentstream_delivery.adapters import (
     ConsoleAdapter,
@@ -67,11 +68,11 @@ class Platform:
 
 
 PLATFORMS: dict[str, Platform] = {
-    "telegram": Platform(TelegramAdapter, "TELEGRAM_BOT_TOKEN"),
-    "slack": Platform(SlackAdapter, "SLACK_BOT_TOKEN"),
-    "discord": Platform(DiscordAdapter, "DISCORD_BOT_TOKEN"),
-    "signal": Platform(SignalAdapter, "SIGNAL_ACCOUNT", account_first=True),
-    "webhook": Platform(WebhookAdapter, "AGENTSTREAM_WEBHOOK_SECRET", "secret_env", url_required=True),
+    KnownPlatform.TELEGRAM: Platform(TelegramAdapter, "TELEGRAM_BOT_TOKEN"),
+    KnownPlatform.SLACK: Platform(SlackAdapter, "SLACK_BOT_TOKEN"),
+    KnownPlatform.DISCORD: Platform(DiscordAdapter, "DISCORD_BOT_TOKEN"),
+    KnownPlatform.SIGNAL: Platform(SignalAdapter, "SIGNAL_ACCOUNT", account_first=True),
+    KnownPlatform.WEBHOOK: Platform(WebhookAdapter, "AGENTSTREAM_WEBHOOK_SECRET", "secret_env", url_required=True),
 }
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from agentstream.contracts import (
+    DeltaKind,
     FinishReason,
     MessageCompleted,
     MessageDelta,
@@ -96,7 +97,9 @@ def stream_input(event: StreamEvent | RunFinished) -> StreamInput | None:
     """The machine's view of a run event; None for events that do not change the stream."""
     match event:
         case MessageDelta():
-            return TextDelta(event.message_id, event.text) if event.kind == "text" else None  # thinking: not shown
+            return (
+                TextDelta(event.message_id, event.text) if event.kind == DeltaKind.TEXT else None
+            )  # thinking: not shown
         case MessageCompleted():
             return TextCompleted(event.message_id, event.text)
         case SegmentBreak():

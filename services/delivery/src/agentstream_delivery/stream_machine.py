@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from agentstream.config import ToolProgress
 from agentstream.contracts import RunStatus
 from agentstream_delivery.platform_ops import Edit, Op, OpRole, Send
 from agentstream_delivery.render import (
@@ -186,9 +187,9 @@ def _seal(model: StreamModel, inp: StreamInput, now: float) -> Step:
 def _tool(model: StreamModel, inp: StreamInput, now: float) -> Step:
     assert isinstance(inp, ToolStarted)
     mode = model.capabilities.tool_progress
-    if mode == "off" or not model.live_preview:
+    if mode == ToolProgress.OFF or not model.live_preview:
         return model, []  # a platform that cannot render progress eats it
-    if mode == "new" and model.tools and model.tools[-1] == inp.tool:
+    if mode == ToolProgress.NEW and model.tools and model.tools[-1] == inp.tool:
         return model, []
     model = replace(model, tools=(*model.tools, inp.tool))
     if model.state is not StreamState.SEALED or model.frame is not None:

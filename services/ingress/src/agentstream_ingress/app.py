@@ -21,7 +21,7 @@ from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter
 from pydantic import BaseModel
 
-from agentstream.contracts import DeadLetter, InboundMessage, Notice, ReplyTarget, conversation_key, new_id
+from agentstream.contracts import DeadLetter, InboundMessage, Notice, NoticeLevel, ReplyTarget, conversation_key, new_id
 from agentstream.db import upgrade
 from agentstream.kafka.internals import consumer_of, producer_of
 from agentstream.kafka.revocations import RevocationListener
@@ -140,7 +140,7 @@ class IngressService(Service):
                 key = record.key.decode("utf-8", "replace") if isinstance(record.key, bytes) else ""
                 out: Outgoing = [(self.topics.dlq, self.letter(record, key, error))]
                 if target is not None:
-                    out.append(self.notice(target, f"Your message could not be processed: {error}", "error"))
+                    out.append(self.notice(target, f"Your message could not be processed: {error}", NoticeLevel.ERROR))
                 self.count("dead_letter", "invalid")
                 self.log.warning(
                     "dead letter", topic=record.topic, partition=record.partition, offset=record.offset, error=error
@@ -177,7 +177,7 @@ class IngressService(Service):
         )
 
     def notice(
-        self, target: ReplyTarget, text: str, level: str = "info", command: str | None = None
+        self, target: ReplyTarget, text: str, level: NoticeLevel = NoticeLevel.INFO, command: str | None = None
     ) -> tuple[str, BaseModel]:
         run_id = new_id()  # a notice outside any run gets a run id of its own
         return self.topics.events, Notice(
@@ -188,7 +188,7 @@ class IngressService(Service):
             level=level,
             text=text,
             reply_target=target,
-            command=command,  # type: ignore[arg-type]
+            command=command,
         )
 
     @staticmethod

@@ -8,6 +8,7 @@ from enum import StrEnum
 from agentstream.contracts import (
     InboundMessage,
     InterruptRun,
+    NoticeLevel,
     ReplyTarget,
     ResetConversation,
     ResumeRun,
@@ -53,7 +54,7 @@ class NoticeDecision:
     reason: NoticeReason
     text: str
     target: ReplyTarget
-    level: str = "info"
+    level: NoticeLevel = NoticeLevel.INFO
     command: str | None = None  # set on command replies, so `command:*` hooks in delivery see them
 
 

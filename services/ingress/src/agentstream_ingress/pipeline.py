@@ -16,7 +16,7 @@ from typing import Protocol
 import structlog
 
 from agentstream.config import Settings
-from agentstream.contracts import InboundMessage
+from agentstream.contracts import InboundMessage, NoticeLevel
 from agentstream.contracts.inbound import DedupeKey
 from agentstream_ingress import commands
 from agentstream_ingress.authz import Verdict, authorize, is_direct_chat, is_self_echo
@@ -145,7 +145,7 @@ class Pipeline:
         if refusal is not None:
             return refusal
         if not self.limiter.allow(msg.platform, msg.user.id):
-            return NoticeDecision(NoticeReason.RATE_LIMITED, RATE_LIMITED, target_of(msg), "warning")
+            return NoticeDecision(NoticeReason.RATE_LIMITED, RATE_LIMITED, target_of(msg), NoticeLevel.WARNING)
         hooked = await self.run_hooks(self.receive_hooks, msg)
         if not isinstance(hooked, InboundMessage):
             return hooked
@@ -167,7 +167,7 @@ class Pipeline:
             if pairing.enabled and is_direct_chat(msg):
                 issue = await self.ports.issue_pairing(msg.platform, msg.user.id, msg.chat_id)
                 return NoticeDecision(NoticeReason.PAIRING, notice_text(issue, pairing), target_of(msg))
-        return NoticeDecision(NoticeReason.REFUSED, REFUSED, target_of(msg), "warning")
+        return NoticeDecision(NoticeReason.REFUSED, REFUSED, target_of(msg), NoticeLevel.WARNING)
 
     async def run_hooks(self, hooks: list[Hook], msg: InboundMessage, *extra: object) -> InboundMessage | Decision:
         for hook in hooks:
@@ -178,7 +178,7 @@ class Pipeline:
                 continue
             match result:
                 case Deny(text=text):
-                    return NoticeDecision(NoticeReason.HOOK_DENIED, text, target_of(msg), "warning")
+                    return NoticeDecision(NoticeReason.HOOK_DENIED, text, target_of(msg), NoticeLevel.WARNING)
                 case Handled(reply=None):
                     return DropDecision(DropReason.HANDLED)
                 case Handled(reply=reply):

@@ -15,6 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from agentstream.contracts import (
+    DeltaKind,
     MessageCompleted,
     MessageDelta,
     Notice,
@@ -125,7 +126,7 @@ class RunBuffer:
         """One delta per message that streamed text but never completed, carrying all its text."""
         merged = []
         for deltas in self.partial.values():
-            text = "".join(d.text for d in deltas if d.kind == "text")
+            text = "".join(d.text for d in deltas if d.kind == DeltaKind.TEXT)
             if text:
                 merged.append(deltas[0].model_copy(update={"text": text}))
         return merged

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from agentstream.contracts import NOT_RUN_REASONS, ChatMessage, ReplyTarget, RunStatus
+from agentstream.contracts import NOT_RUN_REASONS, ChatMessage, MessageRole, ReplyTarget, RunStatus
 from agentstream_persistence.buffers import RunBuffer, ToolExchange
 from agentstream_persistence.checkpoint import CheckpointRows, checkpoint_rows
 
@@ -79,7 +79,7 @@ def _user_input(buf: RunBuffer) -> list[tuple[int, int, ChatMessage, datetime]]:
         return [(s.seq, i, m, s.ts) for i, m in enumerate(s.input)]
     if buf.queued is not None and buf.queued.text:
         q = buf.queued
-        return [(q.seq, 0, ChatMessage(role="user", content=q.text), q.ts)]
+        return [(q.seq, 0, ChatMessage(role=MessageRole.USER, content=q.text), q.ts)]
     return []
 
 
@@ -127,7 +127,7 @@ def rows_for(buf: RunBuffer, redact: Redact = keep) -> FlushRows:
             "run_id": t.call.run_id,
             "seq": t.call.seq,
             "part": 0,
-            "role": "tool",
+            "role": MessageRole.TOOL,
             "content": tool_summary(t, redact),
             "name": t.call.tool,
             "tool_call_id": t.call.call_id,

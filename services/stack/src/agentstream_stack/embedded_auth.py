@@ -25,13 +25,14 @@ from agentstream.auth import ALL_TENANTS, KeyStore, Scope
 from agentstream.auth.web_sessions import MIN_SECRET_BYTES
 from agentstream.config import Settings
 from agentstream.config.delivery import PlatformSettings
+from agentstream.contracts import KnownPlatform
 from agentstream.db import create_engine, session_factory
 from agentstream.secrets_mask import register_secret
 
 ADMIN_KEY_NAME = "embedded-admin"
 WEB_GATEWAY_KEY_NAME = "embedded-web-gateway"
 WEB_SECRET_FILE = "web-secret"
-WEB_PLATFORM = "web"
+WEB_PLATFORM = KnownPlatform.WEB
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from agentstream.contracts import (
+    DeltaKind,
     MessageDelta,
     Notice,
     RunEvent,
@@ -29,7 +30,7 @@ class StreamPrinter:
 
     def __call__(self, event: RunEvent) -> None:
         match event:
-            case MessageDelta(kind="text", text=text):
+            case MessageDelta(kind=DeltaKind.TEXT, text=text):
                 self.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
                 self._line_open = True
             case ToolCall(tool=tool, arguments=args):

@@ -12,7 +12,7 @@ from agentstream.config.core import (
     Section,
     SecurityProtocol,
 )
-from agentstream.config.delivery import PlatformSettings
+from agentstream.config.delivery import PlatformSettings, ToolProgress
 from agentstream.config.runner import DEFAULT_CAPABILITIES, Capability, ConnectorSettings, RunnerSettings
 from agentstream.config.settings import CONFIG_ENV_VAR, SERVICES, ConfigError, Settings, load_settings
 
@@ -32,5 +32,6 @@ __all__ = [
     "Section",
     "SecurityProtocol",
     "Settings",
+    "ToolProgress",
     "load_settings",
 ]

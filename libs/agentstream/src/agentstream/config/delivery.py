@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from enum import StrEnum
 
 from pydantic import Field
 
 from agentstream.config.core import Section
+
+
+class ToolProgress(StrEnum):
+    """Which tool calls a run's progress line shows while the model works."""
+
+    OFF = "off"
+    NEW = "new"  # a call of a tool other than the last one shown
+    ALL = "all"
 
 
 class PlatformSettings(Section):
@@ -25,7 +33,7 @@ class PlatformSettings(Section):
     edit_interval: float | None = Field(default=None, gt=0, description="Seconds between edits of one message.")
     max_length: int | None = Field(default=None, ge=1)
     buffer_threshold: int | None = Field(default=None, ge=1, description="New chars that justify an early edit.")
-    tool_progress: Literal["off", "new", "all"] | None = Field(default=None, description="Tool progress line.")
+    tool_progress: ToolProgress | None = Field(default=None, description="Tool progress line.")
     chat_interval: float | None = Field(default=None, ge=0, description="Min seconds between calls to one chat.")
     drafts: bool | None = Field(default=None, description="Telegram: stream private chats as drafts.")
     timeout_s: float | None = Field(

@@ -3,17 +3,20 @@
 These pydantic models are the public contract; `docs/asyncapi.json` is generated from them.
 """
 
-from agentstream.contracts.base import SCHEMA_VERSION, Record, new_id, utcnow
-from agentstream.contracts.common import ChatMessage, ReplyTarget, ToolCallSpec, Usage
+from agentstream.contracts.base import SCHEMA_VERSION, Record, RecordType, new_id, utcnow
+from agentstream.contracts.common import ChatMessage, MessageRole, ReplyTarget, ToolCallSpec, Usage
 from agentstream.contracts.deliveries import DeliveryReceipt, LedgerState
 from agentstream.contracts.dlq import DeadLetter
 from agentstream.contracts.endings import NOT_RUN_REASONS, RESUMABLE_REASONS, FinishReason, RunStatus
 from agentstream.contracts.events import (
+    AnyRunEvent,
+    DeltaKind,
     EventBase,
     MessageCompleted,
     MessageDelta,
     MessageStarted,
     Notice,
+    NoticeLevel,
     RunEvent,
     RunEventAdapter,
     RunFinished,
@@ -24,10 +27,11 @@ from agentstream.contracts.events import (
     StepCompleted,
     StepFailed,
     StepStarted,
+    StepType,
     ToolCall,
     ToolResult,
 )
-from agentstream.contracts.inbound import Attachment, InboundMessage, User, conversation_key
+from agentstream.contracts.inbound import Attachment, InboundMessage, KnownPlatform, User, conversation_key
 from agentstream.contracts.runs import (
     InterruptRun,
     ResetConversation,
@@ -42,20 +46,26 @@ __all__ = [
     "NOT_RUN_REASONS",
     "RESUMABLE_REASONS",
     "SCHEMA_VERSION",
+    "AnyRunEvent",
     "Attachment",
     "ChatMessage",
     "DeadLetter",
     "DeliveryReceipt",
+    "DeltaKind",
     "EventBase",
     "FinishReason",
     "InboundMessage",
     "InterruptRun",
+    "KnownPlatform",
     "LedgerState",
     "MessageCompleted",
     "MessageDelta",
+    "MessageRole",
     "MessageStarted",
     "Notice",
+    "NoticeLevel",
     "Record",
+    "RecordType",
     "ReplyTarget",
     "ResetConversation",
     "ResumeRun",
@@ -73,6 +83,7 @@ __all__ = [
     "StepCompleted",
     "StepFailed",
     "StepStarted",
+    "StepType",
     "ToolCall",
     "ToolCallRequest",
     "ToolCallResult",

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentstream.contracts.limits import Chat, JsonText, Name, Platform, Subject
+
+
+class MessageRole(StrEnum):
+    """Who speaks in a model conversation (OpenAI-style roles)."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
 
 
 class ReplyTarget(BaseModel):
@@ -35,7 +44,7 @@ class ChatMessage(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    role: Literal["system", "user", "assistant", "tool"]
+    role: MessageRole
     content: str = ""
     name: Name | None = None
     tool_call_id: Name | None = Field(default=None, description="role=tool: the call this answers.")

@@ -8,6 +8,7 @@ and never emit ``run.started``/``run.finished`` of their own.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
@@ -17,7 +18,28 @@ from agentstream.contracts.common import ChatMessage, ReplyTarget, Usage
 from agentstream.contracts.endings import FinishReason, RunStatus
 from agentstream.contracts.limits import ConversationKey, JsonText, Name, Reason, RunId, SessionId, Subject
 
-StepType = Literal["hook_create", "llm", "tool", "hook_next", "delegate"]
+
+class StepType(StrEnum):
+    """What a checkpointed step of a run did (`step.*` events)."""
+
+    HOOK_CREATE = "hook_create"
+    LLM = "llm"
+    TOOL = "tool"
+    HOOK_NEXT = "hook_next"
+    DELEGATE = "delegate"
+
+
+class DeltaKind(StrEnum):
+    """What a `message.delta` carries: answer text, or the model's thinking (not part of the answer)."""
+
+    TEXT = "text"
+    THINKING = "thinking"
+
+
+class NoticeLevel(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
 
 
 class EventBase(Record):
@@ -64,7 +86,7 @@ class MessageDelta(EventBase):
     type: Literal["message.delta"] = "message.delta"
     message_id: Name
     text: str
-    kind: Literal["text", "thinking"] = "text"
+    kind: DeltaKind = DeltaKind.TEXT
 
 
 class MessageCompleted(EventBase):
@@ -129,7 +151,7 @@ class Notice(EventBase):
     """A message for the user that is not model output (command replies, errors)."""
 
     type: Literal["notice"] = "notice"
-    level: Literal["info", "warning", "error"] = "info"
+    level: NoticeLevel = NoticeLevel.INFO
     text: str
     reply_target: ReplyTarget | None = None
     command: str | None = Field(default=None, description="The slash command this notice answers (`new`, `stop`, …).")
@@ -146,7 +168,9 @@ class RunFinished(EventBase):
     data: dict[str, Any] = Field(default_factory=dict, description="Data a `next` hook attached to the result.")
 
 
-RunEvent = Annotated[
+# The plain union, for type checking: a `match` over it ending in `typing.assert_never`
+# makes mypy name every consumer that misses a new event type.
+AnyRunEvent = (
     RunQueued
     | RunStarted
     | MessageStarted
@@ -160,7 +184,7 @@ RunEvent = Annotated[
     | StepFailed
     | RunHeartbeat
     | Notice
-    | RunFinished,
-    Field(discriminator="type"),
-]
+    | RunFinished
+)
+RunEvent = Annotated[AnyRunEvent, Field(discriminator="type")]
 RunEventAdapter: TypeAdapter[RunEvent] = TypeAdapter(RunEvent)

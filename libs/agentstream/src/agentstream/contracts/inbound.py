@@ -7,6 +7,7 @@ This is the public contract users build on; keep it stable.
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -48,6 +49,20 @@ def webhook_source(platform: str, bot: str | None = None) -> str:
 def api_source(key_id: str | None = None) -> str:
     """`api:<key id>` for a message posted with an API key, `api` before keys exist."""
     return f"{API_SOURCE}:{key_id}" if key_id else API_SOURCE
+
+
+class KnownPlatform(StrEnum):
+    """The platforms agentstream ships adapters for. `platform` fields stay open text: a
+    webhook-defined platform may carry any name (docs/delivery.md)."""
+
+    TELEGRAM = "telegram"
+    SLACK = "slack"
+    DISCORD = "discord"
+    SIGNAL = "signal"
+    WEBHOOK = "webhook"
+    WEB = "web"
+    CONSOLE = "console"
+    MEMORY = "memory"
 
 
 class User(BaseModel):

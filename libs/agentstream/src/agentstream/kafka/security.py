@@ -72,7 +72,9 @@ def ssl_context(kafka: KafkaSettings) -> ssl.SSLContext:
         if path and not Path(path).is_file():
             raise ConfigError(f"kafka.{key}: file not found: {path}")
     try:
-        context = create_ssl_context(cafile=kafka.ssl_cafile, certfile=kafka.ssl_certfile, keyfile=kafka.ssl_keyfile)
+        context: ssl.SSLContext = create_ssl_context(
+            cafile=kafka.ssl_cafile, certfile=kafka.ssl_certfile, keyfile=kafka.ssl_keyfile
+        )
     except ssl.SSLError as err:
         named = ", ".join(f"kafka.{k}" for k, v in files.items() if v) or "system CA store"
         raise ConfigError(f"{named}: not a usable certificate/key (PEM): {err}") from None

@@ -16,7 +16,7 @@ from typing import Any
 import anthropic
 
 from agentstream.config import ConnectorSettings
-from agentstream.contracts import ChatMessage, Usage
+from agentstream.contracts import ChatMessage, MessageRole, Usage
 from agentstream_runner.connectors.assembly import ToolCallAssembler
 from agentstream_runner.connectors.base import Chunk, LLMRequest, TextDelta, ThinkingDelta, UsageChunk
 from agentstream_runner.connectors.retry import LLMError, RetryPolicy, Transient, retry_after_seconds, with_retries
@@ -33,7 +33,7 @@ def _arguments(raw: str) -> dict[str, Any]:
 
 
 def _content(message: ChatMessage) -> list[dict[str, Any]]:
-    if message.role == "tool":
+    if message.role == MessageRole.TOOL:
         return [{"type": "tool_result", "tool_use_id": message.tool_call_id, "content": message.content}]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": message.content}] if message.content else []
     blocks += [
@@ -44,12 +44,12 @@ def _content(message: ChatMessage) -> list[dict[str, Any]]:
 
 def to_anthropic_messages(messages: list[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:
     """(system, messages); consecutive same-role turns are merged as the API requires."""
-    system = "\n\n".join(m.content for m in messages if m.role == "system")
+    system = "\n\n".join(m.content for m in messages if m.role == MessageRole.SYSTEM)
     out: list[dict[str, Any]] = []
     for message in messages:
-        if message.role == "system":
+        if message.role == MessageRole.SYSTEM:
             continue
-        role = "assistant" if message.role == "assistant" else "user"
+        role = "assistant" if message.role == MessageRole.ASSISTANT else "user"
         blocks = _content(message)
         if out and out[-1]["role"] == role:
             out[-1]["content"].extend(blocks)

@@ -16,7 +16,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from agentstream.config import ConnectorSettings
-from agentstream.contracts import ChatMessage, Usage
+from agentstream.contracts import ChatMessage, MessageRole, Usage
 from agentstream_runner.connectors.assembly import ToolCallAssembler
 from agentstream_runner.connectors.base import Chunk, LLMRequest, TextDelta, ThinkingDelta, UsageChunk
 from agentstream_runner.connectors.openai_sse import ChunkStream
@@ -28,9 +28,9 @@ NO_KEY = "not-needed"  # local OpenAI-compatible servers take any key; the SDK i
 
 def to_openai_message(message: ChatMessage) -> dict[str, Any]:
     out: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.role == "tool":
+    if message.role == MessageRole.TOOL:
         out["tool_call_id"] = message.tool_call_id
-    elif message.name and message.role == "user":
+    elif message.name and message.role == MessageRole.USER:
         out["name"] = message.name
     if message.tool_calls:
         out["content"] = message.content or None

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentstream.contracts import ChatMessage
+from agentstream.contracts import ChatMessage, MessageRole
 
 DEMO_SCRIPT = "demo_script.yaml"
 
@@ -97,11 +97,11 @@ def plan_reply(script: Script, messages: list[ChatMessage], tools: frozenset[str
     message, then with its reply template filled with the latest result. A rule
     whose tool is not offered and has no result yet is skipped.
     """
-    user_at = max((i for i, m in enumerate(messages) if m.role == "user"), default=None)
+    user_at = max((i for i, m in enumerate(messages) if m.role == MessageRole.USER), default=None)
     if user_at is None:
         return PlannedReply(text="")
     text = messages[user_at].content
-    results = [m.content for m in messages[user_at + 1 :] if m.role == "tool"]
+    results = [m.content for m in messages[user_at + 1 :] if m.role == MessageRole.TOOL]
     for rule in script.rules:
         found = rule.pattern.search(text)
         # A tool rule whose tool is not offered is skipped, like a real model would,

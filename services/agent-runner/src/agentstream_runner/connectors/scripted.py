@@ -12,7 +12,7 @@ import re
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from agentstream.config import ConnectorSettings
-from agentstream.contracts import ChatMessage, Usage
+from agentstream.contracts import ChatMessage, MessageRole, Usage
 from agentstream_runner.connectors.base import Chunk, LLMRequest, TextDelta, ToolCallChunk, UsageChunk
 from agentstream_runner.connectors.script import Script, load_script, plan_reply
 
@@ -29,7 +29,7 @@ def count_prompt_tokens(messages: list[ChatMessage]) -> int:
 
 
 def _next_call_id(messages: list[ChatMessage]) -> str:
-    made = sum(len(m.tool_calls) for m in messages if m.role == "assistant")
+    made = sum(len(m.tool_calls) for m in messages if m.role == MessageRole.ASSISTANT)
     return f"call_{made + 1}"
 
 

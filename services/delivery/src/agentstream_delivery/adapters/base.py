@@ -10,13 +10,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from agentstream.bounded import BoundedMap
+from agentstream.config import ToolProgress
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.splitting import MeasureName
-
-ToolProgress = Literal["off", "new", "all"]
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,7 @@ class Capabilities:
     draft_streaming: bool = False  # Telegram sendMessageDraft in private chats
     edit_interval: float = 1.0
     buffer_threshold: int = 300
-    tool_progress: ToolProgress = "new"
+    tool_progress: ToolProgress = ToolProgress.NEW
     chat_interval: float = 0.0  # minimum seconds between two calls to one chat (the platform's budget)
 
 

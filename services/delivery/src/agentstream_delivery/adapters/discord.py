@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentstream.contracts import ReplyTarget
+from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import Capabilities, NotFound, RateLimited, TooLong
 from agentstream_delivery.adapters.http import HttpAdapter, by_status
 
@@ -15,7 +15,7 @@ INVALID_FORM_BODY = 50035
 
 
 class DiscordAdapter(HttpAdapter):
-    platform = "discord"
+    platform = KnownPlatform.DISCORD
     capabilities = CAPABILITIES
 
     def __init__(self, token: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:

@@ -11,7 +11,8 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agentstream.contracts import ReplyTarget
+from agentstream.config import ToolProgress
+from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import AdapterError, Capabilities, ChatBounds, InProcessAdapter
 
 
@@ -36,10 +37,12 @@ class MemoryMessage:
 
 
 class MemoryAdapter(InProcessAdapter[list[MemoryMessage]]):
-    platform = "memory"
+    platform: str = KnownPlatform.MEMORY
 
     def __init__(self, edit_interval: float = 0.05, bounds: ChatBounds = ChatBounds()) -> None:
-        super().__init__(Capabilities(max_length=4096, edit_interval=edit_interval, tool_progress="off"), bounds)
+        super().__init__(
+            Capabilities(max_length=4096, edit_interval=edit_interval, tool_progress=ToolProgress.OFF), bounds
+        )
         self._ids = itertools.count(1)
         self._changed = asyncio.Condition()
 

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentstream.contracts import ReplyTarget
+from agentstream.config import ToolProgress
+from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import AdapterError, Capabilities
 from agentstream_delivery.adapters.http import HttpAdapter, by_status, raise_if_rate_limited
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
-CAPABILITIES = Capabilities(max_length=2000, measure="utf16", can_edit=False, tool_progress="off", chat_interval=0.5)
+CAPABILITIES = Capabilities(
+    max_length=2000, measure="utf16", can_edit=False, tool_progress=ToolProgress.OFF, chat_interval=0.5
+)
 
 
 class SignalAdapter(HttpAdapter):
-    platform = "signal"
+    platform = KnownPlatform.SIGNAL
     capabilities = CAPABILITIES
 
     def __init__(self, number: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentstream.contracts import ReplyTarget
+from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
     BadFormat,
@@ -35,7 +35,7 @@ _ERRORS: dict[str, type[AdapterError]] = {
 
 
 class SlackAdapter(HttpAdapter):
-    platform = "slack"
+    platform = KnownPlatform.SLACK
     capabilities = CAPABILITIES
 
     def __init__(self, token: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:

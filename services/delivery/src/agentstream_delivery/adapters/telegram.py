@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentstream.contracts import ReplyTarget
+from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
     BadFormat,
@@ -26,7 +26,7 @@ CAPABILITIES = Capabilities(max_length=4096, measure="utf16", draft_streaming=Tr
 
 
 class TelegramAdapter(HttpAdapter):
-    platform = "telegram"
+    platform = KnownPlatform.TELEGRAM
     capabilities = CAPABILITIES
 
     def __init__(self, token: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:

@@ -20,7 +20,8 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 
-from agentstream.contracts import ReplyTarget
+from agentstream.config import ToolProgress
+from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import AdapterError, Capabilities, ChatBounds, InProcessAdapter
 
 KEEP_MESSAGES = 200  # per chat, for pages that connect late
@@ -43,12 +44,14 @@ class _Closed:
 
 
 class WebAdapter(InProcessAdapter[OrderedDict[str, WebFrame]]):
-    platform = "web"
+    platform: str = KnownPlatform.WEB
 
     def __init__(
         self, edit_interval: float = 0.2, keep: int = KEEP_MESSAGES, bounds: ChatBounds = ChatBounds()
     ) -> None:
-        super().__init__(Capabilities(max_length=100_000, edit_interval=edit_interval, tool_progress="off"), bounds)
+        super().__init__(
+            Capabilities(max_length=100_000, edit_interval=edit_interval, tool_progress=ToolProgress.OFF), bounds
+        )
         self.keep = keep
         self._ids = itertools.count(1)
         # Only chats with a connected page have an entry: the last one to leave removes it.

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agentstream.auth import DEFAULT_TENANT, Principal, Scope
+from agentstream.contracts import KnownPlatform
 from agentstream.contracts.inbound import ChatId, Identifier
 
-WEB_PLATFORM = "web"
+WEB_PLATFORM = KnownPlatform.WEB
 SELF_PLATFORMS = frozenset({"api", WEB_PLATFORM})  # pinned platforms whose users may chat on the page
 CHAT_ID: TypeAdapter[str] = TypeAdapter(ChatId)
 

@@ -13,12 +13,13 @@ import json
 import uuid
 from typing import Any
 
-from agentstream.contracts import ReplyTarget
+from agentstream.config import ToolProgress
+from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import AdapterError, Capabilities
 from agentstream_delivery.adapters.http import HttpAdapter, by_status, raise_if_rate_limited
 
 SIGNATURE_HEADER = "X-Agentstream-Signature"
-CAPABILITIES = Capabilities(max_length=100_000, measure="chars", can_edit=False, tool_progress="off")
+CAPABILITIES = Capabilities(max_length=100_000, measure="chars", can_edit=False, tool_progress=ToolProgress.OFF)
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -26,7 +27,7 @@ def sign(secret: str, body: bytes) -> str:
 
 
 class WebhookAdapter(HttpAdapter):
-    platform = "webhook"
+    platform = KnownPlatform.WEBHOOK
     capabilities = CAPABILITIES
 
     def __init__(self, secret: str, api_url: str, **kw: Any) -> None:

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from agentstream.config import Settings
-from agentstream.contracts import DeliveryReceipt, RunEventAdapter
+from agentstream.contracts import DeliveryReceipt, RecordType, RunEventAdapter
 from agentstream.redaction import redactor_for
 from agentstream_delivery.hooks.audit import AuditHook
 from agentstream_delivery.hooks.base import SessionSource
@@ -90,7 +90,7 @@ class HookRuntime:
                 return []
             record = (
                 DeliveryReceipt.model_validate(data)
-                if data.get("type") == "delivery.receipt"
+                if data.get("type") == RecordType.DELIVERY_RECEIPT
                 else RunEventAdapter.validate_python(data)
             )
         except (ValueError, ValidationError):

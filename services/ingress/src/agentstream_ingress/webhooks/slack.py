@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentstream.contracts import InboundMessage, User
+from agentstream.contracts import InboundMessage, KnownPlatform, User
 from agentstream.contracts.inbound import webhook_source
 from agentstream_ingress.webhooks import InvalidUpdate, optional_id, scalar_id
 
@@ -74,7 +74,7 @@ def to_inbound(payload: dict[str, Any]) -> InboundMessage | None:
     try:
         return InboundMessage(
             id=f"{channel}:{ts}",
-            platform="slack",
+            platform=KnownPlatform.SLACK,
             chat_id=channel,
             thread_id=thread if thread != ts else None,
             user=User(id=user, team_id=team),
@@ -83,7 +83,7 @@ def to_inbound(payload: dict[str, Any]) -> InboundMessage | None:
                 "chat_type": "direct" if event.get("channel_type") == "im" else event.get("channel_type"),
                 "event_id": payload.get("event_id"),
             },
-            source=webhook_source("slack"),
+            source=webhook_source(KnownPlatform.SLACK),
         )
     except ValidationError as err:
         raise InvalidUpdate("the event does not fit the InboundMessage contract") from err

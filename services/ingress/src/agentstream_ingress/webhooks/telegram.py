@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentstream.contracts import InboundMessage, User
+from agentstream.contracts import InboundMessage, KnownPlatform, User
 from agentstream.contracts.inbound import webhook_source
 from agentstream_ingress.webhooks import InvalidUpdate, optional_id, scalar_id
 
@@ -49,14 +49,14 @@ def to_inbound(update: dict[str, Any], bot: str) -> InboundMessage | None:
     try:
         return InboundMessage(
             id=f"{chat_id}:{message_id}",
-            platform="telegram",
+            platform=KnownPlatform.TELEGRAM,
             chat_id=chat_id,
             thread_id=optional_id(message.get("message_thread_id"), "message_thread_id"),
             user=User(id=user_id, name=name),
             text=text,
             reply_to_id=optional_id(reply.get("message_id"), "reply_to_message.message_id"),
             metadata={"bot": bot, "chat_type": chat_type, "update_id": update.get("update_id")},
-            source=webhook_source("telegram", bot),
+            source=webhook_source(KnownPlatform.TELEGRAM, bot),
         )
     except ValidationError as err:
         raise InvalidUpdate("the message does not fit the InboundMessage contract") from err

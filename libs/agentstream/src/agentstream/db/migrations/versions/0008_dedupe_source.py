@@ -10,6 +10,8 @@ Revises: 0006
 Create Date: 2026-12-10
 """
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -22,7 +24,7 @@ TS = sa.DateTime(timezone=True)
 TABLE = "inbound_dedupe"
 
 
-def _rebuild(columns: list[sa.Column], primary_key: sa.PrimaryKeyConstraint, copy: str) -> None:
+def _rebuild(columns: list[sa.Column[Any]], primary_key: sa.PrimaryKeyConstraint, copy: str) -> None:
     staging = f"{TABLE}_rebuild"
     op.create_table(staging, *columns, primary_key)
     op.execute(copy.format(new=staging, old=TABLE))

@@ -20,7 +20,7 @@ from agentstream.kafka import create_topics, free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS, PG_ADMIN_URL, make_test_settings
 from agentstream.testing.tcp_proxy import TcpProxy
 from tests.chaos.processes import ServiceProcess, service_env
-from tests.integration.persistence.test_persistence_broker import KEY, publish, run_events
+from tests.integration.persistence.test_app import KEY, publish, run_events
 
 pytestmark = pytest.mark.chaos
 

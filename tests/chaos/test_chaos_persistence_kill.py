@@ -17,7 +17,7 @@ from agentstream.host import ServiceHost
 from agentstream.kafka import create_topics, free_port
 from agentstream.testing.fixtures import make_test_settings
 from agentstream.testing.kafka import RawRecord, read_until
-from agentstream_runner import AgentRunnerService
+from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
 from tests.chaos.processes import ServiceProcess, service_env
 
 pytestmark = pytest.mark.chaos
@@ -65,7 +65,7 @@ async def test_persistence_killed_mid_burst_stores_every_run_exactly_once(kafka_
     port = free_port()
     first = ServiceProcess("persistence", env, port, tmp_path, "first")
     second = ServiceProcess("persistence", env, port, tmp_path, "second")
-    runner = AgentRunnerService(settings)
+    runner = runner_bootstrap(settings)
     events_topic = f"{topic_prefix}events"
     engine = create_engine(db)
     sessions = session_factory(engine)

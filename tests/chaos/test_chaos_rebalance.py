@@ -14,7 +14,7 @@ from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
-from agentstream_runner import AgentRunnerService
+from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
 
 pytestmark = pytest.mark.chaos
 
@@ -33,7 +33,7 @@ async def test_revoked_partitions_end_their_runs_as_rebalanced(settings_factory,
             connectors=[{"id": "fake", "type": "openai", "base_url": fake.base_url, "model": "fake-model"}],
             default_connector="fake",
         )
-        first, second = AgentRunnerService(settings), AgentRunnerService(settings)
+        first, second = runner_bootstrap(settings), runner_bootstrap(settings)
         bootstrap, t = settings.kafka.bootstrap_servers, first.topics
         start = StartRun(
             run_id="run-rb-1",

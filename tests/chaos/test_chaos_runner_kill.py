@@ -17,8 +17,8 @@ from agentstream.kafka import create_topics, free_port
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream.testing.fixtures import make_test_settings
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
-from agentstream_persistence import PersistenceService
-from agentstream_tools import ToolExecutorService
+from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
+from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 from tests.chaos.processes import ServiceProcess, service_env
 
 pytestmark = pytest.mark.chaos
@@ -66,7 +66,7 @@ async def test_runner_killed_mid_stream_is_declared_lost_then_resumed(kafka_boot
         port = free_port()
         first = ServiceProcess("agent-runner", env, port, tmp_path, "first")
         second = ServiceProcess("agent-runner", env, port, tmp_path, "second")
-        persistence, tools = PersistenceService(settings), ToolExecutorService(settings)
+        persistence, tools = bootstrap_persistence(settings), bootstrap_tool_executor(settings)
         start = StartRun(
             run_id="run-chaos-1",
             conversation_key=KEY,

@@ -37,8 +37,8 @@ from agentstream.testing.fixtures import make_test_settings
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 from agentstream_delivery.render import ENDING_SEPARATOR, ENDING_TEXTS, RESUMED_MARKER
-from agentstream_persistence import PersistenceService
-from agentstream_tools import ToolExecutorService
+from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
+from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 from tests.chaos.processes import ServiceProcess, service_env
 
 pytestmark = pytest.mark.chaos
@@ -120,8 +120,8 @@ async def test_runner_lost_mid_answer_is_shown_then_the_resumed_answer_below_a_m
         first = ServiceProcess("agent-runner", env, port, tmp_path, "first")
         second = ServiceProcess("agent-runner", env, port, tmp_path, "second")
         persistence, tools, delivery = (
-            PersistenceService(settings),
-            ToolExecutorService(settings),
+            bootstrap_persistence(settings),
+            bootstrap_tool_executor(settings),
             bootstrap_delivery(settings),
         )
         starts = [

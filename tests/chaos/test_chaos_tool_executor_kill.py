@@ -29,8 +29,8 @@ from agentstream.kafka import create_topics, free_port
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream.testing.fixtures import ADMIN_TOKEN_ENV, make_test_settings
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
-from agentstream_runner import AgentRunnerService
-from agentstream_tools.calls import STOPPED_DURING_CALL
+from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
+from agentstream_tools.call_store import STOPPED_DURING_CALL
 from tests.chaos.processes import service_env
 from tests.e2e.processes import stop as stop_process
 
@@ -145,7 +145,7 @@ async def test_tool_executor_killed_runs_each_call_at_most_once_and_loses_none(
             {**env, "CHAOS_MODE": mode, "CHAOS_TOOL_DELAY_S": str(delay)}, port, tmp_path / "executor-first.log"
         )
         second = ExecutorProcess(env, port, tmp_path / "executor-second.log")
-        runner = AgentRunnerService(settings)
+        runner = runner_bootstrap(settings)
         starts = [
             StartRun(
                 run_id=f"run-{scenario}-{i}",

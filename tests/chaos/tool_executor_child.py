@@ -21,7 +21,8 @@ from pydantic import BaseModel
 from agentstream.config import load_settings
 from agentstream.host import ServiceHost, install_stop_signals
 from agentstream.observability import configure_logging
-from agentstream_tools import ToolExecutorService
+from agentstream_tools.app import ToolExecutorService
+from agentstream_tools.bootstrap import bootstrap
 from agentstream_tools.builtin import builtin_tools
 from agentstream_tools.registry import Tool, ToolRegistry
 
@@ -61,8 +62,8 @@ async def main(port: int) -> None:
     configure_logging(settings.log_level)
     stop = asyncio.Event()
     install_stop_signals(stop)
-    svc = ChaosExecutor(settings)
-    svc.tools = ToolRegistry(counted(t) if t.name == "calculator" else t for t in builtin_tools())
+    tools = ToolRegistry(counted(t) if t.name == "calculator" else t for t in builtin_tools())
+    svc = bootstrap(settings, tools=tools, service_class=ChaosExecutor)
     async with ServiceHost([svc], "127.0.0.1", {svc.name: port}):
         await stop.wait()
 

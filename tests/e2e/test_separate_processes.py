@@ -9,7 +9,7 @@ import httpx
 from agentstream.config import SERVICES
 from agentstream.kafka import create_topics, free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS, make_test_settings
-from agentstream_stack.client import send_and_follow
+from agentstream_stack.run_follower import send_and_follow
 from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
 from tests.e2e.processes import spawn, stop
 

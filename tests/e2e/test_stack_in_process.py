@@ -15,8 +15,8 @@ from agentstream.contracts import DeadLetter, RunFinished, ToolCall, ToolResult
 from agentstream.db import Message, Run, create_engine, session_factory
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import produce_raw, read_until
-from agentstream_stack.client import send_and_follow
 from agentstream_stack.embedded import embedded_stack, free_ports
+from agentstream_stack.run_follower import send_and_follow
 from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
 
 

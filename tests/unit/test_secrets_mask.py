@@ -124,6 +124,7 @@ def test_settings_secrets_walk_every_env_field(monkeypatch: pytest.MonkeyPatch) 
         ("T_EXTRA", "extra-1234"),
         ("T_HOOK", "hook-hmac-5555"),
         ("T_SHORT", "abc"),
+        ("T_FILES", "files-token-77"),
     ]:
         monkeypatch.setenv(name, value)
     settings = load_settings(
@@ -132,7 +133,12 @@ def test_settings_secrets_walk_every_env_field(monkeypatch: pytest.MonkeyPatch) 
         ingress={"webhooks": {"telegram": {"main": {"secret_env": "T_WH"}}}},
         connectors=[{"id": "c", "type": "openai", "model": "m", "api_key_env": "T_KEY"}],
         hooks={"webhooks": [{"url": "http://x", "secret_env": "T_HOOK"}], "security": {"env": ["T_EXTRA"]}},
-        tools={"weather": {"api_key_env": "T_SHORT"}},
+        tools={
+            "mcp_servers": {
+                "weather": {"url": "http://x/mcp", "headers_env": {"Authorization": "T_SHORT"}},
+                "files": {"command": "files-mcp", "pass_env": ["T_FILES"]},
+            }
+        },
     )
     assert set(settings_secrets(settings)) == {
         BOT_TOKEN,
@@ -141,6 +147,7 @@ def test_settings_secrets_walk_every_env_field(monkeypatch: pytest.MonkeyPatch) 
         DB_PASSWORD,
         "extra-1234",
         "hook-hmac-5555",
+        "files-token-77",
     }
 
 

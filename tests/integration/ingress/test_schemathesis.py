@@ -23,7 +23,7 @@ from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
-from agentstream_persistence import PersistenceService
+from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "openapi-ingress.json"
 EXAMPLES = 40
@@ -91,7 +91,7 @@ async def test_ingress_no_server_errors_with_credentials(settings_factory, topic
 
 async def test_persistence_read_api_no_server_errors_with_credentials(settings_factory, topics_created):
     """Persistence's read API, from the document its app serves (`app.openapi()`)."""
-    svc = PersistenceService(settings_factory())
+    svc = bootstrap_persistence(settings_factory())
     schema = schemathesis.openapi.from_dict(svc.http.openapi())
     host = ServiceHost([svc], "127.0.0.1", {"persistence": free_port()})
     async with host:

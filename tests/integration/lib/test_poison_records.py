@@ -23,10 +23,10 @@ from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_delivery import DeliveryService
 from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
-from agentstream_persistence import PersistenceService
-from agentstream_runner import AgentRunnerService
-from agentstream_tools import ToolExecutorService
-from tests.integration.persistence.test_persistence_broker import run_events
+from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
+from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
+from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
+from tests.integration.persistence.test_app import run_events
 
 pytestmark = pytest.mark.integration
 
@@ -103,11 +103,11 @@ _urls: dict[str, str] = {}  # service name → its HTTP base URL in the running 
 def build(name: str, settings: Any) -> Service:
     match name:
         case "agent-runner":
-            return AgentRunnerService(settings)
+            return runner_bootstrap(settings)
         case "persistence":
-            return PersistenceService(settings)
+            return bootstrap_persistence(settings)
         case "tool-executor":
-            return ToolExecutorService(settings)
+            return bootstrap_tool_executor(settings)
         case "ingress":
             return bootstrap_ingress(settings)
         case "delivery":

@@ -4,7 +4,7 @@ from agentstream.contracts import Notice, ReplyTarget
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.kafka import read_until
-from agentstream_tools import ToolExecutorService
+from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 
 def notice(seq: int) -> Notice:
@@ -21,7 +21,7 @@ def notice(seq: int) -> Notice:
 
 async def test_records_handed_over_without_waiting_arrive_in_order_with_their_acks(settings_factory, topics_created):
     settings = settings_factory()
-    svc = ToolExecutorService(settings)  # any service: publishing is the base's
+    svc = bootstrap_tool_executor(settings)  # any service: publishing is the base's
     topic = svc.topics.events
     async with ServiceHost([svc], "127.0.0.1", {svc.name: free_port()}):
         acks = [await svc.publish_nowait(topic, notice(seq), "web:a") for seq in range(1, 51)]

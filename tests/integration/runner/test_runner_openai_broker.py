@@ -13,8 +13,8 @@ from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream.testing.kafka import produce_raw, read_until
-from agentstream_runner import AgentRunnerService
-from agentstream_tools import ToolExecutorService
+from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
+from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 KEY = "web:c1"
@@ -61,7 +61,7 @@ async def test_yaml_assistant_with_role_override_history_and_tool_retry(settings
                 {"id": "fake", "type": "openai", "base_url": fake.base_url, "model": "m"},
             ],
         )
-        runner, tools = AgentRunnerService(settings), ToolExecutorService(settings)
+        runner, tools = runner_bootstrap(settings), bootstrap_tool_executor(settings)
         start = StartRun(
             run_id="run-oai-1",
             conversation_key=KEY,

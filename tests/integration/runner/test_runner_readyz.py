@@ -5,12 +5,12 @@ import httpx
 from agentstream.db import upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream_runner import AgentRunnerService
+from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
 
 
 async def _readyz(settings) -> httpx.Response:
     await upgrade(settings.database.url)
-    runner = AgentRunnerService(settings)
+    runner = runner_bootstrap(settings)
     port = free_port()
     async with ServiceHost([runner], "127.0.0.1", {runner.name: port}), httpx.AsyncClient(timeout=10) as http:
         return await http.get(f"http://127.0.0.1:{port}/readyz")

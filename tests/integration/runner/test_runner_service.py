@@ -13,13 +13,13 @@ from agentstream.contracts import (
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.kafka import produce_raw, read_until
-from agentstream_runner import AgentRunnerService
-from agentstream_tools import ToolExecutorService
+from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
+from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 
 async def test_calculation_streams_through_runner_and_tool_executor(settings_factory, topics_created):
     settings = settings_factory()
-    runner, tools = AgentRunnerService(settings), ToolExecutorService(settings)
+    runner, tools = runner_bootstrap(settings), bootstrap_tool_executor(settings)
     bootstrap, t = settings.kafka.bootstrap_servers, runner.topics
     key = "web:c1"
     start = StartRun(

@@ -19,7 +19,7 @@ from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
-from agentstream_persistence import PersistenceService
+from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 
 OLD = datetime.now(UTC) - timedelta(days=40)
 
@@ -56,7 +56,7 @@ async def test_each_service_purges_its_tables_periodically(
                 created_at=OLD,
             )
         )
-    services = [bootstrap_ingress(settings), bootstrap_delivery(settings), PersistenceService(settings)]
+    services = [bootstrap_ingress(settings), bootstrap_delivery(settings), bootstrap_persistence(settings)]
     ports = {svc.name: free_port() for svc in services}
     expected = {"ingress": "inbound_dedupe", "delivery": "delivery_ledger", "persistence": "messages"}
     try:

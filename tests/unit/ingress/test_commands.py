@@ -68,13 +68,13 @@ def test_retry_runs_the_last_message_again():
     last = MSG.model_copy(update={"text": "what is 6*7"})
     d = run("/retry", ConversationFacts(last_message=last, role_override="smart"))
     assert isinstance(d, StartDecision) and d.start.text == "what is 6*7"
-    assert d.start.options["connector"] == "use::smart"
+    assert d.start.options.connector == "use::smart"
 
 
 def test_queue_enqueues_explicitly():
     d = run("/queue later please")
     assert isinstance(d, StartDecision) and d.start.text == "later please"
-    assert d.start.options["double_texting"] == "enqueue"
+    assert d.start.options.double_texting == "enqueue"
     assert isinstance(run("/queue"), NoticeDecision)
 
 

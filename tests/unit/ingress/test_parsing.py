@@ -53,3 +53,10 @@ def test_invalid_utf8_oversized_fields_and_huge_text():
     assert isinstance(control, DeadLetterDecision) and "user.id" in control.error and control.notify is not None
     huge = parse(json.dumps({**VALID, "text": "x" * 1001}).encode(), 1000)
     assert isinstance(huge, DeadLetterDecision) and huge.notify is not None
+
+
+def test_json_nested_past_the_recursion_limit_is_dead_lettered_without_a_target():
+    decision = parse(b"[" * 5000)
+    assert isinstance(decision, DeadLetterDecision)
+    assert decision.error.startswith("not valid JSON")
+    assert decision.notify is None

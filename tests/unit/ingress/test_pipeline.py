@@ -146,7 +146,7 @@ async def test_model_override_is_stored_and_sent_as_connector_role(ports, raw):
     assert isinstance(d, NoticeDecision) and "smart" in d.text
     assert ports.roles == {"telegram:42": "smart"}
     d = await p.decide(raw(id="b", text="hi"))
-    assert isinstance(d, StartDecision) and d.start.options["connector"] == "use::smart"
+    assert isinstance(d, StartDecision) and d.start.options.connector == "use::smart"
 
 
 async def test_profile_routing_picks_assistant_role_and_policy(ports, raw):
@@ -164,7 +164,7 @@ async def test_profile_routing_picks_assistant_role_and_policy(ports, raw):
     )
     d = await p.decide(raw())
     assert isinstance(d, StartDecision) and d.start.assistant_id == "helper"
-    assert d.start.options == {
+    assert d.start.options.as_dict() == {
         "connector": "use::fast",
         "double_texting": "interrupt",
         "delivery": {"edit_interval": 2},
@@ -202,7 +202,7 @@ async def test_a_batch_decides_in_order_and_dedupes_inside_itself(ports, raw):
         "StartDecision",
         "NoticeDecision",
     ]
-    assert decisions[4].start.options["connector"] == "use::smart"  # the override from earlier in the batch
+    assert decisions[4].start.options.connector == "use::smart"  # the override from earlier in the batch
     assert [text for text, _ in ports.started] == ["hello", "after"]
 
 

@@ -1,9 +1,9 @@
 """`AnyRunEvent` / `RunEvent` (agentstream.contracts) let mypy check a `match` over run events
 for exhaustiveness: one that forgets an event type fails type checking at its `assert_never`."""
 
+import subprocess
+import sys
 from pathlib import Path
-
-from mypy import api
 
 ROOT = Path(__file__).resolve().parents[3]
 EXHAUSTIVE = ROOT / "tests" / "typing" / "run_event_match.py"
@@ -11,8 +11,16 @@ NOTICE_CASE = '        case Notice():\n            return "notice"\n'
 
 
 def mypy(path: Path) -> tuple[str, int]:
-    out, err, status = api.run(["--config-file", str(ROOT / "pyproject.toml"), "--strict", str(path)])
-    return out + err, status
+    # In a child process: mypy raises the interpreter's recursion limit, which would change how
+    # later tests in this process see deeply nested JSON.
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), "--strict", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    return done.stdout + done.stderr, done.returncode
 
 
 def test_an_exhaustive_match_type_checks():

@@ -17,7 +17,7 @@ from agentstream.config import ConfigError, KafkaSettings, load_settings
 from agentstream.kafka import make_broker
 from agentstream.kafka.security import broker_security, client_security
 from agentstream.kafka.topics import admin_client
-from agentstream_stack.client import RunFollower
+from agentstream_stack.run_follower import RunFollower
 
 PASSWORD_ENV = "TEST_KAFKA_PASSWORD"
 SECRET = "pa55-w0rd"

@@ -19,7 +19,7 @@ from agentstream.contracts import (
 )
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.assistants import Assistant, Assistants
-from agentstream_runner.connectors import Connectors, RoleOverrides
+from agentstream_runner.connectors.resolve import Connectors, RoleOverrides
 from agentstream_runner.context import RunContext
 from agentstream_runner.history import StoredMessage
 from agentstream_runner.hooks import Hooks

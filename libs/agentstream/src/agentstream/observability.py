@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import logging
 import sys
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import structlog
 from fastapi import Depends, FastAPI, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
 from agentstream.auth import AUTH_RESPONSES, Authenticator, Principal, Scope, authenticate, requires
 from agentstream.logthrottle import ThrottleFilter
@@ -25,6 +26,23 @@ if TYPE_CHECKING:
     from agentstream.config import Settings
 
 ReadyCheck = Callable[[], Awaitable[bool]]
+
+
+_RECORDS_PUBLISHED: weakref.WeakKeyDictionary[CollectorRegistry, Counter] = weakref.WeakKeyDictionary()
+
+
+def records_published(registry: CollectorRegistry) -> Counter:
+    """`agentstream_records_published_total{service,topic}` of `registry`, made on first use: the
+    service and the publishers its bootstrap builds before it count into the same one."""
+    counter = _RECORDS_PUBLISHED.get(registry)
+    if counter is None:
+        counter = _RECORDS_PUBLISHED[registry] = Counter(
+            "agentstream_records_published_total",
+            "Records handed to the producer",
+            ["service", "topic"],
+            registry=registry,
+        )
+    return counter
 
 
 class NotReady(Exception):

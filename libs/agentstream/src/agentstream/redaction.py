@@ -65,14 +65,15 @@ def secret_env_names(settings: Settings) -> list[str]:
     """Every env var the settings point at (`*_env` keys anywhere, `hooks.security.env`): their values are secrets."""
     names: list[str] = []
 
-    def walk(value: Any, key: str = "") -> None:
+    def walk(value: Any, key: str = "", named: bool = False) -> None:
+        named = named or key.endswith("_env")  # every name under a `*_env` key (`headers_env: {h: VAR}`)
         if isinstance(value, dict):
             for k, v in value.items():
-                walk(v, str(k))
+                walk(v, str(k), named)
         elif isinstance(value, list):
             for v in value:
-                walk(v, key)
-        elif isinstance(value, str) and key.endswith("_env"):
+                walk(v, key, named)
+        elif isinstance(value, str) and named:
             names.append(value)
 
     walk(settings.model_dump(mode="python"))

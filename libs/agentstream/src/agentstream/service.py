@@ -38,7 +38,7 @@ from agentstream.kafka.internals import (
     release_commits,
 )
 from agentstream.kafka.producer import OutputGate, encode_record
-from agentstream.observability import NotReady, ReadyCheck, get_logger, http_app
+from agentstream.observability import NotReady, ReadyCheck, get_logger, http_app, records_published
 
 T = TypeVar("T")
 # A stop ends within 10 s whatever Kafka does: final commits/flushes get FINAL_STEP_TIMEOUT_S
@@ -126,12 +126,7 @@ class Service:
         self.dead_letters = Counter(
             "agentstream_dead_letters_total", "Records sent to the dlq", ["service", "topic"], registry=self.registry
         )
-        self.records_published = Counter(
-            "agentstream_records_published_total",
-            "Records handed to the producer",
-            ["service", "topic"],
-            registry=self.registry,
-        )
+        self.records_published = records_published(self.registry)
         self._published_by_topic: dict[str, Any] = {}
         self.broker_health = BrokerHealth(
             settings.kafka,

@@ -1,5 +1,1 @@
-"""agent-runner: consumes `runs` + `tool-results`, produces `events` and `tool-calls`."""
-
-from agentstream_runner.app import AgentRunnerService
-
-__all__ = ["AgentRunnerService"]
+"""agent-runner: consumes `runs` + `tool-results`, produces `events` and `tool-calls` (built by `bootstrap.py`)."""

@@ -2,39 +2,36 @@
 
 The handler never waits for a run: StartRun and ResumeRun go to the conversation's
 owner, InterruptRun cancels its active run, ResetConversation opens a new session and
-stops the run, a ToolCallResult resolves the waiting call. The service itself is the
-pipeline's `RunPorts` (publish events, call tools). When a partition moves to another
-runner, the runs of its conversations end `failed(reason=rebalanced)`.
+stops the run, a ToolCallResult resolves the waiting call. Runs publish through the
+`BrokerRunPorts` that `bootstrap` gave their launcher, never through the service. When
+a partition moves to another runner, the runs of its conversations end
+`failed(reason=rebalanced)`.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+from typing import Annotated, assert_never
 
-from aiokafka import ConsumerRebalanceListener, TopicPartition
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
+from pydantic import Field, TypeAdapter
 
 from agentstream.contracts import (
-    EventBase,
     FinishReason,
     InterruptRun,
     ResetConversation,
     ResumeRun,
     StartRun,
-    ToolCallRequest,
     ToolCallResult,
 )
+from agentstream.kafka.decoding import RecordDecoder
+from agentstream.kafka.revocations import RevocationListener
 from agentstream.observability import NotReady
-from agentstream.service import Service
-from agentstream_runner.assistant_files import load_assistants_dir
-from agentstream_runner.assistants import Assistants
-from agentstream_runner.connectors import Connectors
-from agentstream_runner.owners import Conversations
-from agentstream_runner.ownership import RunLauncher
-from agentstream_runner.records import Undecodable, decode_record
-from agentstream_runner.waiters import ToolWaiters
+from agentstream.service import Infra, Service
+from agentstream_runner.connectors.resolve import Connectors
+from agentstream_runner.conversations.registry import Conversations
+from agentstream_runner.launcher import RunLauncher
+from agentstream_runner.ports import ToolWaiters
 
 # Commands are handed to their owner at once, so their offsets are committed soon after
 # reading (at most once): a runner killed right after would otherwise re-run a StartRun
@@ -42,26 +39,34 @@ from agentstream_runner.waiters import ToolWaiters
 # persistence's watchdog ends it and `resume.auto` rebuilds it from its `run.queued`.
 COMMIT_INTERVAL_MS = 100
 
+# What the one subscription (`runs` + `tool-results`) carries, told apart by `type`.
+RunnerRecord = Annotated[
+    StartRun | InterruptRun | ResumeRun | ResetConversation | ToolCallResult, Field(discriminator="type")
+]
+RUNNER_RECORD: TypeAdapter[RunnerRecord] = TypeAdapter(RunnerRecord)
+RUNNER_RECORD_NAME = "run command or tool result"
+
 
 class AgentRunnerService(Service):
     name = "agent-runner"
     uses_database = True  # history (`messages`) and role overrides (`role_settings`), read-only
 
-    def setup(self) -> None:
-        self.assistants = self._load_assistants()
-        self.connectors = Connectors(self.settings)
+    def __init__(
+        self,
+        infra: Infra,
+        *,
+        connectors: Connectors,
+        launcher: RunLauncher,
+        conversations: Conversations,
+        waiters: ToolWaiters,
+    ) -> None:
+        super().__init__(infra)
+        self.connectors = connectors
+        self.launcher = launcher
+        self.conversations = conversations
+        self.waiters = waiters
         self.ready_checks["connectors"] = self._connectors_ready
-        self.waiters = ToolWaiters()
-        self.launcher = RunLauncher(
-            self, self.connectors, self.assistants, self.settings.runner, lambda: self.sessions, self.log
-        )
-        self.conversations = Conversations(
-            self.launcher.run,
-            self.launcher.policy_for,
-            self.launcher.dismiss,
-            log=self.log,
-            collect_window_s=self.settings.runner.collect_window_ms / 1000,
-        )
+        self.decoder = RecordDecoder(RUNNER_RECORD, RUNNER_RECORD_NAME, self.dead_letter)
         self.records = Counter(
             "agentstream_runner_records_total", "Records consumed by type", ["type"], registry=self.registry
         )
@@ -75,17 +80,10 @@ class AgentRunnerService(Service):
             self.topics.tool_results,
             **self.subscriber_options(),
             auto_commit_interval_ms=COMMIT_INTERVAL_MS,
-            listener=_Revocations(self),
+            # Before a partition moves, its runs end (`failed`, reason `rebalanced`), so the new
+            # owner can resume them and two runners never write one conversation.
+            listener=RevocationListener(self.partitions_revoked, topic=self.topics.runs),
         )(self.on_record)
-
-    def _load_assistants(self) -> Assistants:
-        if not self.settings.assistants_dir:
-            return Assistants(self.settings)
-        loaded = load_assistants_dir(self.settings.assistants_dir)
-        for problem in loaded.problems:  # one bad file does not stop the others
-            self.log.error("assistant file invalid", file=problem.file, field=problem.field, error=problem.message)
-        self.log.info("assistants loaded", ids=[a.id for a in loaded.assistants], invalid=len(loaded.problems))
-        return Assistants(self.settings, loaded.assistants, loaded.hooks)
 
     async def _connectors_ready(self) -> bool:
         if not self.settings.connectors:  # every run would fail "connector not specified"
@@ -98,11 +96,11 @@ class AgentRunnerService(Service):
         self.connectors.preload()  # before the broker starts: the first run does not wait for an import
 
     async def on_record(self, msg: KafkaMessage) -> None:
-        record = decode_record(bytes(msg.body))
-        self.records.labels(getattr(record, "type", "undecodable")).inc()
+        record = await self.decoder(msg)
+        self.records.labels(record.type if record is not None else "undecodable").inc()
         match record:
-            case Undecodable(reason=reason):
-                await self.dead_letter(msg, reason)
+            case None:
+                return  # dead-lettered with the reason
             case StartRun():
                 self.conversations.submit(record, getattr(msg.raw_message, "partition", None))
             case InterruptRun(conversation_key=key, run_id=run_id, reason=reason):
@@ -119,18 +117,8 @@ class AgentRunnerService(Service):
                     self.log.info(
                         "tool result ignored: no run waits for it", run_id=record.run_id, call_id=record.call_id
                     )
-
-    # -- RunPorts ------------------------------------------------------------------
-    async def publish_event(self, event: EventBase) -> asyncio.Future[Any]:
-        return await self.publish_nowait(self.topics.events, event, event.conversation_key)
-
-    async def call_tool(self, request: ToolCallRequest) -> ToolCallResult:
-        result = self.waiters.expect(request.run_id, request.call_id)  # before publishing: no lost result
-        try:
-            await self.publish(self.topics.tool_calls, request, request.conversation_key)
-            return await result
-        finally:
-            self.waiters.discard(request.run_id, request.call_id)
+            case _:
+                assert_never(record)
 
     # -- lifecycle -----------------------------------------------------------------
     async def partitions_revoked(self, partitions: set[int]) -> None:
@@ -144,18 +132,3 @@ class AgentRunnerService(Service):
         await self.conversations.close(FinishReason.SHUTDOWN)
         await self.connectors.close()
         await super().stop()
-
-
-class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]
-    """Before a partition moves, its runs end here (`failed`, reason `rebalanced`), so
-    the new owner can resume them and two runners never write one conversation."""
-
-    def __init__(self, service: AgentRunnerService) -> None:
-        self._service = service
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        runs_topic = self._service.topics.runs
-        await self._service.partitions_revoked({tp.partition for tp in revoked if tp.topic == runs_topic})
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        return None

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from agentstream.config import RunnerSettings
 from agentstream.contracts import EventBase, FinishReason, ToolCallRequest, ToolCallResult
 from agentstream_runner.assistants import Assistants
-from agentstream_runner.connectors import Connectors, RoleOverrides
+from agentstream_runner.connectors.resolve import Connectors, RoleOverrides
 from agentstream_runner.history import HistoryStore
 
 

@@ -10,15 +10,21 @@ event (the port returns the ack's future), so a token reaches Kafka without wait
 for the previous event's ack. `confirm()` waits for every ack so far — the pipeline
 calls it after `run.finished` — and a failed ack fails the next `emit`. At most
 `MAX_UNCONFIRMED` events are in flight per root run.
+
+`step` is the bookkeeping around one LLM call or one round of tool calls: `step.started`,
+then `step.completed` (with a memory snapshot for resume) or `step.failed`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from agentstream.contracts import EventBase, StartRun
+from agentstream.contracts import ChatMessage, EventBase, StartRun, StepCompleted, StepFailed, StepStarted
+from agentstream.contracts.events import StepType
 
 EventT = TypeVar("EventT", bound=EventBase)
 Ack = asyncio.Future[Any]
@@ -108,3 +114,39 @@ class RunEmitter:
             # wait(), not gather(): cancelling this task must not cancel the producer's futures.
             await asyncio.wait(pending)
         self._seq.check_acks()
+
+
+# -- steps -------------------------------------------------------------------------
+@dataclass
+class StepRecord:
+    """Filled by the step's body; published with `step.completed`."""
+
+    output: dict[str, Any] = field(default_factory=dict)
+    memory: list[ChatMessage] = field(default_factory=list)
+
+
+def _describe(err: BaseException) -> str:
+    if isinstance(err, asyncio.CancelledError):
+        return "interrupted"
+    return str(err) or type(err).__name__
+
+
+@asynccontextmanager
+async def step(
+    events: RunEmitter, step_type: StepType, step_id: str, step_input: dict[str, Any]
+) -> AsyncIterator[StepRecord]:
+    await events.emit(StepStarted, step_id=step_id, step_type=step_type, input=step_input)
+    record = StepRecord()
+    try:
+        yield record
+    except BaseException as err:
+        await events.emit(StepFailed, step_id=step_id, step_type=step_type, input=step_input, error=_describe(err))
+        raise
+    await events.emit(
+        StepCompleted,
+        step_id=step_id,
+        step_type=step_type,
+        input=step_input,
+        output=record.output,
+        memory=list(record.memory),
+    )

@@ -15,15 +15,15 @@ model call, offered no tools, that answers from the tool results.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import assert_never
 
 import structlog
 
-from agentstream.contracts import ChatMessage, MessageRole
-from agentstream_runner.errors import RunFailure
 from agentstream_runner.hooks import Delegate, NextInput, call_next
 from agentstream_runner.llm_step import Completion, llm_turn
+from agentstream_runner.outcome import RunFailure
 from agentstream_runner.scope import Answer, RunScope
-from agentstream_runner.tool_phase import AnsweredOnRetry, PhaseEnd, ToolsDone, ToolsFailed, run_tool_calls
+from agentstream_runner.tool_calls import AnsweredOnRetry, PhaseEnd, ToolsDone, ToolsFailed, run_tool_calls
 
 DelegateFn = Callable[[RunScope, Delegate], Awaitable[Answer]]
 log = structlog.get_logger(__name__)
@@ -37,8 +37,11 @@ async def standard_response(scope: RunScope, completion: Completion, phase: Phas
             return Answer(answered.text)
         case ToolsFailed() if scope.assistant.on_tool_error == "fail":
             raise RunFailure(f"tool calls failed: {phase.error}")
-    # Tool results (or non-retryable errors) are in memory: the model answers from them.
-    return Answer((await llm_turn(scope, with_tools=False)).text)
+        case ToolsDone() | ToolsFailed():
+            # Tool results (or non-retryable errors) are in memory: the model answers from them.
+            return Answer((await llm_turn(scope, with_tools=False)).text)
+        case _:
+            assert_never(phase)
 
 
 async def _tools_of(scope: RunScope, completion: Completion) -> PhaseEnd | None:
@@ -75,11 +78,6 @@ async def next_hook_ending(scope: RunScope, completion: Completion, delegate: De
     return Answer(answer.text, decision.data or {})
 
 
-def _conversation(scope: RunScope) -> list[ChatMessage]:
-    """What a fallback assistant gets: the conversation and tool results, no system prompts."""
-    return [m for m in scope.memory if m.role != MessageRole.SYSTEM]
-
-
 async def tool_loop_ending(scope: RunScope, completion: Completion, delegate: DelegateFn) -> Answer:
     loop = scope.assistant.tool_loop
     turns = 1
@@ -105,7 +103,7 @@ async def _loop_failed(scope: RunScope, completion: Completion, phase: PhaseEnd,
     )
     if fallback:
         try:
-            return await delegate(scope, Delegate(assistant=fallback, messages=_conversation(scope)))
+            return await delegate(scope, Delegate(assistant=fallback, messages=scope.conversation()))
         except RunFailure as err:
             log.warning("fallback assistant failed", run_id=scope.run_id, fallback=fallback, error=str(err))
     return await standard_response(scope, completion, phase)

@@ -1,28 +1,20 @@
 """The body of a run, shared by root and child runs: Create hook → model → ending.
 
-Delegation (from a hook or the tool-loop fallback) runs a child under the same
-root: its own run id, `parent_run_id`, `depth + 1`, events in the root's stream,
-no `run.started`/`run.finished` of its own, usage added to the root's totals. A
-cycle (A → B → A) or a depth over `MAX_DEPTH` is refused before it starts.
+A delegation (from a hook or the tool-loop fallback) runs this same body for the
+child (see `delegation.py`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from agentstream.contracts import ChatMessage, MessageRole, StepType, new_id
+from agentstream.contracts import StepType
 from agentstream.tools_catalog import tool_spec
+from agentstream_runner.delegation import delegate_to
+from agentstream_runner.emitter import step
 from agentstream_runner.ending import finish
-from agentstream_runner.errors import RunFailure
 from agentstream_runner.hooks import CreateInput, Delegate, call_create
 from agentstream_runner.llm_step import llm_turn
-from agentstream_runner.prompts import system_messages
-from agentstream_runner.scope import MAX_DEPTH, Answer, RunScope
-from agentstream_runner.steps import step
-
-
-class DelegationRefused(RunFailure):
-    pass
+from agentstream_runner.outcome import RunFailure
+from agentstream_runner.scope import Answer, RunScope
 
 
 async def _apply_create_hook(scope: RunScope) -> Delegate | None:
@@ -65,51 +57,12 @@ async def execute(scope: RunScope) -> Answer:
     delegate = await _apply_create_hook(scope)
     if delegate is not None:
         if delegate.messages is None:
-            delegate = Delegate(assistant=delegate.assistant, messages=_input_of(scope))
+            delegate = Delegate(assistant=delegate.assistant, messages=scope.conversation())
         return await run_child(scope, delegate)
     completion = await llm_turn(scope)
     return await finish(scope, completion, run_child)
 
 
-def _input_of(scope: RunScope) -> list[ChatMessage]:
-    """The parent's non-system messages: what the child answers."""
-    return [m for m in scope.memory if m.role != MessageRole.SYSTEM]
-
-
-def check_delegation(parent: RunScope, assistant_id: str) -> None:
-    if assistant_id in parent.chain:
-        path = " → ".join((*parent.chain, assistant_id))
-        raise DelegationRefused(f"delegation refused: cycle {path}")
-    depth = parent.events.depth + 1
-    if depth > MAX_DEPTH:
-        raise DelegationRefused(f"delegation refused: depth {depth} is over the limit of {MAX_DEPTH}")
-
-
 async def run_child(parent: RunScope, delegate: Delegate) -> Answer:
-    check_delegation(parent, delegate.assistant)
-    ctx = parent.ctx
-    assistant = ctx.assistants.get(delegate.assistant)
-    child_id = new_id()
-    events = parent.events.child(child_id)
-    messages = list(delegate.messages or [])
-    step_input: dict[str, Any] = {"assistant": assistant.id, "child_run_id": child_id, "messages": len(messages)}
-    async with step(parent.events, StepType.DELEGATE, parent.step_id(StepType.DELEGATE), step_input) as record:
-        child = RunScope(
-            ctx=ctx,
-            start=parent.start,
-            events=events,
-            totals=parent.totals,
-            assistant=assistant,
-            hooks=ctx.assistants.hooks(assistant.id),
-            connector=ctx.connectors.resolve(None, assistant.connector, parent.overrides),
-            overrides=parent.overrides,
-            memory=[*system_messages(assistant, parent.start, parent.metadata), *messages],
-            options={**assistant.options},
-            metadata=dict(parent.metadata),
-            tool_names=list(assistant.tools),
-            chain=(*parent.chain, assistant.id),
-        )
-        answer = await execute(child)
-        record.output = {"text": answer.text, "data": answer.data}
-        record.memory = parent.memory
-    return answer
+    """The answer of the assistant `delegate` names, run as a child of `parent`."""
+    return await delegate_to(parent, delegate, execute)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from agentstream.contracts import ChatMessage, MessageRole
+from agentstream.contracts import ChatMessage, MessageRole, RunOptions
 
 DEFAULT_HISTORY_SIZE = 20
 SUMMARY_CHARS = 200
@@ -31,19 +31,11 @@ class HistoryStore(Protocol):
         ...
 
 
-def history_size(options: dict[str, Any], assistant_size: int | None) -> int:
+def history_size(options: RunOptions, assistant_size: int | None) -> int:
     """Request option > assistant > 20."""
-    requested = options.get("history_size")
-    if isinstance(requested, int) and not isinstance(requested, bool) and requested >= 0:
-        return requested
+    if options.history_size is not None:
+        return options.history_size
     return assistant_size if assistant_size is not None else DEFAULT_HISTORY_SIZE
-
-
-def skips_history(options: dict[str, Any]) -> bool:
-    """`skip: [history]`, `skip: history` or `skip.history: true`."""
-    skip = options.get("skip")
-    listed = skip == "history" or (isinstance(skip, list | tuple) and "history" in skip)
-    return listed or options.get("skip.history") is True
 
 
 def replay(rows: Sequence[StoredMessage]) -> list[ChatMessage]:

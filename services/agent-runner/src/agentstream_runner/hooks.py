@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentstream.contracts import ChatMessage, StartRun, ToolCallResult, ToolCallSpec
-from agentstream_runner.errors import RunFailure
+from agentstream_runner.outcome import RunFailure
 
 HookFn = Callable[..., Any]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from agentstream.contracts import (
     ChatMessage,
@@ -19,10 +20,16 @@ from agentstream.contracts import (
     new_id,
 )
 from agentstream_runner.coalescer import CoalescingSender
-from agentstream_runner.connectors import Connector, LLMRequest, TextDelta, ThinkingDelta, ToolCallChunk, UsageChunk
-from agentstream_runner.emitter import RunEmitter
+from agentstream_runner.connectors.base import (
+    Connector,
+    LLMRequest,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallChunk,
+    UsageChunk,
+)
+from agentstream_runner.emitter import RunEmitter, step
 from agentstream_runner.scope import RunScope
-from agentstream_runner.steps import step
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,10 @@ async def stream_completion(
                     tool_calls.append(ToolCallSpec(id=call_id, name=name, arguments=arguments))
                 case UsageChunk(usage=used):
                     usage = usage + used
+                case TextDelta() | ThinkingDelta():
+                    pass  # empty: nothing to show
+                case _:
+                    assert_never(chunk)
     # Leaving the block flushed the last coalesced deltas: completed comes after them.
     text = "".join(text_parts)
     if started:

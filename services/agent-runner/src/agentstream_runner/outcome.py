@@ -24,6 +24,14 @@ class RunState(StrEnum):
 FAILING_STOPS = frozenset({FinishReason.REBALANCED})
 
 
+class RunFailure(Exception):
+    """An expected failure that ends the run `failed`; `str(err)` becomes `RunFinished.error`.
+
+    Anything else raised inside a run is a bug: it is also recorded as `failed`, but then
+    re-raised so its traceback is logged.
+    """
+
+
 class InvalidTransition(RuntimeError):
     pass
 

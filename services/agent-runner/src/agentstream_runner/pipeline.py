@@ -7,25 +7,76 @@ run (retries, loop turns and delegated children included).
 
 `resume` starts a run from a saved memory and usage instead of history + input
 (the seam for resuming a checkpointed run).
+
+Permission: who may start a run. Today the inbound user is the identity.
+
+Heartbeats: `run.heartbeat` every `heartbeat_s` while a run is alive, so the persistence
+watchdog can tell a slow run from a lost one. A timer, not a sleeping task: leaving the
+block cancels the timer without yielding to the event loop, so the run's next events (its
+ending) are handed to the producer in the same tick as its last ones and share their
+produce request. Only a beat already being emitted is waited for, so no heartbeat can
+follow the run's `run.finished`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
-from agentstream.contracts import ChatMessage, Notice, NoticeLevel, RunFinished, RunStarted, StartRun, Usage
+from agentstream.contracts import (
+    ChatMessage,
+    Notice,
+    NoticeLevel,
+    RunFinished,
+    RunHeartbeat,
+    RunStarted,
+    StartRun,
+    Usage,
+    User,
+)
+from agentstream_runner.assistants import system_messages
 from agentstream_runner.context import RunContext
 from agentstream_runner.emitter import RunEmitter
-from agentstream_runner.errors import RunFailure
 from agentstream_runner.flow import execute
-from agentstream_runner.heartbeat import heartbeat
-from agentstream_runner.history import skips_history
-from agentstream_runner.outcome import RunOutcome
-from agentstream_runner.permission import NOT_AUTHORIZED, is_authorized
-from agentstream_runner.prompts import system_messages
-from agentstream_runner.run_setup import history_and_input, requested_connector, role_overrides
+from agentstream_runner.outcome import RunFailure, RunOutcome
+from agentstream_runner.run_setup import history_and_input, role_overrides
 from agentstream_runner.scope import RootTotals, RunScope
+
+NOT_AUTHORIZED = "not authorized"
+
+
+def is_authorized(user: User | None) -> TypeGuard[User]:
+    return user is not None and bool(user.id.strip())
+
+
+def _retrieve(task: asyncio.Task[object]) -> None:
+    # A failed beat is not the run's failure: the next emit reports a refused record.
+    if not task.cancelled():
+        task.exception()
+
+
+@contextlib.asynccontextmanager
+async def heartbeat(events: RunEmitter, interval_s: float) -> AsyncIterator[None]:
+    loop = asyncio.get_running_loop()
+    beating: asyncio.Task[object] | None = None
+    timer: asyncio.TimerHandle | None = None
+
+    def beat() -> None:
+        nonlocal beating, timer
+        beating = asyncio.create_task(events.emit(RunHeartbeat), name=f"heartbeat:{events.run_id}")
+        beating.add_done_callback(_retrieve)
+        timer = loop.call_later(interval_s, beat)
+
+    timer = loop.call_later(interval_s, beat)
+    try:
+        yield
+    finally:
+        timer.cancel()
+        if beating is not None and not beating.done():
+            await asyncio.wait({beating})
 
 
 @dataclass(frozen=True)
@@ -64,9 +115,9 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
     try:
         # 2. Who answers, with which options (the caller's win), through which connector.
         assistant = ctx.assistants.get(start.assistant_id)
-        options = {**assistant.options, **start.options}
+        options = start.options.over(assistant.options)
         overrides = await role_overrides(ctx, start)
-        connector = ctx.connectors.resolve(requested_connector(start.options), assistant.connector, overrides)
+        connector = ctx.connectors.resolve(start.options.connector, assistant.connector, overrides)
 
         # 3. Memory: system prompts, history, the new input (or the resumed memory).
         if resume is None:
@@ -83,7 +134,7 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
             user_id=start.user.id if start.user else None,
             session_id=start.session_id,
             tenant_id=start.user.tenant_id if start.user else None,
-            store_history=not skips_history(options),
+            store_history=not options.skips_history,
         )
 
         # 4. Create hook → model → tools → the one ending (hooks, loop, delegation).
@@ -97,7 +148,7 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
             connector=connector,
             overrides=overrides,
             memory=memory,
-            options=options,
+            options=options.as_dict(),
             metadata=dict(start.metadata),
             tool_names=list(assistant.tools),
             chain=(assistant.id,),

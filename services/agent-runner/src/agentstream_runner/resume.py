@@ -23,10 +23,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agentstream.contracts import ChatMessage, MessageRole, ReplyTarget, ResumeRun, StartRun, Usage, User
-from agentstream.db.models import Message
+from agentstream.contracts import ChatMessage, MessageRole, ReplyTarget, ResumeRun, RunOptions, StartRun, Usage, User
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
-from agentstream_runner.history import StoredMessage
 
 CHECKPOINT_WAIT_S = 5.0  # a resume may arrive before persistence has written the checkpoint
 
@@ -76,7 +74,7 @@ def start_of(command: ResumeRun, checkpoint: Checkpoint) -> StartRun:
         user=User(id=user_id) if user_id else None,
         text=text,
         reply_target=ReplyTarget.model_validate(target),
-        options={"connector": info["connector_id"]} if info.get("connector_id") else {},
+        options=RunOptions(connector=info["connector_id"]) if info.get("connector_id") else RunOptions(),
     )
 
 
@@ -122,25 +120,3 @@ async def load_checkpoint(
         if checkpoint is not None or loop.time() >= deadline:
             return checkpoint
         await asyncio.sleep(0.2)
-
-
-class HistoryWithout:
-    """History as the run first saw it: the session's messages minus this run's own rows
-    (its input and partial answer were stored when it ended)."""
-
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], root_run_id: str) -> None:
-        self._sessions = sessions
-        self._root_run_id = root_run_id
-
-    async def recent(self, conversation_key: str, session_id: str | None, limit: int) -> list[StoredMessage]:
-        if limit <= 0:
-            return []
-        query = select(Message.role, Message.content, Message.name).where(
-            Message.conversation_key == conversation_key, Message.root_run_id != self._root_run_id
-        )
-        if session_id is not None:
-            query = query.where(Message.session_id == session_id)
-        query = query.order_by(Message.id.desc()).limit(limit)
-        async with self._sessions() as session:
-            rows = (await session.execute(query)).all()
-        return [StoredMessage(role=r.role, content=r.content or "", name=r.name) for r in reversed(rows)]

@@ -6,29 +6,21 @@ fails the run goes on (no overrides / no history) and a warning is logged.
 
 from __future__ import annotations
 
-from typing import Any
-
 import structlog
 
-from agentstream.contracts import ChatMessage, MessageRole, StartRun
+from agentstream.contracts import ChatMessage, MessageRole, RunOptions, StartRun
 from agentstream_runner.assistants import Assistant
-from agentstream_runner.connectors import RoleOverrides
+from agentstream_runner.connectors.resolve import RoleOverrides
 from agentstream_runner.context import RunContext
-from agentstream_runner.history import drop_overlap, history_size, replay, skips_history
+from agentstream_runner.history import drop_overlap, history_size, replay
 
 log = structlog.get_logger(__name__)
 
 
-def requested_connector(options: dict[str, Any]) -> str | None:
-    value = options.get("connector")
-    return value if isinstance(value, str) and value else None
-
-
 def input_messages(start: StartRun) -> list[ChatMessage]:
     """The request's messages: `options.messages` when a client sends a conversation, else the text."""
-    given = start.options.get("messages")
-    if isinstance(given, list) and given:
-        return [ChatMessage.model_validate(m) for m in given]
+    if start.options.messages:
+        return list(start.options.messages)
     name = start.user.name if start.user else None
     return [ChatMessage(role=MessageRole.USER, content=start.text, name=name)]
 
@@ -44,9 +36,9 @@ async def role_overrides(ctx: RunContext, start: StartRun) -> RoleOverrides:
 
 
 async def load_history(
-    ctx: RunContext, start: StartRun, options: dict[str, Any], assistant: Assistant
+    ctx: RunContext, start: StartRun, options: RunOptions, assistant: Assistant
 ) -> list[ChatMessage]:
-    if ctx.history is None or skips_history(options):
+    if ctx.history is None or options.skips_history:
         return []
     size = history_size(options, assistant.history_size)
     try:
@@ -58,7 +50,7 @@ async def load_history(
 
 
 async def history_and_input(
-    ctx: RunContext, start: StartRun, options: dict[str, Any], assistant: Assistant
+    ctx: RunContext, start: StartRun, options: RunOptions, assistant: Assistant
 ) -> tuple[list[ChatMessage], list[ChatMessage]]:
     """(history, new input): input messages already at the end of history are dropped."""
     history = await load_history(ctx, start, options, assistant)

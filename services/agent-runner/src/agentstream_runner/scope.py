@@ -11,10 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentstream.contracts import ChatMessage, StartRun, Usage
+from agentstream.contracts import ChatMessage, MessageRole, StartRun, Usage
 from agentstream.tools_catalog import ToolSpec, tool_spec
 from agentstream_runner.assistants import Assistant
-from agentstream_runner.connectors import Connector, RoleOverrides
+from agentstream_runner.connectors.base import Connector
+from agentstream_runner.connectors.resolve import RoleOverrides
 from agentstream_runner.context import RunContext
 from agentstream_runner.emitter import RunEmitter
 from agentstream_runner.hooks import Hooks
@@ -58,6 +59,10 @@ class RunScope:
     @property
     def run_id(self) -> str:
         return self.events.run_id
+
+    def conversation(self) -> list[ChatMessage]:
+        """The memory without system prompts: what a child or fallback assistant answers."""
+        return [m for m in self.memory if m.role != MessageRole.SYSTEM]
 
     def step_id(self, kind: str) -> str:
         """Unique within the root run, children and resumed attempts included: the seq

@@ -15,18 +15,25 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.db.models import Message
 from agentstream.db.models_runner import RoleSetting
-from agentstream_runner.connectors import RoleOverrides
+from agentstream_runner.connectors.resolve import RoleOverrides
 from agentstream_runner.history import StoredMessage
 
 
 class SqlStores:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+    """History and role overrides. With `without_run`, history as that run first saw it: the
+    session's messages minus the run's own rows (a resumed run's input and partial answer
+    were stored when it ended)."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], without_run: str | None = None) -> None:
         self._sessions = sessions
+        self._without_run = without_run
 
     async def recent(self, conversation_key: str, session_id: str | None, limit: int) -> list[StoredMessage]:
         if limit <= 0:
             return []
         query = select(Message.role, Message.content, Message.name).where(Message.conversation_key == conversation_key)
+        if self._without_run is not None:
+            query = query.where(Message.root_run_id != self._without_run)
         if session_id is not None:
             query = query.where(Message.session_id == session_id)
         query = query.order_by(Message.id.desc()).limit(limit)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from agentstream.config import Settings
 from agentstream.contracts import FinishReason, InboundMessage, InterruptRun, ResetConversation, ResumeRun
+from agentstream.contracts.runs import DoubleTexting
 from agentstream_ingress.decisions import (
     CommandDecision,
     Decision,
@@ -116,7 +117,7 @@ def handle(
             if not cmd.args:
                 return say("Usage: /queue <text>")
             queued = msg.model_copy(update={"text": cmd.args})
-            return build_start(queued, routed, facts.role_override, settings, double_texting="enqueue")
+            return build_start(queued, routed, facts.role_override, settings, DoubleTexting.ENQUEUE)
         case "help":
             return say(help_text())
         case _:

@@ -33,7 +33,7 @@ def reply_target_of(raw: bytes) -> ReplyTarget | None:
     """Best effort: where to tell the user their message was bad."""
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # "[" * 5000 recurses past the limit
         return None
     if not isinstance(data, dict):
         return None

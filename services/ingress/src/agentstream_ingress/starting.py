@@ -6,29 +6,34 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agentstream.config import Settings
-from agentstream.contracts import InboundMessage, RunQueued, StartRun, new_id
+from agentstream.contracts import DoubleTexting, InboundMessage, RunOptions, RunQueued, StartRun, new_id
 from agentstream_ingress.decisions import StartDecision, target_of
 from agentstream_ingress.routing import Routed
 
 CONNECTOR_ROLE_PREFIX = "use::"
 
 
-def run_options(routed: Routed, role_override: str | None) -> dict[str, Any]:
-    """What the profile (and a `/model` override) asks of the runner and delivery."""
+def run_options(routed: Routed, role_override: str | None, double_texting: DoubleTexting | None = None) -> RunOptions:
+    """What the profile (and a `/model` override or `/queue`) asks of the runner and delivery."""
     profile = routed.profile
-    options: dict[str, Any] = {}
+    given: dict[str, Any] = {}
     role = role_override or profile.connector_role
     if role:
-        options["connector"] = f"{CONNECTOR_ROLE_PREFIX}{role}"
-    if profile.double_texting:
-        options["double_texting"] = profile.double_texting
+        given["connector"] = f"{CONNECTOR_ROLE_PREFIX}{role}"
+    policy = double_texting or profile.double_texting
+    if policy:
+        given["double_texting"] = policy
     if profile.delivery:
-        options["delivery"] = dict(profile.delivery)
-    return options
+        given["delivery"] = dict(profile.delivery)
+    return RunOptions.model_validate(given)
 
 
 def build_start(
-    msg: InboundMessage, routed: Routed, role_override: str | None, settings: Settings, **extra_options: Any
+    msg: InboundMessage,
+    routed: Routed,
+    role_override: str | None,
+    settings: Settings,
+    double_texting: DoubleTexting | None = None,
 ) -> StartDecision:
     key, run_id, target, now = msg.conversation_key, new_id(), target_of(msg), datetime.now(UTC)
     assistant = msg.assistant_id or routed.profile.assistant or settings.default_assistant
@@ -43,7 +48,7 @@ def build_start(
         inbound_id=msg.id,
         reply_target=target,
         metadata={**msg.metadata, "profile": routed.name},
-        options={**run_options(routed, role_override), **extra_options},
+        options=run_options(routed, role_override, double_texting),
     )
     queued = RunQueued(
         id=new_id(),

@@ -5,11 +5,11 @@ Lists come in pages (`limit`, `cursor` → `items`, `next_cursor`); see `pages` 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from fastapi import FastAPI, HTTPException, Query
+from fastapi import Depends, FastAPI, HTTPException, Query
 from pydantic import AfterValidator, BaseModel, ConfigDict
 from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -21,7 +21,7 @@ from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
 from agentstream_persistence import queries
 from agentstream_persistence.pages import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, InvalidCursor, Key, Keyset
 
-SessionsGetter = Callable[[], async_sessionmaker[AsyncSession] | None]
+Item = TypeVar("Item", bound=BaseModel)
 
 
 def _as_utc(value: datetime) -> datetime:
@@ -89,6 +89,14 @@ Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description=f"Page size, at
 Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page; omit for the first.")]
 
 
+@dataclass(frozen=True)
+class PageQuery:
+    """The query parameters of every list: `limit` and `cursor`."""
+
+    limit: Limit = DEFAULT_PAGE_SIZE
+    cursor: Cursor = None
+
+
 def _after(keyset: Keyset, cursor: str | None) -> Key | None:
     if cursor is None:
         return None
@@ -129,77 +137,72 @@ class CheckpointOut(BaseModel):
     steps: list[ResumeStepOut] = []
 
 
-def add_routes(app: FastAPI, sessions: SessionsGetter) -> None:
-    def db() -> async_sessionmaker[AsyncSession]:
-        factory = sessions()
-        if factory is None:
-            raise HTTPException(503, "database not open yet")
-        return factory
+def add_routes(app: FastAPI, sessions: async_sessionmaker[AsyncSession]) -> None:
+    async def read_page(item: type[Item], keyset: Keyset, query: Select[Any], page: PageQuery) -> Any:
+        """One page of `query` in `keyset`'s order, each row as `item`: a dict of `items` and `next_cursor`."""
+        after = _after(keyset, page.cursor)
+        async with sessions() as session:
+            rows, next_cursor = await queries.read_page(session, keyset, query, after, page.limit)
+            return {"items": [item.model_validate(row) for (row,) in rows], "next_cursor": next_cursor}
 
     @app.get("/v1/runs/{run_id}", tags=["persistence"], responses=AUTH_RESPONSES)
     async def get_run(run_id: str, principal: Principal = requires(Scope.CONVERSATIONS_READ)) -> RunOut:
-        async with db()() as session:
+        async with sessions() as session:
             run = await session.get(Run, run_id)
         if run is None or not queries.may_see(run, principal):
             raise HTTPException(404, f"run {run_id} not found")
         return RunOut.model_validate(run)
 
-    async def run_page(keyset: Keyset, query: Select[Any], limit: int, cursor: str | None) -> RunPage:
-        after = _after(keyset, cursor)
-        async with db()() as session:
-            rows, next_cursor = await queries.read_page(session, keyset, query, after, limit)
-            return RunPage(items=[RunOut.model_validate(run) for (run,) in rows], next_cursor=next_cursor)
-
     @app.get("/v1/runs", tags=["persistence"], responses=AUTH_RESPONSES)
     async def list_runs(
         status: Annotated[list[RunStatus] | None, Query()] = None,
         conversation_key: str | None = None,
-        limit: Limit = DEFAULT_PAGE_SIZE,
-        cursor: Cursor = None,
+        page: PageQuery = Depends(),
         principal: Principal = requires(Scope.CONVERSATIONS_READ),
     ) -> RunPage:
         """Runs, newest ending first; `status` may repeat."""
-        query = queries.runs(statuses=status or (), conversation=conversation_key)
-        return await run_page(queries.RUNS, queries.visible_to(query, principal), limit, cursor)
+        query = queries.visible_to(queries.runs(statuses=status or (), conversation=conversation_key), principal)
+        return RunPage.model_validate(await read_page(RunOut, queries.RUNS, query, page))
 
     @app.get("/v1/conversations/{key:path}/runs", tags=["persistence"], responses=AUTH_RESPONSES)
     async def conversation_runs(
         key: str,
-        limit: Limit = DEFAULT_PAGE_SIZE,
-        cursor: Cursor = None,
+        page: PageQuery = Depends(),
         principal: Principal = requires(Scope.CONVERSATIONS_READ),
     ) -> RunPage:
         """The conversation's runs, oldest start first (another tenant's conversation is empty)."""
         query = queries.visible_to(queries.conversation_runs(key), principal)
-        return await run_page(queries.CONVERSATION_RUNS, query, limit, cursor)
+        return RunPage.model_validate(await read_page(RunOut, queries.CONVERSATION_RUNS, query, page))
 
     @app.get("/v1/conversations/{key:path}/messages", tags=["persistence"], responses=AUTH_RESPONSES)
     async def conversation_messages(
         key: str,
-        limit: Limit = DEFAULT_PAGE_SIZE,
-        cursor: Cursor = None,
+        page: PageQuery = Depends(),
         principal: Principal = requires(Scope.CONVERSATIONS_READ),
     ) -> MessagePage:
         """The conversation's messages, run by run (oldest start first), each run's in stream order."""
-        keyset = queries.CONVERSATION_MESSAGES
-        after = _after(keyset, cursor)
         query = queries.visible_to(queries.conversation_messages(key), principal)
-        async with db()() as session:
-            rows, next_cursor = await queries.read_page(session, keyset, query, after, limit)
-            return MessagePage(items=[MessageOut.model_validate(m) for (m,) in rows], next_cursor=next_cursor)
+        keyset = queries.CONVERSATION_MESSAGES
+        return MessagePage.model_validate(await read_page(MessageOut, keyset, query, page))
 
     @app.get("/v1/runs/{run_id}/resume-steps", tags=["persistence"], responses=AUTH_RESPONSES)
     async def resume_steps(run_id: str, principal: Principal = requires(Scope.RUNS_RESUME)) -> CheckpointOut:
         """404 when the run has no checkpoint: it completed (or was resumed to completion) or is unknown."""
-        async with db()() as session:
-            checkpoint = await session.get(RunCheckpoint, run_id)
-            if checkpoint is None or not queries.may_see(await session.get(Run, run_id), principal):
+        async with sessions() as session:
+            if not queries.may_see(await session.get(Run, run_id), principal):
                 raise HTTPException(404, f"run {run_id} has no resume checkpoint")
-            steps = (
-                await session.scalars(
-                    select(ResumeStep).where(ResumeStep.root_run_id == run_id).order_by(ResumeStep.seq)
-                )
-            ).all()
-        out = CheckpointOut.model_validate(checkpoint)
-        out.steps = [ResumeStepOut.model_validate(s) for s in steps]
-        return out
+            checkpoint = await read_checkpoint(session, run_id)
+        if checkpoint is None:
+            raise HTTPException(404, f"run {run_id} has no resume checkpoint")
+        return checkpoint
+
+
+async def read_checkpoint(session: AsyncSession, run_id: str) -> CheckpointOut | None:
+    """The run's resume checkpoint with its completed steps in order; None when it has none."""
+    checkpoint = await session.get(RunCheckpoint, run_id)
+    if checkpoint is None:
+        return None
+    steps = await session.scalars(select(ResumeStep).where(ResumeStep.root_run_id == run_id).order_by(ResumeStep.seq))
+    out = CheckpointOut.model_validate(checkpoint)
+    out.steps = [ResumeStepOut.model_validate(s) for s in steps]
+    return out

@@ -2,98 +2,92 @@
 
 Offsets are committed by hand (FastStream `AckPolicy.MANUAL`, so aiokafka's auto
 commit is off): after each flush and each watchdog tick, every partition is committed
-up to the first event of its oldest unflushed run (see offsets.py). The watchdog ends
+up to the first event of its oldest unflushed run (`agentstream.kafka.commits`). The watchdog ends
 runs lost with their runner and, with `resume.auto`, asks a runner to resume them.
 
 A flush that fails for the database's sake is retried in the background with backoff
 until it passes (the run stays buffered, its partition's offset held, `/readyz` false);
 meanwhile the consumer keeps buffering other runs. A run that can never be stored goes
-to `dlq` and is dropped (see failures.py).
+to `dlq` and is dropped (see flusher.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import assert_never
 
-from aiokafka import ConsumerRebalanceListener, TopicPartition
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
-from pydantic import ValidationError
 
 from agentstream.contracts import RESUMABLE_REASONS, ResumeRun, RunEventAdapter, RunFinished
 from agentstream.db import upgrade
-from agentstream.kafka.commits import CommitPoints
-from agentstream.kafka.decoding import describe_validation_error
+from agentstream.kafka.commits import OffsetCommitter
+from agentstream.kafka.decoding import RecordDecoder
 from agentstream.kafka.guard import failure_reason
-from agentstream.observability import NotReady
-from agentstream.redaction import storage_redactor
+from agentstream.kafka.internals import consumer_of
+from agentstream.kafka.revocations import RevocationListener
 from agentstream.retention import RetentionTask
-from agentstream.service import Service
+from agentstream.service import Infra, Service
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet, BufferState, Origin, RunBuffer
-from agentstream_persistence.failures import is_permanent, run_dead_letter
-from agentstream_persistence.flush import claim_resume, write_run
-from agentstream_persistence.retention import persistence_purges
-from agentstream_persistence.rows import rows_for
+from agentstream_persistence.flusher import (
+    FLUSH_RETRY_FIRST_S,
+    FLUSH_RETRY_MAX_S,
+    Failed,
+    Flusher,
+    Stored,
+    Unstorable,
+    run_dead_letter,
+)
+from agentstream_persistence.run_writes import claim_resume
 from agentstream_persistence.watchdog import lost_run_finished
 
-# Backoff of a failing flush: doubled per failed attempt, up to the cap, until it passes.
-FLUSH_RETRY_FIRST_S = 0.2
-FLUSH_RETRY_MAX_S = 5.0
-# One attempt's bound: a database that does not answer is a failed attempt, not a hung consumer.
-FLUSH_TIMEOUT_S = 15.0
 # Endings that say "the runner went away", not "the run went wrong": with `resume.auto`
 # the run continues elsewhere (a killed runner, a moved partition, a stopping service).
 AUTO_RESUME_REASONS = RESUMABLE_REASONS
-
-
-class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, service: PersistenceService) -> None:
-        self._service = service
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self._service.partitions_revoked({tp.partition for tp in revoked})
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        return None
 
 
 class PersistenceService(Service):
     name = "persistence"
     uses_database = True
 
-    def setup(self) -> None:
-        self.buffers = BufferSet()
-        self.commit_points = CommitPoints()
-        self.redactor = storage_redactor(self.settings)  # None: text is stored raw
+    def __init__(
+        self,
+        infra: Infra,
+        *,
+        buffers: BufferSet,
+        flusher: Flusher,
+        retention: RetentionTask,
+    ) -> None:
+        super().__init__(infra)
+        assert infra.sessions is not None  # uses_database: built up front, connected lazily
+        self.buffers = buffers
+        self.flusher = flusher
+        self.retention = retention
         self._watchdog: asyncio.Task[None] | None = None
-        # Finished runs whose flush failed for the database's sake, oldest first; one task retries them.
-        self._retry: dict[str, str] = {}  # root run id → the last error
-        self._retrier: asyncio.Task[None] | None = None
-        self.ready_checks["flush"] = self._flush_ready
-        self.flushes = Counter(
-            "agentstream_persistence_flushes_total", "Run flushes", ["outcome"], registry=self.registry
-        )
+        self._retrier: asyncio.Task[None] | None = None  # retries the flusher's waiting runs
+        self.ready_checks["flush"] = flusher.ready
         self.lost_runs = Counter(
             "agentstream_persistence_lost_runs_total", "Runs ended by the watchdog", registry=self.registry
         )
         Gauge(
             "agentstream_persistence_open_buffers", "Runs buffered, not yet flushed", registry=self.registry
         ).set_function(lambda: len(self.buffers))
-        Gauge(
-            "agentstream_persistence_flush_retries", "Finished runs waiting for a flush retry", registry=self.registry
-        ).set_function(lambda: len(self._retry))
+        self.decode_event = RecordDecoder(RunEventAdapter, "RunEvent", self.dead_letter)
+        # Never past the first event of the oldest unflushed run: a restart re-reads what was only in memory.
+        self.commits = OffsetCommitter(
+            self.topics.events, lambda: consumer_of(self.subscriber), self.log, oldest_of=buffers.oldest_origin
+        )
         self.subscriber = self.broker.subscriber(
             self.topics.events,
             **self.subscriber_options(),
             ack_policy=AckPolicy.MANUAL,
-            listener=_Revocations(self),
+            listener=RevocationListener(self.partitions_revoked),
         )
         self.subscriber(self.on_event)
-        add_routes(self.http, lambda: self.sessions)
-        self.retention = RetentionTask(persistence_purges, self.settings, self.registry, self.log)
+        add_routes(self.http, infra.sessions)
 
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
@@ -117,10 +111,8 @@ class PersistenceService(Service):
         partition, offset = getattr(raw, "partition", None), getattr(raw, "offset", None)
         origin = Origin(partition, offset) if partition is not None and offset is not None else None
         try:
-            event = self.decode(msg, RunEventAdapter)
-            if isinstance(event, ValidationError):
-                await self.dead_letter(msg, "invalid RunEvent: " + describe_validation_error(event))
-            else:
+            event = await self.decode_event(msg)  # None: dead-lettered
+            if event is not None:
                 buf = self.buffers.add(event, origin)
                 if buf is not None and isinstance(event, RunFinished) and event.run_id == event.root_run_id:
                     await self.flush(buf)
@@ -129,34 +121,30 @@ class PersistenceService(Service):
             # handler guard dead-letters what raises here): it is now safe to commit past it
             # unless an unflushed run holds the partition back.
             if origin is not None:
-                self.commit_points.read(origin.partition, origin.offset)
+                self.commits.points.read(origin.partition, origin.offset)
 
     async def flush(self, buf: RunBuffer) -> bool:
         """Write the run once; True when it is done with (stored or dead-lettered). A failing
         database leaves it buffered and queued for the background retry."""
-        if self._retry:  # the database is failing: queue behind the runs already waiting
-            if buf.root_run_id not in self._retry:
+        if self.flusher.waiting:  # the database is failing: queue behind the runs already waiting
+            if buf.root_run_id not in self.flusher.waiting:
                 self._queue_retry(buf.root_run_id, "queued behind runs waiting for the database")
             return False
         return await self._attempt(buf)
 
     async def _attempt(self, buf: RunBuffer) -> bool:
-        try:
-            rows = rows_for(buf, self.redactor.redact) if self.redactor else rows_for(buf)
-            assert self.sessions is not None
-            async with asyncio.timeout(FLUSH_TIMEOUT_S):
-                await write_run(self.sessions, rows)
-        except Exception as err:
-            reason = failure_reason(err)
-            if is_permanent(err):
+        match await self.flusher.attempt(buf):
+            case Stored(rows):
+                pass
+            case Unstorable(reason):
                 return await self._give_up(buf, reason)
-            self.flushes.labels("error").inc()
-            self.log.warning("flush failed; retrying", root_run_id=buf.root_run_id, error=reason)
-            self._queue_retry(buf.root_run_id, reason)
-            return False
-        self._retry.pop(buf.root_run_id, None)
+            case Failed(reason):
+                self.log.warning("flush failed; retrying", root_run_id=buf.root_run_id, error=reason)
+                self._queue_retry(buf.root_run_id, reason)
+                return False
+            case unexpected:
+                assert_never(unexpected)
         self.buffers.discard(buf.root_run_id)
-        self.flushes.labels("ok").inc()
         self.log.info(
             "run flushed",
             root_run_id=buf.root_run_id,
@@ -186,9 +174,8 @@ class PersistenceService(Service):
             )
             self._queue_retry(buf.root_run_id, reason)
             return False
-        self._retry.pop(buf.root_run_id, None)
+        self.flusher.dead_lettered(buf.root_run_id)
         self.buffers.discard(buf.root_run_id)
-        self.flushes.labels("dead_letter").inc()
         self.dead_letters.labels(self.name, self.topics.events).inc()
         self.log.error(
             "run could not be stored; dead-lettered",
@@ -202,7 +189,7 @@ class PersistenceService(Service):
         return True
 
     def _queue_retry(self, root_run_id: str, reason: str) -> None:
-        self._retry[root_run_id] = reason
+        self.flusher.wait(root_run_id, reason)
         if self._retrier is None or self._retrier.done():
             self._retrier = asyncio.create_task(self._retry_flushes(), name="persistence-flush-retry")
 
@@ -210,44 +197,30 @@ class PersistenceService(Service):
         """Retry the waiting runs, oldest first, backing off while the database keeps failing;
         a pass stops at the first failure (the others would fail the same way)."""
         delay = FLUSH_RETRY_FIRST_S
-        while self._retry:
+        waiting = self.flusher.waiting
+        while waiting:
             await asyncio.sleep(delay)
             failed = False
-            for root in list(self._retry):
+            for root in list(waiting):
                 buf = self.buffers.get(root)
                 if buf is None or buf.state is not BufferState.FINISHED:  # revoked, or reopened by a resume
-                    self._retry.pop(root, None)
+                    waiting.pop(root, None)
                     continue
                 if not await self._attempt(buf):
                     failed = True
                     break
             delay = min(delay * 2, FLUSH_RETRY_MAX_S) if failed else FLUSH_RETRY_FIRST_S
 
-    async def _flush_ready(self) -> bool:
-        if self._retry:
-            oldest = next(iter(self._retry.values()))  # the one retried first: its error is the latest
-            raise NotReady(f"{len(self._retry)} finished run(s) not stored yet, retrying: {oldest}")
-        return True
-
     # -- offsets -------------------------------------------------------------------
     async def commit(self) -> None:
-        consumer = getattr(self.subscriber, "consumer", None)
-        due = self.commit_points.due(self.buffers.oldest_origin)
-        if consumer is None or not due:
-            return
-        try:
-            await consumer.commit({TopicPartition(self.topics.events, p): o for p, o in due.items()})
-        except Exception as err:  # a rebalance in progress: the next commit catches up
-            self.log.warning("offset commit failed", points=due, error=repr(err))
-            return
-        self.commit_points.committed(due)
+        await self.commits.commit()
 
     async def partitions_revoked(self, partitions: set[int]) -> None:
         """Commit what is safe, then drop those partitions' buffers: their new owner re-reads them."""
         await self.commit()
         for root in [b.root_run_id for b in self.buffers.from_partitions(partitions)]:
             self.buffers.discard(root)
-        self.commit_points.forget(partitions)
+        self.commits.forget(partitions)
 
     # -- the stale-run watchdog ----------------------------------------------------
     async def _watch(self) -> None:
@@ -279,7 +252,7 @@ class PersistenceService(Service):
             self.log.warning("run lost with its runner", root_run_id=buf.root_run_id, silent_s=stale_after)
 
     async def auto_resume(self, buf: RunBuffer) -> None:
-        assert self.sessions is not None
+        assert self.sessions is not None  # uses_database
         attempt = await claim_resume(self.sessions, buf.root_run_id, self.settings.resume.max_attempts)
         if attempt is None:
             self.log.warning("not resuming: attempts spent", root_run_id=buf.root_run_id)

@@ -13,12 +13,13 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from typing import assert_never
 
-from agentstream.contracts import (
-    DeltaKind,
+from agentstream.contracts import DeltaKind
+from agentstream.contracts import events as ev
+from agentstream.contracts.events import (
     MessageCompleted,
     MessageDelta,
-    Notice,
     RunEvent,
     RunFinished,
     RunQueued,
@@ -84,17 +85,16 @@ class RunBuffer:
         self.max_seq = max(self.max_seq, event.seq)
         if event.seq in self.seen:
             return
-        if isinstance(event, Notice) and self.started is None:
-            self.refused = True
-            return
-        if isinstance(event, MessageDelta):
-            self.seen.add(event.seq)
-            self.partial.setdefault(event.message_id, []).append(event)
-            return
-        if not isinstance(event, BUFFERED_TYPES):
-            return
-        self.seen.add(event.seq)
         match event:
+            case ev.Notice():
+                # Before any run.started: the runner refused the run. After: shown, not stored.
+                if self.started is None:
+                    self.refused = True
+                return
+            case ev.MessageStarted() | ev.SegmentBreak() | ev.StepStarted() | ev.StepFailed() | ev.RunHeartbeat():
+                return  # what a chat shows while the run streams; a stored run keeps none of it
+            case MessageDelta():
+                self.partial.setdefault(event.message_id, []).append(event)
             case RunQueued():
                 self.queued = event
             case RunStarted():
@@ -111,6 +111,9 @@ class RunBuffer:
             case RunFinished():
                 self.finished = event
                 self.state = BufferState.FINISHED
+            case unexpected:
+                assert_never(unexpected)
+        self.seen.add(event.seq)
 
     def mark_lost(self) -> None:
         """OPEN → LOST: the watchdog published its ending; no second one until it is read back."""

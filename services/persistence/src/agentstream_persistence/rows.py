@@ -4,6 +4,11 @@ Every message row is keyed by (root_run_id, seq, part): `seq` of the event it ca
 from, `part` its index inside that event. A re-read stream rebuilds the same keys,
 so the flush can skip what is already stored.
 
+A run that did not complete also leaves its resume checkpoint: `run_checkpoints` says how it
+ended, its usage so far (already billed), the seq a resume continues after and what the
+runner needs to rebuild the run; `resume_steps` holds every completed step with its output
+and memory snapshot (keys `root_run_id` and `(root_run_id, seq)`).
+
 Text is stored through `redact` (the security hook's redaction, `hooks.security.redact_storage`):
 what the user and the model wrote is kept as it was shown, with secrets masked. Tool arguments
 and results are redacted before they are shortened, so a cut cannot leave half a secret.
@@ -17,9 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from agentstream.contracts import NOT_RUN_REASONS, ChatMessage, MessageRole, ReplyTarget, RunStatus
+from agentstream.contracts import NOT_RUN_REASONS, ChatMessage, MessageRole, ReplyTarget, RunFinished, RunStatus
 from agentstream_persistence.buffers import RunBuffer, ToolExchange
-from agentstream_persistence.checkpoint import CheckpointRows, checkpoint_rows
 
 SUMMARY_LIMIT = 200
 
@@ -28,6 +32,59 @@ Redact = Callable[[str], str]
 
 def keep(text: str) -> str:
     return text
+
+
+@dataclass(frozen=True)
+class CheckpointRows:
+    checkpoint: dict[str, Any]
+    steps: list[dict[str, Any]]
+
+
+def start_info(buf: RunBuffer) -> dict[str, Any]:
+    """What a resume needs to run as the same user, for the same target, in the same session."""
+    started, queued = buf.started, buf.queued
+    source = started or queued
+    return {
+        "assistant_id": started.assistant_id if started else (queued.assistant_id if queued else None),
+        "connector_id": started.connector_id if started else None,
+        "user_id": (started.user_id if started else None) or (queued.user_id if queued else None),
+        "session_id": started.session_id if started else None,
+        "reply_target": source.reply_target.model_dump(mode="json") if source else None,
+        "input": [m.model_dump(mode="json") for m in started.input] if started else [],
+        "text": queued.text if queued else "",
+    }
+
+
+def checkpoint_rows(buf: RunBuffer, fin: RunFinished) -> CheckpointRows:
+    checkpoint = {
+        "root_run_id": buf.root_run_id,
+        "conversation_key": buf.conversation_key,
+        "status": fin.status,
+        "reason": fin.reason,
+        "error": fin.error,
+        "last_seq": max(fin.seq, buf.max_seq),
+        "usage": fin.usage.model_dump(mode="json"),
+        "start": start_info(buf),
+        "resume_attempts": 0,
+        "created_at": fin.ts,
+        "updated_at": fin.ts,
+    }
+    steps = [
+        {
+            "root_run_id": buf.root_run_id,
+            "run_id": s.run_id,
+            "seq": s.seq,
+            "step_id": s.step_id,
+            "step_type": s.step_type,
+            "input": s.input,
+            "output": s.output,
+            "memory": [m.model_dump(mode="json") for m in s.memory],
+            "created_at": s.ts,
+        }
+        for s in buf.steps
+        if s.run_id == buf.root_run_id  # a child's steps belong to its own (re-run) delegation step
+    ]
+    return CheckpointRows(checkpoint=checkpoint, steps=steps)
 
 
 @dataclass(frozen=True)

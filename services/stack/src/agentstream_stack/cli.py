@@ -17,19 +17,14 @@ from rich.console import Console
 
 from agentstream.config import SERVICES, Settings
 from agentstream.contracts import InboundMessage, RunFinished, RunStatus, User
-from agentstream.db import upgrade
 from agentstream.host import ServiceHost, install_stop_signals
 from agentstream.kafka import create_topics
 from agentstream.observability import configure_logging
-from agentstream_stack.cli_support import ConfigOpt, err, out
-from agentstream_stack.cli_support import client_settings as _client_settings
-from agentstream_stack.cli_support import load_or_exit as _settings
-from agentstream_stack.cli_support import masked as _masked
-from agentstream_stack.client import RunFollower
+from agentstream_stack.cli_support import ConfigOpt, client_settings, err, load_or_exit, masked, out
+from agentstream_stack.db_cli import db_app
 from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.keys_cli import keys_app
-from agentstream_stack.purge_cli import db_purge
-from agentstream_stack.render import StreamPrinter
+from agentstream_stack.run_follower import RunFollower, StreamPrinter
 from agentstream_stack.runs_cli import runs_app
 from agentstream_stack.services import build_service
 
@@ -39,10 +34,8 @@ app = typer.Typer(
     help="agentstream: a Kafka-native runtime for AI agents.", no_args_is_help=True, pretty_exceptions_enable=False
 )
 topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
-db_app = typer.Typer(help="The database.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
 app.add_typer(db_app, name="db")
-db_app.command("purge")(db_purge)
 pairing_app = typer.Typer(help="Pairing codes of unknown users (ingress authz).", no_args_is_help=True)
 app.add_typer(pairing_app, name="pairing")
 app.add_typer(runs_app, name="runs")
@@ -58,7 +51,7 @@ def up(
     chat: Annotated[bool | None, typer.Option(help="Chat in this terminal (default: when stdin is a TTY).")] = None,
 ) -> None:
     """Start the embedded stack (broker, database, all five services) in this process."""
-    settings = _settings(config)
+    settings = load_or_exit(config)
     state_dir = Path(".agentstream")
     state_dir.mkdir(exist_ok=True)
     interactive = sys.stdin.isatty() if chat is None else chat
@@ -80,7 +73,7 @@ def up(
             d = stack.describe()
             out.print(
                 f"[green]agentstream is up[/]  kafka [bold]{d['kafka']}[/] (prefix {d['topic_prefix']})"
-                f"  database [bold]{_masked(d['database'])}[/]"
+                f"  database [bold]{masked(d['database'])}[/]"
             )
             for name, url in d["services"].items():
                 out.print(f"  {name:<14} {url}  (/healthz /readyz /metrics)")
@@ -136,7 +129,7 @@ def serve(
     if service not in SERVICES:
         err.print(f"[red]unknown service {service!r}; choose one of: {', '.join(SERVICES)}[/]")
         raise typer.Exit(2)
-    settings = _settings(config)
+    settings = load_or_exit(config)
     configure_logging(settings.log_level, settings=settings)
 
     async def main() -> None:
@@ -175,7 +168,7 @@ def send(
     config: ConfigOpt = None,
 ) -> None:
     """Produce one InboundMessage and print the streamed reply as it arrives."""
-    settings = _client_settings(config)
+    settings = client_settings(config)
     msg = InboundMessage(
         id=str(uuid.uuid4()), platform=platform, chat_id=chat, user=User(id=user), text=text, assistant_id=assistant
     )
@@ -196,7 +189,7 @@ def demo(config: ConfigOpt = None) -> None:
     """Start the embedded stack, run one scripted conversation with a tool, show what was stored, stop."""
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="agentstream-demo-") as tmp:
-        settings = _settings(config, database={"url": f"sqlite+aiosqlite:///{tmp}/demo.db"})
+        settings = load_or_exit(config, database={"url": f"sqlite+aiosqlite:///{tmp}/demo.db"})
         configure_logging("WARNING", settings=settings)
 
         async def main() -> RunFinished | None:
@@ -249,19 +242,11 @@ async def _print_persisted(persistence_url: str, admin_key: str, finished: RunFi
 @topics_app.command("create")
 def topics_create(config: ConfigOpt = None) -> None:
     """Create every topic with the configured partition count (existing ones are kept)."""
-    settings = _settings(config)
+    settings = load_or_exit(config)
     created = asyncio.run(create_topics(settings.kafka))
     out.print(
         json.dumps({"created": created, "prefix": settings.kafka.topic_prefix, "partitions": settings.kafka.partitions})
     )
-
-
-@db_app.command("upgrade")
-def db_upgrade(config: ConfigOpt = None) -> None:
-    """Apply every database migration (alembic upgrade head)."""
-    settings = _settings(config)
-    asyncio.run(upgrade(settings.database.url))
-    out.print(f"database at head: {_masked(settings.database.url)}")
 
 
 @pairing_app.command("approve")
@@ -274,7 +259,7 @@ def pairing_approve(
     from agentstream_ingress.pairing import ApproveOutcome
     from agentstream_ingress.pairing_store import approve_with_settings
 
-    result = asyncio.run(approve_with_settings(_settings(config), code, platform))
+    result = asyncio.run(approve_with_settings(load_or_exit(config), code, platform))
     if result.outcome is not ApproveOutcome.APPROVED:
         err.print(f"[red]not approved: {result.outcome.value}[/]")
         raise typer.Exit(1)

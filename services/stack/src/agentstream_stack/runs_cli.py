@@ -23,8 +23,7 @@ from agentstream_persistence.pages import MAX_PAGE_SIZE, InvalidCursor, Key
 from agentstream_persistence.queries import RUNS
 from agentstream_persistence.rows import shorten
 from agentstream_stack.cli_support import ConfigOpt, client_settings, err, out
-from agentstream_stack.client import RunFollower
-from agentstream_stack.render import StreamPrinter
+from agentstream_stack.run_follower import RunFollower, StreamPrinter
 from agentstream_stack.runs_store import (
     AmbiguousRunId,
     RunDetail,

@@ -19,9 +19,9 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.db import Message, Run, create_engine, session_factory
-from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
+from agentstream.db.models_persistence import RunCheckpoint
 from agentstream_persistence import queries
-from agentstream_persistence.api import CheckpointOut, MessageOut, ResumeStepOut, RunOut
+from agentstream_persistence.api import CheckpointOut, MessageOut, RunOut, read_checkpoint
 from agentstream_persistence.pages import Key
 
 
@@ -110,16 +110,6 @@ async def _resolve(session: AsyncSession, run_id: str) -> str | None:
     return matches[0] if matches else None
 
 
-async def _checkpoint(session: AsyncSession, run_id: str) -> CheckpointOut | None:
-    checkpoint = await session.get(RunCheckpoint, run_id)
-    if checkpoint is None:
-        return None
-    steps = await session.scalars(select(ResumeStep).where(ResumeStep.root_run_id == run_id).order_by(ResumeStep.seq))
-    out = CheckpointOut.model_validate(checkpoint)
-    out.steps = [ResumeStepOut.model_validate(s) for s in steps]
-    return out
-
-
 async def show_run(url: str, run_id: str) -> RunDetail | None:
     """The run, its stored messages and its checkpoint; None when no run id is or starts with `run_id`."""
     async with open_runs_db(url) as sessions, sessions() as session:
@@ -134,5 +124,5 @@ async def show_run(url: str, run_id: str) -> RunDetail | None:
         return RunDetail(
             run=RunOut.model_validate(run),
             messages=[MessageOut.model_validate(m) for m in messages],
-            checkpoint=await _checkpoint(session, resolved),
+            checkpoint=await read_checkpoint(session, resolved),
         )

@@ -12,21 +12,21 @@ def build_service(name: str, settings: Settings, **kwargs: object) -> Service:
 
         return bootstrap(settings)
     if name == "agent-runner":
-        from agentstream_runner import AgentRunnerService
+        from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
 
-        return AgentRunnerService(settings)
+        return runner_bootstrap(settings)
     if name == "tool-executor":
-        from agentstream_tools import ToolExecutorService
+        from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
-        return ToolExecutorService(settings)
+        return bootstrap_tool_executor(settings)
     if name == "delivery":
         from agentstream_delivery import bootstrap
 
         return bootstrap(settings, **kwargs)  # type: ignore[arg-type]
     if name == "persistence":
-        from agentstream_persistence import PersistenceService
+        from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 
-        return PersistenceService(settings)
+        return bootstrap_persistence(settings)
     raise ValueError(f"unknown service {name!r}; choose one of: {', '.join(SERVICES)}")
 
 

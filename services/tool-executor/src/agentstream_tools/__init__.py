@@ -1,5 +1,1 @@
-"""tool-executor: consumes `tool-calls`, produces `tool-results`."""
-
-from agentstream_tools.app import ToolExecutorService
-
-__all__ = ["ToolExecutorService"]
+"""tool-executor: consumes `tool-calls`, produces `tool-results`; built by `bootstrap.bootstrap`."""

@@ -6,7 +6,7 @@ keyed by the request's conversation key (co-partitioned with the runner's `runs`
 
 Nothing lost, nothing run twice: offsets are committed by hand (`AckPolicy.MANUAL`),
 a partition only up to its oldest call whose result Kafka has not acked yet, and each
-`(run_id, call_id)` is claimed in `tool_calls` before its tool runs (calls.py). A call
+`(run_id, call_id)` is claimed in `tool_calls` before its tool runs (call_store.py). A call
 redelivered after a crash replays the stored result, or, when the executor died during
 the call, answers with a non-retryable error instead of running the tool again.
 """
@@ -17,22 +17,23 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from aiokafka import ConsumerRebalanceListener, TopicPartition
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Histogram
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agentstream.config.tools import ToolsSettings
 from agentstream.contracts import ToolCallRequest, ToolCallResult
 from agentstream.contracts.tools import ToolCallRequestAdapter
 from agentstream.db import upgrade
 from agentstream.db.models_tools import ToolCallState
-from agentstream.kafka.commits import CommitPoints
-from agentstream.kafka.decoding import describe_validation_error
-from agentstream.service import Service
-from agentstream_tools.builtin import builtin_tools
-from agentstream_tools.calls import ToolCallStore, stopped_during_call
+from agentstream.kafka.commits import OffsetCommitter
+from agentstream.kafka.decoding import RecordDecoder
+from agentstream.kafka.internals import consumer_of
+from agentstream.kafka.revocations import RevocationListener
+from agentstream.service import Infra, Service
+from agentstream_tools.call_store import ToolCallStore, stopped_during_call
 from agentstream_tools.executor import execute
+from agentstream_tools.mcp_servers import McpServers
 from agentstream_tools.registry import ToolRegistry
 
 T = TypeVar("T")
@@ -41,44 +42,34 @@ DRAIN_S = 5.0  # on stop, calls still running get this long to finish (the broke
 RETRY_MAX_S = 5.0
 
 
-class ExecutorOptions(BaseModel):
-    """The keys of the `tools` config section this service reads."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    max_concurrency: int = Field(default=16, ge=1, description="Tool calls running at once.")
-
-
 def _outcome(result: ToolCallResult) -> str:
     if result.ok:
         return "ok"
     return "retryable" if result.retryable else "failed"
 
 
-class _Revocations(ConsumerRebalanceListener):  # type: ignore[misc]
-    def __init__(self, service: ToolExecutorService) -> None:
-        self._service = service
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self._service.partitions_revoked({tp.partition for tp in revoked})
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        return None
-
-
 class ToolExecutorService(Service):
     name = "tool-executor"
     uses_database = True
 
-    def setup(self) -> None:
-        self.tools = ToolRegistry(builtin_tools())
-        self.options = ExecutorOptions.model_validate(self.settings.tools)
-        self.store: ToolCallStore | None = None
-        self.commit_points = CommitPoints()
-        self._slots = asyncio.Semaphore(self.options.max_concurrency)
+    def __init__(
+        self,
+        infra: Infra,
+        *,
+        tools: ToolRegistry,
+        store: ToolCallStore,
+        options: ToolsSettings,
+        mcp_servers: McpServers,
+    ) -> None:
+        super().__init__(infra)
+        self.tools = tools
+        self.store = store
+        self.options = options
+        self.mcp_servers = mcp_servers
+        self._slots = asyncio.Semaphore(options.max_concurrency)
         self._tasks: dict[asyncio.Task[bool], Origin | None] = {}
         self._live: dict[str, asyncio.Task[bool]] = {}  # idempotency key → the task running it here
-        self._commit_task: asyncio.Task[None] | None = None
+        self._commit_task: asyncio.Task[None] | None = None  # `commit` in the background, one at a time
         self._stopping = False
         self.calls = Counter(
             "agentstream_tool_calls_total",
@@ -96,18 +87,19 @@ class ToolExecutorService(Service):
         self.durations = Histogram(
             "agentstream_tool_call_seconds", "Tool call duration", ["tool"], registry=self.registry
         )
+        self.decode_request = RecordDecoder(ToolCallRequestAdapter, "ToolCallRequest", self.dead_letter)
+        self.commits = OffsetCommitter(self.topics.tool_calls, lambda: consumer_of(self.subscriber), self.log)
         self.subscriber = self.broker.subscriber(
             self.topics.tool_calls,
             **self.subscriber_options(),
             ack_policy=AckPolicy.MANUAL,
-            listener=_Revocations(self),
+            listener=RevocationListener(self.partitions_revoked),
         )
         self.subscriber(self.on_call)
 
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
-        assert self.sessions is not None
-        self.store = ToolCallStore(self.sessions)
+        await self.mcp_servers.start()
 
     # -- calls ---------------------------------------------------------------------
     async def on_call(self, msg: KafkaMessage) -> None:
@@ -117,11 +109,10 @@ class ToolExecutorService(Service):
         partition, offset = getattr(raw, "partition", None), getattr(raw, "offset", None)
         origin = (partition, offset) if partition is not None and offset is not None else None
         if origin is not None:  # held until its result is acked: no commit past an unanswered call
-            self.commit_points.hold(*origin)
-            self.commit_points.read(*origin)
-        request = self.decode(msg, ToolCallRequestAdapter)
-        if isinstance(request, ValidationError):
-            await self.dead_letter(msg, "invalid ToolCallRequest: " + describe_validation_error(request))
+            self.commits.points.hold(*origin)
+            self.commits.points.read(*origin)
+        request = await self.decode_request(msg)
+        if request is None:  # dead-lettered
             self._done(origin)
             return
         live = self._live.get(request.idempotency_key)
@@ -162,7 +153,6 @@ class ToolExecutorService(Service):
         return True
 
     async def _answer(self, request: ToolCallRequest) -> ToolCallResult:
-        assert self.store is not None
         store = self.store
         async with self._slots:  # claimed only when it can run: a call queued here never ran
             prior = await self._retrying("claim the call", request, lambda: store.claim(request))
@@ -217,26 +207,13 @@ class ToolExecutorService(Service):
     def _done(self, origin: Origin | None) -> None:
         if origin is None:
             return
-        self.commit_points.release(*origin)
+        self.commits.points.release(*origin)
         if self._commit_task is None or self._commit_task.done():
             self._commit_task = asyncio.create_task(self.commit(), name="tool-executor-commits")
 
     async def commit(self) -> None:
         """Commit every partition up to its oldest call not yet answered."""
-        while due := self.commit_points.due():
-            consumer = getattr(self.subscriber, "consumer", None)
-            if consumer is None:
-                return
-            assigned = {tp.partition for tp in consumer.assignment() if tp.topic == self.topics.tool_calls}
-            if gone := set(due) - assigned:  # answered after its partition moved: the new owner commits
-                self.commit_points.forget(gone)
-                continue
-            try:
-                await consumer.commit({TopicPartition(self.topics.tool_calls, p): o for p, o in due.items()})
-            except Exception as err:  # a rebalance in progress, a broker away: the next answer commits again
-                self.log.warning("offset commit failed", points=due, error=repr(err))
-                return
-            self.commit_points.committed(due)
+        await self.commits.commit()
 
     async def partitions_revoked(self, partitions: set[int]) -> None:
         """Let the calls of those partitions finish (bounded) and commit them: their new owner
@@ -245,7 +222,7 @@ class ToolExecutorService(Service):
         if running:
             await asyncio.wait(running, timeout=self.settings.runner.tool_timeout_s)
         await self.commit()
-        self.commit_points.forget(partitions)
+        self.commits.forget(partitions)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -265,3 +242,4 @@ class ToolExecutorService(Service):
             task.cancel()
         if self._tasks:
             await asyncio.wait(set(self._tasks))
+        await self.mcp_servers.stop()

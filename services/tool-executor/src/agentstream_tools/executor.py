@@ -15,8 +15,10 @@ from typing import Any
 
 from agentstream.contracts import ToolCallRequest, ToolCallResult, utcnow
 from agentstream.observability import get_logger
+from agentstream_tools.arguments import Arguments, parse_arguments
+from agentstream_tools.call_context import current_call
 from agentstream_tools.registry import ToolRegistry
-from agentstream_tools.validation import ToolFailure, ToolTimeout, classify, lookup, parse_arguments
+from agentstream_tools.validation import ToolFailure, ToolTimeout, classify, lookup
 
 log = get_logger("agentstream.tool-executor")
 
@@ -31,15 +33,27 @@ def _time_left(request: ToolCallRequest, timeout_s: float) -> float:
     return min(timeout_s, left)
 
 
-async def _run(registry: ToolRegistry, request: ToolCallRequest, default_timeout_s: float) -> str:
+async def _run(registry: ToolRegistry, request: ToolCallRequest, default_timeout_s: float) -> tuple[str, Arguments]:
     tool = lookup(registry, request.tool)
     args = parse_arguments(tool, request.arguments)
     timeout_s = _time_left(request, tool.timeout_s or default_timeout_s)
+    token = current_call.set(request)
     try:
         async with asyncio.timeout(timeout_s):
-            return await tool.run(args)
+            return await tool.run(args.values), args
     except TimeoutError:
         raise ToolTimeout(f"tool {tool.name} timed out after {timeout_s:g} s") from None
+    finally:
+        current_call.reset(token)
+
+
+# The request's fields its result carries: where the answer goes and which call it answers.
+ANSWERED_FIELDS = {"run_id", "root_run_id", "conversation_key", "call_id", "tool"}
+
+
+def answer(request: ToolCallRequest, **outcome: Any) -> ToolCallResult:
+    """The result of `request`: its coordinates, and `outcome` (ok, content or error, retryable, duration_ms)."""
+    return ToolCallResult(**request.model_dump(include=ANSWERED_FIELDS), **outcome)
 
 
 async def execute(
@@ -49,15 +63,8 @@ async def execute(
     clock: Callable[[], float] = time.monotonic,
 ) -> ToolCallResult:
     started = clock()
-    fields: dict[str, Any] = {
-        "run_id": request.run_id,
-        "root_run_id": request.root_run_id,
-        "conversation_key": request.conversation_key,
-        "call_id": request.call_id,
-        "tool": request.tool,
-    }
     try:
-        content = await _run(registry, request, default_timeout_s)
+        content, args = await _run(registry, request, default_timeout_s)
     except Exception as err:  # every failure is an answer for the model, classified by type
         if not isinstance(err, ToolFailure):
             log.error(
@@ -69,11 +76,14 @@ async def execute(
                 exc_info=err,
             )
         failure = classify(err)
-        return ToolCallResult(
-            **fields,
+        return answer(
+            request,
             ok=False,
             error=failure.message,
             retryable=failure.retryable,
             duration_ms=(clock() - started) * 1000,
         )
-    return ToolCallResult(**fields, ok=True, content=content, duration_ms=(clock() - started) * 1000)
+    extra: dict[str, Any] = {}
+    if args.repairs:  # said in the content, which the model reads, and in `data` for the record
+        content, extra["data"] = f"{content}\n{args.note()}", {"argument_repairs": list(args.repairs)}
+    return answer(request, ok=True, content=content, duration_ms=(clock() - started) * 1000, **extra)

@@ -55,6 +55,10 @@ class ToolRegistry:
         Draft202012Validator.check_schema(tool.parameters)
         self._tools[tool.name] = tool
 
+    def remove(self, name: str) -> None:
+        """Tools of a source (an MCP server) come and go while the executor runs."""
+        self._tools.pop(name, None)
+
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 

@@ -1,4 +1,4 @@
-"""Failure classification by error type, and argument validation.
+"""Failure classification by error type (arguments are checked in arguments.py).
 
 The type of the exception says whether the model can fix the call by itself:
 - `ArgumentError` (invalid JSON, schema violation, a bad value a tool rejects) and
@@ -14,11 +14,8 @@ other internals: the model gets only its type, the executor logs the rest.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-from jsonschema.exceptions import best_match
+from typing import ClassVar
 
 from agentstream_tools.registry import Tool, ToolRegistry
 
@@ -80,18 +77,3 @@ def lookup(registry: ToolRegistry, name: str) -> Tool:
     if tool is None:
         raise UnknownTool(name, registry)
     return tool
-
-
-def parse_arguments(tool: Tool, raw: str) -> dict[str, Any]:
-    """The call's arguments as a dict that satisfies the tool's schema."""
-    try:
-        args = json.loads(raw) if raw.strip() else {}
-    except json.JSONDecodeError as err:
-        raise ArgumentError(f"arguments of {tool.name} are not valid JSON: {err.msg} at position {err.pos}") from None
-    if not isinstance(args, dict):
-        raise ArgumentError(f"arguments of {tool.name} must be a JSON object, got {type(args).__name__}")
-    error = best_match(tool.validator.iter_errors(args))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path)
-        raise ArgumentError(f"invalid arguments for {tool.name}: {error.message}" + (f" (at {where})" if where else ""))
-    return args

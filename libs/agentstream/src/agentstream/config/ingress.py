@@ -8,13 +8,12 @@ environment variable that holds them (`secret_env`, `signing_secret_env`).
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
 from agentstream.config.core import Section
-
-DoubleTexting = Literal["enqueue", "interrupt", "reject", "collect"]
+from agentstream.contracts.runs import DoubleTexting
 
 
 class AuthzRule(Section):

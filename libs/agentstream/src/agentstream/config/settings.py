@@ -27,6 +27,7 @@ from agentstream.config.ingress import AuthzSettings, IngressSettings, ProfileSe
 from agentstream.config.persistence import ResumeSettings
 from agentstream.config.retention import RetentionSettings
 from agentstream.config.runner import ConnectorSettings, RunnerSettings
+from agentstream.config.tools import ToolsSettings
 
 CONFIG_ENV_VAR = "AGENTSTREAM_CONFIG"
 SERVICES = ("ingress", "agent-runner", "tool-executor", "delivery", "persistence")
@@ -57,7 +58,7 @@ class Settings(BaseSettings):
     roles: dict[str, str] = Field(default_factory=dict, description="role → connector id")
     assistants_dir: str | None = None
     default_assistant: str = "default"
-    tools: dict[str, Any] = Field(default_factory=dict)
+    tools: ToolsSettings = Field(default_factory=ToolsSettings)
     platforms: dict[str, PlatformSettings] = Field(default_factory=dict)
     profiles: dict[str, ProfileSettings] = Field(default_factory=dict)
     routes: list[RouteSettings] = Field(default_factory=list)

@@ -33,11 +33,13 @@ from agentstream.contracts.events import (
 )
 from agentstream.contracts.inbound import Attachment, InboundMessage, KnownPlatform, User, conversation_key
 from agentstream.contracts.runs import (
+    DoubleTexting,
     InterruptRun,
     ResetConversation,
     ResumeRun,
     RunCommand,
     RunCommandAdapter,
+    RunOptions,
     StartRun,
 )
 from agentstream.contracts.tools import ToolCallRequest, ToolCallResult
@@ -52,6 +54,7 @@ __all__ = [
     "DeadLetter",
     "DeliveryReceipt",
     "DeltaKind",
+    "DoubleTexting",
     "EventBase",
     "FinishReason",
     "InboundMessage",
@@ -75,6 +78,7 @@ __all__ = [
     "RunEventAdapter",
     "RunFinished",
     "RunHeartbeat",
+    "RunOptions",
     "RunQueued",
     "RunStarted",
     "RunStatus",

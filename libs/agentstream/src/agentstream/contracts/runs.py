@@ -2,15 +2,98 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from agentstream.contracts.base import Record
-from agentstream.contracts.common import ReplyTarget
+from agentstream.contracts.common import ChatMessage, ReplyTarget
 from agentstream.contracts.endings import FinishReason
 from agentstream.contracts.inbound import User
 from agentstream.contracts.limits import ConversationKey, Name, RunId, SessionId, Subject
+
+
+class DoubleTexting(StrEnum):
+    """What a new message does while a run of its conversation is active (docs/decisions.md)."""
+
+    ENQUEUE = "enqueue"  # waits, then runs, in order
+    INTERRUPT = "interrupt"  # stops the active run, then runs
+    REJECT = "reject"  # refused with a notice; the active run goes on
+    COLLECT = "collect"  # waits with the others that arrive meanwhile; they run as one turn
+
+
+HISTORY = "history"  # the one thing `skip` can name today
+
+
+class RunOptions(BaseModel):
+    """Per-request options of a run, parsed once when the record is read; they win over the
+    assistant's `options`.
+
+    On the wire a JSON object. The keys below are typed; any other key (the model's sampling
+    options such as `temperature` or `max_tokens`, `skip.history`) is kept as given and passed
+    on with the rest. A typed key whose value does not fit is ignored, as if it were absent:
+    a request is never refused for a malformed option. Serialized, only the keys that were
+    given appear.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    connector: str | None = Field(
+        default=None, min_length=1, strict=True, description="Connector id or `use::<role>`; wins over the assistant's."
+    )
+    double_texting: DoubleTexting | None = Field(
+        default=None, description="Policy while a run is active; None = the assistant's."
+    )
+    messages: list[ChatMessage] | None = Field(
+        default=None, description="The conversation a client sends instead of `text`; empty or None = `text`."
+    )
+    history_size: int | None = Field(
+        default=None, ge=0, strict=True, description="History messages to load; None = the assistant's, else 20."
+    )
+    skip: str | list[Any] | None = Field(default=None, description="`history` (or a list naming it): no history.")
+    delivery: dict[str, Any] | None = Field(default=None, description="Delivery settings of the routing profile.")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _ignore_malformed(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(data)
+        except ValidationError as err:
+            malformed = {e["loc"][0] for e in err.errors() if e["loc"]}
+            if not isinstance(data, Mapping) or not malformed:
+                raise
+            return handler({k: v for k, v in data.items() if k not in malformed})
+
+    @model_serializer(mode="wrap")
+    def _given_keys_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        return {k: v for k, v in dumped.items() if k in self.model_fields_set}
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options as given, in JSON types (what hooks and the model call see)."""
+        return self.model_dump(mode="json")
+
+    def over(self, base: Mapping[str, Any]) -> RunOptions:
+        """These options merged over `base` (the assistant's options, or an earlier request's)."""
+        return RunOptions.model_validate({**base, **self.as_dict()})
+
+    @property
+    def skips_history(self) -> bool:
+        """`skip: history`, `skip: [history]` or `skip.history: true`."""
+        listed = self.skip == HISTORY or (isinstance(self.skip, list) and HISTORY in self.skip)
+        return listed or (self.model_extra or {}).get(f"skip.{HISTORY}") is True
 
 
 class StartRun(Record):
@@ -27,7 +110,9 @@ class StartRun(Record):
     text: str
     inbound_id: Subject | None = Field(default=None, description="The InboundMessage id that caused this run.")
     reply_target: ReplyTarget
-    options: dict[str, Any] = Field(default_factory=dict, description="Per-request options (win over the assistant's).")
+    options: RunOptions = Field(
+        default_factory=RunOptions, description="Per-request options (win over the assistant's)."
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -17,8 +17,15 @@ import anthropic
 
 from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, MessageRole, Usage
-from agentstream_runner.connectors.assembly import ToolCallAssembler
-from agentstream_runner.connectors.base import Chunk, LLMRequest, TextDelta, ThinkingDelta, UsageChunk
+from agentstream_runner.connectors.base import (
+    Chunk,
+    Configured,
+    LLMRequest,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallAssembler,
+    UsageChunk,
+)
 from agentstream_runner.connectors.retry import LLMError, RetryPolicy, Transient, retry_after_seconds, with_retries
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens", "stop_sequences")
@@ -122,9 +129,9 @@ class EventMapper:
         return [*self.calls.calls(), UsageChunk(self.usage)]
 
 
-class AnthropicConnector:
+class AnthropicConnector(Configured):
     def __init__(self, settings: ConnectorSettings, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        self._settings = settings
+        super().__init__(settings)
         self._client = anthropic.AsyncAnthropic(
             base_url=settings.base_url,
             api_key=settings.api_key() or "not-set",
@@ -133,14 +140,6 @@ class AnthropicConnector:
         )
         self._policy = RetryPolicy(attempts=settings.retry_attempts, base_delay_s=settings.retry_base_delay_s)
         self._sleep = sleep
-
-    @property
-    def id(self) -> str:
-        return self._settings.id
-
-    @property
-    def capabilities(self) -> frozenset[str]:
-        return frozenset(self._settings.capabilities)
 
     async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         payload = build_payload(self._settings, request)

@@ -11,6 +11,7 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, Usage
 from agentstream.tools_catalog import ToolSpec
 
@@ -51,6 +52,52 @@ class UsageChunk:
 
 
 Chunk = TextDelta | ThinkingDelta | ToolCallChunk | UsageChunk
+
+
+# -- streamed tool calls, assembled ---------------------------------------------------
+# OpenAI-style deltas carry an `index` per call; the first piece of a call has its id
+# and name, later pieces append to its JSON arguments. Pure and provider-neutral.
+@dataclass
+class _Partial:
+    call_id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+class ToolCallAssembler:
+    def __init__(self) -> None:
+        self._calls: dict[int, _Partial] = {}
+
+    def add(
+        self, index: int, call_id: str | None = None, name: str | None = None, arguments: str | None = None
+    ) -> None:
+        call = self._calls.setdefault(index, _Partial())
+        call.call_id = call.call_id or (call_id or "")
+        call.name += name or ""
+        if arguments:
+            call.arguments.append(arguments)
+
+    def calls(self) -> list[ToolCallChunk]:
+        """The complete calls, in index order (ids filled in when a server omits them)."""
+        return [
+            ToolCallChunk(call_id=c.call_id or f"call_{i}", name=c.name, arguments="".join(c.arguments) or "{}")
+            for i, c in sorted(self._calls.items())
+        ]
+
+
+class Configured:
+    """Base of the built-in connectors: `id` and `capabilities` come from their settings."""
+
+    def __init__(self, settings: ConnectorSettings) -> None:
+        self._settings = settings
+
+    @property
+    def id(self) -> str:
+        return self._settings.id
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return frozenset(self._settings.capabilities)
 
 
 @runtime_checkable

@@ -17,8 +17,15 @@ from openai.types.chat import ChatCompletion
 
 from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, MessageRole, Usage
-from agentstream_runner.connectors.assembly import ToolCallAssembler
-from agentstream_runner.connectors.base import Chunk, LLMRequest, TextDelta, ThinkingDelta, UsageChunk
+from agentstream_runner.connectors.base import (
+    Chunk,
+    Configured,
+    LLMRequest,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallAssembler,
+    UsageChunk,
+)
 from agentstream_runner.connectors.openai_sse import ChunkStream
 from agentstream_runner.connectors.retry import LLMError, RetryPolicy, Transient, retry_after_seconds, with_retries
 
@@ -71,9 +78,9 @@ def _usage(used: Any) -> Usage:
     return Usage(prompt_tokens=used.prompt_tokens or 0, completion_tokens=used.completion_tokens or 0, llm_calls=1)
 
 
-class OpenAIConnector:
+class OpenAIConnector(Configured):
     def __init__(self, settings: ConnectorSettings, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        self._settings = settings
+        super().__init__(settings)
         # aiohttp: the streamed chunks are the runner's hottest path, and aiohttp reads and
         # parses them with about half the CPU of httpx (bench/run_overhead.py).
         http_client = (
@@ -89,16 +96,8 @@ class OpenAIConnector:
         self._policy = RetryPolicy(attempts=settings.retry_attempts, base_delay_s=settings.retry_base_delay_s)
         self._sleep = sleep
 
-    @property
-    def id(self) -> str:
-        return self._settings.id
-
     async def aclose(self) -> None:
         await self._client.close()
-
-    @property
-    def capabilities(self) -> frozenset[str]:
-        return frozenset(self._settings.capabilities)
 
     async def _call(self, payload: dict[str, Any]) -> Any:
         # The SDK's generic `post` (its documented way to send a body as built) rather than

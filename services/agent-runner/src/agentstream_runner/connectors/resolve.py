@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from agentstream.config import ConnectorSettings, Settings
 from agentstream_runner.connectors.base import Connector
 from agentstream_runner.connectors.scripted import ScriptedConnector
-from agentstream_runner.errors import ConnectorError
+from agentstream_runner.outcome import RunFailure
+
+
+class ConnectorError(RunFailure):
+    """No usable connector for the run."""
+
 
 ConnectorFactory = Callable[[ConnectorSettings], Connector]
 

@@ -16,7 +16,7 @@ from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
 from agentstream.contracts import utcnow
-from agentstream_runner.errors import RunFailure
+from agentstream_runner.outcome import RunFailure
 
 T = TypeVar("T")
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})

@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 
 from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, MessageRole, Usage
-from agentstream_runner.connectors.base import Chunk, LLMRequest, TextDelta, ToolCallChunk, UsageChunk
+from agentstream_runner.connectors.base import Chunk, Configured, LLMRequest, TextDelta, ToolCallChunk, UsageChunk
 from agentstream_runner.connectors.script import Script, load_script, plan_reply
 
 # A token is a word with the whitespace before it, so the tokens join back to the text.
@@ -33,25 +33,17 @@ def _next_call_id(messages: list[ChatMessage]) -> str:
     return f"call_{made + 1}"
 
 
-class ScriptedConnector:
+class ScriptedConnector(Configured):
     def __init__(
         self,
         settings: ConnectorSettings,
         script: Script | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        self._settings = settings
+        super().__init__(settings)
         self._script = script or load_script(settings.script)
         self._delay_s = settings.token_delay_ms / 1000
         self._sleep = sleep
-
-    @property
-    def id(self) -> str:
-        return self._settings.id
-
-    @property
-    def capabilities(self) -> frozenset[str]:
-        return frozenset(self._settings.capabilities)
 
     async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         messages = list(request.messages)

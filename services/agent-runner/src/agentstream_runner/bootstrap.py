@@ -1,0 +1,53 @@
+"""Builds the agent-runner: every collaborator made here, from the infra and the settings,
+and passed in (docs/code-map.md).
+
+assistants (built-in + `assistants_dir`) → connectors → tool waiters → `BrokerRunPorts`
+(events and tool calls through the broker) → launcher (runs, resumes, dismissals) →
+conversations (one owner per conversation) → the service, which only routes records.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentstream.config import Settings
+from agentstream.service import Infra
+from agentstream_runner.app import AgentRunnerService
+from agentstream_runner.assistant_files import load_assistants_dir
+from agentstream_runner.assistants import Assistants
+from agentstream_runner.connectors.resolve import Connectors
+from agentstream_runner.conversations.registry import Conversations
+from agentstream_runner.launcher import RunLauncher
+from agentstream_runner.ports import BrokerRunPorts, ToolWaiters
+
+
+def load_assistants(settings: Settings, log: Any) -> Assistants:
+    """The built-in assistant and those of `assistants_dir`; a bad file is logged, the others load."""
+    if not settings.assistants_dir:
+        return Assistants(settings)
+    loaded = load_assistants_dir(settings.assistants_dir)
+    for problem in loaded.problems:
+        log.error("assistant file invalid", file=problem.file, field=problem.field, error=problem.message)
+    log.info("assistants loaded", ids=[a.id for a in loaded.assistants], invalid=len(loaded.problems))
+    return Assistants(settings, loaded.assistants, loaded.hooks)
+
+
+def bootstrap(settings: Settings, *, connectors: Connectors | None = None) -> AgentRunnerService:
+    """The runner for `settings`; `connectors` replaces the configured ones (tests: fake models)."""
+    infra = Infra.build(settings, AgentRunnerService.name, uses_database=AgentRunnerService.uses_database)
+    assistants = load_assistants(settings, infra.log)
+    connectors = connectors or Connectors(settings)
+    waiters = ToolWaiters()
+    launcher = RunLauncher(
+        BrokerRunPorts(infra, waiters), connectors, assistants, settings.runner, infra.sessions, infra.log
+    )
+    conversations = Conversations(
+        launcher.run,
+        launcher.policy_for,
+        launcher.dismiss,
+        log=infra.log,
+        collect_window_s=settings.runner.collect_window_ms / 1000,
+    )
+    return AgentRunnerService(
+        infra, connectors=connectors, launcher=launcher, conversations=conversations, waiters=waiters
+    )

@@ -1,0 +1,101 @@
+"""The owners of the conversations this runner has work for, by conversation key.
+
+Creates an owner (`conversation.Conversation`) on first work, forgets it when idle,
+and closes them all at shutdown, or those of partitions that moved to another runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+import structlog
+
+from agentstream.contracts import FinishReason, ResumeRun, StartRun
+from agentstream_runner.conversations.owner import (
+    DEFAULT_COLLECT_WINDOW_S,
+    Conversation,
+    DismissFn,
+    PolicyFn,
+    RunFn,
+    dismiss_nothing,
+    policy_enqueue,
+)
+
+
+class Conversations:
+    """The owners of the conversations this runner has work for."""
+
+    def __init__(
+        self,
+        run: RunFn,
+        policy_for: PolicyFn = policy_enqueue,
+        dismiss: DismissFn = dismiss_nothing,
+        log: structlog.stdlib.BoundLogger | None = None,
+        collect_window_s: float = DEFAULT_COLLECT_WINDOW_S,
+    ) -> None:
+        self._run = run
+        self._policy_for = policy_for
+        self._dismiss = dismiss
+        self._log = log
+        self._collect_window_s = collect_window_s
+        self._by_key: dict[str, Conversation] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+    def get(self, key: str) -> Conversation | None:
+        return self._by_key.get(key)
+
+    def owner(self, key: str, partition: int | None = None) -> Conversation:
+        owner = self._by_key.get(key)
+        if owner is None:
+            owner = Conversation(
+                key,
+                self._run,
+                self._policy_for,
+                self._dismiss,
+                on_idle=self._forget,
+                log=self._log,
+                collect_window_s=self._collect_window_s,
+            )
+            self._by_key[key] = owner
+        if partition is not None:
+            owner.partition = partition
+        return owner
+
+    def submit(self, start: StartRun, partition: int | None = None) -> None:
+        self.owner(start.conversation_key, partition).submit(start)
+
+    def resume(self, command: ResumeRun, partition: int | None = None) -> None:
+        self.owner(command.conversation_key, partition).resume(command)
+
+    def interrupt(self, key: str, run_id: str | None, reason: FinishReason) -> bool:
+        owner = self._by_key.get(key)
+        return owner is not None and owner.interrupt(run_id, reason)
+
+    def reset(self, key: str) -> None:
+        owner = self._by_key.get(key)
+        if owner is not None:
+            owner.reset()
+
+    async def close(self, reason: FinishReason = FinishReason.SHUTDOWN) -> None:
+        await self._close(list(self._by_key.values()), reason)
+
+    async def close_partitions(
+        self, partitions: Iterable[int], reason: FinishReason = FinishReason.REBALANCED
+    ) -> list[str]:
+        """Stop the conversations of partitions this runner no longer owns; their keys."""
+        wanted = set(partitions)
+        owners = [o for o in self._by_key.values() if o.partition in wanted]
+        await self._close(owners, reason)
+        return [o.key for o in owners]
+
+    async def _close(self, owners: list[Conversation], reason: FinishReason) -> None:
+        await asyncio.gather(*(o.close(reason) for o in owners))
+        for o in owners:
+            self._by_key.pop(o.key, None)
+
+    def _forget(self, key: str) -> None:
+        # Idle owners hold nothing worth keeping; the next message creates a new one.
+        self._by_key.pop(key, None)

@@ -1,0 +1,162 @@
+"""`RunLauncher`: what a conversation's owner runs — a new run, a resumed one, or the
+ending of a run that never ran (refused, merged, dropped) — and each message's
+double-texting policy.
+
+The pipeline itself does not change for a resume: it gets a `ResumePoint` (memory,
+usage so far, the seq to continue after) built from the checkpoint. Without a database
+(`sessions` None) runs go without history, sessions or role overrides.
+"""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+import structlog
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agentstream.config import RunnerSettings
+from agentstream.contracts import (
+    ChatMessage,
+    DoubleTexting,
+    FinishReason,
+    Notice,
+    NoticeLevel,
+    ResumeRun,
+    RunFinished,
+    RunStatus,
+    StartRun,
+)
+from agentstream_runner.assistants import Assistants, UnknownAssistant, system_messages
+from agentstream_runner.chat_sessions import KnownSessions, SessionStore
+from agentstream_runner.connectors.resolve import Connectors
+from agentstream_runner.context import RunContext, RunControl, RunPorts
+from agentstream_runner.conversations.owner import Dismissal, Work
+from agentstream_runner.emitter import RunEmitter
+from agentstream_runner.history import HistoryStore
+from agentstream_runner.pipeline import ResumePoint, run_pipeline
+from agentstream_runner.resume import Checkpoint, callable_memory, load_checkpoint, saved_input, start_of
+from agentstream_runner.run_setup import load_history
+from agentstream_runner.stores import RoleCache, SqlStores
+
+REJECTED_TEXT = "Still working on your previous message; this one was not sent. Try again when it is done."
+
+
+def policy_of(assistants: Assistants, start: StartRun) -> DoubleTexting:
+    """The request's `double_texting` option, else the assistant's, else enqueue."""
+    if start.options.double_texting is not None:
+        return start.options.double_texting
+    try:
+        return assistants.get(start.assistant_id).double_texting
+    except UnknownAssistant:  # it fails in its run; here it just waits its turn
+        return DoubleTexting.ENQUEUE
+
+
+class RunLauncher:
+    def __init__(
+        self,
+        ports: RunPorts,
+        connectors: Connectors,
+        assistants: Assistants,
+        runner: RunnerSettings,
+        sessions: async_sessionmaker[AsyncSession] | None,
+        log: structlog.stdlib.BoundLogger,
+    ) -> None:
+        self._ports = ports
+        self._connectors = connectors
+        self._assistants = assistants
+        self._runner = runner
+        self._sessions = sessions
+        self._log = log
+        self.known_sessions = KnownSessions()
+        self._roles = RoleCache()
+
+    def policy_for(self, start: StartRun) -> DoubleTexting:
+        return policy_of(self._assistants, start)
+
+    def _context(self, control: RunControl, history: HistoryStore | None = None) -> RunContext:
+        stores = SqlStores(self._sessions) if self._sessions is not None else None
+        roles = self._roles.over(stores) if stores is not None else None
+        return RunContext(
+            ports=self._ports,
+            connectors=self._connectors,
+            assistants=self._assistants,
+            runner=self._runner,
+            control=control,
+            history=history or stores,
+            roles=roles,
+        )
+
+    async def run(self, work: Work, control: RunControl) -> None:
+        match work:
+            case ResumeRun():
+                await self.resume(work, control)
+            case StartRun():
+                await run_pipeline(self._context(control), await self._with_session(work))
+            case _:
+                assert_never(work)
+
+    async def _with_session(self, start: StartRun) -> StartRun:
+        if start.session_id is not None or self._sessions is None:
+            return start
+        try:
+            session_id = await self.known_sessions.current(SessionStore(self._sessions), start.conversation_key)
+        except Exception as err:  # history by conversation still works without a session
+            self._log.warning("session not resolved", run_id=start.run_id, error=repr(err))
+            return start
+        return start.model_copy(update={"session_id": session_id})
+
+    async def reset_session(self, conversation_key: str) -> str | None:
+        """A new history session; None when there is no database to record it in."""
+        if self._sessions is None:
+            return None
+        try:
+            return await self.known_sessions.reset(SessionStore(self._sessions), conversation_key)
+        except Exception as err:
+            self._log.warning("session not reset", conversation=conversation_key, error=repr(err))
+            return None
+
+    # -- resume --------------------------------------------------------------------
+    async def resume(self, command: ResumeRun, control: RunControl) -> None:
+        sessions = self._sessions
+        checkpoint = await load_checkpoint(sessions, command.run_id) if sessions is not None else None
+        if sessions is None or checkpoint is None:
+            self._log.warning("resume ignored: no checkpoint (completed, or unknown run)", run_id=command.run_id)
+            return
+        start = start_of(command, checkpoint)
+        ctx = self._context(control, history=SqlStores(sessions, without_run=command.run_id))
+        point = ResumePoint(
+            memory=await self._memory(ctx, start, checkpoint), usage=checkpoint.usage, first_seq=checkpoint.last_seq + 1
+        )
+        self._log.info("resuming run", run_id=command.run_id, steps=len(checkpoint.steps), from_seq=point.first_seq)
+        await run_pipeline(ctx, start, point)
+
+    async def _memory(self, ctx: RunContext, start: StartRun, checkpoint: Checkpoint) -> list[ChatMessage]:
+        memory = callable_memory(checkpoint.steps)
+        if memory is not None:
+            return memory
+        # Nothing usable was saved: the memory the run began with.
+        assistant = self._assistants.get(start.assistant_id)
+        options = start.options.over(assistant.options)
+        history = await load_history(ctx, start, options, assistant)
+        return [*system_messages(assistant, start, start.metadata), *history, *saved_input(checkpoint, start)]
+
+    # -- runs that never ran ---------------------------------------------------------
+    async def dismiss(self, start: StartRun, why: Dismissal, detail: str) -> None:
+        """Their `run.queued` opened a stream: close it, so delivery and persistence end it."""
+        events = RunEmitter.for_start(start, self._ports.publish_event)
+        match why:
+            case Dismissal.REJECTED:
+                await events.emit(
+                    Notice, level=NoticeLevel.WARNING, text=REJECTED_TEXT, reply_target=start.reply_target
+                )
+                await events.emit(RunFinished, status=RunStatus.FAILED, reason=FinishReason.REJECTED, error=detail)
+            case Dismissal.MERGED:
+                # Its text runs inside run `detail` and is stored there.
+                await events.emit(RunFinished, status=RunStatus.COMPLETED, reason=FinishReason.MERGED, error=None)
+            case Dismissal.DROPPED:
+                reason = FinishReason(detail)
+                status = RunStatus.FAILED if reason is FinishReason.REBALANCED else RunStatus.INTERRUPTED
+                await events.emit(RunFinished, status=status, reason=reason, error=f"not started: {detail}")
+            case _:
+                assert_never(why)
+        await events.confirm()

@@ -1,0 +1,75 @@
+"""The runner's `RunPorts` over Kafka: events to `events`, tool calls to `tool-calls`.
+
+Built by `bootstrap` over the service's broker, so runs publish through it directly and
+nothing of a run goes back through the service. Tool calls in flight wait in
+`ToolWaiters`: one future per (run_id, call_id), resolved by the `tool-results` handler;
+unknown or late results resolve nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+from agentstream.contracts import EventBase, ToolCallRequest, ToolCallResult
+from agentstream.kafka.internals import producer_of
+from agentstream.kafka.producer import encode_record
+from agentstream.observability import records_published
+from agentstream.service import Infra
+
+
+class ToolWaiters:
+    def __init__(self) -> None:
+        self._futures: dict[tuple[str, str], asyncio.Future[ToolCallResult]] = {}
+
+    def expect(self, run_id: str, call_id: str) -> asyncio.Future[ToolCallResult]:
+        future: asyncio.Future[ToolCallResult] = asyncio.get_running_loop().create_future()
+        self._futures[(run_id, call_id)] = future
+        return future
+
+    def resolve(self, result: ToolCallResult) -> bool:
+        """True when a run was waiting for this result."""
+        future = self._futures.pop((result.run_id, result.call_id), None)
+        if future is None or future.done():
+            return False
+        future.set_result(result)
+        return True
+
+    def discard(self, run_id: str, call_id: str) -> None:
+        future = self._futures.pop((run_id, call_id), None)
+        if future is not None and not future.done():
+            future.cancel()
+
+    def __len__(self) -> int:
+        return len(self._futures)
+
+
+class BrokerRunPorts:
+    """`RunPorts` through the broker's producer (see `agentstream.kafka.producer`)."""
+
+    def __init__(self, infra: Infra, waiters: ToolWaiters) -> None:
+        self._broker = infra.broker
+        self._topics = infra.topics
+        self._waiters = waiters
+        published = records_published(infra.registry)
+        self._events_published = published.labels(infra.name, infra.topics.events)
+        self._calls_published = published.labels(infra.name, infra.topics.tool_calls)
+
+    async def publish_event(self, event: EventBase) -> asyncio.Future[Any]:
+        ack = await self._send(self._topics.events, event, event.conversation_key)
+        self._events_published.inc()
+        return ack
+
+    async def call_tool(self, request: ToolCallRequest) -> ToolCallResult:
+        result = self._waiters.expect(request.run_id, request.call_id)  # before publishing: no lost result
+        try:
+            await (await self._send(self._topics.tool_calls, request, request.conversation_key))
+            self._calls_published.inc()
+            return await result
+        finally:
+            self._waiters.discard(request.run_id, request.call_id)
+
+    async def _send(self, topic: str, record: EventBase | ToolCallRequest, key: str) -> asyncio.Future[Any]:
+        raw_key, value, headers = encode_record(record, key)
+        ack = await producer_of(self._broker).send(topic, value, key=raw_key, headers=headers)
+        return cast("asyncio.Future[Any]", ack)

@@ -1,0 +1,158 @@
+"""The tool calls of one completion: one round, and the retries around it.
+
+One round (`tool_round`): announce the calls, run them in parallel through the
+tool-executor, report the results and feed them to memory, wrapped in a `tool` step.
+Each call is bounded by `tool_timeout_s`; a call that times out becomes a failed,
+non-retryable result so the model still gets an answer for every call it made.
+
+The retries (`run_tool_calls`):
+
+    RUN CALLS → all ok                     → ToolsDone
+              → a retryable failure:
+                  attempt < 3 → RETRY: the model gets its own calls, one `tool`
+                                message per result (errors included) and a written
+                                instruction; a plain-text answer → AnsweredOnRetry,
+                                new calls → RUN CALLS again
+                  attempt = 3 → the run fails (the errors in the text)
+              → only non-retryable failures → ToolsFailed
+
+Retryable means the tool-executor classified the failure so (bad arguments,
+unknown tool): the model can fix it. Timeouts and server errors are not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from agentstream.contracts import (
+    ChatMessage,
+    MessageRole,
+    SegmentBreak,
+    StepType,
+    ToolCall,
+    ToolCallRequest,
+    ToolCallResult,
+    ToolCallSpec,
+    ToolResult,
+    utcnow,
+)
+from agentstream_runner.emitter import step
+from agentstream_runner.llm_step import Completion, llm_turn
+from agentstream_runner.outcome import RunFailure
+from agentstream_runner.scope import MAX_TOOL_ATTEMPTS, RunScope
+
+TIMED_OUT = "tool timed out"
+
+
+def tool_message(result: ToolCallResult) -> ChatMessage:
+    """What the model reads back for one call."""
+    content = result.content if result.ok else f"error: {result.error}"
+    return ChatMessage(role=MessageRole.TOOL, content=content, name=result.tool, tool_call_id=result.call_id)
+
+
+async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int) -> ToolCallResult:
+    timeout_s = scope.ctx.runner.tool_timeout_s
+    identity: dict[str, Any] = {
+        "run_id": scope.run_id,
+        "root_run_id": scope.events.root_run_id,
+        "conversation_key": scope.start.conversation_key,
+        "call_id": call.id,
+        "tool": call.name,
+    }
+    request = ToolCallRequest(
+        **identity, arguments=call.arguments, attempt=attempt, deadline=utcnow() + timedelta(seconds=timeout_s)
+    )
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await scope.ctx.ports.call_tool(request)
+    except TimeoutError:
+        return ToolCallResult(**identity, ok=False, error=TIMED_OUT, retryable=False, duration_ms=timeout_s * 1000)
+
+
+async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 1) -> list[ToolCallResult]:
+    """Run `calls` (made in the latest assistant message); appends one tool message per result."""
+    events = scope.events
+    step_input = {"attempt": attempt, "calls": [c.model_dump() for c in calls]}
+    async with step(events, StepType.TOOL, scope.step_id(StepType.TOOL), step_input) as record:
+        for call in calls:
+            await events.emit(ToolCall, call_id=call.id, tool=call.name, arguments=call.arguments, attempt=attempt)
+        # No heartbeat of its own: the pipeline heartbeats for the whole run.
+        results = await asyncio.gather(*(call_tool(scope, c, attempt) for c in calls))
+        for r in results:
+            await events.emit(
+                ToolResult,
+                call_id=r.call_id,
+                tool=r.tool,
+                ok=r.ok,
+                content=r.content,
+                error=r.error,
+                retryable=r.retryable,
+                duration_ms=r.duration_ms,
+            )
+        scope.memory.extend(tool_message(r) for r in results)
+        record.output = {
+            "results": [r.model_dump(include={"call_id", "tool", "ok", "content", "error"}) for r in results]
+        }
+        record.memory = scope.memory
+    return list(results)
+
+
+# -- retries -----------------------------------------------------------------------
+RETRY_INSTRUCTION = (
+    "Some of your tool calls failed. Read each error above, then call the tools again with corrected "
+    "arguments (only the tools listed: {tools}), or answer in plain text if the tools cannot help."
+)
+
+
+@dataclass(frozen=True)
+class ToolsDone:
+    completion: Completion  # the completion whose calls all succeeded
+    results: list[ToolCallResult]
+
+
+@dataclass(frozen=True)
+class AnsweredOnRetry:
+    completion: Completion  # plain text, accepted as the answer
+
+
+@dataclass(frozen=True)
+class ToolsFailed:
+    results: list[ToolCallResult]  # at least one non-retryable failure, no retryable one
+
+    @property
+    def error(self) -> str:
+        return describe_failures(self.results)
+
+
+PhaseEnd = ToolsDone | AnsweredOnRetry | ToolsFailed
+
+
+def retry_instruction(tool_names: list[str]) -> ChatMessage:
+    return ChatMessage(role=MessageRole.USER, content=RETRY_INSTRUCTION.format(tools=", ".join(tool_names) or "none"))
+
+
+def describe_failures(results: list[ToolCallResult]) -> str:
+    return "; ".join(f"{r.tool}: {r.error}" for r in results if not r.ok)
+
+
+async def run_tool_calls(scope: RunScope, completion: Completion) -> PhaseEnd:
+    """Run the completion's calls until they succeed, the model answers, or attempts run out."""
+    attempt = 1
+    while True:
+        results = await tool_round(scope, completion.tool_calls, attempt)
+        await scope.events.emit(SegmentBreak, reason="tool")
+        failed = [r for r in results if not r.ok]
+        if not failed:
+            return ToolsDone(completion, results)
+        if not any(r.retryable for r in failed):
+            return ToolsFailed(results)
+        if attempt >= MAX_TOOL_ATTEMPTS:
+            raise RunFailure(f"tool calls still failing after {attempt} attempts: {describe_failures(results)}")
+        attempt += 1
+        scope.memory.append(retry_instruction(scope.tool_names))
+        completion = await llm_turn(scope)
+        if not completion.tool_calls:
+            return AnsweredOnRetry(completion)

@@ -1,0 +1,45 @@
+"""Builds the tool-executor: its infra, the tools it can run, the `tool_calls` store, its options."""
+
+from __future__ import annotations
+
+from agentstream.config import Settings
+from agentstream.service import Infra
+from agentstream_tools.app import ToolExecutorService
+from agentstream_tools.builtin import builtin_tools
+from agentstream_tools.call_store import ToolCallStore
+from agentstream_tools.function_tools import load_function_tools
+from agentstream_tools.mcp_servers import McpServers
+from agentstream_tools.registry import ToolRegistry
+from agentstream_tools.sandbox import workspace_tools
+
+
+def configured_tools(settings: Settings) -> ToolRegistry:
+    """Built-ins, the configured function tools and (when enabled) the sandboxed workspace tools.
+    MCP servers add theirs once connected."""
+    tools = ToolRegistry(builtin_tools())
+    for tool in load_function_tools(settings.tools.functions)[0]:  # the others are logged with their path
+        tools.register(tool)
+    for tool in workspace_tools(settings.tools.sandbox):  # none unless tools.sandbox.enabled
+        tools.register(tool)
+    return tools
+
+
+def bootstrap(
+    settings: Settings,
+    *,
+    tools: ToolRegistry | None = None,
+    store: ToolCallStore | None = None,
+    service_class: type[ToolExecutorService] = ToolExecutorService,
+) -> ToolExecutorService:
+    """`tools` and `store` replace the built-in registry and the database store (tests);
+    `service_class` a subclass that changes how it publishes or commits (chaos tests)."""
+    infra = Infra.build(settings, ToolExecutorService.name, uses_database=True)
+    assert infra.sessions is not None  # uses_database: the engine is built, lazily connected
+    registry = tools if tools is not None else configured_tools(settings)
+    return service_class(
+        infra,
+        tools=registry,
+        store=store if store is not None else ToolCallStore(infra.sessions),
+        options=settings.tools,
+        mcp_servers=McpServers(settings.tools.mcp_servers, registry),
+    )

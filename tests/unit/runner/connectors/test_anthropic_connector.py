@@ -1,0 +1,146 @@
+"""The anthropic connector through the official SDK against a tiny fake Messages API
+(real HTTP, real SSE), including a retried 529 and a 400 that is not retried."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import uvicorn
+
+from agentstream.config import ConnectorSettings
+from agentstream.contracts import ChatMessage, Usage
+from agentstream.tools_catalog import CLOCK
+from agentstream_runner.connectors.anthropic_connector import AnthropicConnector
+from agentstream_runner.connectors.base import LLMRequest, TextDelta, ThinkingDelta, ToolCallChunk, UsageChunk
+from agentstream_runner.connectors.retry import LLMError
+
+EVENTS: list[dict[str, Any]] = [
+    {
+        "type": "message_start",
+        "message": {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "c",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 12, "output_tokens": 1},
+        },
+    },
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm"}},
+    {"type": "content_block_stop", "index": 0},
+    {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+    {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "Checking"}},
+    {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": " the time"}},
+    {"type": "content_block_stop", "index": 1},
+    {
+        "type": "content_block_start",
+        "index": 2,
+        "content_block": {"type": "tool_use", "id": "tu_1", "name": "clock", "input": {}},
+    },
+    {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": '{"timez'}},
+    {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": 'one": "UTC"}'}},
+    {"type": "content_block_stop", "index": 2},
+    {
+        "type": "message_delta",
+        "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+        "usage": {"output_tokens": 9},
+    },
+    {"type": "message_stop"},
+]
+
+
+class FakeAnthropic:
+    def __init__(self, statuses: list[int]) -> None:
+        self.statuses = statuses  # answered in order before the stream; 200 = stream
+        self.bodies: list[dict[str, Any]] = []
+
+    async def app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        raw = b""
+        while True:
+            message = await receive()
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        self.bodies.append(json.loads(raw))
+        status = self.statuses.pop(0) if self.statuses else 200
+        if status != 200:
+            body = json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": f"fake {status}"}})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"retry-after", b"0")],
+                }
+            )
+            await send({"type": "http.response.body", "body": body.encode()})
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        for event in EVENTS:
+            data = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+
+
+@asynccontextmanager
+async def serving(fake: FakeAnthropic) -> AsyncIterator[str]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(fake.app, log_level="warning", lifespan="off", interface="asgi3"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    for _ in range(500):  # uvicorn offers no startup event to await
+        if server.started:
+            break
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+def connector(base_url: str) -> AnthropicConnector:
+    async def no_sleep(seconds: float) -> None:
+        return None
+
+    settings = ConnectorSettings(id="claude", type="anthropic", base_url=base_url, model="claude-test")
+    return AnthropicConnector(settings, sleep=no_sleep)
+
+
+REQUEST = LLMRequest(
+    messages=[ChatMessage(role="system", content="brief"), ChatMessage(role="user", content="t?")], tools=(CLOCK,)
+)
+
+
+async def test_stream_through_the_sdk_with_a_retried_overload():
+    fake = FakeAnthropic([529])
+    async with serving(fake) as url:
+        chunks = [c async for c in connector(url).stream(REQUEST)]
+    assert chunks == [
+        ThinkingDelta("hmm"),
+        TextDelta("Checking"),
+        TextDelta(" the time"),
+        ToolCallChunk(call_id="tu_1", name="clock", arguments='{"timezone": "UTC"}'),
+        UsageChunk(Usage(prompt_tokens=12, completion_tokens=9, llm_calls=1)),
+    ]
+    assert len(fake.bodies) == 2
+    body = fake.bodies[-1]
+    assert body["system"] == "brief" and body["stream"] is True and body["tools"][0]["name"] == "clock"
+
+
+async def test_bad_request_is_not_retried():
+    fake = FakeAnthropic([400, 200])
+    async with serving(fake) as url:
+        with pytest.raises(LLMError, match="rejected"):
+            [c async for c in connector(url).stream(REQUEST)]
+    assert len(fake.bodies) == 1

@@ -1,0 +1,163 @@
+"""The launcher without Kafka: an unexpected exception inside a run ends it `failed` with the
+error, leaves a resume checkpoint, and the next run of the same conversation works; runs
+that never ran end once; the double-texting policy of a message."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import structlog
+
+from agentstream.config import ConnectorSettings, load_settings
+from agentstream.contracts import (
+    DoubleTexting,
+    EventBase,
+    Notice,
+    ReplyTarget,
+    RunFinished,
+    RunOptions,
+    StartRun,
+    ToolCallRequest,
+    ToolCallResult,
+    Usage,
+    User,
+)
+from agentstream_persistence.buffers import BufferSet
+from agentstream_persistence.rows import rows_for
+from agentstream_runner.assistants import Assistants
+from agentstream_runner.connectors.base import LLMRequest, TextDelta, UsageChunk
+from agentstream_runner.connectors.resolve import Connectors
+from agentstream_runner.conversations.owner import Dismissal
+from agentstream_runner.conversations.registry import Conversations
+from agentstream_runner.launcher import REJECTED_TEXT, RunLauncher, policy_of
+
+
+class FlakyConnector:
+    """Streams a little, then crashes with a bug — only on the first call."""
+
+    id = "flaky"
+    capabilities = frozenset({"tools", "streaming"})
+    calls = 0
+
+    def __init__(self, config: ConnectorSettings) -> None:
+        pass
+
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Any, None]:
+        FlakyConnector.calls += 1
+        yield TextDelta("Hel")
+        if FlakyConnector.calls == 1:
+            raise KeyError("bug in the connector")
+        yield TextDelta("lo")
+        yield UsageChunk(Usage(prompt_tokens=3, completion_tokens=1, llm_calls=1))
+
+
+class Ports:
+    def __init__(self) -> None:
+        self.events: list[EventBase] = []
+        self.changed = asyncio.Condition()
+
+    async def publish_event(self, event: EventBase) -> None:
+        self.events.append(event)
+        async with self.changed:
+            self.changed.notify_all()
+
+    def endings(self) -> list[RunFinished]:
+        return [e for e in self.events if isinstance(e, RunFinished)]
+
+    async def call_tool(self, request: ToolCallRequest) -> ToolCallResult:
+        raise AssertionError("no tools here")
+
+
+def start(run_id: str) -> StartRun:
+    return StartRun(
+        run_id=run_id,
+        conversation_key="web:c1",
+        assistant_id="default",
+        user=User(id="u1"),
+        text="hi",
+        reply_target=ReplyTarget(platform="web", chat_id="c1"),
+    )
+
+
+async def test_an_unexpected_exception_ends_failed_with_a_checkpoint_and_the_next_run_works():
+    settings = load_settings(
+        connectors=[{"id": "flaky", "type": "scripted"}], default_connector="flaky", runner={"coalesce_ms": 0}
+    )
+    ports = Ports()
+    assistants = Assistants(settings)
+    launcher = RunLauncher(
+        ports,
+        Connectors(settings, {"scripted": FlakyConnector}),
+        assistants,
+        settings.runner,
+        None,
+        structlog.get_logger(),
+    )
+    owners = Conversations(launcher.run, launcher.policy_for, launcher.dismiss)
+    FlakyConnector.calls = 0
+    owners.submit(start("run-1"))
+    owners.submit(start("run-2"))
+    async with asyncio.timeout(5), ports.changed:
+        await ports.changed.wait_for(lambda: len(ports.endings()) == 2)
+    first, second = ports.endings()
+    assert (first.run_id, first.status) == ("run-1", "failed")
+    assert first.error == "internal error: KeyError: 'bug in the connector'"
+    assert (second.run_id, second.status, second.text) == ("run-2", "completed", "Hello")
+
+    buffers = BufferSet()
+    for event in ports.events:
+        buffers.add(event)  # type: ignore[arg-type]
+    buf = buffers.get("run-1")
+    assert buf is not None
+    rows = rows_for(buf)
+    assert rows.checkpoint is not None and rows.checkpoint.checkpoint["status"] == "failed"
+    assert rows.checkpoint.checkpoint["start"]["user_id"] == "u1"
+    assert [m["content"] for m in rows.messages if m["role"] == "assistant"] == ["Hel"]  # what was streamed
+
+
+def test_policy_comes_from_the_request_then_the_assistant():
+    assistants = Assistants(load_settings())
+    s = start("r")
+    assert policy_of(assistants, s) is DoubleTexting.ENQUEUE
+    assert policy_of(assistants, s.model_copy(update={"options": RunOptions(double_texting="reject")})) is (
+        DoubleTexting.REJECT
+    )
+    assert policy_of(
+        assistants, s.model_copy(update={"options": RunOptions.model_validate({"double_texting": "bogus"})})
+    ) is (DoubleTexting.ENQUEUE)
+    assert policy_of(assistants, s.model_copy(update={"assistant_id": "nope"})) is DoubleTexting.ENQUEUE
+
+
+async def test_runs_that_never_ran_still_end_once():
+    settings = load_settings()
+    ports = Ports()
+    launcher = RunLauncher(
+        ports, Connectors(settings), Assistants(settings), settings.runner, None, structlog.get_logger()
+    )
+
+    def start(run_id: str) -> StartRun:
+        return StartRun(
+            run_id=run_id,
+            conversation_key="web:c1",
+            assistant_id="default",
+            text="x",
+            reply_target=ReplyTarget(platform="web", chat_id="c1"),
+        )
+
+    await launcher.dismiss(start("rej"), Dismissal.REJECTED, "a run is already in progress")
+    await launcher.dismiss(start("mer"), Dismissal.MERGED, "first")
+    await launcher.dismiss(start("reb"), Dismissal.DROPPED, "rebalanced")
+    await launcher.dismiss(start("shu"), Dismissal.DROPPED, "shutdown")
+    notice, *endings = ports.events
+    assert isinstance(notice, Notice) and notice.text == REJECTED_TEXT and notice.run_id == "rej"
+    assert notice.reply_target == ReplyTarget(platform="web", chat_id="c1")
+    assert all(isinstance(e, RunFinished) for e in endings)
+    assert [(e.run_id, e.status, e.reason) for e in endings] == [
+        ("rej", "failed", "rejected"),
+        ("mer", "completed", "merged"),
+        ("reb", "failed", "rebalanced"),
+        ("shu", "interrupted", "shutdown"),
+    ]
+    assert [e.seq for e in ports.events] == [1, 2, 1, 1, 1]  # after the run.queued (seq 0) of each

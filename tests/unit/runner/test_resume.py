@@ -1,0 +1,50 @@
+"""Resume seams: the memory a resumed run continues from, and its rebuilt start."""
+
+from __future__ import annotations
+
+from agentstream.contracts import (
+    ChatMessage,
+    ResumeRun,
+    ToolCallSpec,
+    Usage,
+)
+from agentstream_runner.resume import Checkpoint, SavedStep, callable_memory, start_of
+
+USER = ChatMessage(role="user", content="q")
+
+
+def test_resume_memory_skips_an_llm_step_whose_tool_round_never_completed():
+    call = ChatMessage(role="assistant", tool_calls=[ToolCallSpec(id="c1", name="clock")])
+    tool = ChatMessage(role="tool", content="noon", tool_call_id="c1")
+    call2 = ChatMessage(role="assistant", tool_calls=[ToolCallSpec(id="c2", name="clock")])
+    steps = [
+        SavedStep("llm-1", "llm", [USER, call]),
+        SavedStep("tool-2", "tool", [USER, call, tool]),
+        SavedStep("llm-3", "llm", [USER, call, tool, call2]),
+    ]
+    assert callable_memory(steps) == [USER, call, tool]
+    assert callable_memory(steps[:1]) is None
+    assert callable_memory([]) is None
+
+
+def test_the_resumed_start_is_rebuilt_from_the_checkpoint():
+    checkpoint = Checkpoint(
+        root_run_id="r1",
+        conversation_key="web:c1:t",
+        status="interrupted",
+        last_seq=9,
+        usage=Usage(),
+        start={
+            "assistant_id": "helper",
+            "user_id": "u1",
+            "session_id": "s1",
+            "connector_id": "fake",
+            "reply_target": None,
+            "input": [USER.model_dump()],
+            "text": "",
+        },
+    )
+    s = start_of(ResumeRun(conversation_key="web:c1:t", run_id="r1"), checkpoint)
+    assert (s.run_id, s.assistant_id, s.user.id, s.session_id, s.text) == ("r1", "helper", "u1", "s1", "q")
+    assert s.options.as_dict() == {"connector": "fake"}
+    assert (s.reply_target.platform, s.reply_target.chat_id, s.reply_target.thread_id) == ("web", "c1", "t")

@@ -1,0 +1,145 @@
+"""The tool-executor's handler: each (run_id, call_id) runs at most once; a redelivered call is
+replayed or refused (the executor died in it); offsets wait for the oldest unanswered call."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from agentstream.config import load_settings
+from agentstream.contracts import ToolCallRequest, ToolCallResult
+from agentstream.db import create_engine, session_factory, upgrade
+from agentstream.db.models_tools import ToolCallState
+from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
+from agentstream_tools.call_store import STOPPED_DURING_CALL, ToolCallStore
+from agentstream_tools.registry import Tool
+
+COUNTER_SCHEMA = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def request(call_id: str = "c1", tool: str = "counter", run_id: str = "r1") -> ToolCallRequest:
+    return ToolCallRequest(
+        run_id=run_id, root_run_id=run_id, conversation_key="web:a", call_id=call_id, tool=tool, arguments="{}"
+    )
+
+
+@pytest.fixture
+async def sessions(db_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    await upgrade(db_url)
+    engine = create_engine(db_url)
+    yield session_factory(engine)
+    await engine.dispose()
+
+
+class Harness:
+    """A tool-executor that is not started: records are handed to `on_call`, results recorded."""
+
+    def __init__(self, db_url: str, sessions: async_sessionmaker[AsyncSession], gate: asyncio.Event | None = None):
+        self.svc = bootstrap_tool_executor(load_settings(database={"url": db_url}), store=ToolCallStore(sessions))
+        self.published: list[ToolCallResult] = []
+        self.runs = 0
+
+        async def counter(args: dict[str, Any]) -> str:
+            self.runs += 1
+            if gate is not None:
+                await gate.wait()
+            return f"run {self.runs}"
+
+        async def publish(topic: str, record: Any, key: str) -> None:
+            assert topic == self.svc.topics.tool_results and key == "web:a"
+            self.published.append(record)
+
+        self.svc.tools.register(Tool("counter", "counts its runs", COUNTER_SCHEMA, counter))
+        self.svc.publish = publish  # type: ignore[method-assign]
+
+    async def deliver(self, call: ToolCallRequest, offset: int, partition: int = 0) -> None:
+        msg = SimpleNamespace(body=call.to_json(), raw_message=SimpleNamespace(partition=partition, offset=offset))
+        await self.svc.on_call(msg)  # type: ignore[arg-type]
+
+    async def settle(self) -> None:
+        while self.svc._tasks:
+            await asyncio.wait(set(self.svc._tasks))
+
+
+async def test_a_redelivered_done_call_is_replayed_not_run_again(db_url, sessions):  # type: ignore[no-untyped-def]
+    first = Harness(db_url, sessions)
+    await first.deliver(request(), offset=4)
+    await first.settle()
+    [answer] = first.published
+    assert (first.runs, answer.ok, answer.content) == (1, True, "run 1")
+    assert first.svc.commits.points.due() == {0: 5}  # answered: committable
+
+    restarted = Harness(db_url, sessions)  # a crash before the commit: the record comes again
+    await restarted.deliver(request(), offset=4)
+    await restarted.settle()
+    assert restarted.runs == 0 and restarted.published == [answer]
+    assert restarted.svc.replays.labels("stored")._value.get() == 1
+    assert restarted.svc.commits.points.due() == {0: 5}
+
+
+async def test_a_call_the_executor_died_in_is_answered_as_interrupted(db_url, sessions):  # type: ignore[no-untyped-def]
+    await ToolCallStore(sessions).claim(request())  # what a killed executor left behind
+    restarted = Harness(db_url, sessions)
+    await restarted.deliver(request(), offset=0)
+    await restarted.settle()
+    [answer] = restarted.published
+    assert restarted.runs == 0
+    assert (answer.ok, answer.retryable, answer.error, answer.call_id) == (False, False, STOPPED_DURING_CALL, "c1")
+    assert restarted.svc.replays.labels("stopped")._value.get() == 1
+    assert restarted.svc.calls.labels("counter", "failed")._value.get() == 0  # nothing ran
+    row = await ToolCallStore(sessions).get(request().idempotency_key)
+    assert row is not None and row.state == ToolCallState.DONE  # the answer is stored: nothing left running
+    again = Harness(db_url, sessions)
+    await again.deliver(request(), offset=0)
+    await again.settle()
+    assert again.runs == 0 and again.published == [answer]  # the same answer, the same record
+
+
+async def test_the_commit_waits_for_the_oldest_unanswered_call(db_url, sessions):  # type: ignore[no-untyped-def]
+    gate = asyncio.Event()
+    h = Harness(db_url, sessions, gate)
+    await h.deliver(request("slow"), offset=10)
+    await h.deliver(request("fast", tool="calculator"), offset=11)
+    await asyncio.sleep(0.3)
+    # the later call is answered, the earlier one still runs: nothing past offset 10 is committable
+    assert [r.call_id for r in h.published] == ["fast"]
+    assert h.svc.commits.points.due() == {0: 10}
+    gate.set()
+    await h.settle()
+    assert h.svc.commits.points.due() == {0: 12}
+
+
+async def test_a_redelivery_of_a_call_still_running_here_waits_for_it(db_url, sessions):  # type: ignore[no-untyped-def]
+    gate = asyncio.Event()
+    h = Harness(db_url, sessions, gate)
+    await h.deliver(request(), offset=3)
+    await asyncio.sleep(0.2)
+    await h.deliver(request(), offset=3)  # the partition came back in a rebalance: read again
+    await asyncio.sleep(0.2)
+    assert h.published == [] and h.svc.replays.labels("stopped")._value.get() == 0
+    gate.set()
+    await h.settle()
+    assert h.runs == 1 and [r.content for r in h.published] == ["run 1"]
+    assert h.svc.commits.points.due() == {0: 4}
+
+
+async def test_a_failing_database_is_retried_not_lost(db_url, sessions):  # type: ignore[no-untyped-def]
+    h = Harness(db_url, sessions)
+    real_finish, failures = h.svc.store.finish, []
+
+    async def flaky_finish(call: ToolCallRequest, result: ToolCallResult) -> None:
+        if len(failures) < 2:
+            failures.append(call.call_id)
+            raise ConnectionError("database away")
+        await real_finish(call, result)
+
+    h.svc.store.finish = flaky_finish  # type: ignore[method-assign]
+    await h.deliver(request(), offset=0)
+    await h.settle()
+    assert failures == ["c1", "c1"] and h.runs == 1 and len(h.published) == 1
+    assert await ToolCallStore(sessions).claim(request()) == h.published[0]  # stored before it was published

@@ -36,11 +36,10 @@ import structlog
 from agentstream.contracts import ReplyTarget
 from agentstream.testing.fake_platforms import FakeTelegram
 from agentstream_delivery.adapters import TelegramAdapter
-from agentstream_delivery.consumer import Finish, TextDelta
 from agentstream_delivery.ledger import MemoryLedger
-from agentstream_delivery.platforms import cadence_for, chat_interval
 from agentstream_delivery.ratelimit import RateLimiter
-from agentstream_delivery.streams import StreamActor, StreamKey
+from agentstream_delivery.stream_actor import StreamActor, StreamKey
+from agentstream_delivery.stream_inputs import Finish, TextDelta
 
 Consumer = Callable[[FakeTelegram, list[str], list[str], dict[str, float]], Awaitable[None]]
 
@@ -83,11 +82,10 @@ async def agentstream_consumer(
             StreamKey.of(f"run{chat}", target),
             target,
             adapter,
-            cadence_for(adapter, None),
             log,
             ledger=MemoryLedger(),
             conversation_key=f"telegram:{chat}",
-            gate=limiter.gate("telegram", adapter.bot, chat, chat_interval(adapter)),
+            gate=limiter.gate("telegram", adapter.bot, chat, adapter.capabilities.chat_interval),
         )
         task = actor.start()
         await paced(text.split(" ")[:-1], rate, lambda w: actor.feed(TextDelta("m1", w + " ")))

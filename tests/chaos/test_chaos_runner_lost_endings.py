@@ -35,7 +35,7 @@ from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream.testing.fake_platforms import FakeTelegram
 from agentstream.testing.fixtures import make_test_settings
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
-from agentstream_delivery import DeliveryService
+from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 from agentstream_delivery.render import ENDING_SEPARATOR, ENDING_TEXTS, RESUMED_MARKER
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
@@ -122,7 +122,7 @@ async def test_runner_lost_mid_answer_is_shown_then_the_resumed_answer_below_a_m
         persistence, tools, delivery = (
             bootstrap_persistence(settings),
             bootstrap_tool_executor(settings),
-            DeliveryService(settings),
+            bootstrap_delivery(settings),
         )
         starts = [
             StartRun(

@@ -1,4 +1,4 @@
-"""Acceptance 9: `kill -9` of delivery in the middle of 20 concurrent streams, then restart.
+"""`kill -9` of delivery in the middle of 20 concurrent streams, then restart.
 
 delivery runs as its own `agentstream serve delivery` process against a fake Telegram
 in this test process. Twenty runs stream into twenty chats; once every chat shows its

@@ -21,6 +21,7 @@ from agentstream.service import Service
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_delivery import DeliveryService
+from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
@@ -110,7 +111,7 @@ def build(name: str, settings: Any) -> Service:
         case "ingress":
             return bootstrap_ingress(settings)
         case "delivery":
-            return DeliveryService(settings, console=Console(file=io.StringIO()))
+            return bootstrap_delivery(settings, console=Console(file=io.StringIO()))
     raise AssertionError(name)
 
 

@@ -17,7 +17,7 @@ from agentstream.db.models_ingress import InboundDedupe
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
-from agentstream_delivery.app import DeliveryService
+from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 
@@ -56,7 +56,7 @@ async def test_each_service_purges_its_tables_periodically(
                 created_at=OLD,
             )
         )
-    services = [bootstrap_ingress(settings), DeliveryService(settings), bootstrap_persistence(settings)]
+    services = [bootstrap_ingress(settings), bootstrap_delivery(settings), bootstrap_persistence(settings)]
     ports = {svc.name: free_port() for svc in services}
     expected = {"ingress": "inbound_dedupe", "delivery": "delivery_ledger", "persistence": "messages"}
     try:

@@ -8,7 +8,7 @@ from fastapi import FastAPI
 
 from agentstream.auth import AUTH_RESPONSES, Principal, Scope, requires
 from agentstream_delivery.adapters import MemoryAdapter
-from agentstream_delivery.streams import StreamRegistry
+from agentstream_delivery.stream_actor import StreamRegistry
 
 
 def add_routes(app: FastAPI, streams: StreamRegistry, memory: MemoryAdapter) -> None:

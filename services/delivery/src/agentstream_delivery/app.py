@@ -1,7 +1,8 @@
 """delivery service: routes run events to one stream per (root run, target).
 
 The handler stays thin: decode, pick the stream, hand it an input. Decisions live in
-`consumer` (pure), platform calls in `streams` and the adapters.
+`stream_machine` (pure), platform calls in `stream_actor`, `deliverer` and the adapters.
+Every collaborator is built by `bootstrap` and passed in.
 """
 
 from __future__ import annotations
@@ -15,13 +16,11 @@ from typing import Any
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
-from pydantic import ValidationError
-from rich.console import Console
 
 from agentstream.auth import WebSessions
-from agentstream.config import Settings
 from agentstream.contracts import (
     DeliveryReceipt,
+    KnownPlatform,
     Notice,
     ReplyTarget,
     RunEvent,
@@ -33,24 +32,23 @@ from agentstream.contracts import (
     conversation_key,
 )
 from agentstream.db import upgrade
-from agentstream.kafka.decoding import describe_validation_error
+from agentstream.kafka.commits import OffsetCommitter
+from agentstream.kafka.decoding import RecordDecoder
+from agentstream.kafka.internals import consumer_of
 from agentstream.retention import RetentionTask
-from agentstream.service import Service
-from agentstream_delivery.adapters import ConsoleAdapter, MemoryAdapter, PlatformAdapter
-from agentstream_delivery.adapters.web import WebAdapter
+from agentstream.service import Infra, Service
+from agentstream_delivery.adapters import PlatformAdapter
 from agentstream_delivery.adapters.web_http import add_web_routes
 from agentstream_delivery.api import add_routes
-from agentstream_delivery.consumer import Finish, finish_input, stream_input
-from agentstream_delivery.currency import RunCurrency, first_segment
+from agentstream_delivery.current_runs import CurrentRuns, first_segment
+from agentstream_delivery.deliverer import deliver_notice
 from agentstream_delivery.hooks import HookRuntime, TransformContext
-from agentstream_delivery.ledger import Ledger, MemoryLedger, SqlLedger
-from agentstream_delivery.notices import deliver_notice
-from agentstream_delivery.offsets import CommitPoints, OffsetCommitter
-from agentstream_delivery.platforms import build_adapters, cadence_for, chat_interval, late_landing
-from agentstream_delivery.ratelimit import RateLimiter
+from agentstream_delivery.ledger import Ledger, ReceiptQueue
+from agentstream_delivery.platforms import Adapters, late_landing
+from agentstream_delivery.ratelimit import ChatGate, RateLimiter
 from agentstream_delivery.relay import Relay
-from agentstream_delivery.retention import delivery_purges
-from agentstream_delivery.streams import StreamActor, StreamKey, StreamRegistry
+from agentstream_delivery.stream_actor import StreamActor, StreamKey, StreamRegistry
+from agentstream_delivery.stream_inputs import Finish, StreamEvent, finish_input, stream_input
 
 FinishedListener = Callable[[RunFinished], Awaitable[None] | None]
 COMMIT_EVERY_S = 0.5
@@ -62,31 +60,37 @@ class DeliveryService(Service):
     name = "delivery"
     uses_database = True  # hooks (billing, audit) and the delivery ledger
 
-    def __init__(self, settings: Settings, console: Console | None = None) -> None:
-        self.memory = MemoryAdapter()
-        self.console_adapter = ConsoleAdapter(console)
-        self.web = WebAdapter()
+    def __init__(
+        self,
+        infra: Infra,
+        *,
+        adapters: Adapters,
+        rate_limiter: RateLimiter,
+        ledger: Ledger,
+        receipts: ReceiptQueue,
+        current_runs: CurrentRuns,
+        hooks: HookRuntime,
+        relay: Relay,
+        retention: RetentionTask,
+        web_sessions: WebSessions,
+    ) -> None:
+        super().__init__(infra)
+        self.memory = adapters.memory
+        self.web = adapters.web
+        self.adapters = adapters.enabled
+        self.rate_limiter = rate_limiter
+        self.ledger = ledger
+        self.receipts = receipts
+        self.current_runs = current_runs
+        self.hooks = hooks
+        self.relay = relay
+        self.retention = retention
+        self.web_sessions = web_sessions
         self.streams = StreamRegistry()
         self._ended: OrderedDict[str, list[StreamActor]] = OrderedDict()  # root run id → its closed streams
         self.finished_listeners: list[FinishedListener] = []
         self._warned_platforms: set[str] = set()
-        self._background: set[asyncio.Task[None]] = set()
-        super().__init__(settings)
-
-    def setup(self) -> None:
-        self.adapters: dict[str, PlatformAdapter] = {
-            a.platform: a for a in (self.memory, self.console_adapter, self.web) if self._enabled(a.platform)
-        }
-        self.adapters.update({a.platform: a for a in build_adapters(self.settings, self.log)})
-        self.rate_limiter = RateLimiter()
-        self.ledger: Ledger = MemoryLedger()  # the database ledger replaces it on start
-        self.currency = RunCurrency()
-        self.commit_points = CommitPoints()
-        self.committer = OffsetCommitter(self.commit_points, self.topics.events, self.log)
-        self._receipts: asyncio.Queue[DeliveryReceipt] = asyncio.Queue()
-        self.hooks = HookRuntime(self.settings, self.registry, self.log, lambda: self.sessions)
-        self.relay = Relay(self.settings.relay)
-        self.retention = RetentionTask(delivery_purges, self.settings, self.registry, self.log)
+        self._background: set[asyncio.Task[Any]] = set()
         self.platform_calls = Counter(
             "agentstream_delivery_platform_calls_total",
             "Platform API calls",
@@ -95,27 +99,20 @@ class DeliveryService(Service):
         )
         open_streams = Gauge("agentstream_delivery_open_streams", "Streams being delivered", registry=self.registry)
         open_streams.set_function(lambda: len(self.streams.all()))
-        # Offsets are committed by hand (see offsets.py): never past an unfinished stream.
-        self.broker.subscriber(self.topics.events, **self.subscriber_options(), ack_policy=AckPolicy.MANUAL)(
-            self.on_event
-        )
+        self.decode_event = RecordDecoder(RunEventAdapter, "RunEvent", self.dead_letter)
+        self._subscribe()
+        # Offsets by hand (AckPolicy.MANUAL), never past an unfinished stream: the points are read
+        # by `on_event`, held by each stream and notice until done (docs/delivery.md).
+        self.committer = OffsetCommitter(self.topics.events, lambda: consumer_of(self.subscriber), self.log)
         add_routes(self.http, self.streams, self.memory)
-        self.web_sessions = WebSessions(self.settings.auth.web)
-        if "web" in self.adapters:
-            if self.web_sessions.ephemeral:
-                self.log.warning(
-                    "auth.web.secret_env is not set (or its env var is empty): web chat sessions are signed "
-                    "with a random per-process secret; they do not survive a restart or span replicas",
-                    secret_env=self.settings.auth.web.secret_env,
-                )
-            web_conf = self.settings.platforms.get("web")
-            add_web_routes(
-                self.http,
-                self.web,
-                self.web_sessions,
-                self._ingress_url(),
-                web_conf.api_key_env if web_conf is not None else None,
-            )
+        if KnownPlatform.WEB in self.adapters:
+            self._add_web_routes()
+
+    def _subscribe(self) -> None:
+        self.subscriber: Any = self.broker.subscriber(
+            self.topics.events, **self.subscriber_options(), ack_policy=AckPolicy.MANUAL
+        )
+        self.subscriber(self.on_event)
         if self.hooks.observing:
             # Observers get their own consumer group: they read the same records at their own
             # pace, so a slow hook lags only itself and never holds back a stream.
@@ -125,14 +122,29 @@ class DeliveryService(Service):
                 **{**self.subscriber_options(), "group_id": f"{self.group_id}-hooks"},
             )(self.on_hook_record)
 
+    def _add_web_routes(self) -> None:
+        if self.web_sessions.ephemeral:
+            self.log.warning(
+                "auth.web.secret_env is not set (or its env var is empty): web chat sessions are signed "
+                "with a random per-process secret; they do not survive a restart or span replicas",
+                secret_env=self.settings.auth.web.secret_env,
+            )
+        web_conf = self.settings.platforms.get(KnownPlatform.WEB)
+        add_web_routes(
+            self.http,
+            self.web,
+            self.web_sessions,
+            self._ingress_url(),
+            web_conf.api_key_env if web_conf is not None else None,
+        )
+
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
-        assert self.sessions is not None
-        self.ledger = SqlLedger(self.sessions, self._publish_receipt)
         self._spawn(self.committer.run(COMMIT_EVERY_S))
-        self._spawn(self._receipt_loop())
+        self._spawn(self.receipts.drain(self._publish_receipt, self.log))
         self.hooks.start()
-        self.retention.start(self.sessions)
+        if self.sessions is not None:
+            self.retention.start(self.sessions)
 
     async def on_stop(self) -> None:
         await self.retention.stop()
@@ -149,21 +161,18 @@ class DeliveryService(Service):
         raw = msg.raw_message
         partition, offset = getattr(raw, "partition", None), getattr(raw, "offset", None)
         origin = (partition, offset) if partition is not None and offset is not None else None
-        self.committer.consumer = getattr(msg, "consumer", None)
-        event = self.decode(msg, RunEventAdapter)
-        if isinstance(event, ValidationError):
-            await self.dead_letter(msg, "invalid RunEvent: " + describe_validation_error(event))
-        else:
+        event = await self.decode_event(msg)  # None: dead-lettered
+        if event is not None:
             await self.handle(event, origin)
         if origin is not None:
-            self.commit_points.read(*origin)
+            self.committer.points.read(*origin)
 
     async def on_hook_record(self, msg: KafkaMessage) -> None:
         await self.hooks.on_record(bytes(msg.body))
 
     async def handle(self, event: RunEvent, origin: tuple[int, int] | None = None) -> None:
-        resumed = isinstance(event, RunStarted) and self.currency.resumes(event.root_run_id, event.seq)
-        if not isinstance(event, Notice) and self.currency.is_over(event.root_run_id) and not resumed:
+        resumed = isinstance(event, RunStarted) and self.current_runs.resumes(event.root_run_id, event.seq)
+        if not isinstance(event, Notice) and self.current_runs.is_over(event.root_run_id) and not resumed:
             self.log.debug("event of a run no longer current dropped", type=event.type, root_run_id=event.root_run_id)
             return
         match event:
@@ -176,20 +185,25 @@ class DeliveryService(Service):
             case RunFinished():
                 self._finish(event)
             case _:
-                inp = stream_input(event)
-                if inp is None:
-                    return
-                actors = self.streams.of(event.root_run_id)
-                if not actors:
-                    self.log.debug("event without stream ignored", type=event.type, root_run_id=event.root_run_id)
-                for actor in actors:
-                    actor.feed(inp)
+                # Exhaustive all the same: mypy checks that every event type left is a `StreamEvent`,
+                # so a new event type is named here until it is handled above or fed to the streams.
+                self._feed(event)
+
+    def _feed(self, event: StreamEvent) -> None:
+        inp = stream_input(event)
+        if inp is None:
+            return
+        actors = self.streams.of(event.root_run_id)
+        if not actors:
+            self.log.debug("event without stream ignored", type=event.type, root_run_id=event.root_run_id)
+        for actor in actors:
+            actor.feed(inp)
 
     # -- stream lifecycle --------------------------------------------------------------
     def _open(self, event: RunStarted, origin: tuple[int, int] | None = None) -> None:
         if event.run_id != event.root_run_id:
             return  # only the root run owns the stream
-        superseded = self.currency.start(event.conversation_key, event.root_run_id, event.seq)
+        superseded = self.current_runs.start(event.conversation_key, event.root_run_id, event.seq)
         if superseded is not None:  # a newer run took the conversation: the old stream ends here
             self.log.info("stream superseded by a newer run", root_run_id=superseded, by=event.root_run_id)
             for actor in self.streams.pop(superseded):
@@ -210,19 +224,17 @@ class DeliveryService(Service):
         adapter = self._adapter(target.platform)
         if adapter is None:
             return
-        bot = str(getattr(adapter, "bot", ""))
         actor = StreamActor(
             StreamKey.of(event.root_run_id, target),
             target,
             adapter,
-            cadence_for(adapter, self.settings.platforms.get(adapter.platform)),
             self.log,
             observe=lambda platform, op, outcome: self.platform_calls.labels(platform, op, outcome).inc(),
             outgoing=None if self.hooks.transform.empty else self.hooks.transform,
             ledger=self.ledger,
             conversation_key=event.conversation_key,
             origin=origin,
-            gate=self.rate_limiter.gate(target.platform, bot, target.chat_id, chat_interval(adapter)),
+            gate=self._gate(adapter, target),
             first_segment=first_segment(event),
             late_landing_s=late_landing(adapter, self.settings.platforms.get(adapter.platform)),
             predecessor=predecessor,
@@ -231,12 +243,10 @@ class DeliveryService(Service):
             self.log.info("run.started for an open stream ignored", root_run_id=event.root_run_id)
             return
         if origin is not None and actor.task is not None:
-            self.commit_points.hold(*origin)
-            # A stream cancelled by a shutdown is unfinished: its hold stays, the next start re-reads it.
-            actor.task.add_done_callback(lambda t: None if t.cancelled() else self.commit_points.release(*origin))
+            self._hold_until_done(actor.task, origin)
 
     def _finish(self, event: RunFinished) -> None:
-        self.currency.end(event.root_run_id, event.seq)
+        self.current_runs.end(event.root_run_id, event.seq)
         actors = self.streams.pop(event.root_run_id)
         for actor in actors:
             actor.feed(finish_input(event))
@@ -286,7 +296,6 @@ class DeliveryService(Service):
         text = await self.hooks.transform(
             event.text, TransformContext(target.platform, target.chat_id, event.root_run_id, 0, final=True)
         )
-        bot = str(getattr(adapter, "bot", ""))
         # Its own task: a notice waits for the chat's slot (a 429 may last long) without
         # holding up the consumer; the commit stays held at it until the ledger has its outcome.
         task = asyncio.create_task(
@@ -295,7 +304,7 @@ class DeliveryService(Service):
                 target,
                 text,
                 adapter,
-                self.rate_limiter.gate(target.platform, bot, target.chat_id, chat_interval(adapter)),
+                self._gate(adapter, target),
                 self.ledger,
                 self.log,
                 lambda platform, op, outcome: self.platform_calls.labels(platform, op, outcome).inc(),
@@ -305,13 +314,18 @@ class DeliveryService(Service):
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         if origin is not None:
-            self.commit_points.hold(*origin)
-            task.add_done_callback(lambda t: None if t.cancelled() else self.commit_points.release(*origin))
+            self._hold_until_done(task, origin)
+
+    def _hold_until_done(self, task: asyncio.Task[Any], origin: tuple[int, int]) -> None:
+        """No commit past `origin` until the task is done. A task cancelled by a shutdown is
+        unfinished: its hold stays, and the next start reads its records again."""
+        points = self.committer.points
+        points.hold(*origin)
+        task.add_done_callback(lambda t: None if t.cancelled() else points.release(*origin))
 
     # -- platforms -----------------------------------------------------------------
-    def _enabled(self, platform: str) -> bool:
-        conf = self.settings.platforms.get(platform)
-        return conf is None or conf.enabled
+    def _gate(self, adapter: PlatformAdapter, target: ReplyTarget) -> ChatGate:
+        return self.rate_limiter.gate(target.platform, adapter.bot, target.chat_id, adapter.capabilities.chat_interval)
 
     def _adapter(self, platform: str) -> PlatformAdapter | None:
         adapter = self.adapters.get(platform)
@@ -322,7 +336,7 @@ class DeliveryService(Service):
 
     def _ingress_url(self) -> str:
         """Where the web page's messages go: `platforms.web.api_url`, else this host's ingress."""
-        conf = self.settings.platforms.get("web")
+        conf = self.settings.platforms.get(KnownPlatform.WEB)
         if conf is not None and conf.api_url:
             return conf.api_url
         host = self.settings.http.host
@@ -332,18 +346,9 @@ class DeliveryService(Service):
         actors = self.streams.of(root_run_id)
         return actors[0].target if actors else None
 
-    # -- ledger receipts and offsets ---------------------------------------------------
+    # -- receipts and background tasks -------------------------------------------------
     async def _publish_receipt(self, receipt: DeliveryReceipt) -> None:
-        """Queued, in order: a stream waits for its ledger row (crash safety), never for Kafka."""
-        self._receipts.put_nowait(receipt)
-
-    async def _receipt_loop(self) -> None:
-        while True:
-            receipt = await self._receipts.get()
-            try:
-                await self.publish(self.topics.deliveries, receipt, receipt.conversation_key)
-            except Exception as err:  # the ledger row is the truth; a lost receipt must not stop delivery
-                self.log.warning("delivery receipt not published", error=repr(err))
+        await self.publish(self.topics.deliveries, receipt, receipt.conversation_key)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)

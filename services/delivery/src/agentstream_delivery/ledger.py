@@ -20,12 +20,14 @@ post them again) and which are already final (leave them).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
+import structlog
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -96,6 +98,31 @@ class LedgerEntry:
 
 
 ReceiptSink = Callable[[DeliveryReceipt], Awaitable[None]]
+
+
+class ReceiptQueue:
+    """The ledger's receipts, queued in order for `deliveries`: a stream waits for its ledger row
+    (crash safety), never for Kafka."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[DeliveryReceipt] = asyncio.Queue()
+
+    async def put(self, receipt: DeliveryReceipt) -> None:
+        self._queue.put_nowait(receipt)
+
+    async def drain(self, publish: ReceiptSink, log: structlog.stdlib.BoundLogger) -> None:
+        """Publishes the receipts as they come, until cancelled."""
+        while True:
+            receipt = await self._queue.get()
+            try:
+                await publish(receipt)
+            except Exception as err:  # the ledger row is the truth; a lost receipt must not stop delivery
+                log.warning(
+                    "delivery receipt not published",
+                    root_run_id=receipt.root_run_id,
+                    segment=receipt.segment,
+                    error=repr(err),
+                )
 
 
 class Ledger(Protocol):

@@ -20,9 +20,9 @@ def build_service(name: str, settings: Settings, **kwargs: object) -> Service:
 
         return bootstrap_tool_executor(settings)
     if name == "delivery":
-        from agentstream_delivery import DeliveryService
+        from agentstream_delivery import bootstrap
 
-        return DeliveryService(settings, **kwargs)  # type: ignore[arg-type]
+        return bootstrap(settings, **kwargs)  # type: ignore[arg-type]
     if name == "persistence":
         from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 

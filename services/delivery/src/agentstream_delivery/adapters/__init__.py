@@ -1,6 +1,6 @@
 """Platform adapters: one module per platform, all behind `PlatformAdapter`."""
 
-from agentstream_delivery.adapters.base import AdapterError, Capabilities, PlatformAdapter, capabilities_of
+from agentstream_delivery.adapters.base import AdapterError, Capabilities, PlatformAdapter
 from agentstream_delivery.adapters.console import ConsoleAdapter
 from agentstream_delivery.adapters.discord import DiscordAdapter
 from agentstream_delivery.adapters.memory import MemoryAdapter, MemoryMessage
@@ -21,5 +21,4 @@ __all__ = [
     "SlackAdapter",
     "TelegramAdapter",
     "WebhookAdapter",
-    "capabilities_of",
 ]

@@ -7,23 +7,28 @@ knowing the platform.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
+from agentstream.bounded import BoundedMap
 from agentstream.config import ToolProgress
 from agentstream.contracts import ReplyTarget
-
-MeasureName = Literal["chars", "utf16"]
+from agentstream_delivery.splitting import MeasureName
 
 
 @dataclass(frozen=True)
 class Capabilities:
+    """How a platform wants to be streamed to: the adapter's defaults, `platforms.<name>` settings override them.
+
+    The one description of a platform the stream state machine reads (docs/delivery.md).
+    """
+
     max_length: int = 4096
     measure: MeasureName = "chars"
     can_edit: bool = True
     draft_streaming: bool = False  # Telegram sendMessageDraft in private chats
-    requires_final_edit: bool = False
-    native_stream: bool = False
     edit_interval: float = 1.0
     buffer_threshold: int = 300
     tool_progress: ToolProgress = ToolProgress.NEW
@@ -75,9 +80,9 @@ class OutcomeUnknown(AdapterError):
 @runtime_checkable
 class PlatformAdapter(Protocol):
     platform: str
-    can_edit: bool
-    max_length: int
-    edit_interval: float  # seconds between edits of one message (settings may override)
+    capabilities: Capabilities
+    bot: str  # the rate-limit budget is per (bot, chat)
+    timeout: float | None  # the client timeout of one call (None: in-process, no call can time out)
 
     async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
         """Post a new message; returns the platform message id.
@@ -105,14 +110,32 @@ class DraftAdapter(Protocol):
     async def send_draft(self, target: ReplyTarget, draft_id: int, text: str) -> None: ...
 
 
-def capabilities_of(adapter: PlatformAdapter) -> Capabilities:
-    """The adapter's declared capabilities; adapters without the attribute get them from their fields."""
-    caps = getattr(adapter, "capabilities", None)
-    if isinstance(caps, Capabilities):
-        return caps
-    return Capabilities(
-        max_length=adapter.max_length,
-        can_edit=adapter.can_edit,
-        edit_interval=adapter.edit_interval,
-        tool_progress=ToolProgress.OFF,
-    )
+ChatT = TypeVar("ChatT")
+
+
+@dataclass(frozen=True)
+class ChatBounds:
+    """How many chats an in-process platform remembers, and for how long one may stay idle."""
+
+    max_chats: int = 10_000
+    idle_ttl_s: float = 600.0
+    clock: Callable[[], float] = time.monotonic
+
+
+class InProcessAdapter(Generic[ChatT]):
+    """What the in-process platforms (memory, web) share: no bot token, no call that can time out,
+    and their chats kept bounded: idle ones are forgotten, never one the subclass says is in use."""
+
+    platform: str
+    bot = ""
+    timeout: float | None = None
+
+    def __init__(self, capabilities: Capabilities, bounds: ChatBounds) -> None:
+        self.capabilities = capabilities
+        self.bounds = bounds
+        self._chats: BoundedMap[str, ChatT] = BoundedMap(
+            bounds.max_chats, bounds.idle_ttl_s, self._in_use, bounds.clock
+        )
+
+    def _in_use(self, chat_id: str, chat: ChatT) -> bool:
+        raise NotImplementedError

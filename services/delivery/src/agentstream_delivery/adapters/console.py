@@ -14,17 +14,21 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from agentstream.contracts import ReplyTarget
+from agentstream.config import ToolProgress
+from agentstream.contracts import KnownPlatform, ReplyTarget
+from agentstream_delivery.adapters.base import Capabilities
 
 
 class ConsoleAdapter:
-    platform = "console"
-    can_edit = True
-    max_length = 1_000_000
+    platform: str = KnownPlatform.CONSOLE
+    bot = ""
+    timeout: float | None = None
 
     def __init__(self, console: Console | None = None, edit_interval: float = 0.1) -> None:
         self.console = console or Console()
-        self.edit_interval = edit_interval
+        self.capabilities = Capabilities(
+            max_length=1_000_000, edit_interval=edit_interval, tool_progress=ToolProgress.OFF
+        )
         self._ids = itertools.count(1)
         self._live: tuple[str, Live] | None = None  # (message id, display) of the message on screen
 

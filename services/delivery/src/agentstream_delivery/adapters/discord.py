@@ -4,32 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentstream.config import ToolProgress
-from agentstream.contracts import ReplyTarget
+from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import Capabilities, NotFound, RateLimited, TooLong
 from agentstream_delivery.adapters.http import HttpAdapter, by_status
 
 DEFAULT_API_URL = "https://discord.com/api/v10"
-CAPABILITIES = Capabilities(
-    max_length=2000,
-    measure="chars",
-    can_edit=True,
-    edit_interval=1.0,
-    buffer_threshold=200,
-    tool_progress=ToolProgress.NEW,
-    chat_interval=1.0,
-)
+CAPABILITIES = Capabilities(max_length=2000, buffer_threshold=200, chat_interval=1.0)
 UNKNOWN_MESSAGE = 10008
 INVALID_FORM_BODY = 50035
 
 
 class DiscordAdapter(HttpAdapter):
-    platform = "discord"
+    platform = KnownPlatform.DISCORD
     capabilities = CAPABILITIES
 
     def __init__(self, token: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:
-        super().__init__(api_url, bot=token[-8:], **kw)
-        self._headers = {"Authorization": f"Bot {token}"}
+        super().__init__(api_url, bot=token[-8:], headers={"Authorization": f"Bot {token}"}, **kw)
 
     async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
         channel = target.thread_id or target.chat_id  # a Discord thread is a channel of its own
@@ -41,7 +31,7 @@ class DiscordAdapter(HttpAdapter):
         await self._call("PATCH", f"/channels/{channel}/messages/{message_id}", {"content": text})
 
     async def _call(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        resp = await self.request(method, self.api_url + path, json=body, headers=self._headers)
+        resp = await self.request(method, self.api_url + path, json=body)
         try:
             data: dict[str, Any] = resp.json()
         except ValueError:

@@ -7,10 +7,12 @@ landed (`OutcomeUnknown`): the caller records it and never resends a message bli
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import httpx
 
+from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
     BadFormat,
@@ -18,13 +20,14 @@ from agentstream_delivery.adapters.base import (
     Forbidden,
     NotFound,
     OutcomeUnknown,
+    RateLimited,
     Transient,
 )
 
 DEFAULT_TIMEOUT_S = 10.0
 
 
-class HttpAdapter:
+class HttpAdapter(ABC):
     platform = "http"
     capabilities = Capabilities()
 
@@ -34,32 +37,23 @@ class HttpAdapter:
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         bot: str = "",
-        capabilities: Capabilities | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.api_url = api_url.rstrip("/")
         self.bot = bot  # the rate-limit budget is per (bot, chat)
-        self.timeout = timeout  # past it a call's outcome is unknown (the late-landing window builds on it)
-        if capabilities is not None:
-            self.capabilities = capabilities
-        self.client = httpx.AsyncClient(timeout=timeout)
+        self.timeout: float | None = timeout  # past it a call's outcome is unknown (the late-landing window)
+        self.client = httpx.AsyncClient(timeout=timeout, headers=headers)
 
     @property
     def endpoint(self) -> str:
         """Where the platform's API calls go (may carry a credential: log it through `mask_url`)."""
         return self.api_url
 
-    # the PlatformAdapter protocol's plain fields, read from the capabilities
-    @property
-    def can_edit(self) -> bool:
-        return self.capabilities.can_edit
+    @abstractmethod
+    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str: ...
 
-    @property
-    def max_length(self) -> int:
-        return self.capabilities.max_length
-
-    @property
-    def edit_interval(self) -> float:
-        return self.capabilities.edit_interval
+    @abstractmethod
+    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None: ...
 
     async def request(self, method: str, url: str, **kw: Any) -> httpx.Response:
         try:
@@ -82,3 +76,9 @@ def by_status(status: int, message: str) -> AdapterError:
     if status >= 500:
         return Transient(message)
     return BadFormat(message)
+
+
+def raise_if_rate_limited(resp: httpx.Response, message: str) -> None:
+    """A 429 whose wait is in the `Retry-After` header (Slack, signal-cli, webhooks)."""
+    if resp.status_code == 429:
+        raise RateLimited(float(resp.headers.get("Retry-After", "1")), message)

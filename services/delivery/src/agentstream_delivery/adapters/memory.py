@@ -1,6 +1,6 @@
 """In-memory platform for tests and demos: remembers every send and edit, per chat.
 
-Chats idle for `CHAT_IDLE_TTL_S` (and the least recently used beyond `MAX_CHATS`) are
+Chats idle for `ChatBounds.idle_ttl_s` (and the least recently used beyond `max_chats`) are
 forgotten, unless a message of theirs is still a preview, so a long demo stays bounded.
 """
 
@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agentstream.bounded import BoundedMap
-from agentstream.contracts import ReplyTarget
-from agentstream_delivery.adapters.base import AdapterError
-
-MAX_CHATS = 10_000
-CHAT_IDLE_TTL_S = 600.0
+from agentstream.config import ToolProgress
+from agentstream.contracts import KnownPlatform, ReplyTarget
+from agentstream_delivery.adapters.base import AdapterError, Capabilities, ChatBounds, InProcessAdapter
 
 
 @dataclass
@@ -40,21 +36,12 @@ class MemoryMessage:
         }
 
 
-class MemoryAdapter:
-    platform = "memory"
-    can_edit = True
-    max_length = 4096
+class MemoryAdapter(InProcessAdapter[list[MemoryMessage]]):
+    platform: str = KnownPlatform.MEMORY
 
-    def __init__(
-        self,
-        edit_interval: float = 0.05,
-        max_chats: int = MAX_CHATS,
-        chat_idle_ttl_s: float = CHAT_IDLE_TTL_S,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.edit_interval = edit_interval
-        self._chats: BoundedMap[str, list[MemoryMessage]] = BoundedMap(
-            max_chats, chat_idle_ttl_s, lambda _chat, msgs: any(not m.final for m in msgs), clock
+    def __init__(self, edit_interval: float = 0.05, bounds: ChatBounds = ChatBounds()) -> None:
+        super().__init__(
+            Capabilities(max_length=4096, edit_interval=edit_interval, tool_progress=ToolProgress.OFF), bounds
         )
         self._ids = itertools.count(1)
         self._changed = asyncio.Condition()
@@ -81,6 +68,9 @@ class MemoryAdapter:
 
     async def close(self) -> None:
         pass
+
+    def _in_use(self, chat_id: str, chat: list[MemoryMessage]) -> bool:
+        return any(not m.final for m in chat)  # a preview: its stream will still edit it
 
     async def _notify(self) -> None:
         async with self._changed:

@@ -5,23 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from agentstream.config import ToolProgress
-from agentstream.contracts import ReplyTarget
-from agentstream_delivery.adapters.base import AdapterError, Capabilities, RateLimited
-from agentstream_delivery.adapters.http import HttpAdapter, by_status
+from agentstream.contracts import KnownPlatform, ReplyTarget
+from agentstream_delivery.adapters.base import AdapterError, Capabilities
+from agentstream_delivery.adapters.http import HttpAdapter, by_status, raise_if_rate_limited
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
 CAPABILITIES = Capabilities(
-    max_length=2000,
-    measure="utf16",
-    can_edit=False,
-    edit_interval=1.0,
-    tool_progress=ToolProgress.OFF,
-    chat_interval=0.5,
+    max_length=2000, measure="utf16", can_edit=False, tool_progress=ToolProgress.OFF, chat_interval=0.5
 )
 
 
 class SignalAdapter(HttpAdapter):
-    platform = "signal"
+    platform = KnownPlatform.SIGNAL
     capabilities = CAPABILITIES
 
     def __init__(self, number: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:
@@ -31,8 +26,7 @@ class SignalAdapter(HttpAdapter):
     async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
         body = {"message": text, "number": self.number, "recipients": [target.chat_id]}
         resp = await self.request("POST", f"{self.api_url}/v2/send", json=body)
-        if resp.status_code == 429:
-            raise RateLimited(float(resp.headers.get("Retry-After", "1")), "signal: rate limit")
+        raise_if_rate_limited(resp, "signal: rate limit")
         if resp.status_code not in (200, 201):
             raise by_status(resp.status_code, f"signal: {resp.text[:200]}")
         return str(resp.json().get("timestamp", ""))

@@ -4,30 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentstream.config import ToolProgress
-from agentstream.contracts import ReplyTarget
+from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
     BadFormat,
     Capabilities,
     Forbidden,
     NotFound,
-    RateLimited,
     TooLong,
     Transient,
 )
-from agentstream_delivery.adapters.http import HttpAdapter, by_status
+from agentstream_delivery.adapters.http import HttpAdapter, by_status, raise_if_rate_limited
 
 DEFAULT_API_URL = "https://slack.com/api"
-CAPABILITIES = Capabilities(
-    max_length=4000,
-    measure="chars",
-    can_edit=True,
-    edit_interval=1.0,
-    buffer_threshold=300,
-    tool_progress=ToolProgress.NEW,
-    chat_interval=1.0,
-)
+CAPABILITIES = Capabilities(max_length=4000, chat_interval=1.0)
 _ERRORS: dict[str, type[AdapterError]] = {
     "msg_too_long": TooLong,
     "message_not_found": NotFound,
@@ -45,12 +35,11 @@ _ERRORS: dict[str, type[AdapterError]] = {
 
 
 class SlackAdapter(HttpAdapter):
-    platform = "slack"
+    platform = KnownPlatform.SLACK
     capabilities = CAPABILITIES
 
     def __init__(self, token: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:
-        super().__init__(api_url, bot=token[-8:], **kw)
-        self._headers = {"Authorization": f"Bearer {token}"}
+        super().__init__(api_url, bot=token[-8:], headers={"Authorization": f"Bearer {token}"}, **kw)
 
     async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
         body: dict[str, Any] = {"channel": target.chat_id, "text": text}
@@ -62,9 +51,8 @@ class SlackAdapter(HttpAdapter):
         await self._call("chat.update", {"channel": target.chat_id, "ts": message_id, "text": text})
 
     async def _call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
-        resp = await self.request("POST", f"{self.api_url}/{method}", json=body, headers=self._headers)
-        if resp.status_code == 429:
-            raise RateLimited(float(resp.headers.get("Retry-After", "1")), "slack: ratelimited")
+        resp = await self.request("POST", f"{self.api_url}/{method}", json=body)
+        raise_if_rate_limited(resp, "slack: ratelimited")
         try:
             data: dict[str, Any] = resp.json()
         except ValueError:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentstream.config import ToolProgress
-from agentstream.contracts import ReplyTarget
+from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
     BadFormat,
@@ -23,20 +22,11 @@ from agentstream_delivery.adapters.base import (
 from agentstream_delivery.adapters.http import HttpAdapter, by_status
 
 DEFAULT_API_URL = "https://api.telegram.org"
-CAPABILITIES = Capabilities(
-    max_length=4096,
-    measure="utf16",
-    can_edit=True,
-    draft_streaming=True,
-    edit_interval=1.0,
-    buffer_threshold=300,
-    tool_progress=ToolProgress.NEW,
-    chat_interval=1.0,
-)
+CAPABILITIES = Capabilities(max_length=4096, measure="utf16", draft_streaming=True, chat_interval=1.0)
 
 
 class TelegramAdapter(HttpAdapter):
-    platform = "telegram"
+    platform = KnownPlatform.TELEGRAM
     capabilities = CAPABILITIES
 
     def __init__(self, token: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:

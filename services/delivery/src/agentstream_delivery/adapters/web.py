@@ -6,8 +6,8 @@ so a page opened (or reconnected) mid-stream catches up. Every frame carries the
 message text — the page replaces, never appends — so a lost frame is healed by the next.
 The routes live in `web_http`; the page itself in `static/`.
 
-A chat's recent messages are forgotten once it has been idle `CHAT_IDLE_TTL_S` (and the
-least recently used beyond `MAX_CHATS`), never while a page is connected or a message
+A chat's recent messages are forgotten once it has been idle `ChatBounds.idle_ttl_s` (and the
+least recently used beyond `max_chats`), never while a page is connected or a message
 of the chat is still a preview (its stream is open and will edit it).
 """
 
@@ -16,19 +16,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 
-from agentstream.bounded import BoundedMap
-from agentstream.contracts import ReplyTarget
-from agentstream_delivery.adapters.base import AdapterError
+from agentstream.config import ToolProgress
+from agentstream.contracts import KnownPlatform, ReplyTarget
+from agentstream_delivery.adapters.base import AdapterError, Capabilities, ChatBounds, InProcessAdapter
 
 KEEP_MESSAGES = 200  # per chat, for pages that connect late
 SUBSCRIBER_QUEUE = 1000  # frames a slow browser may lag behind before it is disconnected
-MAX_CHATS = 10_000
-CHAT_IDLE_TTL_S = 600.0
 
 
 @dataclass
@@ -46,25 +43,17 @@ class _Closed:
     """Sentinel: the adapter is closing; end the stream."""
 
 
-class WebAdapter:
-    platform = "web"
-    can_edit = True
-    max_length = 100_000
+class WebAdapter(InProcessAdapter[OrderedDict[str, WebFrame]]):
+    platform: str = KnownPlatform.WEB
 
     def __init__(
-        self,
-        edit_interval: float = 0.2,
-        keep: int = KEEP_MESSAGES,
-        max_chats: int = MAX_CHATS,
-        chat_idle_ttl_s: float = CHAT_IDLE_TTL_S,
-        clock: Callable[[], float] = time.monotonic,
+        self, edit_interval: float = 0.2, keep: int = KEEP_MESSAGES, bounds: ChatBounds = ChatBounds()
     ) -> None:
-        self.edit_interval = edit_interval
+        super().__init__(
+            Capabilities(max_length=100_000, edit_interval=edit_interval, tool_progress=ToolProgress.OFF), bounds
+        )
         self.keep = keep
         self._ids = itertools.count(1)
-        self._chats: BoundedMap[str, OrderedDict[str, WebFrame]] = BoundedMap(
-            max_chats, chat_idle_ttl_s, self._in_use, clock
-        )
         # Only chats with a connected page have an entry: the last one to leave removes it.
         self._subscribers: dict[str, set[asyncio.Queue[WebFrame | _Closed]]] = {}
 

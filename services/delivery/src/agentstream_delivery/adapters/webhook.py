@@ -14,9 +14,9 @@ import uuid
 from typing import Any
 
 from agentstream.config import ToolProgress
-from agentstream.contracts import ReplyTarget
-from agentstream_delivery.adapters.base import AdapterError, Capabilities, RateLimited
-from agentstream_delivery.adapters.http import HttpAdapter, by_status
+from agentstream.contracts import KnownPlatform, ReplyTarget
+from agentstream_delivery.adapters.base import AdapterError, Capabilities
+from agentstream_delivery.adapters.http import HttpAdapter, by_status, raise_if_rate_limited
 
 SIGNATURE_HEADER = "X-Agentstream-Signature"
 CAPABILITIES = Capabilities(max_length=100_000, measure="chars", can_edit=False, tool_progress=ToolProgress.OFF)
@@ -27,11 +27,11 @@ def sign(secret: str, body: bytes) -> str:
 
 
 class WebhookAdapter(HttpAdapter):
-    platform = "webhook"
+    platform = KnownPlatform.WEBHOOK
     capabilities = CAPABILITIES
 
-    def __init__(self, url: str, secret: str, **kw: Any) -> None:
-        super().__init__(url, bot="webhook", **kw)
+    def __init__(self, secret: str, api_url: str, **kw: Any) -> None:
+        super().__init__(api_url, bot="webhook", **kw)
         self.secret = secret
 
     async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
@@ -40,8 +40,7 @@ class WebhookAdapter(HttpAdapter):
         ).encode()
         headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(self.secret, body)}
         resp = await self.request("POST", self.api_url, content=body, headers=headers)
-        if resp.status_code == 429:
-            raise RateLimited(float(resp.headers.get("Retry-After", "1")), "webhook: rate limited")
+        raise_if_rate_limited(resp, "webhook: rate limited")
         if resp.status_code >= 300:
             raise by_status(resp.status_code, f"webhook: HTTP {resp.status_code}")
         try:

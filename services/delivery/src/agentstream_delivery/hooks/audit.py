@@ -23,7 +23,7 @@ class AuditHook:
         return ObserverHook("audit", self, points=self.points, durable=True)
 
     async def __call__(self, event: HookEvent) -> None:
-        async with self.sessions()() as session:
+        async with self.sessions() as session:
             exists = await session.scalar(
                 select(AuditLog.id).where(AuditLog.event_id == event.event_id, AuditLog.point == event.point)
             )

@@ -17,9 +17,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
 from agentstream_delivery.hooks.events import HookEvent
 
-SessionSource = Callable[[], Any]  # returns the service's async_sessionmaker (it exists once the service started)
+# The service's database sessions (`Infra.sessions`): built up front, no connection until the first query.
+SessionSource = async_sessionmaker[AsyncSession]
 ObserverFn = Callable[[HookEvent], Awaitable[None] | None]
 TransformFn = Callable[[str, "TransformContext"], Awaitable[str] | str]
 

@@ -41,7 +41,7 @@ class BillingHook:
 
     async def _record(self, event: HookEvent, who: dict[str, Any]) -> None:
         usage = event.data.get("usage") or {}
-        async with self.sessions()() as session:
+        async with self.sessions() as session:
             if await session.scalar(select(Usage.root_run_id).where(Usage.root_run_id == event.root_run_id)):
                 return  # already billed (replay)
             session.add(

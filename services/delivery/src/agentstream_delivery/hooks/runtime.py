@@ -35,16 +35,18 @@ class HookRuntime:
         settings: Settings,
         registry: CollectorRegistry | None,
         log: structlog.stdlib.BoundLogger,
-        sessions: SessionSource,
+        sessions: SessionSource | None,
     ) -> None:
         conf = settings.hooks
+        if sessions is None and (conf.billing.enabled or conf.audit.enabled):
+            raise ValueError("hooks.billing and hooks.audit write to the database: the service needs one")
         self.log = log
         self.metrics = HookMetrics(registry)
         self.registry = HookRegistry(log)
         self.webhooks = [WebhookHook(w, i) for i, w in enumerate(conf.webhooks)]
-        if conf.billing.enabled:
+        if conf.billing.enabled and sessions is not None:
             self.registry.add(BillingHook(sessions).as_observer())
-        if conf.audit.enabled:
+        if conf.audit.enabled and sessions is not None:
             self.registry.add(AuditHook(sessions, conf.audit.points).as_observer())
         for hook in self.webhooks:
             self.registry.add(hook.as_observer())

@@ -1,15 +1,15 @@
-"""The stream's model: its named states, the platform's cadence and the text of a segment."""
+"""The stream's model: its named states, the text of a segment, what is on the platform (pure data)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from agentstream.config import ToolProgress
 from agentstream.contracts import RunStatus
-from agentstream_delivery.inputs import Edit
-from agentstream_delivery.render import CURSOR, FIRST_SEND_MIN_CHARS
-from agentstream_delivery.splitting import MeasureName, safe_limit
+from agentstream_delivery.adapters.base import Capabilities
+from agentstream_delivery.platform_ops import Edit
+from agentstream_delivery.render import CURSOR
+from agentstream_delivery.splitting import safe_limit
 from agentstream_delivery.think import visible_text
 
 
@@ -32,23 +32,6 @@ END_STATE: dict[RunStatus, StreamState] = {
     RunStatus.INTERRUPTED: StreamState.INTERRUPTED,
     RunStatus.FAILED: StreamState.FAILED,
 }
-
-
-@dataclass(frozen=True)
-class Cadence:
-    """How one platform wants to be streamed to (adapter defaults, settings override)."""
-
-    edit_interval: float
-    can_edit: bool = True
-    min_first_chars: int = FIRST_SEND_MIN_CHARS
-    buffer_threshold: int = 300  # new visible chars that justify an edit before the interval is up
-    max_length: int = 1_000_000
-    measure: MeasureName = "chars"
-    tool_progress: ToolProgress = ToolProgress.OFF
-
-    @property
-    def safe(self) -> int:
-        return safe_limit(self.max_length, CURSOR)
 
 
 # -- the model ---------------------------------------------------------------------
@@ -78,7 +61,7 @@ class Segment:
 
 @dataclass(frozen=True)
 class StreamModel:
-    cadence: Cadence
+    capabilities: Capabilities  # of the platform, with its settings applied
     state: StreamState = StreamState.IDLE
     segment: Segment = field(default_factory=Segment)
     msg: int = 0  # platform message index the current text goes to
@@ -97,7 +80,12 @@ class StreamModel:
 
     @property
     def live_preview(self) -> bool:
-        return self.cadence.can_edit and self.state is not StreamState.DEGRADED
+        return self.capabilities.can_edit and self.state is not StreamState.DEGRADED
+
+    @property
+    def safe_length(self) -> int:
+        """Where a message is cut so that a frame with its cursor always fits."""
+        return safe_limit(self.capabilities.max_length, CURSOR)
 
     def body(self, *, final: bool) -> str:
         return self.carry + self.segment.visible(final=final)[self.base :]

@@ -1,4 +1,4 @@
-"""Acceptance 13: the web chat page in headless Chromium shows the streamed answer.
+"""The web chat page in headless Chromium shows the streamed answer.
 
 The page (served by delivery) is opened with a session token in its URL fragment (from
 `POST /v1/web/sessions`), posts the typed message to its own origin with that token, and
@@ -41,7 +41,7 @@ from agentstream.contracts import (
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
-from agentstream_delivery import DeliveryService
+from agentstream_delivery import bootstrap
 
 pytestmark = pytest.mark.integration
 
@@ -154,7 +154,7 @@ async def test_the_chat_page_shows_the_streamed_answer(
         platforms={"web": {"api_url": f"http://127.0.0.1:{ingress_port}", "api_key_env": GATEWAY_ENV}}
     )
     received: list[InboundMessage] = []
-    svc = DeliveryService(settings, console=Console(file=io.StringIO()))
+    svc = bootstrap(settings, console=Console(file=io.StringIO()))
     ports = {svc.name: free_port()}
     async with (
         ServiceHost([svc], "127.0.0.1", ports) as host,
@@ -211,7 +211,7 @@ async def test_the_page_without_a_valid_session_shows_why_and_sends_nothing(
     executable = chromium_path()
     async_playwright = playwright_or_skip()
     settings = settings_factory()
-    svc = DeliveryService(settings, console=Console(file=io.StringIO()))
+    svc = bootstrap(settings, console=Console(file=io.StringIO()))
     ports = {svc.name: free_port()}
     async with ServiceHost([svc], "127.0.0.1", ports) as host, async_playwright() as pw:
         other_chat, _ = svc.web_sessions.issue("another-chat", "mallory", "default")

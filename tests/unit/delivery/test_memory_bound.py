@@ -13,9 +13,8 @@ import os
 import resource
 
 from agentstream.contracts import ReplyTarget
-from agentstream_delivery.adapters.web import MAX_CHATS, WebAdapter
-from agentstream_delivery.currency import RunCurrency
-from agentstream_delivery.platforms import chat_interval
+from agentstream_delivery.adapters.web import WebAdapter
+from agentstream_delivery.current_runs import CurrentRuns
 from agentstream_delivery.ratelimit import MAX_GATES, RateLimiter
 
 CHATS = 100_000
@@ -31,13 +30,13 @@ def rss_mb() -> float:
 async def test_100k_chats_grow_rss_by_a_bounded_amount() -> None:
     web = WebAdapter()
     limiter = RateLimiter()
-    currency = RunCurrency()
-    gap = chat_interval(web)
+    current_runs = CurrentRuns()
+    gap = web.capabilities.chat_interval
 
     async def one_chat(i: int) -> None:
         target = ReplyTarget(platform="web", chat_id=f"chat-{i}")
         gate = limiter.gate("web", "", target.chat_id, gap)
-        currency.start(f"web:chat-{i}", f"run-{i}")
+        current_runs.start(f"web:chat-{i}", f"run-{i}")
         await gate.acquire()
         mid = await web.send(target, ANSWER[:40] + " ▉")
         gate.succeeded()
@@ -47,7 +46,7 @@ async def test_100k_chats_grow_rss_by_a_bounded_amount() -> None:
         await gate.acquire()
         await web.edit(target, mid, ANSWER, final=True)
         gate.succeeded()
-        currency.end(f"run-{i}")
+        current_runs.end(f"run-{i}")
 
     for i in range(2_000):  # warm up allocator and caches so the baseline is not the empty process
         await one_chat(-i - 1)
@@ -63,5 +62,5 @@ async def test_100k_chats_grow_rss_by_a_bounded_amount() -> None:
         f"\n{CHATS} chats: RSS {before:.1f} MB -> {after:.1f} MB (+{growth:.1f} MB), peak {peak_mb:.1f} MB; "
         f"web chats kept {len(web)}, gates kept {len(limiter)}"
     )
-    assert len(web) <= MAX_CHATS and len(limiter) <= MAX_GATES
+    assert len(web) <= web.bounds.max_chats and len(limiter) <= MAX_GATES
     assert growth < MAX_GROWTH_MB

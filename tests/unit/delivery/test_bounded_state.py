@@ -6,9 +6,10 @@ import asyncio
 import gc
 
 from agentstream.contracts import ReplyTarget
+from agentstream_delivery.adapters.base import ChatBounds
 from agentstream_delivery.adapters.memory import MemoryAdapter
 from agentstream_delivery.adapters.web import WebAdapter
-from agentstream_delivery.currency import RunCurrency
+from agentstream_delivery.current_runs import CurrentRuns
 from agentstream_delivery.ratelimit import RateLimiter
 
 
@@ -25,7 +26,7 @@ def web(chat: str) -> ReplyTarget:
 
 
 async def test_web_chats_beyond_the_cap_are_forgotten_least_recent_first() -> None:
-    adapter = WebAdapter(max_chats=3, clock=Clock())
+    adapter = WebAdapter(bounds=ChatBounds(max_chats=3, clock=Clock()))
     for chat in "abcde":
         await adapter.send(web(chat), f"hi {chat}", final=True)
     assert len(adapter) == 3
@@ -34,7 +35,7 @@ async def test_web_chats_beyond_the_cap_are_forgotten_least_recent_first() -> No
 
 async def test_web_idle_chats_expire_but_open_pages_and_previews_stay() -> None:
     clock = Clock()
-    adapter = WebAdapter(chat_idle_ttl_s=60, clock=clock)
+    adapter = WebAdapter(bounds=ChatBounds(idle_ttl_s=60, clock=clock))
     await adapter.send(web("done"), "answer", final=True)
     preview = await adapter.send(web("streaming"), "Hel ▉")
     await adapter.send(web("watched"), "answer", final=True)
@@ -53,7 +54,7 @@ async def test_web_idle_chats_expire_but_open_pages_and_previews_stay() -> None:
 
 
 async def test_memory_adapter_chats_are_bounded() -> None:
-    adapter = MemoryAdapter(max_chats=2, clock=Clock())
+    adapter = MemoryAdapter(bounds=ChatBounds(max_chats=2, clock=Clock()))
     preview = await adapter.send(ReplyTarget(platform="memory", chat_id="open"), "Hel")
     for chat in "abc":
         await adapter.send(ReplyTarget(platform="memory", chat_id=chat), chat, final=True)
@@ -116,7 +117,7 @@ async def test_a_gate_with_a_waiting_stream_is_kept() -> None:
 
 
 def test_the_current_run_of_a_conversation_is_forgotten_only_once_over() -> None:
-    currency = RunCurrency(limit=3)
+    currency = CurrentRuns(limit=3)
     currency.start("open", "run-open")
     for i in range(10):
         currency.start(f"conv{i}", f"run{i}")

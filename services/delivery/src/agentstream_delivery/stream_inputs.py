@@ -1,24 +1,28 @@
-"""What the stream state machine reacts to, and what it asks the I/O side to do."""
+"""What the stream state machine reacts to: run events as it sees them, its timer, the chat's degradation."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import assert_never
 
 from agentstream.contracts import (
     DeltaKind,
     FinishReason,
     MessageCompleted,
     MessageDelta,
-    RunEvent,
+    MessageStarted,
     RunFinished,
+    RunHeartbeat,
     RunStatus,
     SegmentBreak,
+    StepCompleted,
+    StepFailed,
+    StepStarted,
     ToolCall,
+    ToolResult,
 )
 
 
-# -- inputs ------------------------------------------------------------------------
 @dataclass(frozen=True)
 class TextDelta:
     message_id: str
@@ -74,65 +78,41 @@ class Finish:
 
 StreamInput = TextDelta | TextCompleted | Break | ToolStarted | Tick | Degrade | Finish
 
+# The run events that only feed open streams; the service handles every other event type itself.
+StreamEvent = (
+    MessageStarted
+    | MessageDelta
+    | MessageCompleted
+    | ToolCall
+    | ToolResult
+    | SegmentBreak
+    | StepStarted
+    | StepCompleted
+    | StepFailed
+    | RunHeartbeat
+)
 
-def stream_input(event: RunEvent) -> StreamInput | None:
+
+def stream_input(event: StreamEvent | RunFinished) -> StreamInput | None:
     """The machine's view of a run event; None for events that do not change the stream."""
     match event:
-        case MessageDelta(kind=DeltaKind.TEXT, message_id=mid, text=text):
-            return TextDelta(mid, text)
-        case MessageCompleted(message_id=mid, text=text):
-            return TextCompleted(mid, text)
+        case MessageDelta():
+            return (
+                TextDelta(event.message_id, event.text) if event.kind == DeltaKind.TEXT else None
+            )  # thinking: not shown
+        case MessageCompleted():
+            return TextCompleted(event.message_id, event.text)
         case SegmentBreak():
             return Break()
-        case ToolCall(tool=tool, attempt=1):
-            return ToolStarted(tool)
+        case ToolCall():
+            return ToolStarted(event.tool) if event.attempt == 1 else None  # a retry shows no new tool
         case RunFinished():
             return finish_input(event)
-    return None  # thinking deltas, tool results, steps, heartbeats: not shown
+        case MessageStarted() | ToolResult() | StepStarted() | StepCompleted() | StepFailed() | RunHeartbeat():
+            return None  # tool results, steps, heartbeats: not shown
+        case _:
+            assert_never(event)
 
 
 def finish_input(event: RunFinished) -> Finish:
     return Finish(event.status, event.reason, event.error, event.text)
-
-
-# -- operations --------------------------------------------------------------------
-OpRole = Literal["text", "progress", "notice"]
-
-
-@dataclass(frozen=True)
-class Send:
-    """Post a new platform message; it becomes the run's platform message number `segment`."""
-
-    segment: int
-    text: str
-    final: bool
-    role: OpRole = "text"
-
-
-@dataclass(frozen=True)
-class Edit:
-    segment: int
-    text: str
-    final: bool
-    role: OpRole = "text"
-
-
-Op = Send | Edit
-
-
-def coalesce(ops: list[Op]) -> list[Op]:
-    """Ops computed together, reduced to what must reach the platform.
-
-    A later op on the same platform message supersedes an earlier non-final one (only
-    the newest frame matters); a superseded `Send` keeps its place and becomes a send
-    of the newest text. Final ops are never dropped.
-    """
-    out: list[Op] = []
-    for op in ops:
-        prev = next((i for i, o in enumerate(out) if o.segment == op.segment and o.role == op.role), None)
-        if prev is None or out[prev].final:
-            out.append(op)
-            continue
-        earlier = out[prev]
-        out[prev] = Send(op.segment, op.text, op.final, op.role) if isinstance(earlier, Send) else op
-    return out

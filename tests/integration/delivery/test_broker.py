@@ -29,7 +29,7 @@ from agentstream.contracts import (
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
-from agentstream_delivery import DeliveryService
+from agentstream_delivery import bootstrap
 
 pytestmark = pytest.mark.integration
 
@@ -85,7 +85,7 @@ async def publish(settings: Settings, values: list[bytes], pause: float = 0.0) -
 
 async def test_run_is_streamed_once_per_segment(settings_factory: Callable[..., Settings], topics_created: str):
     settings = settings_factory()
-    svc = DeliveryService(settings, console=Console(file=io.StringIO()))
+    svc = bootstrap(settings, console=Console(file=io.StringIO()))
     finished: list[str] = []
     svc.finished_listeners.append(lambda ev: finished.append(ev.root_run_id))
     orphan = MessageDelta(

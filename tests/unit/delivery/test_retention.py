@@ -14,7 +14,7 @@ from agentstream.config import load_settings
 from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.db.models_delivery import DeliveryLedger
 from agentstream.retention import run_purges
-from agentstream_delivery.app import DeliveryService
+from agentstream_delivery import bootstrap
 from agentstream_delivery.ledger import SETTLED_STATES, LedgerEntry, LedgerScope, SqlLedger
 from agentstream_delivery.retention import delivery_purges
 
@@ -67,5 +67,5 @@ async def test_a_ledger_retention_of_zero_keeps_every_row(sessions: Sessions) ->
 
 
 def test_delivery_runs_its_own_purges() -> None:
-    svc = DeliveryService(load_settings())
+    svc = bootstrap(load_settings())
     assert svc.retention.plan is delivery_purges

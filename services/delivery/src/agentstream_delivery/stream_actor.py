@@ -1,7 +1,8 @@
 """The I/O side of a stream: one task per (root run, target) drives the state machine.
 
-The task takes inputs from its inbox in order, asks `consumer.transition` what to do
-and hands the operations to its `Deliverer` (ledger, flood control, error classes).
+The task takes inputs from its inbox in order, asks `stream_machine.transition` what to do
+and hands the operations to its `Deliverer` (ledger, flood control, error classes); the
+outcome `Degraded` goes back into the machine as the input `Degrade`.
 Inputs that queued up while a call was in flight are all applied before the next call,
 and the resulting operations are coalesced, so a slow or rate-limited chat gets the
 newest frame instead of a backlog. The inbox wait ends at the model's `flush_at`, the
@@ -17,17 +18,31 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from typing import assert_never
 
 import structlog
 
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters import PlatformAdapter
-from agentstream_delivery.consumer import Cadence, Op, StreamInput, StreamModel, StreamState, Tick, transition
-from agentstream_delivery.delivering import DEFAULT_LATE_LANDING_S, CallObserver, Deliverer
+from agentstream_delivery.deliverer import (
+    DEFAULT_LATE_LANDING_S,
+    CallObserver,
+    ChatStatus,
+    Dead,
+    Degraded,
+    Delivered,
+    Deliverer,
+    Failed,
+    Outcome,
+    Skipped,
+)
 from agentstream_delivery.hooks.base import TransformContext
-from agentstream_delivery.inputs import Degrade, Edit, coalesce
 from agentstream_delivery.ledger import Ledger, LedgerScope, MemoryLedger
+from agentstream_delivery.platform_ops import Edit, Op, coalesce
 from agentstream_delivery.ratelimit import ChatGate
+from agentstream_delivery.stream_inputs import Degrade, StreamInput, Tick
+from agentstream_delivery.stream_machine import transition
+from agentstream_delivery.stream_model import StreamModel, StreamState
 
 Clock = Callable[[], float]
 # The inline transform hooks (security filter last) applied to every frame before it leaves.
@@ -52,7 +67,6 @@ class StreamActor:
         key: StreamKey,
         target: ReplyTarget,
         adapter: PlatformAdapter,
-        cadence: Cadence,
         log: structlog.stdlib.BoundLogger,
         clock: Clock = time.monotonic,
         observe: CallObserver | None = None,
@@ -69,7 +83,7 @@ class StreamActor:
         self.key = key
         self.target = target
         self.adapter = adapter
-        self.model = StreamModel(cadence, msg=first_segment)
+        self.model = StreamModel(adapter.capabilities, msg=first_segment)
         self.log = log.bind(root_run_id=key.root_run_id, platform=key.platform, chat_id=key.chat_id)
         self.clock = clock
         self.outgoing = outgoing
@@ -163,13 +177,16 @@ class StreamActor:
     async def _apply_all(self, ops: list[Op]) -> None:
         queue = deque(ops)
         while queue:
-            op = queue.popleft()
-            was_degraded = self.deliverer.degraded
-            await self._apply(op)
-            if self.deliverer.degraded and not was_degraded:
-                # The model learns what the platform shows of its open message; the rest of the
-                # queue's previews are dropped by the deliverer, the missing tail comes at the end.
-                queue.extend(self._step(Degrade(self.deliverer.shown(self.model.msg))))
+            outcome = await self._apply(queue.popleft())
+            match outcome:
+                case Degraded(shown=shown):
+                    # The model learns what the platform shows of its open message; the rest of the
+                    # queue's previews are dropped by the deliverer, the missing tail comes at the end.
+                    queue.extend(self._step(Degrade(shown.get(self.model.msg))))
+                case Delivered() | Skipped() | Failed() | Dead():
+                    pass  # the ledger has the op's outcome; a dead chat drops the rest by itself
+                case _:
+                    assert_never(outcome)
 
     async def _next_input(self) -> StreamInput:
         while True:
@@ -186,12 +203,11 @@ class StreamActor:
             except TimeoutError:
                 pass
 
-    async def _apply(self, op: Op) -> None:
+    async def _apply(self, op: Op) -> Outcome:
         text = await self._outgoing_text(op)
         if text is None:
-            return
-        op = replace(op, text=text)
-        await self.deliverer.deliver(op, op.text)
+            return Skipped()
+        return await self.deliverer.deliver(replace(op, text=text), text)
 
     async def _outgoing_text(self, op: Op) -> str | None:
         """The frame as it may leave delivery (hooks applied); None when the platform already shows it.
@@ -218,7 +234,7 @@ class StreamActor:
             "state": self.model.state.value,
             "segment": self.model.msg,
             "message_ids": list(self.message_ids.values()),
-            "degraded": self.deliverer.degraded,
+            "degraded": self.deliverer.status is ChatStatus.DEGRADED,
         }
 
 

@@ -29,7 +29,7 @@ from agentstream.db.models_delivery import DeliveryLedger
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fake_platforms import FakeTelegram
-from agentstream_delivery import DeliveryService
+from agentstream_delivery import bootstrap
 from agentstream_delivery.ledger import sha256
 from agentstream_delivery.render import TOOL_LINE_PREFIX
 from agentstream_delivery.splitting import unsplit
@@ -74,7 +74,7 @@ async def test_runs_to_telegram_keep_the_invariant_with_ledger_and_receipts(
                 "telegram": {"api_url": tg.url, "token_env": "SVC_TG_TOKEN", "edit_interval": 0.3, "chat_interval": 0.2}
             }
         )
-        svc = DeliveryService(settings, console=Console(file=io.StringIO()))
+        svc = bootstrap(settings, console=Console(file=io.StringIO()))
         done: list[str] = []
         both_done = asyncio.Event()
 

@@ -1,6 +1,6 @@
-"""The stream consumer of one (root run, target): an explicit state machine, no I/O.
+"""The stream state machine of one (root run, target): no I/O.
 
-`transition(model, input, now)` returns the next model (`model.py`) and the platform
+`transition(model, input, now)` returns the next model (`stream_model.py`) and the platform
 operations to carry out (`Send`/`Edit`, numbered by the run's platform message index).
 Time comes in as `now`, so cadence is testable with a fake clock; the caller owns the
 clock, the timer (`model.flush_at`) and the adapter calls.
@@ -37,26 +37,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+from agentstream.config import ToolProgress
 from agentstream.contracts import RunStatus
-from agentstream_delivery.inputs import (
-    Break,
-    Degrade,
-    Edit,
-    Finish,
-    Op,
-    OpRole,
-    Send,
-    StreamInput,
-    TextCompleted,
-    TextDelta,
-    Tick,
-    ToolStarted,
-    finish_input,
-    stream_input,
-)
-from agentstream_delivery.model import END_STATE, Cadence, Segment, StreamModel, StreamState, ToolProgress
+from agentstream_delivery.platform_ops import Edit, Op, OpRole, Send
 from agentstream_delivery.render import (
     CURSOR,
+    FIRST_SEND_MIN_CHARS,
     RESUMED_MARKER,
     RESUMED_NOTICE,
     Ending,
@@ -64,27 +50,17 @@ from agentstream_delivery.render import (
     visible_chars,
 )
 from agentstream_delivery.splitting import MEASURES, cut, open_fence
-
-__all__ = [
-    "Break",
-    "Cadence",
-    "Degrade",
-    "Edit",
-    "Finish",
-    "Op",
-    "Send",
-    "StreamInput",
-    "StreamModel",
-    "StreamState",
-    "TextCompleted",
-    "TextDelta",
-    "Tick",
-    "ToolProgress",
-    "ToolStarted",
-    "finish_input",
-    "stream_input",
-    "transition",
-]
+from agentstream_delivery.stream_inputs import (
+    Break,
+    Degrade,
+    Finish,
+    StreamInput,
+    TextCompleted,
+    TextDelta,
+    Tick,
+    ToolStarted,
+)
+from agentstream_delivery.stream_model import END_STATE, Segment, StreamModel, StreamState
 
 Step = tuple[StreamModel, list[Op]]
 
@@ -104,8 +80,8 @@ def _put(model: StreamModel, text: str, final: bool, role: OpRole = "text") -> O
 def _split_heads(model: StreamModel, final: bool) -> Step:
     """Finalize every full head past the safe length; each opens the next platform message."""
     ops: list[Op] = []
-    measure = MEASURES[model.cadence.measure]
-    while (c := cut(model.body(final=final), model.cadence.safe, measure)) is not None:
+    measure = MEASURES[model.capabilities.measure]
+    while (c := cut(model.body(final=final), model.safe_length, measure)) is not None:
         ops.append(_put(model, c.head, final=True))
         model = replace(
             model,
@@ -129,7 +105,7 @@ def _sync(model: StreamModel, now: float) -> Step:
     body = model.body(final=False)
     frame = body + CURSOR
     if model.frame is None:
-        if visible_chars(body) < model.cadence.min_first_chars:
+        if visible_chars(body) < FIRST_SEND_MIN_CHARS:
             return model, ops
         return replace(model, state=StreamState.PREVIEWING, frame=frame, shown=len(body), sent_at=now, flush_at=None), [
             *ops,
@@ -137,8 +113,8 @@ def _sync(model: StreamModel, now: float) -> Step:
         ]
     if frame == model.frame:
         return replace(model, flush_at=None), ops
-    due = (now if model.sent_at is None else model.sent_at) + model.cadence.edit_interval
-    if now < due and len(body) - model.shown < model.cadence.buffer_threshold:
+    due = (now if model.sent_at is None else model.sent_at) + model.capabilities.edit_interval
+    if now < due and len(body) - model.shown < model.capabilities.buffer_threshold:
         return replace(model, flush_at=due), ops
     return replace(model, frame=frame, shown=len(body), sent_at=now, flush_at=None), [
         *ops,
@@ -147,7 +123,7 @@ def _sync(model: StreamModel, now: float) -> Step:
 
 
 def _fits(model: StreamModel, text: str) -> bool:
-    return MEASURES[model.cadence.measure](text) <= model.cadence.max_length
+    return MEASURES[model.capabilities.measure](text) <= model.capabilities.max_length
 
 
 def _finalize(model: StreamModel, suffix: str = "") -> Step:
@@ -210,7 +186,7 @@ def _seal(model: StreamModel, inp: StreamInput, now: float) -> Step:
 
 def _tool(model: StreamModel, inp: StreamInput, now: float) -> Step:
     assert isinstance(inp, ToolStarted)
-    mode = model.cadence.tool_progress
+    mode = model.capabilities.tool_progress
     if mode == ToolProgress.OFF or not model.live_preview:
         return model, []  # a platform that cannot render progress eats it
     if mode == ToolProgress.NEW and model.tools and model.tools[-1] == inp.tool:
@@ -272,16 +248,16 @@ def _end_visibly(model: StreamModel, ending: Ending) -> Step:
         if text.endswith(ending.marker):
             return _resumable(model, Edit(index, text, final=True), ending.marker), ops
     last = _last_shown(model)
-    if last is not None and not ops and model.cadence.can_edit and _fits(model, last.text + ending.marker):
+    if last is not None and not ops and model.capabilities.can_edit and _fits(model, last.text + ending.marker):
         marked = replace(last, text=last.text + ending.marker)
         return _resumable(model, marked, ending.marker), [marked]
-    text = ending.follow_up if last is not None else ending.notice
-    if text is None:
+    words = ending.follow_up if last is not None else ending.notice
+    if words is None:
         return model, ops
-    notice = Send(model.msg, text, final=True, role="notice")
+    notice = Send(model.msg, words, final=True, role="notice")
     model = replace(model, msg=model.msg + 1)
     if last is None:  # nothing of the run was shown: the notice itself is what a resume re-marks
-        return _resumable(model, Edit(notice.segment, text, final=True, role="notice"), text), [*ops, notice]
+        return _resumable(model, Edit(notice.segment, words, final=True, role="notice"), words), [*ops, notice]
     return _resumable(model, last, ""), [*ops, notice]
 
 
@@ -298,7 +274,7 @@ def _last_shown(model: StreamModel) -> Edit | None:
 def _resumable(model: StreamModel, marked: Edit, marker: str) -> StreamModel:
     """How a resume re-marks the ending message (platforms that can edit): the resumed marker
     replaces the ending's words, so the partial attempt never stands unmarked above the answer."""
-    if not model.cadence.can_edit:
+    if not model.capabilities.can_edit:
         return model
     if marked.role == "notice":
         return replace(model, on_resume=replace(marked, text=RESUMED_NOTICE))

@@ -1,4 +1,4 @@
-"""delivery's hooks on the real broker (acceptance 11 and 12, billing, audit, webhook, relay mirror).
+"""delivery's hooks on the real broker (secrets redacted, a raising transform, billing, audit, webhook, relay mirror).
 
 One service, one run: a fake API key streamed in pieces never reaches the platform (nor the
 relay mirror), in previews or final; a raising observer, a raising transform and an observer
@@ -46,7 +46,7 @@ from agentstream.db.models_delivery import AuditLog
 from agentstream.db.models_delivery import Usage as UsageRow
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream_delivery import DeliveryService
+from agentstream_delivery import bootstrap
 
 pytestmark = pytest.mark.integration
 
@@ -226,7 +226,7 @@ async def test_hooks_redact_observe_bill_and_never_slow_the_stream(
         },
         relay=[{"match": {"platform": "memory", "chat_id": CHAT}, "to": {"platform": "memory", "chat_id": MIRROR}}],
     )
-    svc = DeliveryService(settings, console=Console(file=io.StringIO()))
+    svc = bootstrap(settings, console=Console(file=io.StringIO()))
     hooks_mod = sys.modules[hook_module]
     events, finished = run_events()
     async with ServiceHost([svc], "127.0.0.1", {svc.name: free_port()}), producer_for(settings) as publish:
@@ -238,14 +238,14 @@ async def test_hooks_redact_observe_bill_and_never_slow_the_stream(
         latency = time.monotonic() - t_finished
         stuck_on = list(hooks_mod.SLOW_CALLS)
 
-        # acceptance 11: the key never reached the platform, in any frame of the chat or its mirror
+        # The key never reached the platform, in any frame of the chat or its mirror
         for chat in (CHAT, MIRROR):
             (msg,) = svc.memory.messages(chat)
             assert msg.text == SHOWN
             assert msg.edits >= 1  # it was streamed (previews), not only sent at the end
             for frame in msg.history:
                 assert API_KEY[8:14] not in frame and "Qm4X" not in frame, frame
-        # acceptance 12: a raising transform passed the text through (SHOWN above is the plain answer,
+        # A raising transform passed the text through (SHOWN above is the plain answer,
         # redacted); the whole stream, final included, went out while the slow observer was still stuck
         # on its very first event and another observer raised on every one
         assert stuck_on == ["session:start"]

@@ -1,4 +1,4 @@
-"""The stream consumer against fake platform servers speaking the real HTTP protocols.
+"""The stream actor against fake platform servers speaking the real HTTP protocols.
 
 No Kafka here: a `StreamActor` is fed run inputs directly, with real time, and talks
 through the real adapters to the fakes; the fakes' call records are the evidence.
@@ -30,12 +30,11 @@ from agentstream_delivery.adapters import (
     TelegramAdapter,
     WebhookAdapter,
 )
-from agentstream_delivery.consumer import Break, Finish, StreamInput, TextDelta, ToolStarted
 from agentstream_delivery.ledger import MemoryLedger
-from agentstream_delivery.platforms import cadence_for, chat_interval
 from agentstream_delivery.ratelimit import RateLimiter
 from agentstream_delivery.splitting import open_fence, unsplit, utf16_len
-from agentstream_delivery.streams import StreamActor, StreamKey
+from agentstream_delivery.stream_actor import StreamActor, StreamKey
+from agentstream_delivery.stream_inputs import Break, Finish, StreamInput, TextDelta, ToolStarted
 
 LOG = structlog.get_logger("test")
 
@@ -53,11 +52,10 @@ def actor(
         StreamKey.of(run, target),
         target,
         adapter,
-        cadence_for(adapter, None),
         LOG,
         ledger=ledger or MemoryLedger(),
         conversation_key=f"{adapter.platform}:{chat}",
-        gate=limiter.gate(adapter.platform, "bot", chat, chat_interval(adapter)),
+        gate=limiter.gate(adapter.platform, "bot", chat, adapter.capabilities.chat_interval),
     )
     a.start()
     return a
@@ -80,7 +78,7 @@ def sends(fake: FakePlatform, chat: str, method: str) -> int:
     return len([c for c in fake.calls_to(chat, method) if c.status in (200, 201)])
 
 
-# -- acceptance 1: two segments around a tool call ---------------------------------------------
+# -- two segments around a tool call ------------------------------------------------------------
 async def test_two_segments_around_a_tool_call_on_telegram():
     async with FakeTelegram() as tg:
         a = actor(TelegramAdapter(tg.token, api_url=tg.url), "-100")
@@ -99,7 +97,7 @@ async def test_two_segments_around_a_tool_call_on_telegram():
     assert all(len(m.history) >= 1 and not m.text.endswith("▉") for m in tg.messages("-100"))
 
 
-# -- acceptance 3: length measured in UTF-16, fences balanced ----------------------------------
+# -- length measured in UTF-16, fences balanced -------------------------------------------------
 async def test_telegram_split_by_utf16_and_fences_balanced():
     rockets = "🚀" * 2200
     code = "\n".join(f"print('line {i}')" for i in range(500))
@@ -121,7 +119,7 @@ async def test_telegram_split_by_utf16_and_fences_balanced():
     assert tg.count(400) == 0  # nothing too long was ever attempted
 
 
-# -- acceptance 6: "not modified" is success; a timed-out send still gets its final ------------------
+# -- "not modified" is success; a timed-out send still gets its final ---------------------------------
 async def test_not_modified_never_breaks_a_stream():
     async with FakeTelegram() as tg:
         tg.fail_next(
@@ -158,7 +156,7 @@ async def test_timed_out_send_is_unknown_and_the_segment_still_gets_its_final():
     assert [e.state for e in ledger.rows.values()] == ["sent"]
 
 
-# -- acceptance 7: drafts in private chats ------------------------------------------------------
+# -- drafts in private chats ---------------------------------------------------------------------
 async def test_private_chat_streams_one_draft_then_a_real_message():
     answer = "Drafted text that grows and grows while the model writes. " * 3
     async with FakeTelegram() as tg:
@@ -181,7 +179,7 @@ async def test_first_draft_failure_switches_to_edits():
     assert tg.texts("778") == [answer]
 
 
-# -- acceptance 8: platforms that cannot edit ---------------------------------------------------
+# -- platforms that cannot edit ------------------------------------------------------------------
 async def test_signal_gets_only_final_messages_split_by_its_limit():
     answer = ("A paragraph that is long enough to matter. " * 12 + "\n\n") * 8
     async with FakeSignal() as sig:
@@ -195,7 +193,7 @@ async def test_signal_gets_only_final_messages_split_by_its_limit():
 
 async def test_webhook_receives_one_correctly_signed_post():
     async with FakeWebhookReceiver(secret="s3cret") as hook:
-        a = actor(WebhookAdapter(hook.url + "/hook", "s3cret"), "ops")
+        a = actor(WebhookAdapter("s3cret", hook.url + "/hook"), "ops")
         await stream(a, [*deltas("Build 42 passed."), Finish("completed", text="Build 42 passed.")])
     assert [c.body["text"] for c in hook.calls] == ["Build 42 passed."]
     assert hook.calls[0].body["valid"] is True and hook.calls[0].status == 200

@@ -21,7 +21,7 @@ from agentstream.contracts import RunStarted
 MAX_REMEMBERED = 10_000
 
 
-class RunCurrency:
+class CurrentRuns:
     def __init__(self, limit: int = MAX_REMEMBERED) -> None:
         self.limit = limit
         # conversation key → current root run id

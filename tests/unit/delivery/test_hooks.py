@@ -313,11 +313,11 @@ async def test_runtime_redacts_the_values_of_configured_secret_env_vars(monkeypa
         connectors=[{"id": "gpt", "type": "openai", "api_key_env": "AS_TEST_LLM_KEY"}],
         hooks={"security": {"env": ["AS_TEST_EXTRA"], "patterns": [r"TICKET-\d+"], "mask": "***"}},
     )
-    runtime = HookRuntime(settings, None, LOG, lambda: None)
+    runtime = HookRuntime(settings, None, LOG, None)
     assert not runtime.observing  # nothing but the security transform: no hooks consumer needed
     out = await runtime.transform(
         "k=plain-looking-secret-value x=another-secret-value TICKET-7", TransformContext("memory", "c", final=True)
     )
     assert out == "k=*** x=*** ***"
-    off = HookRuntime(load_settings(hooks={"security": {"enabled": False}}), None, LOG, lambda: None)
+    off = HookRuntime(load_settings(hooks={"security": {"enabled": False}}), None, LOG, None)
     assert off.transform.empty

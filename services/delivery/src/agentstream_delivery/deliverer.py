@@ -6,7 +6,8 @@ How each error class is handled:
 
 - rate limited → the row goes back to what it was (the call did not land); the chat's
   gate moves past `retry_after` and the op is retried then (a preview only until the
-  stream degrades). At the strike limit the stream degrades.
+  stream degrades). At the strike limit the chat is `DEGRADED` and the op's outcome is
+  `Degraded`, which the stream actor feeds to its state machine.
 - transient → retried with a short backoff, a bounded number of times.
 - not found (the message was deleted) → the text is posted as a new message.
 - timed out (`OutcomeUnknown`) on an edit → `unknown`, repeated at once (edits are
@@ -16,12 +17,18 @@ How each error class is handled:
 - timed out on a send → `unknown` without a message id: it may have posted an orphan
   we can never address. The segment's next text (a final at once) goes out as a new
   message, so the segment is never missing; at worst the orphan remains.
-- too long, bad format, forbidden → `failed`; forbidden also ends all calls of the stream.
+- too long, bad format → `failed`; forbidden → `failed`, the chat is `DEAD` and no call
+  of the stream leaves any more.
 
 The ledger rows loaded at start (`recover`) make a replay after a crash idempotent:
 a message that exists is edited, one that shows the text already is left alone, a final
 one is never turned back into a preview. A `pending` row never left and is carried out;
 a `sending` row may have reached the platform and becomes `unknown`.
+
+Notices (command replies, flood warnings, pairing codes, errors) are one platform message
+of their own, through the same ledger (`deliver_notice`): their rows are keyed by the
+notice record's id (stable across a replay), segment 0, so a restarted delivery sends a
+notice that never left and leaves one that landed: exactly once, like a stream's messages.
 """
 
 from __future__ import annotations
@@ -29,13 +36,13 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from enum import Enum
 
 import structlog
 
-from agentstream.contracts import LedgerState, ReplyTarget
+from agentstream.contracts import LedgerState, Notice, ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
     DraftAdapter,
@@ -46,8 +53,8 @@ from agentstream_delivery.adapters.base import (
     RateLimited,
     Transient,
 )
-from agentstream_delivery.inputs import Op
 from agentstream_delivery.ledger import Ledger, LedgerEntry, LedgerScope, sha256
+from agentstream_delivery.platform_ops import Op, Send
 from agentstream_delivery.ratelimit import ChatGate
 from agentstream_delivery.render import CURSOR
 
@@ -68,10 +75,47 @@ PENDING, SENDING, SENT, UNKNOWN, FAILED = (
 )
 
 
-class Outcome(Enum):
-    DONE = "done"
-    SKIPPED = "skipped"
-    FAILED = "failed"
+class ChatStatus(Enum):
+    """How the stream's chat is delivered to; it only ever moves down this list."""
+
+    DRAFTING = "drafting"  # previews stream as a draft (Telegram private chats)
+    EDITING = "editing"  # previews are a message edited in place
+    DEGRADED = "degraded"  # the rate-limit strike limit was reached: final texts only
+    DEAD = "dead"  # forbidden: nothing more can be posted to this chat
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """The platform shows the op's text."""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """No call was needed: the platform shows the text already, or the chat takes no previews now."""
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The op did not land (recorded in the ledger); the stream's next op may."""
+
+
+@dataclass(frozen=True)
+class Degraded:
+    """The chat became `DEGRADED` during this op: the stream must stop previewing.
+
+    `shown` is what the platform shows of each message that landed (segment → text
+    length, cursor excluded), so the state machine knows what of its open message is missing.
+    """
+
+    shown: Mapping[int, int]
+
+
+@dataclass(frozen=True)
+class Dead:
+    """The chat is `DEAD` (forbidden): this op and every later one is dropped."""
+
+
+Outcome = Delivered | Skipped | Failed | Degraded | Dead
 
 
 class Deliverer:
@@ -99,9 +143,8 @@ class Deliverer:
         self.wall = wall  # epoch seconds: `reapply_at` outlives the process
         self.entries: dict[int, LedgerEntry] = {}
         self.texts: dict[int, str] = {}  # segment → the newest text the platform is known to show (or should)
-        self.drafts = isinstance(adapter, DraftAdapter) and adapter.supports_drafts(target)
-        self.degraded = False
-        self.dead = False  # forbidden: nothing more can be posted to this chat
+        drafts = isinstance(adapter, DraftAdapter) and adapter.supports_drafts(target)
+        self.status = ChatStatus.DRAFTING if drafts else ChatStatus.EDITING
 
     async def recover(self) -> None:
         """Load the stream's ledger rows; a call cut off by a crash (`sending`) becomes `unknown`.
@@ -121,28 +164,39 @@ class Deliverer:
         if self.entries:
             self.log.info("stream resumed from ledger", messages=len(self.entries))
 
-    def shown(self, segment: int) -> int | None:
-        """How much text (cursor excluded) the platform shows in that message; None if it has none."""
-        entry = self.entries.get(segment)
-        if entry is None or entry.message_id is None:
-            return None
-        return entry.text_length - (0 if entry.final else len(CURSOR))
+    def shown(self) -> dict[int, int]:
+        """How much text (cursor excluded) the platform shows in each message that landed."""
+        return {
+            segment: entry.text_length - (0 if entry.final else len(CURSOR))
+            for segment, entry in self.entries.items()
+            if entry.message_id is not None
+        }
 
     def message_id(self, segment: int) -> str | None:
         entry = self.entries.get(segment)
         return None if entry is None else entry.message_id
 
     async def deliver(self, op: Op, text: str) -> Outcome:
+        before = self.status
+        outcome = await self._deliver(op, text)
+        if self.status is ChatStatus.DEGRADED and before is not ChatStatus.DEGRADED:
+            return Degraded(self.shown())
+        return outcome
+
+    async def _deliver(self, op: Op, text: str) -> Outcome:
         entry = self.entries.get(op.segment)
-        if self.dead or (self.degraded and not op.final):
-            return Outcome.SKIPPED
+        if self.status is ChatStatus.DEAD:
+            return Dead()
+        if self.status is ChatStatus.DEGRADED and not op.final:
+            return Skipped()
         if entry is not None:
             if entry.landed(text):  # a replay after restart: the platform already shows this
                 self.texts[op.segment] = text
-                return Outcome.SKIPPED
+                return Skipped()
             if entry.final and not op.final and entry.state in (SENT, UNKNOWN):
-                return Outcome.SKIPPED  # a replayed preview of a message already finalized (or being so)
-        if (entry is None or entry.message_id is None) and not op.final and op.role == "text" and self.drafts:
+                return Skipped()  # a replayed preview of a message already finalized (or being so)
+        drafting = self.status is ChatStatus.DRAFTING
+        if (entry is None or entry.message_id is None) and not op.final and op.role == "text" and drafting:
             outcome = await self._draft(op, text)
             if outcome is not None:
                 return outcome
@@ -150,7 +204,7 @@ class Deliverer:
             entry = LedgerEntry(op.segment, PENDING)
             await self._record(entry)
         outcome = await self._call(op.segment, text, op.final, entry)
-        if outcome is Outcome.DONE:
+        if isinstance(outcome, Delivered):
             self.texts[op.segment] = text
         return outcome
 
@@ -167,7 +221,7 @@ class Deliverer:
                 for seg, e in self.entries.items()
                 if e.reapply_at is not None and e.message_id is not None
             ]
-            if not due or self.dead:
+            if not due or self.status is ChatStatus.DEAD:
                 return
             at, seg = min(due)
             if (delay := at - self.wall()) > 0:
@@ -191,15 +245,15 @@ class Deliverer:
         except RateLimited as err:
             self._observe("draft", "rate_limited")
             self._strike(err)
-            return Outcome.SKIPPED  # a draft frame is superseded by the next one anyway
+            return Skipped()  # a draft frame is superseded by the next one anyway
         except AdapterError as err:
             self._observe("draft", "error")
-            self.drafts = False  # first failure: edits for the rest of the run
+            self.status = ChatStatus.EDITING  # first failure: edits for the rest of the run
             self.log.info("draft streaming failed; falling back to edits", error=repr(err))
             return None
         self.gate.succeeded()
         self._observe("draft", "ok")
-        return Outcome.DONE
+        return Delivered()
 
     async def _call(self, segment: int, text: str, final: bool, entry: LedgerEntry) -> Outcome:
         resent = False
@@ -218,8 +272,8 @@ class Deliverer:
                 self._observe(kind, "rate_limited")
                 await self._record(entry)  # refused: nothing left, the row is what it was
                 self._strike(err)
-                if self.degraded and not final:
-                    return Outcome.SKIPPED  # final-only from now on: previews are dropped
+                if self.status is ChatStatus.DEGRADED and not final:
+                    return Skipped()  # final-only from now on: previews are dropped
                 continue
             except NotFound as err:
                 self._observe(kind, "not_found")
@@ -250,12 +304,14 @@ class Deliverer:
                 if final and not resent:  # the segment still gets its final, as a new message
                     resent = True
                     continue
-                return Outcome.FAILED  # a preview: the segment's next text goes out as a new message
+                return Failed()  # a preview: the segment's next text goes out as a new message
             except AdapterError as err:
                 self._observe(kind, err.kind)
+                failed = await self._fail(entry, err)
                 if isinstance(err, Forbidden):
-                    self.dead = True
-                return await self._fail(entry, err)
+                    self.status = ChatStatus.DEAD
+                    return Dead()
+                return failed
             except Exception as err:  # an adapter bug must not end the stream: this op fails, the next may land
                 self._observe(kind, "error")
                 return await self._fail(entry, AdapterError(repr(err)))
@@ -265,21 +321,21 @@ class Deliverer:
             if done.reapply_at is not None and done.reapply_at <= left_at:
                 done = replace(done, reapply_at=None)  # whatever could land late had landed before this call
             await self._record(done)
-            return Outcome.DONE
+            return Delivered()
         return await self._fail(entry, AdapterError("too many attempts"))
 
     def _strike(self, err: RateLimited) -> None:
         """A 429: the gate schedules the chat's next call; at the strike limit the stream degrades."""
         strikes = self.gate.rate_limited(err.retry_after)
         self.log.info("rate limited", retry_after=err.retry_after, strikes=strikes)
-        if self.gate.exhausted and not self.degraded:
-            self.degraded = True
+        if self.gate.exhausted and self.status in (ChatStatus.DRAFTING, ChatStatus.EDITING):
+            self.status = ChatStatus.DEGRADED
             self.log.warning("stream degraded to final text only", strikes=strikes)
 
     async def _fail(self, entry: LedgerEntry, err: AdapterError) -> Outcome:
         self.log.warning("platform call failed", segment=entry.segment, kind=err.kind, error=repr(err))
         await self._record(replace(entry, state=FAILED, error=f"{err.kind}: {err}"))
-        return Outcome.FAILED
+        return Failed()
 
     async def _record(self, entry: LedgerEntry) -> None:
         self.entries[entry.segment] = entry
@@ -288,3 +344,27 @@ class Deliverer:
     def _observe(self, kind: str, outcome: str) -> None:
         if self.observe is not None:
             self.observe(self.scope.platform, kind, outcome)
+
+
+async def deliver_notice(
+    notice: Notice,
+    target: ReplyTarget,
+    text: str,
+    adapter: PlatformAdapter,
+    gate: ChatGate,
+    ledger: Ledger,
+    log: structlog.stdlib.BoundLogger,
+    observe: CallObserver | None = None,
+    *,
+    late_landing_s: float,
+) -> Outcome:
+    """A notice as one platform message of its own, exactly once (see the module's docstring)."""
+    scope = LedgerScope(target.platform, target.chat_id, notice.id, notice.conversation_key)
+    log = log.bind(notice_id=notice.id, platform=target.platform, chat_id=target.chat_id)
+    deliverer = Deliverer(scope, target, adapter, gate, ledger, log, observe, late_landing_s=late_landing_s)
+    await deliverer.recover()
+    outcome = await deliverer.deliver(Send(0, text, final=True, role="notice"), text)
+    if isinstance(outcome, Failed | Dead):
+        log.warning("notice not delivered")
+    await deliverer.settle()
+    return outcome

@@ -11,12 +11,12 @@ import structlog
 from agentstream.contracts import ReplyTarget
 from agentstream.testing.fake_platforms import Failure, FakeTelegram
 from agentstream_delivery.adapters import TelegramAdapter
-from agentstream_delivery.consumer import Finish, TextDelta
+from agentstream_delivery.deliverer import ChatStatus
 from agentstream_delivery.ledger import MemoryLedger
-from agentstream_delivery.platforms import cadence_for, chat_interval
 from agentstream_delivery.ratelimit import RateLimiter
 from agentstream_delivery.render import CURSOR
-from agentstream_delivery.streams import StreamActor, StreamKey
+from agentstream_delivery.stream_actor import StreamActor, StreamKey
+from agentstream_delivery.stream_inputs import Finish, TextDelta
 
 LOG = structlog.get_logger("test")
 
@@ -27,11 +27,10 @@ def actor(adapter: TelegramAdapter, chat: str, limiter: RateLimiter, run: str) -
         StreamKey.of(run, target),
         target,
         adapter,
-        cadence_for(adapter, None),
         LOG,
         ledger=MemoryLedger(),
         conversation_key=f"telegram:{chat}",
-        gate=limiter.gate("telegram", adapter.bot, chat, chat_interval(adapter)),
+        gate=limiter.gate("telegram", adapter.bot, chat, adapter.capabilities.chat_interval),
     )
     a.start()
     return a
@@ -88,7 +87,7 @@ async def test_429_pauses_only_that_chat_and_three_strikes_degrade_to_the_missin
         degraded = actor(adapter, "-3", limiter, "r3")
         text = await feed_paced(degraded, 4.0, 20)
         await adapter.close()
-    assert degraded.deliverer.degraded
+    assert degraded.deliverer.status is ChatStatus.DEGRADED
     first, tail = tg.messages("-3")
     assert first.text.endswith(CURSOR) and first.edits == 0  # left as it was when the strikes began
     shown = first.text.removesuffix(CURSOR)

@@ -9,6 +9,7 @@ from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
     BadFormat,
+    Capabilities,
     Forbidden,
     NotFound,
     RateLimited,
@@ -16,9 +17,9 @@ from agentstream_delivery.adapters.base import (
     Transient,
 )
 from agentstream_delivery.adapters.telegram import classify
-from agentstream_delivery.delivering import Deliverer, Outcome
-from agentstream_delivery.inputs import Edit, Send
+from agentstream_delivery.deliverer import ChatStatus, Dead, Degraded, Delivered, Deliverer, Failed, Skipped
 from agentstream_delivery.ledger import LedgerScope, MemoryLedger
+from agentstream_delivery.platform_ops import Edit, Send
 from agentstream_delivery.ratelimit import ChatGate
 
 TARGET = ReplyTarget(platform="scripted", chat_id="c")
@@ -48,9 +49,9 @@ class Scripted:
     """An adapter that answers each call with the next scripted outcome (an error or an id)."""
 
     platform = "scripted"
-    can_edit = True
-    max_length = 4096
-    edit_interval = 1.0
+    capabilities = Capabilities(edit_interval=1.0)
+    bot = ""
+    timeout = None
 
     def __init__(self, *outcomes: object) -> None:
         self.outcomes = list(outcomes)
@@ -87,8 +88,8 @@ def deliverer(adapter: Scripted) -> Deliverer:
 async def test_deleted_message_is_posted_again():
     adapter = Scripted("id1", NotFound("gone"), "id2")
     d = deliverer(adapter)
-    assert await d.deliver(Send(0, "a ▉", False), "a ▉") is Outcome.DONE
-    assert await d.deliver(Edit(0, "ab", True), "ab") is Outcome.DONE
+    assert await d.deliver(Send(0, "a ▉", False), "a ▉") == Delivered()
+    assert await d.deliver(Edit(0, "ab", True), "ab") == Delivered()
     assert adapter.calls == [("send", "a ▉"), ("edit", "ab"), ("send", "ab")]
     assert d.entries[0].message_id == "id2" and d.entries[0].state == "sent"
 
@@ -96,16 +97,17 @@ async def test_deleted_message_is_posted_again():
 async def test_transient_is_retried_and_too_long_fails_without_retry():
     adapter = Scripted(Transient("502"), "id1", TooLong("too long"))
     d = deliverer(adapter)
-    assert await d.deliver(Send(0, "x", True), "x") is Outcome.DONE
-    assert await d.deliver(Send(1, "y" * 5000, True), "y" * 5000) is Outcome.FAILED
+    assert await d.deliver(Send(0, "x", True), "x") == Delivered()
+    assert await d.deliver(Send(1, "y" * 5000, True), "y" * 5000) == Failed()
     assert len(adapter.calls) == 3 and d.entries[1].state == "failed"
 
 
 async def test_forbidden_ends_every_later_call():
     adapter = Scripted(Forbidden("blocked"))
     d = deliverer(adapter)
-    assert await d.deliver(Send(0, "x", True), "x") is Outcome.FAILED
-    assert await d.deliver(Send(1, "y", True), "y") is Outcome.SKIPPED
+    assert await d.deliver(Send(0, "x", True), "x") == Dead()
+    assert d.status is ChatStatus.DEAD and d.entries[0].state == "failed"
+    assert await d.deliver(Send(1, "y", True), "y") == Dead()
     assert len(adapter.calls) == 1
 
 
@@ -113,7 +115,8 @@ async def test_three_rate_limit_strikes_degrade_and_drop_previews():
     adapter = Scripted("id1", *(RateLimited(0.0) for _ in range(3)))
     d = deliverer(adapter)
     await d.deliver(Send(0, "a ▉", False), "a ▉")
-    assert await d.deliver(Edit(0, "ab ▉", False), "ab ▉") is Outcome.SKIPPED
-    assert d.degraded and d.shown(0) == 1  # "a" is what the platform shows
-    assert await d.deliver(Edit(0, "abc ▉", False), "abc ▉") is Outcome.SKIPPED
+    # The outcome says what the platform shows: "a" of message 0 (cursor excluded).
+    assert await d.deliver(Edit(0, "ab ▉", False), "ab ▉") == Degraded({0: 1})
+    assert d.status is ChatStatus.DEGRADED
+    assert await d.deliver(Edit(0, "abc ▉", False), "abc ▉") == Skipped()
     assert len(adapter.calls) == 4  # the dropped preview never reached the platform

@@ -6,20 +6,12 @@ from __future__ import annotations
 import pytest
 
 from agentstream.contracts import FinishReason, RunFinished, RunStatus
-from agentstream_delivery.consumer import (
-    Break,
-    Cadence,
-    Edit,
-    Finish,
-    Send,
-    StreamModel,
-    StreamState,
-    TextDelta,
-    ToolStarted,
-    stream_input,
-    transition,
-)
+from agentstream_delivery.platform_ops import Edit, Send
 from agentstream_delivery.render import RESUMED_MARKER, RESUMED_NOTICE
+from agentstream_delivery.stream_inputs import Break, Finish, TextDelta, ToolStarted, stream_input
+from agentstream_delivery.stream_machine import transition
+from agentstream_delivery.stream_model import StreamModel, StreamState
+from tests.unit.delivery.machine_harness import model
 
 PARTIAL = "Half an answer"
 # The documented texts (docs/delivery.md, "How a run ends"), spelled out: a change must change both.
@@ -55,10 +47,6 @@ CASES = [
     (RunStatus.INTERRUPTED, None, None, STOPPED, None),
 ]
 IDS = [f"{s}-{r}" for s, r, *_ in CASES]
-
-
-def model(**kw: object) -> StreamModel:
-    return StreamModel(Cadence(**{"edit_interval": 1.0, **kw}))  # type: ignore[arg-type]
 
 
 def feed(m: StreamModel, *inputs: object) -> tuple[StreamModel, list[object]]:

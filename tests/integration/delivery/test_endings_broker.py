@@ -22,7 +22,7 @@ from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fake_platforms.webhook import FakeWebhookReceiver
 from agentstream.testing.kafka import RawRecord, read_until
-from agentstream_delivery import DeliveryService
+from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 from agentstream_delivery.render import ENDING_SEPARATOR, ENDING_TEXTS, RESUMED_MARKER, RESUMED_NOTICE
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 
@@ -99,7 +99,7 @@ async def test_runner_lost_is_shown_per_capability_and_a_resume_re_marks_the_par
             resume={"auto": False, "stale_after_s": 1.5, "watchdog_interval_s": 0.2},
             platforms={"webhook": {"api_url": f"{hook.url}/hook", "chat_interval": 0}},
         )
-        delivery = DeliveryService(settings, console=Console(file=io.StringIO()))
+        delivery = bootstrap_delivery(settings, console=Console(file=io.StringIO()))
         persistence = bootstrap_persistence(settings)
         mem = delivery.memory
         async with ServiceHost(

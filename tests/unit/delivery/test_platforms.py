@@ -1,0 +1,69 @@
+"""The platforms delivery talks to, built from `platforms.<name>` settings through `PLATFORMS`."""
+
+from __future__ import annotations
+
+import pytest
+import structlog
+
+from agentstream.config import load_settings
+from agentstream_delivery.adapters import SignalAdapter, TelegramAdapter, WebhookAdapter
+from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
+from agentstream_delivery.platforms import PLATFORMS, Adapters, build_adapters, late_landing
+
+LOG = structlog.get_logger("test")
+
+
+def test_a_platform_is_built_with_the_credential_its_settings_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_TG", "123:abc")
+    settings = load_settings(platforms={"telegram": {"token_env": "MY_TG", "api_url": "http://tg.local"}})
+    [adapter] = build_adapters(settings, LOG)
+    assert isinstance(adapter, TelegramAdapter)
+    assert adapter.bot == "123" and adapter.endpoint == "http://tg.local/bot123:abc"
+
+
+def test_a_platform_without_its_credential_or_required_url_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TELEGRAM_BOT_TOKEN", raising=False)
+    monkeypatch.setenv("AGENTSTREAM_WEBHOOK_SECRET", "s3cret")
+    settings = load_settings(platforms={"telegram": {}, "webhook": {}})  # webhook: no api_url
+    assert build_adapters(settings, LOG) == []
+
+
+def test_signal_takes_its_account_from_the_settings_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIGNAL_ACCOUNT", "+1000")
+    adapter = PLATFORMS["signal"].build(load_settings(platforms={"signal": {"account": "+4999"}}).platforms["signal"])
+    assert isinstance(adapter, SignalAdapter) and adapter.number == "+4999"
+
+
+def test_webhook_is_built_with_its_secret_and_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOOK_KEY", "k")
+    conf = load_settings(platforms={"webhook": {"secret_env": "HOOK_KEY", "api_url": "http://h/in"}}).platforms
+    adapter = PLATFORMS["webhook"].build(conf["webhook"])
+    assert isinstance(adapter, WebhookAdapter) and (adapter.secret, adapter.api_url) == ("k", "http://h/in")
+
+
+def test_settings_override_the_adapters_capabilities_and_unset_ones_keep_its_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "1:x")
+    settings = load_settings(
+        platforms={"telegram": {"edit_interval": 2.5, "drafts": False}, "memory": {"max_length": 100}}
+    )
+    adapters = Adapters.build(settings, LOG)
+    telegram = adapters.enabled["telegram"].capabilities
+    assert (telegram.edit_interval, telegram.draft_streaming) == (2.5, False)
+    assert (telegram.max_length, telegram.measure, telegram.chat_interval) == (4096, "utf16", TELEGRAM.chat_interval)
+    assert adapters.memory.capabilities.max_length == 100
+    assert adapters.enabled["memory"] is adapters.memory and "console" in adapters.enabled
+
+
+def test_a_disabled_in_process_platform_is_not_delivered_to_but_still_exists() -> None:
+    adapters = Adapters.build(load_settings(platforms={"web": {"enabled": False}}), LOG)
+    assert "web" not in adapters.enabled and adapters.web is not None
+
+
+def test_late_landing_is_the_client_timeout_plus_a_margin_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "1:x")
+    conf = load_settings(platforms={"telegram": {"timeout_s": 4}}).platforms["telegram"]
+    adapter = PLATFORMS["telegram"].build(conf)
+    assert adapter is not None and late_landing(adapter, conf) == 9.0
+    assert late_landing(adapter, conf.model_copy(update={"late_landing_s": 30.0})) == 30.0

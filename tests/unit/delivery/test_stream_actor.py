@@ -1,0 +1,114 @@
+"""The stream actor: its timer, its adapter calls, and a stream resumed from its ledger after a crash."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import structlog
+
+from agentstream.contracts import LedgerState, ReplyTarget
+from agentstream_delivery.adapters import MemoryAdapter
+from agentstream_delivery.ledger import LedgerEntry, LedgerScope, MemoryLedger, sha256
+from agentstream_delivery.stream_actor import StreamActor, StreamKey
+from agentstream_delivery.stream_inputs import Finish, StreamInput, TextDelta
+from agentstream_delivery.stream_model import StreamState
+
+TARGET = ReplyTarget(platform="memory", chat_id="c1")
+
+
+def actor(adapter: MemoryAdapter, interval: float) -> StreamActor:
+    adapter.capabilities = replace(adapter.capabilities, edit_interval=interval)
+    a = StreamActor(StreamKey.of("r1", TARGET), TARGET, adapter, structlog.get_logger("test"))
+    a.start()
+    return a
+
+
+async def test_held_back_frame_is_flushed_by_the_stream_timer():
+    memory = MemoryAdapter()
+    a = actor(memory, interval=0.2)
+    a.feed(TextDelta("m1", "Hello"))
+    a.feed(TextDelta("m1", " world"))  # inside the interval: held back
+    await memory.wait_for("c1", lambda ms: len(ms) == 1)
+    assert memory.messages("c1")[0].text == "Hello ▉"
+    # no more input arrives; the timer must still put the last frame out
+    msgs = await memory.wait_for("c1", lambda ms: ms[0].edits == 1, timeout=2)
+    assert msgs[0].text == "Hello world ▉"
+    a.feed(Finish("completed"))
+    assert a.task is not None
+    await asyncio.wait_for(a.task, 2)
+    assert a.state is StreamState.DELIVERED
+    [msg] = memory.messages("c1")
+    assert msg.text == "Hello world" and msg.final
+    assert msg.history == ["Hello ▉", "Hello world ▉", "Hello world"]
+
+
+async def test_failed_send_does_not_lose_the_final_text():
+    memory = MemoryAdapter()
+
+    class FlakySend(MemoryAdapter):
+        calls = 0
+
+        async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
+            FlakySend.calls += 1
+            if FlakySend.calls == 1:
+                raise ConnectionError("platform down")
+            return await memory.send(target, text, final=final)
+
+    a = actor(FlakySend(), interval=0.01)
+    a.feed(TextDelta("m1", "Hello world"))
+    a.feed(Finish("completed"))
+    assert a.task is not None
+    await asyncio.wait_for(a.task, 2)
+    assert [(m.text, m.final) for m in memory.messages("c1")] == [("Hello world", True)]
+
+
+# -- a stream resumed from its ledger ------------------------------------------------------------
+SCOPE = LedgerScope("memory", "c1", "r1", "memory:c1")
+
+
+async def replay(memory: MemoryAdapter, ledger: MemoryLedger, *inputs: StreamInput) -> None:
+    """A restarted stream over the ledger rows of its first life, fed `inputs` until it closes."""
+    a = StreamActor(
+        StreamKey.of("r1", TARGET),
+        TARGET,
+        memory,
+        structlog.get_logger("test"),
+        ledger=ledger,
+        conversation_key=SCOPE.conversation_key,
+    )
+    a.start()
+    for inp in inputs:
+        a.feed(inp)
+    assert a.task is not None
+    await asyncio.wait_for(a.task, 2)
+
+
+async def test_resumed_stream_edits_the_posted_message_instead_of_posting_again():
+    memory = MemoryAdapter(edit_interval=0.01)
+    posted = await memory.send(TARGET, "Hello wo ▉")  # before the crash
+    ledger = MemoryLedger()
+    await ledger.record(SCOPE, LedgerEntry(0, "sent", posted, len("Hello wo ▉"), sha256("Hello wo ▉")))
+    pieces = [TextDelta("m1", piece) for piece in ("Hello", " wo", "rld")]  # the replay from the committed offset
+    await replay(memory, ledger, *pieces, Finish("completed"))
+    [msg] = memory.messages("c1")
+    assert msg.text == "Hello world" and msg.final
+    assert ledger.rows[("memory", "c1", "r1", 0)].landed("Hello world")
+
+
+async def test_send_cut_off_by_a_crash_is_unknown_and_the_final_goes_out_as_a_new_message():
+    memory = MemoryAdapter(edit_interval=0.01)
+    ledger = MemoryLedger()
+    await ledger.record(SCOPE, LedgerEntry(0, LedgerState.SENDING, None, 5, sha256("Hi ▉")))  # cut off by kill -9
+    await replay(memory, ledger, TextDelta("m1", "Hi there"), Finish("completed"))
+    assert [m.text for m in memory.messages("c1")] == ["Hi there"]  # the segment is not lost
+    assert ledger.rows[("memory", "c1", "r1", 0)].landed("Hi there")
+
+
+async def test_pending_row_never_left_and_is_sent_after_restart():
+    memory = MemoryAdapter(edit_interval=0.01)
+    ledger = MemoryLedger()
+    await ledger.record(SCOPE, LedgerEntry(0, LedgerState.PENDING))  # waited behind a 429 when killed
+    await replay(memory, ledger, Finish("completed", text="The whole answer"))
+    assert [m.text for m in memory.messages("c1")] == ["The whole answer"]
+    assert {e.state for e in ledger.rows.values()} == {LedgerState.SENT}

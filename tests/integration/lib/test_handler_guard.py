@@ -11,10 +11,11 @@ from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from structlog.testing import capture_logs
 
+from agentstream.config import Settings
 from agentstream.contracts import DeadLetter
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.service import Service
+from agentstream.service import Infra, Service
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 
 pytestmark = pytest.mark.integration
@@ -26,7 +27,8 @@ class Careless(Service):
     name: ClassVar[str] = "careless"
     batch: ClassVar[bool] = False
 
-    def setup(self) -> None:
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(Infra.build(settings, self.name, uses_database=False))
         self.handled: list[Any] = []
         options: dict[str, Any] = {"batch": True, "max_records": 10} if self.batch else {}
         self.broker.subscriber(

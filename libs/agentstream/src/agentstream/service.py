@@ -2,7 +2,9 @@
 
 A service owns a FastStream `KafkaBroker` (its subscribers and publishers), a
 Prometheus registry, an optional database engine and a FastAPI app with the ops
-endpoints. Subclasses register subscribers in `setup()` and keep handlers thin.
+endpoints. Each service's `bootstrap` builds the `Infra` and the service's collaborators
+and passes them in; the subclass registers its subscribers and routes in its `__init__`
+and keeps handlers thin.
 """
 
 from __future__ import annotations
@@ -11,13 +13,13 @@ import asyncio
 import gc
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, cast
 
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from faststream.message import StreamMessage
 from prometheus_client import CollectorRegistry, Counter
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
@@ -40,7 +42,6 @@ from agentstream.kafka.internals import (
 from agentstream.kafka.producer import OutputGate, encode_record
 from agentstream.observability import NotReady, ReadyCheck, get_logger, http_app, records_published
 
-T = TypeVar("T")
 # A stop ends within 10 s whatever Kafka does: final commits/flushes get FINAL_STEP_TIMEOUT_S
 # (skipped at once while Kafka is known unavailable), the broker's own stop STOP_TIMEOUT_S.
 STOP_TIMEOUT_S = 5.0
@@ -108,9 +109,7 @@ class Service:
     name: ClassVar[str]
     uses_database: ClassVar[bool] = False
 
-    def __init__(self, infra: Infra | Settings) -> None:
-        if isinstance(infra, Settings):
-            infra = Infra.build(infra, self.name, uses_database=self.uses_database)
+    def __init__(self, infra: Infra) -> None:
         self.infra = infra
         self.settings = infra.settings
         self.topics = infra.topics
@@ -140,18 +139,14 @@ class Service:
         )
         self._health_task: asyncio.Task[None] | None = None
         self._abandoned: set[asyncio.Task[Any]] = set()  # old consumers still stopping
-        # Subclasses may add checks in `setup()`; `/readyz` reads this dict on every request.
+        # Subclasses may add checks in their `__init__`; `/readyz` reads this dict on every request.
         self.ready_checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
         if self.uses_database:
             self.ready_checks["database"] = self._db_ready
         self.auth = infra.auth
         self.http = http_app(self.name, self.registry, self.ready_checks, self.auth)
-        self.setup()
 
     # -- to override -------------------------------------------------------------
-    def setup(self) -> None:
-        """Register subscribers and HTTP routes."""
-
     async def on_start(self) -> None:
         """Open resources before the broker starts consuming."""
 
@@ -298,12 +293,6 @@ class Service:
         if child is None:
             child = self._published_by_topic[topic] = self.records_published.labels(self.name, topic)
         return child
-
-    def decode(self, msg: KafkaMessage, adapter: TypeAdapter[T]) -> T | ValidationError:
-        try:
-            return adapter.validate_json(msg.body)
-        except ValidationError as err:
-            return err
 
     async def dead_letter(self, msg: KafkaMessage, error: str) -> None:
         """Send the raw record to `dlq` with the reason; never raises on bad bytes."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import ColumnElement, Select, and_, or_
+from sqlalchemy.orm import InstrumentedAttribute
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
@@ -49,7 +50,7 @@ class Keyset:
     """
 
     kind: str
-    columns: tuple[ColumnElement[Any], ...]
+    columns: tuple[ColumnElement[Any] | InstrumentedAttribute[Any], ...]
     types: tuple[type, ...]  # AwareDatetime, str or int, one per column
     descending: bool = False
     _adapter: TypeAdapter[Key] = field(init=False, repr=False, compare=False)
@@ -86,7 +87,7 @@ class Keyset:
             clause = or_(self._past(column, value), and_(column == value, clause))
         return clause
 
-    def _past(self, column: ColumnElement[Any], value: Any) -> ColumnElement[bool]:
+    def _past(self, column: ColumnElement[Any] | InstrumentedAttribute[Any], value: Any) -> ColumnElement[bool]:
         return column < value if self.descending else column > value
 
     def order_by(self) -> list[ColumnElement[Any]]:

@@ -8,21 +8,21 @@ from agentstream.service import Service
 
 def build_service(name: str, settings: Settings, **kwargs: object) -> Service:
     if name == "ingress":
-        from agentstream_ingress.bootstrap import bootstrap
+        from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 
-        return bootstrap(settings)
+        return bootstrap_ingress(settings)
     if name == "agent-runner":
-        from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
+        from agentstream_runner.bootstrap import bootstrap as bootstrap_runner
 
-        return runner_bootstrap(settings)
+        return bootstrap_runner(settings)
     if name == "tool-executor":
         from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
         return bootstrap_tool_executor(settings)
     if name == "delivery":
-        from agentstream_delivery import bootstrap
+        from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 
-        return bootstrap(settings, **kwargs)  # type: ignore[arg-type]
+        return bootstrap_delivery(settings, **kwargs)  # type: ignore[arg-type]
     if name == "persistence":
         from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 

@@ -18,6 +18,7 @@ from agentstream.contracts import (
     DeadLetter,
     DeliveryReceipt,
     DeltaKind,
+    DoubleTexting,
     FinishReason,
     InboundMessage,
     InterruptRun,
@@ -41,6 +42,8 @@ from agentstream.contracts import (
     StepType,
     ToolCallRequest,
     ToolCallResult,
+    ToolCatalogEntry,
+    ToolKind,
 )
 
 # The public spelling of every value. Changing one breaks every producer and consumer
@@ -68,6 +71,7 @@ WIRE: dict[type[StrEnum], set[str]] = {
         "run.finished",
         "tool.call_request",
         "tool.call_result",
+        "tool.catalog_entry",
         "delivery.receipt",
         "dead_letter",
     },
@@ -88,6 +92,8 @@ WIRE: dict[type[StrEnum], set[str]] = {
         "rejected",
         "merged",
     },
+    DoubleTexting: {"enqueue", "interrupt", "reject", "collect"},
+    ToolKind: {"builtin", "workspace", "function", "mcp"},
     LedgerState: {"pending", "sending", "sent", "unknown", "failed"},
     KnownPlatform: {"telegram", "slack", "discord", "signal", "webhook", "web", "console", "memory"},
 }
@@ -175,6 +181,7 @@ RECORDS: list[BaseModel] = [
     ResetConversation(conversation_key="web:c1"),
     ToolCallRequest(run_id="r1", root_run_id="r1", conversation_key="web:c1", call_id="c", tool="t", arguments="{}"),
     ToolCallResult(run_id="r1", root_run_id="r1", conversation_key="web:c1", call_id="c", tool="t", ok=True),
+    ToolCatalogEntry(tool="clock", kind=ToolKind.BUILTIN, executor_id="e1", available=True, heartbeat_s=5),
     DeliveryReceipt(
         conversation_key="web:c1", root_run_id="r1", platform="web", chat_id="c1", segment=0, state=LedgerState.SENT
     ),

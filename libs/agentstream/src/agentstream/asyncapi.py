@@ -35,6 +35,7 @@ from agentstream.contracts import (
     RunEvent,
     ToolCallRequest,
     ToolCallResult,
+    ToolCatalogEntry,
 )
 from agentstream.kafka import TOPIC_NAMES, Topics
 
@@ -93,6 +94,14 @@ TOPIC_DOCS: tuple[TopicDoc, ...] = (
         ("tool-executor",),
         ("agent-runner",),
         "The outcome of each tool call, co-partitioned with `runs`.",
+    ),
+    TopicDoc(
+        "tool-catalog",
+        ToolCatalogEntry,
+        "tool name",
+        ("tool-executor",),
+        ("agent-runner",),
+        "Compacted: which tools each executor serves now, republished every `heartbeat_s`.",
     ),
     TopicDoc(
         "events",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Annotated, assert_never
 
+from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Counter, Gauge
 from pydantic import Field, TypeAdapter
@@ -24,7 +25,9 @@ from agentstream.contracts import (
     StartRun,
     ToolCallResult,
 )
-from agentstream.kafka.decoding import RecordDecoder
+from agentstream.contracts.tool_catalog import ToolCatalogEntryAdapter
+from agentstream.kafka import consumer_options
+from agentstream.kafka.decoding import RecordDecoder, Undecodable, decode_record
 from agentstream.kafka.revocations import RevocationListener
 from agentstream.observability import NotReady
 from agentstream.service import Infra, Service
@@ -32,6 +35,7 @@ from agentstream_runner.connectors.resolve import Connectors
 from agentstream_runner.conversations.registry import Conversations
 from agentstream_runner.launcher import RunLauncher
 from agentstream_runner.ports import ToolWaiters
+from agentstream_runner.tool_catalog import ToolCatalog
 
 # Commands are handed to their owner at once, so their offsets are committed soon after
 # reading (at most once): a runner killed right after would otherwise re-run a StartRun
@@ -59,12 +63,14 @@ class AgentRunnerService(Service):
         launcher: RunLauncher,
         conversations: Conversations,
         waiters: ToolWaiters,
+        tool_catalog: ToolCatalog,
     ) -> None:
         super().__init__(infra)
         self.connectors = connectors
         self.launcher = launcher
         self.conversations = conversations
         self.waiters = waiters
+        self.tool_catalog = tool_catalog
         self.ready_checks["connectors"] = self._connectors_ready
         self.decoder = RecordDecoder(RUNNER_RECORD, RUNNER_RECORD_NAME, self.dead_letter)
         self.records = Counter(
@@ -84,6 +90,11 @@ class AgentRunnerService(Service):
             # owner can resume them and two runners never write one conversation.
             listener=RevocationListener(self.partitions_revoked, topic=self.topics.runs),
         )(self.on_record)
+        # Every runner needs the whole catalogue: no group (nothing shared, nothing committed),
+        # read from the beginning on every start (docs/tools.md).
+        self.broker.subscriber(
+            self.topics.tool_catalog, **consumer_options(self.settings.kafka), ack_policy=AckPolicy.ACK_FIRST
+        )(self.on_catalog_record)
 
     async def _connectors_ready(self) -> bool:
         if not self.settings.connectors:  # every run would fail "connector not specified"
@@ -119,6 +130,27 @@ class AgentRunnerService(Service):
                     )
             case _:
                 assert_never(record)
+
+    async def on_catalog_record(self, msg: KafkaMessage) -> None:
+        raw = msg.raw_message
+        if getattr(raw, "value", b"") is None:  # a tombstone: the tool is gone for every executor
+            key = getattr(raw, "key", None)
+            if isinstance(key, bytes):
+                self.tool_catalog.forget(key.decode("utf-8", "replace"))
+            return
+        entry = decode_record(bytes(msg.body), ToolCatalogEntryAdapter, "ToolCatalogEntry")
+        if isinstance(entry, Undecodable):
+            # Not dead-lettered: every runner reads the whole topic on every start, so each would
+            # add the same dead letter again; the log says where it is.
+            self.log.warning(
+                "tool catalog record skipped",
+                topic=getattr(raw, "topic", None),
+                partition=getattr(raw, "partition", None),
+                offset=getattr(raw, "offset", None),
+                error=entry.reason,
+            )
+            return
+        self.tool_catalog.apply(entry)
 
     # -- lifecycle -----------------------------------------------------------------
     async def partitions_revoked(self, partitions: set[int]) -> None:

@@ -1,7 +1,8 @@
 """Builds the agent-runner: every collaborator made here, from the infra and the settings,
 and passed in (docs/code-map.md).
 
-assistants (built-in + `assistants_dir`) → connectors → tool waiters → `BrokerRunPorts`
+assistants (built-in + `assistants_dir`) → connectors → tool waiters and the live tool
+catalogue (fed by the service's `tool-catalog` reader, read by runs) → `BrokerRunPorts`
 (events and tool calls through the broker) → launcher (runs, resumes, dismissals) →
 conversations (one owner per conversation) → the service, which only routes records.
 """
@@ -19,6 +20,7 @@ from agentstream_runner.connectors.resolve import Connectors
 from agentstream_runner.conversations.registry import Conversations
 from agentstream_runner.launcher import RunLauncher
 from agentstream_runner.ports import BrokerRunPorts, ToolWaiters
+from agentstream_runner.tool_catalog import ToolCatalog
 
 
 def load_assistants(settings: Settings, log: Any) -> Assistants:
@@ -38,8 +40,15 @@ def bootstrap(settings: Settings, *, connectors: Connectors | None = None) -> Ag
     assistants = load_assistants(settings, infra.log)
     connectors = connectors or Connectors(settings)
     waiters = ToolWaiters()
+    tool_catalog = ToolCatalog()
     launcher = RunLauncher(
-        BrokerRunPorts(infra, waiters), connectors, assistants, settings.runner, infra.sessions, infra.log
+        BrokerRunPorts(infra, waiters),
+        connectors,
+        assistants,
+        settings.runner,
+        infra.sessions,
+        infra.log,
+        tools=tool_catalog,
     )
     conversations = Conversations(
         launcher.run,
@@ -49,5 +58,10 @@ def bootstrap(settings: Settings, *, connectors: Connectors | None = None) -> Ag
         collect_window_s=settings.runner.collect_window_ms / 1000,
     )
     return AgentRunnerService(
-        infra, connectors=connectors, launcher=launcher, conversations=conversations, waiters=waiters
+        infra,
+        connectors=connectors,
+        launcher=launcher,
+        conversations=conversations,
+        waiters=waiters,
+        tool_catalog=tool_catalog,
     )

@@ -17,6 +17,7 @@ from agentstream.contracts import EventBase, FinishReason, ToolCallRequest, Tool
 from agentstream_runner.assistants import Assistants
 from agentstream_runner.connectors.resolve import Connectors, RoleOverrides
 from agentstream_runner.history import HistoryStore
+from agentstream_runner.tool_catalog import ToolCatalog
 
 
 class RunPorts(Protocol):
@@ -58,5 +59,6 @@ class RunContext:
     control: RunControl = field(default_factory=RunControl)
     history: HistoryStore | None = None  # None: no database, runs without history
     roles: RoleStore | None = None  # None: only the config's system roles
+    tools: ToolCatalog = field(default_factory=ToolCatalog)  # empty: built-ins only
     epoch: int = 0
     clock: Callable[[], float] = time.monotonic

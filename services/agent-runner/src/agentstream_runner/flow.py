@@ -7,7 +7,7 @@ child (see `delegation.py`).
 from __future__ import annotations
 
 from agentstream.contracts import StepType
-from agentstream.tools_catalog import tool_spec
+from agentstream.tools_catalog import is_tool_selector
 from agentstream_runner.delegation import delegate_to
 from agentstream_runner.emitter import step
 from agentstream_runner.ending import finish
@@ -40,7 +40,7 @@ async def _apply_create_hook(scope: RunScope) -> Delegate | None:
         if result.metadata is not None:
             scope.metadata = {**scope.metadata, **result.metadata}
         if result.tools is not None:
-            unknown = [t for t in result.tools if tool_spec(t) is None]
+            unknown = [t for t in result.tools if not is_tool_selector(t)]
             if unknown:
                 raise RunFailure(f"create hook chose unknown tools: {unknown}")
             scope.tool_names = list(result.tools)

@@ -37,6 +37,7 @@ from agentstream_runner.pipeline import ResumePoint, run_pipeline
 from agentstream_runner.resume import Checkpoint, callable_memory, load_checkpoint, saved_input, start_of
 from agentstream_runner.run_setup import load_history
 from agentstream_runner.stores import RoleCache, SqlStores
+from agentstream_runner.tool_catalog import ToolCatalog
 
 REJECTED_TEXT = "Still working on your previous message; this one was not sent. Try again when it is done."
 
@@ -60,7 +61,10 @@ class RunLauncher:
         runner: RunnerSettings,
         sessions: async_sessionmaker[AsyncSession] | None,
         log: structlog.stdlib.BoundLogger,
+        tools: ToolCatalog | None = None,
     ) -> None:
+        """`tools`: the live catalogue the runs offer their models tools from (None: built-ins only)."""
+        self._tools = tools if tools is not None else ToolCatalog()
         self._ports = ports
         self._connectors = connectors
         self._assistants = assistants
@@ -84,6 +88,7 @@ class RunLauncher:
             control=control,
             history=history or stores,
             roles=roles,
+            tools=self._tools,
         )
 
     async def run(self, work: Work, control: RunControl) -> None:

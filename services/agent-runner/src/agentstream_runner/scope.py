@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentstream.contracts import ChatMessage, MessageRole, StartRun, Usage
-from agentstream.tools_catalog import ToolSpec, tool_spec
+from agentstream.tools_catalog import ToolSpec
 from agentstream_runner.assistants import Assistant
 from agentstream_runner.connectors.base import Connector
 from agentstream_runner.connectors.resolve import RoleOverrides
@@ -70,7 +70,8 @@ class RunScope:
         return f"{kind}-{self.events.next_seq}"
 
     def tool_specs(self) -> tuple[ToolSpec, ...]:
-        """What the model is offered: nothing when the connector cannot call tools."""
+        """What the model is offered: the selected tools some executor serves now (built-ins always);
+        nothing when the connector cannot call tools."""
         if "tools" not in self.connector.capabilities:
             return ()
-        return tuple(spec for name in self.tool_names if (spec := tool_spec(name)) is not None)
+        return self.ctx.tools.offered(self.tool_names)

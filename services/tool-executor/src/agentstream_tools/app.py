@@ -32,6 +32,7 @@ from agentstream.kafka.internals import consumer_of
 from agentstream.kafka.revocations import RevocationListener
 from agentstream.service import Infra, Service
 from agentstream_tools.call_store import ToolCallStore, stopped_during_call
+from agentstream_tools.catalog import CatalogPublisher
 from agentstream_tools.executor import execute
 from agentstream_tools.mcp_servers import McpServers
 from agentstream_tools.registry import ToolRegistry
@@ -60,12 +61,14 @@ class ToolExecutorService(Service):
         store: ToolCallStore,
         options: ToolsSettings,
         mcp_servers: McpServers,
+        catalog: CatalogPublisher,
     ) -> None:
         super().__init__(infra)
         self.tools = tools
         self.store = store
         self.options = options
         self.mcp_servers = mcp_servers
+        self.catalog = catalog
         self._slots = asyncio.Semaphore(options.max_concurrency)
         self._tasks: dict[asyncio.Task[bool], Origin | None] = {}
         self._live: dict[str, asyncio.Task[bool]] = {}  # idempotency key → the task running it here
@@ -100,6 +103,10 @@ class ToolExecutorService(Service):
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
         await self.mcp_servers.start()
+
+    async def start(self) -> None:
+        await super().start()
+        self.catalog.start()  # publishing needs the broker's producer: after the start
 
     # -- calls ---------------------------------------------------------------------
     async def on_call(self, msg: KafkaMessage) -> None:
@@ -226,6 +233,8 @@ class ToolExecutorService(Service):
 
     async def stop(self) -> None:
         self._stopping = True
+        # First: runners stop offering this executor's tools while its last calls finish.
+        await self.final_step(self.catalog.withdraw(), "tool catalog withdrawal")
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=DRAIN_S)
         try:

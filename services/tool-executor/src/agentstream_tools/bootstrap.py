@@ -1,4 +1,5 @@
-"""Builds the tool-executor: its infra, the tools it can run, the `tool_calls` store, its options."""
+"""Builds the tool-executor: its infra, the tools it can run, the `tool_calls` store, its options,
+its MCP servers and the publisher of what it serves on `tool-catalog` (told of MCP changes)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from agentstream.service import Infra
 from agentstream_tools.app import ToolExecutorService
 from agentstream_tools.builtin import builtin_tools
 from agentstream_tools.call_store import ToolCallStore
+from agentstream_tools.catalog import CatalogChanges, CatalogPublisher
 from agentstream_tools.function_tools import load_function_tools
 from agentstream_tools.mcp_servers import McpServers
 from agentstream_tools.registry import ToolRegistry
@@ -36,10 +38,21 @@ def bootstrap(
     infra = Infra.build(settings, ToolExecutorService.name, uses_database=True)
     assert infra.sessions is not None  # uses_database: the engine is built, lazily connected
     registry = tools if tools is not None else configured_tools(settings)
+    changes = CatalogChanges()
+    mcp_servers = McpServers(settings.tools.mcp_servers, registry, changes)
+    catalog = CatalogPublisher(
+        infra,
+        registry,
+        changes,
+        interval_s=settings.tools.catalog_interval_s,
+        mcp_sources=settings.tools.mcp_servers.keys(),
+        offline=mcp_servers.offline_tools,
+    )
     return service_class(
         infra,
         tools=registry,
         store=store if store is not None else ToolCallStore(infra.sessions),
         options=settings.tools,
-        mcp_servers=McpServers(settings.tools.mcp_servers, registry),
+        mcp_servers=mcp_servers,
+        catalog=catalog,
     )

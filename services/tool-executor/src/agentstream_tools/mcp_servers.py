@@ -38,6 +38,7 @@ from mcp_types import Tool as McpTool
 from agentstream.config.tools import McpServerSettings
 from agentstream.observability import get_logger
 from agentstream.tools_catalog import ToolSpec, source_tool_name
+from agentstream_tools.catalog import CatalogChanges
 from agentstream_tools.registry import Tool, ToolRegistry
 from agentstream_tools.validation import MAX_ERROR_CHARS, ToolError
 
@@ -64,10 +65,13 @@ def content_text(result: CallToolResult) -> str:
 
 
 class McpServer:
-    def __init__(self, name: str, config: McpServerSettings, registry: ToolRegistry) -> None:
+    def __init__(
+        self, name: str, config: McpServerSettings, registry: ToolRegistry, changes: CatalogChanges | None = None
+    ) -> None:
         self.name = name
         self.config = config
         self.registry = registry
+        self.changes = changes or CatalogChanges()  # told when this server's tools come or go
         self.tool_names: set[str] = set()  # registry names of this server's tools
         self._session: ClientSession | None = None
         self._slots = asyncio.Semaphore(config.max_concurrency)
@@ -135,12 +139,14 @@ class McpServer:
             self._lost.clear()
             self._session = session
             self._connected.set()
+            self.changes.notify()
             log.info("MCP server connected", server=self.name, tools=sorted(self.tool_names))
             try:
                 await self._watch(session)
             finally:
                 self._session = None
                 self._connected.clear()
+                self.changes.notify()
 
     async def _watch(self, session: ClientSession) -> None:
         while not self._lost.is_set():
@@ -195,6 +201,7 @@ class McpServer:
         for name in self.tool_names:
             self.registry.remove(name)
         self.tool_names = set()
+        self.changes.notify()
 
     # -- calls ---------------------------------------------------------------------
     def _runner(self, tool: str) -> Any:
@@ -235,8 +242,15 @@ class McpServer:
 class McpServers:
     """All configured servers: started with the executor, stopped with it."""
 
-    def __init__(self, configs: dict[str, McpServerSettings], registry: ToolRegistry) -> None:
-        self.servers = {name: McpServer(name, config, registry) for name, config in configs.items()}
+    def __init__(
+        self, configs: dict[str, McpServerSettings], registry: ToolRegistry, changes: CatalogChanges | None = None
+    ) -> None:
+        """`changes` is told whenever a server connects or goes away (the tool catalogue)."""
+        self.servers = {name: McpServer(name, config, registry, changes) for name, config in configs.items()}
+
+    def offline_tools(self) -> set[str]:
+        """Registered tools of servers not connected now: not offered to models until they are."""
+        return {name for server in self.servers.values() if not server.connected for name in server.tool_names}
 
     async def start(self) -> None:
         await asyncio.gather(*(s.start() for s in self.servers.values()))

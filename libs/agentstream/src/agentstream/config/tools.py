@@ -87,6 +87,12 @@ class ToolsSettings(Section):
         default_factory=dict, description="group → dotted paths of Python functions, served as `<group>__<name>`."
     )
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    catalog_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="The executor republishes its tools on `tool-catalog` this often; runners drop the tools of "
+        "an executor not heard from in 3 intervals.",
+    )
 
     @field_validator("mcp_servers", "functions")
     @classmethod

@@ -42,6 +42,7 @@ from agentstream.contracts.runs import (
     RunOptions,
     StartRun,
 )
+from agentstream.contracts.tool_catalog import ToolCatalogEntry, ToolKind
 from agentstream.contracts.tools import ToolCallRequest, ToolCallResult
 
 __all__ = [
@@ -92,6 +93,8 @@ __all__ = [
     "ToolCallRequest",
     "ToolCallResult",
     "ToolCallSpec",
+    "ToolCatalogEntry",
+    "ToolKind",
     "ToolResult",
     "Usage",
     "User",

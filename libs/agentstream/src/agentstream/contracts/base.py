@@ -49,6 +49,8 @@ class RecordType(StrEnum):
     # tool-calls, tool-results
     TOOL_CALL_REQUEST = "tool.call_request"
     TOOL_CALL_RESULT = "tool.call_result"
+    # tool-catalog
+    TOOL_CATALOG_ENTRY = "tool.catalog_entry"
     # deliveries
     DELIVERY_RECEIPT = "delivery.receipt"
     # dlq

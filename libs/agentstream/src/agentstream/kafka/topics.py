@@ -2,7 +2,7 @@
 
 Every run-scoped topic has the same partition count so that one conversation's
 commands, tool results and events are co-partitioned (same key → same partition
-number → same runner).
+number → same runner). `tool-catalog` is not run-scoped: one partition, compacted.
 """
 
 from __future__ import annotations
@@ -16,7 +16,11 @@ from aiokafka.errors import TopicAlreadyExistsError
 from agentstream.config import KafkaSettings
 from agentstream.kafka.security import client_security
 
-TOPIC_NAMES = ("inbound", "runs", "tool-calls", "tool-results", "events", "deliveries", "dlq")
+TOPIC_NAMES = ("inbound", "runs", "tool-calls", "tool-results", "tool-catalog", "events", "deliveries", "dlq")
+# Topics that are not run-scoped: their own partition count and settings. `tool-catalog` holds
+# the latest state per tool (compacted) and is read whole by every runner (docs/topics.md).
+TOPIC_PARTITIONS = {"tool-catalog": 1}
+TOPIC_CONFIGS = {"tool-catalog": {"cleanup.policy": "compact"}}
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,10 @@ class Topics:
     @property
     def tool_results(self) -> str:
         return self.name("tool-results")
+
+    @property
+    def tool_catalog(self) -> str:
+        return self.name("tool-catalog")
 
     @property
     def events(self) -> str:
@@ -79,9 +87,14 @@ async def create_topics(kafka: KafkaSettings) -> list[str]:
     try:
         existing = set(await admin.list_topics())
         wanted = [
-            NewTopic(name, num_partitions=kafka.partitions, replication_factor=kafka.replication_factor)
-            for name in topics.all()
-            if name not in existing
+            NewTopic(
+                topics.name(short),
+                num_partitions=TOPIC_PARTITIONS.get(short, kafka.partitions),
+                replication_factor=kafka.replication_factor,
+                topic_configs=TOPIC_CONFIGS.get(short, {}),
+            )
+            for short in TOPIC_NAMES
+            if topics.name(short) not in existing
         ]
         if wanted:
             with contextlib.suppress(TopicAlreadyExistsError):  # another service created them concurrently

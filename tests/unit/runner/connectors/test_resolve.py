@@ -99,6 +99,7 @@ def test_missing_script_file_is_a_connector_error(tmp_path):
         connectors.resolve("b", None)
 
 
+@pytest.mark.timeout(60)  # a fresh interpreter importing the SDKs
 def test_the_sdk_of_a_configured_connector_is_imported_at_start_and_only_that_one():
     import subprocess
     import sys

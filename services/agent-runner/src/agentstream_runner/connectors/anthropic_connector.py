@@ -141,6 +141,9 @@ class AnthropicConnector(Configured):
         self._policy = RetryPolicy(attempts=settings.retry_attempts, base_delay_s=settings.retry_base_delay_s)
         self._sleep = sleep
 
+    async def aclose(self) -> None:
+        await self._client.close()
+
     async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         payload = build_payload(self._settings, request)
 

@@ -1,7 +1,7 @@
 # The two commands for a fresh machine: `make run` and `make test`.
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 
-.PHONY: setup run test test-fast lint demo docs bench clean
+.PHONY: setup run test test-fast lint demo docs bench mutate mutate-smoke clean
 
 setup:  ## install uv if missing, then the locked environment
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -31,5 +31,11 @@ docs: setup  ## regenerate docs/asyncapi.json from the contracts
 bench: setup  ## the raw-Kafka baseline every other benchmark is compared to
 	$(UV) run python bench/kafka_baseline.py
 
+mutate: setup  ## mutation testing of the core modules, each against its own unit tests → mutate/report.md (long)
+	$(UV) run python mutate/run.py
+
+mutate-smoke: setup  ## mutation testing of one small module (ingress ratelimit), for CI
+	$(UV) run python mutate/run.py --smoke --report mutate/smoke-report.md
+
 clean:
-	rm -rf .agentstream .pytest_cache .ruff_cache .mypy_cache
+	rm -rf .agentstream .pytest_cache .ruff_cache .mypy_cache mutate/work

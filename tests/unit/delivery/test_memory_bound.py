@@ -12,6 +12,8 @@ import gc
 import os
 import resource
 
+import pytest
+
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters.web import WebAdapter
 from agentstream_delivery.current_runs import CurrentRuns
@@ -27,6 +29,7 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+@pytest.mark.timeout(60)  # 100k chats on purpose
 async def test_100k_chats_grow_rss_by_a_bounded_amount() -> None:
     web = WebAdapter()
     limiter = RateLimiter()

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ json_values = st.recursive(
 VALID = {"id": "m", "platform": "web", "chat_id": "c", "user": {"id": "u"}, "text": "hi"}
 
 
+@pytest.mark.timeout(60)  # 300 hypothesis examples
 @settings(max_examples=300, suppress_health_check=list(HealthCheck), deadline=None)
 @given(st.binary(max_size=300))
 def test_any_bytes_parse_or_dead_letter(raw):
@@ -26,6 +28,7 @@ def test_any_bytes_parse_or_dead_letter(raw):
         assert result.error
 
 
+@pytest.mark.timeout(60)  # 300 hypothesis examples
 @settings(max_examples=300, suppress_health_check=list(HealthCheck), deadline=None)
 @given(st.sampled_from(sorted(VALID)), json_values | st.just("__missing__"))
 def test_a_wrong_required_field_is_a_dead_letter_naming_it(field, value):

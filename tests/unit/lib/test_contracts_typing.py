@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 EXHAUSTIVE = ROOT / "tests" / "typing" / "run_event_match.py"
 NOTICE_CASE = '        case Notice():\n            return "notice"\n'
@@ -23,6 +25,7 @@ def mypy(path: Path) -> tuple[str, int]:
     return done.stdout + done.stderr, done.returncode
 
 
+@pytest.mark.timeout(120)  # runs mypy, slow on a cold cache
 def test_an_exhaustive_match_type_checks():
     out, status = mypy(EXHAUSTIVE)
     assert status == 0, out

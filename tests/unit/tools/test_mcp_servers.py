@@ -21,6 +21,9 @@ from agentstream_tools.executor import execute
 from agentstream_tools.mcp_servers import McpServer, McpServers
 from agentstream_tools.registry import ToolRegistry
 
+# Each test starts MCP server processes and waits out their timeouts and restarts.
+pytestmark = pytest.mark.timeout(60)
+
 SERVER = str(Path(__file__).with_name("mcp_server.py"))
 FAST = {"reconnect_min_s": 0.1, "reconnect_max_s": 0.5, "connect_timeout_s": 15.0}
 

@@ -18,6 +18,9 @@ from agentstream_tools.registry import ToolRegistry
 from agentstream_tools.sandbox import workspace_tools
 from agentstream_tools.sandbox.commands import probe
 
+# Each test runs sandboxed processes under resource limits (fork bombs, huge outputs).
+pytestmark = pytest.mark.timeout(60)
+
 
 def settings(root: Path, **kw) -> SandboxSettings:
     base = {"enabled": True, "root_dir": root, "wall_timeout_s": 5, "cpu_s": 2, "memory_mb": 256}

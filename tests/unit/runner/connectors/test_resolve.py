@@ -99,6 +99,7 @@ def test_missing_script_file_is_a_connector_error(tmp_path):
         connectors.resolve("b", None)
 
 
+@pytest.mark.timeout(60)  # a fresh interpreter importing the SDKs
 def test_the_sdk_of_a_configured_connector_is_imported_at_start_and_only_that_one():
     import subprocess
     import sys
@@ -114,3 +115,36 @@ def test_the_sdk_of_a_configured_connector_is_imported_at_start_and_only_that_on
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+class Opened:
+    """A connector holding a connection: records that it was closed."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_close_closes_every_opened_connection_and_a_later_run_opens_a_new_one():
+    opened: list[Opened] = []
+
+    def factory(_config):
+        opened.append(Opened())
+        return opened[-1]
+
+    connectors = Connectors(settings([{**A, "type": "openai"}, {**B, "type": "openai"}]), factories={"openai": factory})
+    connectors.resolve("a", None)
+    connectors.resolve("b", None)
+    await connectors.close()
+    assert [o.closed for o in opened] == [True, True]
+    assert connectors.resolve("a", None) is opened[2] and not opened[2].closed
+
+
+async def test_close_closes_the_sdk_http_clients_of_openai_and_anthropic():
+    connectors = Connectors(settings([{"id": "gpt", "type": "openai"}, {"id": "claude", "type": "anthropic"}]))
+    clients = [connectors.resolve(name, None)._client for name in ("gpt", "claude")]
+    assert not any(client.is_closed() for client in clients)
+    await connectors.close()
+    assert all(client.is_closed() for client in clients)

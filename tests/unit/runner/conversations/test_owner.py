@@ -1,8 +1,9 @@
 import asyncio
 
-from agentstream.contracts import DoubleTexting, ReplyTarget, StartRun
+from agentstream.config.runner import RunnerSettings
+from agentstream.contracts import DoubleTexting, FinishReason, ReplyTarget, ResumeRun, StartRun
 from agentstream_runner.context import RunControl
-from agentstream_runner.conversations.owner import OwnerState
+from agentstream_runner.conversations.owner import DEFAULT_COLLECT_WINDOW_S, Conversation, OwnerState
 from agentstream_runner.conversations.registry import Conversations
 
 
@@ -121,3 +122,25 @@ async def test_close_drops_queued_and_interrupts_active_as_shutdown():
 
 def test_the_four_policies_exist():
     assert [p.value for p in DoubleTexting] == ["enqueue", "interrupt", "reject", "collect"]
+
+
+async def test_a_resume_arriving_after_the_owner_closed_starts_nothing():
+    runs = Recorder()
+    owner = Conversation("web:c1", runs)
+    await owner.close(FinishReason.REBALANCED)
+    owner.resume(ResumeRun(conversation_key="web:c1", run_id="old"))
+    await settle()
+    assert runs.log == [] and owner.state is OwnerState.CLOSED and owner.queued == 0
+
+
+async def test_collect_waits_the_default_window_the_same_as_the_settings_default():
+    assert RunnerSettings().collect_window_ms / 1000 == DEFAULT_COLLECT_WINDOW_S
+    runs = Recorder()
+    owner = Conversation("web:c1", runs, policy_for=lambda _: DoubleTexting.COLLECT)
+    owner.submit(start("a"))
+    await asyncio.sleep(DEFAULT_COLLECT_WINDOW_S * 0.8)
+    assert runs.log == [] and owner.state is OwnerState.COLLECTING
+    await asyncio.sleep(DEFAULT_COLLECT_WINDOW_S * 0.4)
+    await settle()
+    assert runs.log == [("start", "a")]
+    await owner.close()

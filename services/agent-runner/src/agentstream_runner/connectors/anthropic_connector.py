@@ -139,6 +139,9 @@ class AnthropicConnector(RemoteConnector):
             timeout=settings.timeout_s,
         )
 
+    async def aclose(self) -> None:
+        await self._client.close()
+
     async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
         payload = build_payload(self._settings, request)
         stream = await self._request(

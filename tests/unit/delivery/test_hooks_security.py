@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import structlog
 
+from agentstream.redaction import Redactor
 from agentstream_delivery.hooks.base import TransformContext
 from agentstream_delivery.hooks.metrics import HookMetrics
 from agentstream_delivery.hooks.security import WITHHELD, SecurityFilter, fail_closed
@@ -40,7 +41,7 @@ def test_labelled_values_keep_their_label() -> None:
 
 
 def test_configured_patterns_and_env_literals() -> None:
-    f = SecurityFilter(extra_patterns=[r"ACME-\d{6}"], literals=["correct-horse-battery"])
+    f = SecurityFilter(Redactor(extra_patterns=[r"ACME-\d{6}"], literals=["correct-horse-battery"]))
     out = f.redact("id ACME-123456 pw correct-horse-battery.", final=True)
     assert out == f"id {MASK} pw {MASK}."
 

@@ -26,6 +26,7 @@ from agentstream.contracts import (
     RunEvent,
     RunEventAdapter,
     RunFinished,
+    RunProgressEvent,
     RunQueued,
     RunStarted,
     RunStatus,
@@ -48,7 +49,7 @@ from agentstream_delivery.platforms import Adapters, late_landing
 from agentstream_delivery.ratelimit import ChatGate, RateLimiter
 from agentstream_delivery.relay import Relay
 from agentstream_delivery.stream_actor import StreamActor, StreamKey, StreamRegistry
-from agentstream_delivery.stream_inputs import Finish, StreamEvent, finish_input, stream_input
+from agentstream_delivery.stream_inputs import Finish, finish_input, stream_input
 
 FinishedListener = Callable[[RunFinished], Awaitable[None] | None]
 COMMIT_EVERY_S = 0.5
@@ -185,11 +186,11 @@ class DeliveryService(Service):
             case RunFinished():
                 self._finish(event)
             case _:
-                # Exhaustive all the same: mypy checks that every event type left is a `StreamEvent`,
+                # Exhaustive all the same: mypy checks that every event type left is a `RunProgressEvent`,
                 # so a new event type is named here until it is handled above or fed to the streams.
                 self._feed(event)
 
-    def _feed(self, event: StreamEvent) -> None:
+    def _feed(self, event: RunProgressEvent) -> None:
         inp = stream_input(event)
         if inp is None:
             return

@@ -13,6 +13,7 @@ from agentstream.contracts import (
     MessageStarted,
     RunFinished,
     RunHeartbeat,
+    RunProgressEvent,
     RunStatus,
     SegmentBreak,
     StepCompleted,
@@ -78,22 +79,8 @@ class Finish:
 
 StreamInput = TextDelta | TextCompleted | Break | ToolStarted | Tick | Degrade | Finish
 
-# The run events that only feed open streams; the service handles every other event type itself.
-StreamEvent = (
-    MessageStarted
-    | MessageDelta
-    | MessageCompleted
-    | ToolCall
-    | ToolResult
-    | SegmentBreak
-    | StepStarted
-    | StepCompleted
-    | StepFailed
-    | RunHeartbeat
-)
 
-
-def stream_input(event: StreamEvent | RunFinished) -> StreamInput | None:
+def stream_input(event: RunProgressEvent | RunFinished) -> StreamInput | None:
     """The machine's view of a run event; None for events that do not change the stream."""
     match event:
         case MessageDelta():

@@ -168,12 +168,9 @@ class RunFinished(EventBase):
     data: dict[str, Any] = Field(default_factory=dict, description="Data a `next` hook attached to the result.")
 
 
-# The plain union, for type checking: a `match` over it ending in `typing.assert_never`
-# makes mypy name every consumer that misses a new event type.
-AnyRunEvent = (
-    RunQueued
-    | RunStarted
-    | MessageStarted
+# The events between a run's start and its finish: what it says, calls and does, and that it is alive.
+RunProgressEvent = (
+    MessageStarted
     | MessageDelta
     | MessageCompleted
     | ToolCall
@@ -183,8 +180,9 @@ AnyRunEvent = (
     | StepCompleted
     | StepFailed
     | RunHeartbeat
-    | Notice
-    | RunFinished
 )
+# The plain union, for type checking: a `match` over it ending in `typing.assert_never`
+# makes mypy name every consumer that misses a new event type.
+AnyRunEvent = RunQueued | RunStarted | RunProgressEvent | Notice | RunFinished
 RunEvent = Annotated[AnyRunEvent, Field(discriminator="type")]
 RunEventAdapter: TypeAdapter[RunEvent] = TypeAdapter(RunEvent)

@@ -23,48 +23,35 @@ TOPIC_PARTITIONS = {"tool-catalog": 1}
 TOPIC_CONFIGS = {"tool-catalog": {"cleanup.policy": "compact"}}
 
 
+class _TopicProperty:
+    """A read-only `Topics` attribute: the full name of one topic under that registry's prefix."""
+
+    def __init__(self, short: str) -> None:
+        self.short = short
+
+    def __get__(self, topics: Topics, owner: type[Topics] | None = None) -> str:
+        return topics.name(self.short)
+
+
 @dataclass(frozen=True)
 class Topics:
     """Full topic names for one prefix."""
 
     prefix: str
 
+    inbound = _TopicProperty("inbound")
+    runs = _TopicProperty("runs")
+    tool_calls = _TopicProperty("tool-calls")
+    tool_results = _TopicProperty("tool-results")
+    tool_catalog = _TopicProperty("tool-catalog")
+    events = _TopicProperty("events")
+    deliveries = _TopicProperty("deliveries")
+    dlq = _TopicProperty("dlq")
+
     def name(self, short: str) -> str:
         if short not in TOPIC_NAMES:
             raise KeyError(f"unknown topic {short!r}; known: {', '.join(TOPIC_NAMES)}")
         return f"{self.prefix}{short}"
-
-    @property
-    def inbound(self) -> str:
-        return self.name("inbound")
-
-    @property
-    def runs(self) -> str:
-        return self.name("runs")
-
-    @property
-    def tool_calls(self) -> str:
-        return self.name("tool-calls")
-
-    @property
-    def tool_results(self) -> str:
-        return self.name("tool-results")
-
-    @property
-    def tool_catalog(self) -> str:
-        return self.name("tool-catalog")
-
-    @property
-    def events(self) -> str:
-        return self.name("events")
-
-    @property
-    def deliveries(self) -> str:
-        return self.name("deliveries")
-
-    @property
-    def dlq(self) -> str:
-        return self.name("dlq")
 
     def all(self) -> list[str]:
         return [self.name(t) for t in TOPIC_NAMES]

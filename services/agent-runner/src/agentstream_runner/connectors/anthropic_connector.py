@@ -17,15 +17,7 @@ import anthropic
 
 from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, MessageRole, Usage
-from agentstream_runner.connectors.base import (
-    Chunk,
-    LLMRequest,
-    RemoteConnector,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallAssembler,
-    UsageChunk,
-)
+from agentstream_runner.connectors import base
 from agentstream_runner.connectors.retry import LLMError, Transient, retry_after_seconds
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "max_tokens", "stop_sequences")
@@ -65,7 +57,7 @@ def to_anthropic_messages(messages: list[ChatMessage]) -> tuple[str, list[dict[s
     return system, out
 
 
-def build_payload(settings: ConnectorSettings, request: LLMRequest) -> dict[str, Any]:
+def build_payload(settings: ConnectorSettings, request: base.LLMRequest) -> dict[str, Any]:
     system, messages = to_anthropic_messages(list(request.messages))
     payload: dict[str, Any] = {
         "model": settings.model or "claude",
@@ -97,10 +89,10 @@ class EventMapper:
     """Raw stream events → chunks (pure; fed one event at a time)."""
 
     def __init__(self) -> None:
-        self.calls = ToolCallAssembler()
+        self.calls = base.ToolCallAssembler()
         self.usage = Usage(llm_calls=1)
 
-    def feed(self, event: Any) -> list[Chunk]:
+    def feed(self, event: Any) -> list[base.Chunk]:
         match event.type:
             case "message_start":
                 used = event.message.usage
@@ -118,18 +110,18 @@ class EventMapper:
             case "content_block_delta":
                 delta = event.delta
                 if delta.type == "text_delta":
-                    return [TextDelta(delta.text)]
+                    return [base.TextDelta(delta.text)]
                 if delta.type == "thinking_delta":
-                    return [ThinkingDelta(delta.thinking)]
+                    return [base.ThinkingDelta(delta.thinking)]
                 if delta.type == "input_json_delta":
                     self.calls.add(event.index, arguments=delta.partial_json)
         return []
 
-    def finish(self) -> list[Chunk]:
-        return [*self.calls.calls(), UsageChunk(self.usage)]
+    def finish(self) -> list[base.Chunk]:
+        return [*self.calls.calls(), base.UsageChunk(self.usage)]
 
 
-class AnthropicConnector(RemoteConnector):
+class AnthropicConnector(base.RemoteConnector):
     def __init__(self, settings: ConnectorSettings, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         super().__init__(settings, sleep)
         self._client = anthropic.AsyncAnthropic(
@@ -142,7 +134,7 @@ class AnthropicConnector(RemoteConnector):
     async def aclose(self) -> None:
         await self._client.close()
 
-    async def stream(self, request: LLMRequest) -> AsyncGenerator[Chunk, None]:
+    async def stream(self, request: base.LLMRequest) -> AsyncGenerator[base.Chunk, None]:
         payload = build_payload(self._settings, request)
         stream = await self._request(
             lambda: self._client.messages.create(**payload, stream=True), anthropic.AnthropicError, classify

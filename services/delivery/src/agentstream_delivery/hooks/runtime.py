@@ -55,9 +55,7 @@ class HookRuntime:
         if conf.entry_points:
             self.registry.load_entry_points()
         shared = redactor_for(settings)  # the same redaction persistence applies to what it stores
-        security = None
-        if shared is not None:
-            security = SecurityFilter(mask=shared.mask, extra_patterns=shared.extra_patterns, literals=shared.literals)
+        security = SecurityFilter(shared) if shared is not None else None
         self.transform = TransformChain(
             self.registry.transforms, security, self.metrics, log, budget_s=conf.transform_budget_ms / 1000
         )

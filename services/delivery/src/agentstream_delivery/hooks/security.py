@@ -42,17 +42,12 @@ _HOLD_MIN = 3  # a trailing token this long that starts a known prefix is held b
 class SecurityFilter:
     """The shared whole-text `Redactor` (agentstream.redaction), made safe for streamed previews."""
 
-    mask: str = DEFAULT_MASK
-    extra_patterns: list[str] = field(default_factory=list)
-    literals: list[str] = field(default_factory=list)  # exact secret values (from the environment)
-
-    def __post_init__(self) -> None:
-        self._redactor = Redactor(mask=self.mask, extra_patterns=self.extra_patterns, literals=self.literals)
+    redactor: Redactor = field(default_factory=Redactor)
 
     def redact(self, text: str, *, final: bool) -> str:
         """The frame with every secret masked (and, for previews, a possible secret's start held back)."""
         body, cursor = (text[: -len(CURSOR)], CURSOR) if text.endswith(CURSOR) else (text, "")
-        body = self._redactor.redact(body)
+        body = self.redactor.redact(body)
         if not final:
             body = self._hold_back_tail(body)
         return body + cursor
@@ -61,7 +56,7 @@ class SecurityFilter:
         body = _PARTIAL_HEADER.sub("", body)
         match = _TRAILING_TOKEN.search(body)
         token = match.group(0) if match else ""
-        if token and token != self.mask and self._could_be_secret(token):
+        if token and token != self.redactor.mask and self._could_be_secret(token):
             return body[: len(body) - len(token)]
         return body
 
@@ -69,7 +64,7 @@ class SecurityFilter:
         for prefix in SECRET_PREFIXES:
             if token.startswith(prefix) or (len(token) >= _HOLD_MIN and prefix.startswith(token)):
                 return True
-        return any(len(token) >= 4 and lit.startswith(token) for lit in self.literals)
+        return any(len(token) >= 4 and lit.startswith(token) for lit in self.redactor.literals)
 
 
 def fail_closed(text: str, mask: str = DEFAULT_MASK) -> str:

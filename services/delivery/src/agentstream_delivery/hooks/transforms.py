@@ -70,7 +70,7 @@ class TransformChain:
         except Exception:
             outcome = "error"
             self.log.exception("security filter failed; failing closed", platform=ctx.platform)
-            closed = fail_closed(text, security.mask)
+            closed = fail_closed(text, security.redactor.mask)
             self.metrics.fail_closed.labels("withheld" if closed == WITHHELD else "redacted").inc()
             return closed
         finally:

@@ -3,7 +3,8 @@ ingress killed (`kill -9`) in the middle of its purge and restarted.
 
 The ages are the shortest the configuration allows (dedupe and ledger: 1 day, history: 2 days)
 and rows are seeded with ages on both sides of them; the purges run every second in batches of
-ten, so ingress's pass over the expired dedupe rows is still under way when it is killed.
+ten; the expired dedupe rows are seeded once the stack is ready, so ingress's pass over them is
+still under way when it is killed.
 Afterwards every expired dedupe, ledger and message row is gone, no live row is gone (rows
 inside their window, ledger rows not settled, runs not finished, and everything the traffic
 wrote), every run ends exact, and an inbound message re-delivered inside the dedupe window is
@@ -72,11 +73,6 @@ def seed(db: Engine, now: datetime) -> None:
     with db.begin() as conn:
         conn.execute(
             insert(dedupe),
-            [{"source": "seed", "platform": "seed", "message_id": f"old-{i}", "received_at": now - OLD}
-             for i in range(EXPIRED_DEDUPE)],
-        )  # fmt: skip
-        conn.execute(
-            insert(dedupe),
             [{"source": KAFKA_SOURCE, "platform": "memory", "message_id": f"live-{i}", "received_at": now - RECENT}
              for i in range(SEEDED)],
         )  # fmt: skip
@@ -92,6 +88,16 @@ def seed(db: Engine, now: datetime) -> None:
                   "seq": 1, "part": 0, "role": "user", "content": "hi", "created_at": now - age}
                  for i in range(SEEDED)],
             )  # fmt: skip
+
+
+def seed_expired_dedupe(db: Engine, now: datetime) -> None:
+    """Seeded once the stack is ready: seeded before, ingress's first pass can end before anyone could kill it."""
+    with db.begin() as conn:
+        conn.execute(
+            insert(dedupe),
+            [{"source": "seed", "platform": "seed", "message_id": f"old-{i}", "received_at": now - OLD}
+             for i in range(EXPIRED_DEDUPE)],
+        )  # fmt: skip
 
 
 def count(db: Engine, table, *where) -> int:  # type: ignore[no-untyped-def]
@@ -148,6 +154,7 @@ async def test_purges_killed_midway_keep_live_rows_and_dedupe(kafka_bootstrap, t
     ids = {chat: str(uuid.uuid4()) for chat in chats}
     try:
         await stack.wait(ready=True, timeout=180)
+        seed_expired_dedupe(db, datetime.now(UTC))
         async with httpx.AsyncClient(timeout=15) as http:
 
             async def traffic() -> None:

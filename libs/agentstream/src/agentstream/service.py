@@ -315,13 +315,7 @@ class Service:
         )
         await self.publish(self.topics.dlq, letter, key or "")
         self.dead_letters.labels(self.name, letter.source_topic).inc()
-        self.log.warning(
-            "dead letter",
-            topic=letter.source_topic,
-            partition=letter.source_partition,
-            offset=letter.source_offset,
-            error=error,
-        )
+        self.log.warning("dead letter", **letter.coordinates(), error=error)
 
     async def handler_failed(self, msg: StreamMessage[Any], err: Exception) -> None:
         """A handler raised what it did not expect: log where the record sits, dead-letter it

@@ -178,12 +178,7 @@ class PersistenceService(Service):
         self.buffers.discard(buf.root_run_id)
         self.dead_letters.labels(self.name, self.topics.events).inc()
         self.log.error(
-            "run could not be stored; dead-lettered",
-            root_run_id=buf.root_run_id,
-            topic=letter.source_topic,
-            partition=letter.source_partition,
-            offset=letter.source_offset,
-            error=reason,
+            "run could not be stored; dead-lettered", root_run_id=buf.root_run_id, **letter.coordinates(), error=reason
         )
         await self.commit()
         return True

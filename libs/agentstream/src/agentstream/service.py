@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
@@ -122,8 +122,8 @@ class Service:
         self.engine: AsyncEngine | None = infra.engine
         self.sessions: async_sessionmaker | None = infra.sessions  # type: ignore[type-arg]
         self.started = False
-        self.dead_letters = Counter(
-            "agentstream_dead_letters_total", "Records sent to the dlq", ["service", "topic"], registry=self.registry
+        self.dead_letters = self.counter(
+            "agentstream_dead_letters_total", "Records sent to the dlq", ["service", "topic"]
         )
         self.records_published = records_published(self.registry)
         self._published_by_topic: dict[str, Any] = {}
@@ -145,6 +145,10 @@ class Service:
             self.ready_checks["database"] = self._db_ready
         self.auth = infra.auth
         self.http = http_app(self.name, self.registry, self.ready_checks, self.auth)
+
+    def counter(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Counter:
+        """A counter in this service's own registry (the one `/metrics` serves)."""
+        return Counter(name, documentation, labels, registry=self.registry)
 
     # -- to override -------------------------------------------------------------
     async def on_start(self) -> None:
@@ -315,13 +319,7 @@ class Service:
         )
         await self.publish(self.topics.dlq, letter, key or "")
         self.dead_letters.labels(self.name, letter.source_topic).inc()
-        self.log.warning(
-            "dead letter",
-            topic=letter.source_topic,
-            partition=letter.source_partition,
-            offset=letter.source_offset,
-            error=error,
-        )
+        self.log.warning("dead letter", **letter.coordinates(), error=error)
 
     async def handler_failed(self, msg: StreamMessage[Any], err: Exception) -> None:
         """A handler raised what it did not expect: log where the record sits, dead-letter it

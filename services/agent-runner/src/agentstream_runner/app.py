@@ -14,7 +14,7 @@ from typing import Annotated, assert_never
 
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
-from prometheus_client import Counter, Gauge
+from prometheus_client import Gauge
 from pydantic import Field, TypeAdapter
 
 from agentstream.contracts import (
@@ -73,9 +73,7 @@ class AgentRunnerService(Service):
         self.tool_catalog = tool_catalog
         self.ready_checks["connectors"] = self._connectors_ready
         self.decoder = RecordDecoder(RUNNER_RECORD, RUNNER_RECORD_NAME, self.dead_letter)
-        self.records = Counter(
-            "agentstream_runner_records_total", "Records consumed by type", ["type"], registry=self.registry
-        )
+        self.records = self.counter("agentstream_runner_records_total", "Records consumed by type", ["type"])
         Gauge(
             "agentstream_runner_active_conversations", "Conversations with an active run", registry=self.registry
         ).set_function(lambda: len(self.conversations))

@@ -29,6 +29,7 @@ from typing import Any
 
 from agentstream.contracts import (
     ChatMessage,
+    EventBase,
     MessageRole,
     SegmentBreak,
     StepType,
@@ -45,6 +46,8 @@ from agentstream_runner.outcome import RunFailure
 from agentstream_runner.scope import MAX_TOOL_ATTEMPTS, RunScope
 
 TIMED_OUT = "tool timed out"
+# What a `tool.result` event copies from the call's result: all it has beside the run's identity.
+RESULT_EVENT_FIELDS: set[str] = ToolResult.model_fields.keys() - EventBase.model_fields.keys() - {"type"}
 
 
 def tool_message(result: ToolCallResult) -> ChatMessage:
@@ -82,16 +85,7 @@ async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 
         # No heartbeat of its own: the pipeline heartbeats for the whole run.
         results = await asyncio.gather(*(call_tool(scope, c, attempt) for c in calls))
         for r in results:
-            await events.emit(
-                ToolResult,
-                call_id=r.call_id,
-                tool=r.tool,
-                ok=r.ok,
-                content=r.content,
-                error=r.error,
-                retryable=r.retryable,
-                duration_ms=r.duration_ms,
-            )
+            await events.emit(ToolResult, **r.model_dump(include=RESULT_EVENT_FIELDS))
         scope.memory.extend(tool_message(r) for r in results)
         record.output = {
             "results": [r.model_dump(include={"call_id", "tool", "ok", "content", "error"}) for r in results]

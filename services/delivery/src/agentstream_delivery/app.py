@@ -15,7 +15,7 @@ from typing import Any
 
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
-from prometheus_client import Counter, Gauge
+from prometheus_client import Gauge
 
 from agentstream.auth import WebSessions
 from agentstream.contracts import (
@@ -92,11 +92,8 @@ class DeliveryService(Service):
         self.finished_listeners: list[FinishedListener] = []
         self._warned_platforms: set[str] = set()
         self._background: set[asyncio.Task[Any]] = set()
-        self.platform_calls = Counter(
-            "agentstream_delivery_platform_calls_total",
-            "Platform API calls",
-            ["platform", "op", "outcome"],
-            registry=self.registry,
+        self.platform_calls = self.counter(
+            "agentstream_delivery_platform_calls_total", "Platform API calls", ["platform", "op", "outcome"]
         )
         open_streams = Gauge("agentstream_delivery_open_streams", "Streams being delivered", registry=self.registry)
         open_streams.set_function(lambda: len(self.streams.all()))

@@ -37,7 +37,7 @@ import asyncio
 import time
 import zlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from enum import Enum
 
 import structlog
@@ -118,32 +118,25 @@ class Dead:
 Outcome = Delivered | Skipped | Failed | Degraded | Dead
 
 
+@dataclass(eq=False)
 class Deliverer:
-    def __init__(
-        self,
-        scope: LedgerScope,
-        target: ReplyTarget,
-        adapter: PlatformAdapter,
-        gate: ChatGate,
-        ledger: Ledger,
-        log: structlog.stdlib.BoundLogger,
-        observe: CallObserver | None = None,
-        *,
-        late_landing_s: float = DEFAULT_LATE_LANDING_S,
-        wall: WallClock = time.time,
-    ) -> None:
-        self.scope = scope
-        self.target = target
-        self.adapter = adapter
-        self.gate = gate
-        self.ledger = ledger
-        self.log = log
-        self.observe = observe
-        self.late_landing_s = late_landing_s
-        self.wall = wall  # epoch seconds: `reapply_at` outlives the process
-        self.entries: dict[int, LedgerEntry] = {}
-        self.texts: dict[int, str] = {}  # segment → the newest text the platform is known to show (or should)
-        drafts = isinstance(adapter, DraftAdapter) and adapter.supports_drafts(target)
+    scope: LedgerScope
+    target: ReplyTarget
+    adapter: PlatformAdapter
+    gate: ChatGate
+    ledger: Ledger
+    log: structlog.stdlib.BoundLogger
+    observe: CallObserver | None = None
+    _: KW_ONLY
+    late_landing_s: float = DEFAULT_LATE_LANDING_S
+    wall: WallClock = time.time  # epoch seconds: `reapply_at` outlives the process
+    entries: dict[int, LedgerEntry] = field(init=False, default_factory=dict)
+    # segment → the newest text the platform is known to show (or should)
+    texts: dict[int, str] = field(init=False, default_factory=dict)
+    status: ChatStatus = field(init=False)
+
+    def __post_init__(self) -> None:
+        drafts = isinstance(self.adapter, DraftAdapter) and self.adapter.supports_drafts(self.target)
         self.status = ChatStatus.DRAFTING if drafts else ChatStatus.EDITING
 
     async def recover(self) -> None:

@@ -18,7 +18,6 @@ from typing import Any, assert_never
 from aiokafka import ConsumerRecord
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
-from prometheus_client import Counter
 from pydantic import BaseModel
 
 from agentstream.contracts import DeadLetter, InboundMessage, Notice, NoticeLevel, ReplyTarget, conversation_key, new_id
@@ -65,11 +64,8 @@ class IngressService(Service):
         self.pipeline = pipeline
         self.ports = ports
         self.retention = retention
-        self.decisions = Counter(
-            "agentstream_ingress_decisions_total",
-            "Inbound records by decision",
-            ["decision", "reason"],
-            registry=self.registry,
+        self.decisions = self.counter(
+            "agentstream_ingress_decisions_total", "Inbound records by decision", ["decision", "reason"]
         )
         self._decision_counters: dict[tuple[str, str], Any] = {}
         # Offsets by hand (AckPolicy.MANUAL): FastStream's default, ACK_FIRST, turns aiokafka's

@@ -35,33 +35,36 @@ def build_start(
     settings: Settings,
     double_texting: DoubleTexting | None = None,
 ) -> StartDecision:
-    key, run_id, target, now = msg.conversation_key, new_id(), target_of(msg), datetime.now(UTC)
     assistant = msg.assistant_id or routed.profile.assistant or settings.default_assistant
     start = StartRun(
         id=new_id(),
-        ts=now,
-        run_id=run_id,
-        conversation_key=key,
+        ts=datetime.now(UTC),
+        run_id=new_id(),
+        conversation_key=msg.conversation_key,
         assistant_id=assistant,
         user=msg.user,
         text=msg.text,
         inbound_id=msg.id,
-        reply_target=target,
+        reply_target=target_of(msg),
         metadata={**msg.metadata, "profile": routed.name},
         options=run_options(routed, role_override, double_texting),
     )
-    queued = RunQueued(
+    return StartDecision(message=msg, start=start, queued=queued_for(start))
+
+
+def queued_for(start: StartRun) -> RunQueued:
+    """The `run.queued` event announcing `start`: the first record (seq 0) of its root run."""
+    return RunQueued(
         id=new_id(),
-        ts=now,
-        run_id=run_id,
-        root_run_id=run_id,
-        conversation_key=key,
+        ts=start.ts,
+        run_id=start.run_id,
+        root_run_id=start.run_id,
+        conversation_key=start.conversation_key,
         seq=0,
-        assistant_id=assistant,
-        inbound_id=msg.id,
-        reply_target=target,
-        text=msg.text,
-        user_id=msg.user.id,
-        tenant_id=msg.user.tenant_id,
+        assistant_id=start.assistant_id,
+        inbound_id=start.inbound_id,
+        reply_target=start.reply_target,
+        text=start.text,
+        user_id=start.user.id if start.user else None,
+        tenant_id=start.user.tenant_id if start.user else None,
     )
-    return StartDecision(message=msg, start=start, queued=queued)

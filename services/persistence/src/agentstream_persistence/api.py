@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, HTTPException, Query
@@ -137,7 +138,14 @@ class CheckpointOut(BaseModel):
     steps: list[ResumeStepOut] = []
 
 
+# The caller of a read endpoint: a credential allowed to read conversations (their tenant's only).
+Reader = Annotated[Principal, requires(Scope.CONVERSATIONS_READ)]
+Page = Annotated[PageQuery, Depends()]
+
+
 def add_routes(app: FastAPI, sessions: async_sessionmaker[AsyncSession]) -> None:
+    get = partial(app.get, tags=["persistence"], responses=AUTH_RESPONSES)  # every route here reads
+
     async def read_page(
         pages: type[PageOut], keyset: Keyset, query: Select[Any], page: PageQuery, principal: Principal
     ) -> PageOut:
@@ -149,45 +157,38 @@ def add_routes(app: FastAPI, sessions: async_sessionmaker[AsyncSession]) -> None
             )
             return pages.model_validate({"items": [row for (row,) in rows], "next_cursor": next_cursor})
 
-    @app.get("/v1/runs/{run_id}", tags=["persistence"], responses=AUTH_RESPONSES)
-    async def get_run(run_id: str, principal: Principal = requires(Scope.CONVERSATIONS_READ)) -> RunOut:
+    @get("/v1/runs/{run_id}")
+    async def get_run(run_id: str, principal: Reader) -> RunOut:
         async with sessions() as session:
             run = await session.get(Run, run_id)
         if run is None or not queries.may_see(run, principal):
             raise HTTPException(404, f"run {run_id} not found")
         return RunOut.model_validate(run)
 
-    @app.get("/v1/runs", tags=["persistence"], responses=AUTH_RESPONSES)
+    @get("/v1/runs")
     async def list_runs(
+        *,
         status: Annotated[list[RunStatus] | None, Query()] = None,
         conversation_key: str | None = None,
-        page: PageQuery = Depends(),
-        principal: Principal = requires(Scope.CONVERSATIONS_READ),
+        page: Page,
+        principal: Reader,
     ) -> RunPage:
         """Runs, newest ending first; `status` may repeat."""
         query = queries.runs(statuses=status or (), conversation=conversation_key)
         return await read_page(RunPage, queries.RUNS, query, page, principal)
 
-    @app.get("/v1/conversations/{key:path}/runs", tags=["persistence"], responses=AUTH_RESPONSES)
-    async def conversation_runs(
-        key: str,
-        page: PageQuery = Depends(),
-        principal: Principal = requires(Scope.CONVERSATIONS_READ),
-    ) -> RunPage:
+    @get("/v1/conversations/{key:path}/runs")
+    async def conversation_runs(key: str, page: Page, principal: Reader) -> RunPage:
         """The conversation's runs, oldest start first (another tenant's conversation is empty)."""
         return await read_page(RunPage, queries.CONVERSATION_RUNS, queries.conversation_runs(key), page, principal)
 
-    @app.get("/v1/conversations/{key:path}/messages", tags=["persistence"], responses=AUTH_RESPONSES)
-    async def conversation_messages(
-        key: str,
-        page: PageQuery = Depends(),
-        principal: Principal = requires(Scope.CONVERSATIONS_READ),
-    ) -> MessagePage:
+    @get("/v1/conversations/{key:path}/messages")
+    async def conversation_messages(key: str, page: Page, principal: Reader) -> MessagePage:
         """The conversation's messages, run by run (oldest start first), each run's in stream order."""
         query = queries.conversation_messages(key)
         return await read_page(MessagePage, queries.CONVERSATION_MESSAGES, query, page, principal)
 
-    @app.get("/v1/runs/{run_id}/resume-steps", tags=["persistence"], responses=AUTH_RESPONSES)
+    @get("/v1/runs/{run_id}/resume-steps")
     async def resume_steps(run_id: str, principal: Principal = requires(Scope.RUNS_RESUME)) -> CheckpointOut:
         """404 when the run has no checkpoint: it completed (or was resumed to completion) or is unknown."""
         async with sessions() as session:

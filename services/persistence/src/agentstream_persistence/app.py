@@ -19,7 +19,7 @@ from typing import assert_never
 
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
-from prometheus_client import Counter, Gauge
+from prometheus_client import Gauge
 
 from agentstream.contracts import RESUMABLE_REASONS, ResumeRun, RunEventAdapter, RunFinished
 from agentstream.db import upgrade
@@ -69,9 +69,7 @@ class PersistenceService(Service):
         self._watchdog: asyncio.Task[None] | None = None
         self._retrier: asyncio.Task[None] | None = None  # retries the flusher's waiting runs
         self.ready_checks["flush"] = flusher.ready
-        self.lost_runs = Counter(
-            "agentstream_persistence_lost_runs_total", "Runs ended by the watchdog", registry=self.registry
-        )
+        self.lost_runs = self.counter("agentstream_persistence_lost_runs_total", "Runs ended by the watchdog")
         Gauge(
             "agentstream_persistence_open_buffers", "Runs buffered, not yet flushed", registry=self.registry
         ).set_function(lambda: len(self.buffers))
@@ -178,12 +176,7 @@ class PersistenceService(Service):
         self.buffers.discard(buf.root_run_id)
         self.dead_letters.labels(self.name, self.topics.events).inc()
         self.log.error(
-            "run could not be stored; dead-lettered",
-            root_run_id=buf.root_run_id,
-            topic=letter.source_topic,
-            partition=letter.source_partition,
-            offset=letter.source_offset,
-            error=reason,
+            "run could not be stored; dead-lettered", root_run_id=buf.root_run_id, **letter.coordinates(), error=reason
         )
         await self.commit()
         return True

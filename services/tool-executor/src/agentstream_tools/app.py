@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
-from prometheus_client import Counter, Histogram
+from prometheus_client import Histogram
 
 from agentstream.config.tools import ToolsSettings
 from agentstream.contracts import ToolCallRequest, ToolCallResult
@@ -74,18 +74,14 @@ class ToolExecutorService(Service):
         self._live: dict[str, asyncio.Task[bool]] = {}  # idempotency key → the task running it here
         self._commit_task: asyncio.Task[None] | None = None  # `commit` in the background, one at a time
         self._stopping = False
-        self.calls = Counter(
-            "agentstream_tool_calls_total",
-            "Tool calls run, by tool and outcome",
-            ["tool", "outcome"],
-            registry=self.registry,
+        self.calls = self.counter(
+            "agentstream_tool_calls_total", "Tool calls run, by tool and outcome", ["tool", "outcome"]
         )
-        self.replays = Counter(
+        self.replays = self.counter(
             "agentstream_tool_call_replays_total",
             "Redelivered tool calls answered without running the tool (stored: the stored result; "
             "stopped: the executor had died during the call)",
             ["outcome"],
-            registry=self.registry,
         )
         self.durations = Histogram(
             "agentstream_tool_call_seconds", "Tool call duration", ["tool"], registry=self.registry

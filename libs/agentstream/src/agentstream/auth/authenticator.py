@@ -17,19 +17,15 @@ from agentstream.db import create_engine, session_factory
 
 CACHE_SIZE = 10_000
 
-ADMIN_PRINCIPAL = Principal(
-    subject="admin-token",
-    kind=CredentialKind.ADMIN_TOKEN,
-    tenant_id=ALL_TENANTS,
-    scopes=frozenset({Scope.ADMIN}),
-    name="bootstrap admin token",
-)
-METRICS_PRINCIPAL = Principal(
-    subject="metrics-token",
-    kind=CredentialKind.METRICS_TOKEN,
-    tenant_id=ALL_TENANTS,
-    scopes=frozenset({Scope.METRICS_READ}),
-    name="scrape token",
+
+def _env_token_principal(subject: str, kind: CredentialKind, scope: Scope, name: str) -> Principal:
+    """Who presents a token set in the environment: every tenant, the one scope the token is for."""
+    return Principal(subject=subject, kind=kind, tenant_id=ALL_TENANTS, scopes=frozenset({scope}), name=name)
+
+
+ADMIN_PRINCIPAL = _env_token_principal("admin-token", CredentialKind.ADMIN_TOKEN, Scope.ADMIN, "bootstrap admin token")
+METRICS_PRINCIPAL = _env_token_principal(
+    "metrics-token", CredentialKind.METRICS_TOKEN, Scope.METRICS_READ, "scrape token"
 )
 
 

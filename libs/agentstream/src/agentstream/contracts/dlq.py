@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -20,3 +20,7 @@ class DeadLetter(Record):
     raw_value: str = Field(description="The original value, decoded as UTF-8 with replacement.")
     error: str = Field(description="Readable reason, e.g. 'chat_id: Field required'.")
     service: str
+
+    def coordinates(self) -> dict[str, Any]:
+        """Where the record sat, as log fields."""
+        return {"topic": self.source_topic, "partition": self.source_partition, "offset": self.source_offset}

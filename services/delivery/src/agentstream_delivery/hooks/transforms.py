@@ -8,6 +8,7 @@ text as it was; the security filter fails *closed* (see `security.fail_closed`).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import structlog
 
@@ -16,20 +17,13 @@ from agentstream_delivery.hooks.metrics import HookMetrics
 from agentstream_delivery.hooks.security import WITHHELD, SecurityFilter, fail_closed
 
 
+@dataclass(eq=False)
 class TransformChain:
-    def __init__(
-        self,
-        hooks: list[TransformHook],
-        security: SecurityFilter | None,
-        metrics: HookMetrics,
-        log: structlog.stdlib.BoundLogger,
-        budget_s: float = 0.2,
-    ) -> None:
-        self.hooks = hooks
-        self.security = security
-        self.metrics = metrics
-        self.log = log
-        self.budget_s = budget_s
+    hooks: list[TransformHook]
+    security: SecurityFilter | None
+    metrics: HookMetrics
+    log: structlog.stdlib.BoundLogger
+    budget_s: float = 0.2
 
     @property
     def empty(self) -> bool:

@@ -17,7 +17,7 @@ import math
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
@@ -72,6 +72,7 @@ def too_many_requests(body: dict[str, Any], retry_after: float) -> Response:
 
 class FakePlatform(StartStop):
     name = "fake"
+    rate_limit_body: ClassVar[dict[str, Any]] = {}  # the body of the platform's 429
 
     def __init__(self, *, per_chat_interval: float | None = None, retry_after: float = 1.0) -> None:
         self.per_chat_interval = per_chat_interval
@@ -92,7 +93,8 @@ class FakePlatform(StartStop):
         raise NotImplementedError
 
     def rate_limited(self, retry_after: float) -> Response:
-        raise NotImplementedError
+        """The platform's 429: `rate_limit_body` with a `Retry-After` header, unless the platform spells it otherwise."""
+        return too_many_requests(self.rate_limit_body, retry_after)
 
     # -- test API --------------------------------------------------------------------
     @property

@@ -28,9 +28,8 @@ class FakeDiscord(FakePlatform):
         super().__init__(**kw)
 
     def rate_limited(self, retry_after: float) -> Response:
-        return JSONResponse(
-            {"message": "You are being rate limited.", "retry_after": retry_after, "global": False}, 429
-        )
+        body = {"message": "You are being rate limited.", "retry_after": retry_after, "global": False}
+        return JSONResponse(body, 429)  # Discord says how long in the body, in fractional seconds
 
     def routes(self, app: FastAPI) -> None:
         @app.post("/channels/{channel_id}/messages")

@@ -8,23 +8,21 @@ with `Retry-After`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from agentstream.testing.fake_platforms.base import FakePlatform, too_many_requests
+from agentstream.testing.fake_platforms.base import FakePlatform
 
 
 class FakeSignal(FakePlatform):
     name = "signal"
+    rate_limit_body: ClassVar[dict[str, Any]] = {"error": "rate limit"}
 
     def __init__(self, number: str = "+15550000000", **kw: Any) -> None:
         self.number = number
         super().__init__(**kw)
-
-    def rate_limited(self, retry_after: float) -> Response:
-        return too_many_requests({"error": "rate limit"}, retry_after)
 
     def routes(self, app: FastAPI) -> None:
         @app.post("/v2/send")

@@ -10,25 +10,23 @@ and `{"ok": false, "error": "ratelimited"}`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from agentstream.testing.fake_platforms.base import FakePlatform, too_many_requests
+from agentstream.testing.fake_platforms.base import FakePlatform
 
 MAX_CHARS = 4000
 
 
 class FakeSlack(FakePlatform):
     name = "slack"
+    rate_limit_body: ClassVar[dict[str, Any]] = {"ok": False, "error": "ratelimited"}
 
     def __init__(self, token: str = "xoxb-test", **kw: Any) -> None:
         self.token = token
         super().__init__(**kw)
-
-    def rate_limited(self, retry_after: float) -> Response:
-        return too_many_requests({"ok": False, "error": "ratelimited"}, retry_after)
 
     def routes(self, app: FastAPI) -> None:
         @app.post("/{method}")

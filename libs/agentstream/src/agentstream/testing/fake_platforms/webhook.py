@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -27,13 +27,11 @@ def signature(secret: str, body: bytes) -> str:
 
 class FakeWebhookReceiver(FakePlatform):
     name = "webhook"
+    rate_limit_body: ClassVar[dict[str, Any]] = {"error": "slow down"}
 
     def __init__(self, secret: str = "webhook-secret", **kw: Any) -> None:
         self.secret = secret
         super().__init__(**kw)
-
-    def rate_limited(self, retry_after: float) -> Response:
-        return JSONResponse({"error": "slow down"}, 429, {"Retry-After": str(int(retry_after) or 1)})
 
     def routes(self, app: FastAPI) -> None:
         @app.post("/hook")

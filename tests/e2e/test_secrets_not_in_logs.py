@@ -77,7 +77,8 @@ async def test_no_service_logs_a_configured_secret(kafka_bootstrap, topic_prefix
             "kafka": {
                 "bootstrap_servers": kafka_bootstrap,
                 "topic_prefix": topic_prefix,
-                "embedded": True,
+                "embedded": settings.kafka.embedded,
+                "flavor": settings.kafka.flavor.value,
                 "partitions": settings.kafka.partitions,
             },
             "database": {"url": db_url},

@@ -171,6 +171,18 @@ def make_test_settings(bootstrap: str, prefix: str, db_url: str, **overrides: An
     return load_settings(kafka=kafka, database={"url": db_url}, auth=auth, **overrides)
 
 
+def kafka_env(settings: Settings) -> dict[str, str]:
+    """The test broker's settings as a service process's AGENTSTREAM__KAFKA__ variables."""
+    kafka = settings.kafka
+    return {
+        "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "AGENTSTREAM__KAFKA__TOPIC_PREFIX": kafka.topic_prefix,
+        "AGENTSTREAM__KAFKA__EMBEDDED": str(kafka.embedded).lower(),
+        "AGENTSTREAM__KAFKA__FLAVOR": kafka.flavor.value,
+        "AGENTSTREAM__KAFKA__PARTITIONS": str(kafka.partitions),
+    }
+
+
 @pytest.fixture
 def settings_factory(kafka_bootstrap: str, topic_prefix: str, sqlite_url: str) -> Callable[..., Settings]:
     """Build settings for this test's broker and prefix; pass ``db_url=`` to change the database."""

@@ -65,3 +65,35 @@ def test_containers_use_the_images_of_docker_compose() -> None:
     services = yaml.safe_load(COMPOSE.read_text())["services"]
     assert services["kafka"]["image"] == brokers.KAFKA_IMAGE
     assert services["postgres"]["image"] == brokers.POSTGRES_IMAGE
+
+
+class _NoDocker:
+    """Stands in for testcontainers' Docker client: building a container object asks nothing of Docker."""
+
+    def __init__(self, **kwargs: object) -> None:
+        pass
+
+
+def test_the_kafka_container_runs_the_apache_image_in_kraft_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("testcontainers.core.container.DockerClient", _NoDocker)
+    container = brokers.apache_kafka_container()
+    container.configure()  # type: ignore[attr-defined]
+    env = container.env  # type: ignore[attr-defined]
+    assert container.image == brokers.KAFKA_IMAGE  # type: ignore[attr-defined]
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == "1@localhost:9094"
+    assert "CONTROLLER://0.0.0.0:9094" in env["KAFKA_LISTENERS"]
+    assert env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].endswith("CONTROLLER:PLAINTEXT")
+    assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+    assert container.wait_for.match("[KafkaRaftServer nodeId=1] Kafka Server started")  # type: ignore[attr-defined]
+
+    written: dict[str, bytes] = {}
+    monkeypatch.setattr(container, "get_container_host_ip", lambda: "localhost")
+    monkeypatch.setattr(container, "get_exposed_port", lambda port: 32771)
+    monkeypatch.setattr(container, "create_file", lambda content, path: written.update({path: content}))
+    container.tc_start()  # type: ignore[attr-defined]
+    script = written[container.TC_START_SCRIPT].decode()  # type: ignore[attr-defined]
+    # The host reaches the broker on the mapped port; the apache image's own launcher starts it.
+    assert "KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://localhost:32771,BROKER://" in script
+    assert script.rstrip().endswith("exec /etc/kafka/docker/run")
+    assert "/etc/confluent" not in script

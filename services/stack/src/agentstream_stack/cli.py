@@ -149,7 +149,7 @@ def serve(
 
 async def _send(settings: Settings, message: InboundMessage, timeout: float, console: Console) -> RunFinished | None:
     printer = StreamPrinter(console)
-    async with RunFollower(settings.kafka) as follower:
+    async with RunFollower(await resolve_flavor(settings.kafka)) as follower:
         await follower.send(message)
         async with asyncio.timeout(timeout):
             async for event in follower.follow(message):

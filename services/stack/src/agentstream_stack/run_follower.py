@@ -20,7 +20,7 @@ from agentstream.config import KafkaSettings
 from agentstream.contracts import DeltaKind, InboundMessage, NoticeLevel, ResumeRun
 from agentstream.contracts import events as ev
 from agentstream.kafka import Topics
-from agentstream.kafka.flavor import tuning
+from agentstream.kafka.flavor import resolve_flavor, tuning
 from agentstream.kafka.security import client_security
 
 
@@ -127,7 +127,7 @@ class RunFollower:
 async def send_and_follow(kafka: KafkaSettings, message: InboundMessage, timeout: float) -> list[ev.RunEvent]:
     """Convenience for tests and scripts: all events of the run, in order."""
     events: list[ev.RunEvent] = []
-    async with RunFollower(kafka) as follower:
+    async with RunFollower(await resolve_flavor(kafka)) as follower:
         await follower.send(message)
         async with asyncio.timeout(timeout):
             async for event in follower.follow(message):

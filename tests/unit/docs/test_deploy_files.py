@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel
 
 from agentstream.config import SERVICES, Settings, load_settings
+from agentstream.kafka.flavor import tuning
 
 ROOT = Path(__file__).resolve().parents[3]
 SERVE_ARGS = ["--host", "0.0.0.0", "--port", "8080"]
@@ -109,7 +110,7 @@ def test_compose_environment_is_real_config(compose: dict[str, Any], monkeypatch
     settings = load_settings()
     assert settings.kafka.bootstrap_servers == "kafka:9092"
     assert settings.kafka.embedded is False
-    assert settings.kafka.idempotence is True
+    assert tuning(settings.kafka).idempotent is True
     assert settings.http.host == "0.0.0.0"
     assert settings.database.url.startswith("postgresql+psycopg://")
     # delivery's web page forwards posts to ingress by its compose name, not its own loopback
@@ -247,7 +248,7 @@ def test_k8s_config_file_is_valid_settings(kustomization: dict[str, Any]) -> Non
     source = kustomization["configMapGenerator"][0]["files"][0].split("=")[-1]
     settings = load_settings(ROOT / "k8s" / source)
     assert settings.kafka.embedded is False
-    assert settings.kafka.idempotence is True
+    assert tuning(settings.kafka).idempotent is True
     assert settings.http.host == "0.0.0.0"
 
 

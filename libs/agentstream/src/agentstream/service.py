@@ -29,6 +29,7 @@ from agentstream.contracts import DeadLetter
 from agentstream.db import create_engine, session_factory
 from agentstream.kafka import Topics, consumer_options, make_broker
 from agentstream.kafka.commits import CommitPoints
+from agentstream.kafka.flavor import tuning
 from agentstream.kafka.guard import failure_reason, handler_guard, records_of
 from agentstream.kafka.health import BrokerHealth
 from agentstream.kafka.internals import (
@@ -172,7 +173,11 @@ class Service:
         self._health_task = asyncio.create_task(self.broker_health.run(), name=f"{self.name}-kafka-health")
         freeze_startup_objects()
         self.started = True
-        self.log.info("service started", bootstrap=self.settings.kafka.bootstrap_servers)
+        self.log.info(
+            "service started",
+            bootstrap=self.settings.kafka.bootstrap_servers,
+            kafka_flavor=tuning(self.settings.kafka).flavor.value,
+        )
 
     async def stop(self) -> None:
         self.started = False

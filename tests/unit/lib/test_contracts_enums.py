@@ -67,6 +67,7 @@ WIRE: dict[type[StrEnum], set[str]] = {
         "step.completed",
         "step.failed",
         "run.heartbeat",
+        "tool.heartbeat",
         "notice",
         "run.finished",
         "tool.call_request",

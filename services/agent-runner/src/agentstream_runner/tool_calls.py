@@ -56,7 +56,8 @@ def tool_message(result: ToolCallResult) -> ChatMessage:
     return ChatMessage(role=MessageRole.TOOL, content=content, name=result.tool, tool_call_id=result.call_id)
 
 
-async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int) -> ToolCallResult:
+async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int, call_seq: int | None = None) -> ToolCallResult:
+    """`call_seq`: the seq of the call's `tool.call` event, which the executor's heartbeats repeat."""
     timeout_s = scope.ctx.runner.tool_timeout_s
     identity: dict[str, Any] = {
         "run_id": scope.run_id,
@@ -66,7 +67,11 @@ async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int) -> ToolCa
         "tool": call.name,
     }
     request = ToolCallRequest(
-        **identity, arguments=call.arguments, attempt=attempt, deadline=utcnow() + timedelta(seconds=timeout_s)
+        **identity,
+        arguments=call.arguments,
+        attempt=attempt,
+        deadline=utcnow() + timedelta(seconds=timeout_s),
+        call_seq=call_seq,
     )
     try:
         async with asyncio.timeout(timeout_s):
@@ -80,10 +85,14 @@ async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 
     events = scope.events
     step_input = {"attempt": attempt, "calls": [c.model_dump() for c in calls]}
     async with step(events, StepType.TOOL, scope.step_id(StepType.TOOL), step_input) as record:
-        for call in calls:
+        announced = [
             await events.emit(ToolCall, call_id=call.id, tool=call.name, arguments=call.arguments, attempt=attempt)
-        # No heartbeat of its own: the pipeline heartbeats for the whole run.
-        results = await asyncio.gather(*(call_tool(scope, c, attempt) for c in calls))
+            for call in calls
+        ]
+        # No heartbeat of its own: the pipeline heartbeats for the whole run, the executor for each call.
+        results = await asyncio.gather(
+            *(call_tool(scope, c, attempt, a.seq) for c, a in zip(calls, announced, strict=True))
+        )
         for r in results:
             await events.emit(ToolResult, **r.model_dump(include=RESULT_EVENT_FIELDS))
         scope.memory.extend(tool_message(r) for r in results)

@@ -181,6 +181,7 @@ class StreamPrinter:
                 | ev.StepCompleted()
                 | ev.StepFailed()
                 | ev.RunHeartbeat()
+                | ev.ToolHeartbeat()
             ):
                 pass  # the text streamed already; steps and heartbeats are the services' business
             case unexpected:

@@ -93,6 +93,12 @@ class ToolsSettings(Section):
         description="The executor republishes its tools on `tool-catalog` this often; runners drop the tools of "
         "an executor not heard from in 3 intervals.",
     )
+    heartbeat_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="While a call runs, the executor sends `tool.heartbeat` on `events` this often; keep it well "
+        "below `resume.stale_after_s` so persistence's watchdog never takes a slow call for a lost run.",
+    )
 
     @field_validator("mcp_servers", "functions")
     @classmethod

@@ -30,6 +30,7 @@ from agentstream.contracts.events import (
     StepStarted,
     StepType,
     ToolCall,
+    ToolHeartbeat,
     ToolResult,
 )
 from agentstream.contracts.inbound import Attachment, InboundMessage, KnownPlatform, User, conversation_key
@@ -92,6 +93,7 @@ __all__ = [
     "StepStarted",
     "StepType",
     "ToolCall",
+    "ToolHeartbeat",
     "ToolCallRequest",
     "ToolCallResult",
     "ToolCallSpec",

@@ -44,6 +44,7 @@ class RecordType(StrEnum):
     STEP_COMPLETED = "step.completed"
     STEP_FAILED = "step.failed"
     RUN_HEARTBEAT = "run.heartbeat"
+    TOOL_HEARTBEAT = "tool.heartbeat"
     NOTICE = "notice"
     RUN_FINISHED = "run.finished"
     # tool-calls, tool-results

@@ -147,6 +147,19 @@ class RunHeartbeat(EventBase):
     type: Literal["run.heartbeat"] = "run.heartbeat"
 
 
+class ToolHeartbeat(EventBase):
+    """The tool-executor is still running a call (sent every `tools.heartbeat_interval_s`).
+
+    The executor does not own the run's sequence: a tool heartbeat repeats the `seq` of the
+    call's `tool.call` event (0 when the request did not say it) and never advances it.
+    """
+
+    type: Literal["tool.heartbeat"] = "tool.heartbeat"
+    call_id: Name
+    tool: Name
+    elapsed_ms: float = Field(default=0.0, ge=0, description="How long the call has been running.")
+
+
 class Notice(EventBase):
     """A message for the user that is not model output (command replies, errors)."""
 
@@ -180,6 +193,7 @@ RunProgressEvent = (
     | StepCompleted
     | StepFailed
     | RunHeartbeat
+    | ToolHeartbeat
 )
 # The plain union, for type checking: a `match` over it ending in `typing.assert_never`
 # makes mypy name every consumer that misses a new event type.

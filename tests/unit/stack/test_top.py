@@ -1,10 +1,13 @@
 """`agentstream top` against real `/metrics` HTTP servers on 127.0.0.1 serving sample text: the
 figures as JSON, one printed frame with "–" for a metric no service exports, the scrape token
-sent, services that do not answer or refuse named, and the CLI's import kept light."""
+sent, the live view refreshing, services that do not answer or refuse named, and the CLI's import kept light."""
 
 from __future__ import annotations
 
 import ast
+import asyncio
+import contextlib
+import io
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -12,10 +15,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner, Result
 
 from agentstream_stack import cli
 from agentstream_stack.cli import app
+from agentstream_stack.top import run_top
 
 TOKEN = "scrape-token-for-the-test"
 INTERVAL = 0.2
@@ -184,3 +189,37 @@ def test_the_cli_imports_the_live_view_only_inside_the_command() -> None:
     (command,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "top"]
     inside = {n.module for n in ast.walk(command) if isinstance(n, ast.ImportFrom)}
     assert "agentstream_stack.top" in inside
+
+
+def test_an_older_metric_stands_in_until_the_newer_one_exists() -> None:
+    def legacy(n: int) -> str:
+        return f"""# TYPE agentstream_runner_records_total counter
+agentstream_runner_records_total{{type="run.start"}} {5 * n}
+agentstream_runner_records_total{{type="tool.call_result"}} {100 * n}
+# TYPE agentstream_runner_active_conversations gauge
+agentstream_runner_active_conversations 3
+"""
+
+    runner = MetricsServer(legacy)
+    try:
+        figures = json.loads(top("--json", urls={"agent-runner": runner.url}).output)["figures"]
+    finally:
+        runner.close()
+    # Only the run.start records count: 5 per interval of at least INTERVAL seconds.
+    assert 0 < figures["runs_started_per_s"] <= 5 / INTERVAL
+    assert figures["active_runs"] == 3
+    assert figures["runs_finished_per_s"] is None
+
+
+async def test_the_live_view_keeps_scraping_until_stopped() -> None:
+    server = MetricsServer(runner_metrics)
+    screen = io.StringIO()
+    try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                run_top({"agent-runner": server.url}, TOKEN, 0.1, False, False, Console(file=screen, width=100)), 1.5
+            )
+    finally:
+        server.close()
+    assert server.scrapes >= 4, server.scrapes  # the first frame needs two, every refresh one more
+    assert "runs started /s" in screen.getvalue() and "agentstream.agent-runner" in screen.getvalue()

@@ -1,7 +1,8 @@
 """What `agentstream top` shows, read from the services' `/metrics`.
 
-`FIGURES` is the one table of metric names: each figure names the samples it sums (the first
-name present wins, so a newer metric can replace an older one) and the labels it keeps.
+`FIGURES` is the one table of metric names: each figure names the samples it sums, as
+alternatives (the first metric present wins, so a newer metric replaces an older one) each with
+the labels it keeps.
 A figure whose metric no service exports is `None` (shown as "–"), never 0.
 """
 
@@ -29,33 +30,48 @@ class Figure(StrEnum):
 
 
 @dataclass(frozen=True)
-class Source:
-    """Samples summed over every service: by name (first present wins), filtered by labels."""
+class Metric:
+    """Samples of one name whose labels include `labels`."""
 
-    names: tuple[str, ...]
+    name: str
     labels: Mapping[str, str] = field(default_factory=dict)
+
+    def matches(self, name: str, labels: Mapping[str, str]) -> bool:
+        return name == self.name and all(labels.get(k) == v for k, v in self.labels.items())
+
+
+@dataclass(frozen=True)
+class Source:
+    """A figure: the sum over every service of the first alternative any service exports."""
+
+    alternatives: tuple[Metric, ...]
     per_second: bool = False  # a rate between two scrapes instead of the current value
 
 
+def _one(name: str, per_second: bool = False, **labels: str) -> Source:
+    return Source((Metric(name, labels),), per_second)
+
+
 # The metric names, in one place. Counters are matched by their sample name (`…_total`).
+RATE_LIMITED = Metric("agentstream_delivery_platform_calls_total", {"outcome": "rate_limited"})
+DEAD_LETTERS = (Metric("agentstream_dlq_records_total"), Metric("agentstream_dead_letters_total"))
 FIGURES: dict[Figure, Source] = {
-    Figure.RUNS_STARTED_PER_S: Source(("agentstream_runs_started_total",), per_second=True),
-    Figure.RUNS_FINISHED_PER_S: Source(("agentstream_runs_finished_total",), per_second=True),
-    Figure.RUNS_FAILED_PER_S: Source(("agentstream_runs_finished_total",), {"status": "failed"}, per_second=True),
-    Figure.ACTIVE_RUNS: Source(("agentstream_active_runs", "agentstream_runner_active_conversations")),
-    Figure.CONSUMER_LAG: Source(("agentstream_consumer_lag",)),
-    Figure.RATE_LIMITED_PER_S: Source(
-        ("agentstream_delivery_platform_calls_total",), {"outcome": "rate_limited"}, per_second=True
+    Figure.RUNS_STARTED_PER_S: Source(
+        (Metric("agentstream_runs_started_total"), Metric("agentstream_runner_records_total", {"type": "run.start"})),
+        per_second=True,
     ),
-    Figure.RATE_LIMITED: Source(("agentstream_delivery_platform_calls_total",), {"outcome": "rate_limited"}),
-    Figure.DEAD_LETTERS_PER_S: Source(
-        ("agentstream_dlq_records_total", "agentstream_dead_letters_total"), per_second=True
-    ),
-    Figure.DEAD_LETTERS: Source(("agentstream_dlq_records_total", "agentstream_dead_letters_total")),
+    Figure.RUNS_FINISHED_PER_S: _one("agentstream_runs_finished_total", per_second=True),
+    Figure.RUNS_FAILED_PER_S: _one("agentstream_runs_finished_total", per_second=True, status="failed"),
+    Figure.ACTIVE_RUNS: Source((Metric("agentstream_active_runs"), Metric("agentstream_runner_active_conversations"))),
+    Figure.CONSUMER_LAG: _one("agentstream_consumer_lag"),
+    Figure.RATE_LIMITED_PER_S: Source((RATE_LIMITED,), per_second=True),
+    Figure.RATE_LIMITED: Source((RATE_LIMITED,)),
+    Figure.DEAD_LETTERS_PER_S: Source(DEAD_LETTERS, per_second=True),
+    Figure.DEAD_LETTERS: Source(DEAD_LETTERS),
 }
 # Lag: labels group, topic, partition. Every replica of a group may export the same partition:
 # per partition the highest value counts once.
-LAG_METRIC = FIGURES[Figure.CONSUMER_LAG].names[0]
+LAG_METRIC = FIGURES[Figure.CONSUMER_LAG].alternatives[0].name
 LAG_GROUP_LABEL = "group"
 
 
@@ -106,10 +122,10 @@ async def scrape_all(client: httpx.AsyncClient, urls: Mapping[str, str]) -> list
 
 def total(scrapes: Sequence[Scrape], source: Source) -> float | None:
     """The sum of the source's samples over every service; None when no service has the metric."""
-    for name in source.names:
-        found = [s for scrape in scrapes for s in scrape.samples if s.name == name]
+    for metric in source.alternatives:
+        found = [s for scrape in scrapes for s in scrape.samples if s.name == metric.name]
         if found:
-            return sum(s.value for s in found if all(s.labels.get(k) == v for k, v in source.labels.items()))
+            return sum(s.value for s in found if metric.matches(s.name, s.labels))
     return None
 
 

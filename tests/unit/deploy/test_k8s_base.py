@@ -87,6 +87,8 @@ KINDS = (
     ["ConfigMap", "Job", "Ingress", "ServiceMonitor"]
     + ["Deployment", "Service", "PodDisruptionBudget"] * len(SERVICES)
     + ["NetworkPolicy"] * 7
+    # Generated from monitoring/alerts.yml once that exists (test_prometheus_rule.py checks it is).
+    + (["PrometheusRule"] if (BASE / "prometheus-rule.yaml").exists() else [])
 )
 # The oldest Kubernetes release the base supports, and the newest schema kubernetes-validate has.
 K8S_VERSIONS = ["1.28", kubernetes_validate.latest_version()]

@@ -1,7 +1,7 @@
 # The two commands for a fresh machine: `make run` and `make test`.
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 
-.PHONY: setup run test test-kafka test-fast lint demo docs bench mutate mutate-smoke clean
+.PHONY: setup run test test-kafka test-fast lint demo docs k8s bench mutate mutate-smoke clean
 
 setup:  ## install uv if missing, then the locked environment
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -30,6 +30,9 @@ demo: setup  ## one scripted conversation with a tool, end to end, then exit
 
 docs: setup  ## regenerate docs/asyncapi.json from the contracts
 	$(UV) run python -m agentstream.asyncapi docs/asyncapi.json
+
+k8s: setup  ## regenerate the generated k8s files (overlays' KafkaTopics and ScaledObjects, the PrometheusRule)
+	$(UV) run python -m agentstream.deploy
 
 bench: setup  ## the raw-Kafka baseline every other benchmark is compared to
 	$(UV) run python bench/kafka_baseline.py

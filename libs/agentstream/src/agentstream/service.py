@@ -41,6 +41,7 @@ from agentstream.kafka.internals import (
     release_commits,
 )
 from agentstream.kafka.producer import OutputGate, encode_record
+from agentstream.kafka.topics import consumer_group
 from agentstream.observability import NotReady, ReadyCheck, get_logger, http_app, records_published
 
 # A stop ends within 10 s whatever Kafka does: final commits/flushes get FINAL_STEP_TIMEOUT_S
@@ -161,7 +162,7 @@ class Service:
     # -- lifecycle ---------------------------------------------------------------
     @property
     def group_id(self) -> str:
-        return f"{self.settings.kafka.topic_prefix}{self.name}"
+        return consumer_group(self.settings.kafka, self.name)
 
     def subscriber_options(self) -> dict[str, Any]:
         return {"group_id": self.group_id, **consumer_options(self.settings.kafka)}

@@ -26,6 +26,7 @@ from agentstream.contracts import (
     RunStatus,
     StartRun,
 )
+from agentstream_runner.approvals import ApprovalWaiters
 from agentstream_runner.assistants import Assistants, UnknownAssistant, system_messages
 from agentstream_runner.chat_sessions import KnownSessions, SessionStore
 from agentstream_runner.connectors.resolve import Connectors
@@ -34,7 +35,14 @@ from agentstream_runner.conversations.owner import Dismissal, Work
 from agentstream_runner.emitter import RunEmitter
 from agentstream_runner.history import HistoryStore
 from agentstream_runner.pipeline import ResumePoint, run_pipeline
-from agentstream_runner.resume import Checkpoint, callable_memory, load_checkpoint, saved_input, start_of
+from agentstream_runner.resume import (
+    Checkpoint,
+    callable_memory,
+    load_checkpoint,
+    paused_at_approval,
+    saved_input,
+    start_of,
+)
 from agentstream_runner.run_setup import load_history
 from agentstream_runner.stores import RoleCache, SqlStores
 from agentstream_runner.tool_catalog import ToolCatalog
@@ -62,9 +70,12 @@ class RunLauncher:
         sessions: async_sessionmaker[AsyncSession] | None,
         log: structlog.stdlib.BoundLogger,
         tools: ToolCatalog | None = None,
+        approvals: ApprovalWaiters | None = None,
     ) -> None:
-        """`tools`: the live catalogue the runs offer their models tools from (None: built-ins only)."""
+        """`tools`: the live catalogue the runs offer their models tools from (None: built-ins only);
+        `approvals`: where the runs paused for a tool approval wait for answers."""
         self._tools = tools if tools is not None else ToolCatalog()
+        self.approvals = approvals if approvals is not None else ApprovalWaiters()
         self._ports = ports
         self._connectors = connectors
         self._assistants = assistants
@@ -89,6 +100,7 @@ class RunLauncher:
             history=history or stores,
             roles=roles,
             tools=self._tools,
+            approvals=self.approvals,
         )
 
     async def run(self, work: Work, control: RunControl) -> None:
@@ -129,8 +141,12 @@ class RunLauncher:
             return
         start = start_of(command, checkpoint)
         ctx = self._context(control, history=SqlStores(sessions, without_run=command.run_id))
+        paused = paused_at_approval(checkpoint.steps)
         point = ResumePoint(
-            memory=await self._memory(ctx, start, checkpoint), usage=checkpoint.usage, first_seq=checkpoint.last_seq + 1
+            memory=paused.memory if paused else await self._memory(ctx, start, checkpoint),
+            usage=checkpoint.usage,
+            first_seq=checkpoint.last_seq + 1,
+            approval=paused.request if paused else None,
         )
         self._log.info("resuming run", run_id=command.run_id, steps=len(checkpoint.steps), from_seq=point.first_seq)
         await run_pipeline(ctx, start, point)

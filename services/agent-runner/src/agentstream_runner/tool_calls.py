@@ -43,6 +43,7 @@ from agentstream_runner.emitter import step
 from agentstream_runner.llm_step import Completion, llm_turn
 from agentstream_runner.outcome import RunFailure
 from agentstream_runner.scope import MAX_TOOL_ATTEMPTS, RunScope
+from agentstream_runner.tool_approval import approval_gate
 
 TIMED_OUT = "tool timed out"
 
@@ -73,14 +74,20 @@ async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int) -> ToolCa
 
 
 async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 1) -> list[ToolCallResult]:
-    """Run `calls` (made in the latest assistant message); appends one tool message per result."""
+    """Run `calls` (made in the latest assistant message); appends one tool message per result.
+
+    Calls that need approval wait for it first (`approval_gate`); refused ones are answered
+    with their refusal instead of running."""
+    refusals = await approval_gate(scope, calls)
     events = scope.events
     step_input = {"attempt": attempt, "calls": [c.model_dump() for c in calls]}
     async with step(events, StepType.TOOL, scope.step_id(StepType.TOOL), step_input) as record:
         for call in calls:
             await events.emit(ToolCall, call_id=call.id, tool=call.name, arguments=call.arguments, attempt=attempt)
         # No heartbeat of its own: the pipeline heartbeats for the whole run.
-        results = await asyncio.gather(*(call_tool(scope, c, attempt) for c in calls))
+        results = await asyncio.gather(
+            *(_refused(refusals[c.id]) if c.id in refusals else call_tool(scope, c, attempt) for c in calls)
+        )
         for r in results:
             await events.emit(
                 ToolResult,
@@ -98,6 +105,10 @@ async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 
         }
         record.memory = scope.memory
     return list(results)
+
+
+async def _refused(result: ToolCallResult) -> ToolCallResult:
+    return result
 
 
 # -- retries -----------------------------------------------------------------------

@@ -73,6 +73,11 @@ class ToolCatalog:
         now = self._clock()
         return {e for e, live in self._by_tool.get(tool, {}).items() if live.expires_at > now}
 
+    def requires_approval(self, tool: str) -> bool:
+        """Whether a call of `tool` waits for a person's approval: so says an entry of it, live or
+        not yet expired from the map (failing closed: an executor's silence does not lift it)."""
+        return any(live.entry.requires_approval for live in self._by_tool.get(tool, {}).values())
+
     def offered(self, selectors: Iterable[str]) -> tuple[ToolSpec, ...]:
         """The specs a model gets for an assistant's `tools` list: built-ins always, any other
         tool only while it is live; in the list's order, a `<source>__*` as its tools by name."""

@@ -3,6 +3,13 @@
 These pydantic models are the public contract; `docs/asyncapi.json` is generated from them.
 """
 
+from agentstream.contracts.approvals import (
+    ApprovalDecision,
+    ApprovalOutcome,
+    ApprovalRequest,
+    PendingCall,
+    shown_arguments,
+)
 from agentstream.contracts.base import SCHEMA_VERSION, Record, RecordType, new_id, utcnow
 from agentstream.contracts.common import ChatMessage, MessageRole, ReplyTarget, ToolCallSpec, Usage
 from agentstream.contracts.deliveries import DeliveryReceipt, LedgerState
@@ -34,6 +41,7 @@ from agentstream.contracts.events import (
 )
 from agentstream.contracts.inbound import Attachment, InboundMessage, KnownPlatform, User, conversation_key
 from agentstream.contracts.runs import (
+    AnswerApproval,
     DoubleTexting,
     InterruptRun,
     ResetConversation,
@@ -50,7 +58,11 @@ __all__ = [
     "NOT_RUN_REASONS",
     "RESUMABLE_REASONS",
     "SCHEMA_VERSION",
+    "AnswerApproval",
     "AnyRunEvent",
+    "ApprovalDecision",
+    "ApprovalOutcome",
+    "ApprovalRequest",
     "Attachment",
     "ChatMessage",
     "DeadLetter",
@@ -68,6 +80,7 @@ __all__ = [
     "MessageRole",
     "MessageStarted",
     "Notice",
+    "PendingCall",
     "NoticeLevel",
     "Record",
     "RecordType",
@@ -102,5 +115,6 @@ __all__ = [
     "User",
     "conversation_key",
     "new_id",
+    "shown_arguments",
     "utcnow",
 ]

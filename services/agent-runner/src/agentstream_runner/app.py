@@ -124,7 +124,8 @@ class AgentRunnerService(Service):
                 self.conversations.resume(record, getattr(msg.raw_message, "partition", None))
             case AnswerApproval(conversation_key=key):
                 if not self.launcher.approvals.deliver(record):
-                    self.log.info("approval answer ignored: no run waits for one", conversation=key)
+                    self.log.info("approval answer: no run waits for one", conversation=key)
+                    await self.launcher.no_pending_approval(record)
             case ResetConversation(conversation_key=key):
                 self.conversations.reset(key)
                 session_id = await self.launcher.reset_session(key)

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.config import RunnerSettings
 from agentstream.contracts import (
+    AnswerApproval,
     ChatMessage,
     DoubleTexting,
     FinishReason,
@@ -25,6 +26,7 @@ from agentstream.contracts import (
     RunFinished,
     RunStatus,
     StartRun,
+    new_id,
 )
 from agentstream_runner.approvals import ApprovalWaiters
 from agentstream_runner.assistants import Assistants, UnknownAssistant, system_messages
@@ -47,6 +49,7 @@ from agentstream_runner.run_setup import load_history
 from agentstream_runner.stores import RoleCache, SqlStores
 from agentstream_runner.tool_catalog import ToolCatalog
 
+NO_PENDING_APPROVAL = "There is no tool call waiting for approval."
 REJECTED_TEXT = "Still working on your previous message; this one was not sent. Try again when it is done."
 
 
@@ -160,6 +163,22 @@ class RunLauncher:
         options = start.options.over(assistant.options)
         history = await load_history(ctx, start, options, assistant)
         return [*system_messages(assistant, start, start.metadata), *history, *saved_input(checkpoint, start)]
+
+    async def no_pending_approval(self, answer: AnswerApproval) -> None:
+        """Tell the chat an `/approve` or `/deny` found nothing to answer (a notice of no run)."""
+        run_id = new_id()
+        await self._ports.publish_event(
+            Notice(
+                run_id=run_id,
+                root_run_id=run_id,
+                conversation_key=answer.conversation_key,
+                seq=0,
+                level=NoticeLevel.INFO,
+                text=NO_PENDING_APPROVAL,
+                reply_target=answer.reply_target,
+                command=answer.decision.value,
+            )
+        )
 
     # -- runs that never ran ---------------------------------------------------------
     async def dismiss(self, start: StartRun, why: Dismissal, detail: str) -> None:

@@ -151,6 +151,7 @@ class AnswerApproval(Record):
     decision: ApprovalDecision
     user_id: Subject = Field(description="Who answered.")
     admin: bool = Field(default=False, description="Ingress found the answerer in `authz.*.admins`.")
+    reply_target: ReplyTarget = Field(description="Where to say that no call waits, when none does.")
 
 
 RunCommand = Annotated[

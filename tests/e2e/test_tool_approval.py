@@ -46,7 +46,7 @@ async def test_approve_deny_and_expiry_in_the_chat(settings_factory):
     async with embedded_stack(settings, start_broker=False, ports=free_ports(), state_file=None) as stack:
         catalog = stack.services["agent-runner"].tool_catalog
         async with asyncio.timeout(20):
-            while not catalog.requires_approval("calculator"):
+            while not catalog.requires_approval("calculator"):  # noqa: ASYNC110 - the catalogue is polled, not signalled
                 await asyncio.sleep(0.1)
         kafka, topics, delivery = stack.settings.kafka, stack.services["ingress"].topics, stack.urls["delivery"]
         producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap_servers)

@@ -4,6 +4,7 @@ These pydantic models are the public contract; `docs/asyncapi.json` is generated
 """
 
 from agentstream.contracts.approvals import (
+    ARGUMENTS_SHOWN_CHARS,
     ApprovalDecision,
     ApprovalOutcome,
     ApprovalRequest,
@@ -55,6 +56,7 @@ from agentstream.contracts.tool_catalog import ToolCatalogEntry, ToolKind
 from agentstream.contracts.tools import ToolCallRequest, ToolCallResult
 
 __all__ = [
+    "ARGUMENTS_SHOWN_CHARS",
     "NOT_RUN_REASONS",
     "RESUMABLE_REASONS",
     "SCHEMA_VERSION",

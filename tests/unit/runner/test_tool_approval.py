@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+import pytest
+
 from agentstream.config import load_settings
 from agentstream.contracts import (
     AnswerApproval,
@@ -53,7 +55,9 @@ def catalog() -> ToolCatalog:
     return tools
 
 
-def context(fake: FakeOpenAI, ports: Ports, waiters: ApprovalWaiters, expiry_s: float = 30) -> RunContext:
+def context(
+    fake: FakeOpenAI, ports: Ports, waiters: ApprovalWaiters, expiry_s: float = 30, tools: ToolCatalog | None = None
+) -> RunContext:
     config = load_settings(
         connectors=[openai_connector(fake)], runner={"coalesce_ms": 0, "approval_expiry_s": expiry_s}
     )
@@ -62,7 +66,7 @@ def context(fake: FakeOpenAI, ports: Ports, waiters: ApprovalWaiters, expiry_s: 
         connectors=Connectors(config),
         assistants=Assistants(config),
         runner=config.runner,
-        tools=catalog(),
+        tools=tools if tools is not None else catalog(),
         approvals=waiters,
     )
 
@@ -77,7 +81,7 @@ def answer(decision: ApprovalDecision, user: str, admin: bool = False) -> Answer
     )
 
 
-async def until(check, timeout: float = 5) -> None:  # type: ignore[no-untyped-def]
+async def until(check, timeout: float = 20) -> None:  # type: ignore[no-untyped-def]
     async with asyncio.timeout(timeout):
         while not check():  # noqa: ASYNC110 - state of the run under test, polled
             await asyncio.sleep(0.01)
@@ -87,6 +91,7 @@ def notices(ports: Ports) -> list[Notice]:
     return ports.of(Notice)
 
 
+@pytest.mark.timeout(30)  # the module's first run imports the model SDK: seconds on a loaded machine
 async def test_the_run_waits_then_an_approval_runs_the_call():
     waiters, ports = ApprovalWaiters(), Ports()
     async with FakeOpenAI() as fake:
@@ -165,7 +170,9 @@ async def test_a_resumed_run_waits_for_the_same_request_and_its_deadline_stands(
     async with FakeOpenAI() as fake:
         fake.add_turn(text="Too late.")
         point = ResumePoint(memory=memory, first_seq=10, approval=request)
-        await asyncio.wait_for(run_pipeline(context(fake, ports, waiters), start_run("1+1?"), point), 5)
+        # A runner just started: its catalogue is still empty, the checkpoint alone says the call waits.
+        ctx = context(fake, ports, waiters, tools=ToolCatalog())
+        await asyncio.wait_for(run_pipeline(ctx, start_run("1+1?"), point), 5)
         assert fake.request_count == 1  # the model was not asked for the call again
     assert not [e for e in ports.of(StepCompleted) if e.step_type == StepType.APPROVAL]  # not asked again
     assert [n.approval for n in notices(ports)] == [None]

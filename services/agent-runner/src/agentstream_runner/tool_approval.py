@@ -78,7 +78,9 @@ def refused(scope: RunScope, call: ToolCallSpec, outcome: ApprovalOutcome) -> To
 
 async def approval_gate(scope: RunScope, calls: list[ToolCallSpec]) -> dict[str, ToolCallResult]:
     """The results of calls that may not run, by call id (empty: every call may run)."""
-    needing = [c for c in calls if scope.ctx.tools.requires_approval(c.name)]
+    # A resumed run's checkpoint says which calls wait, even before this runner has read the catalogue.
+    waited = scope.resumed_approval.call_ids if scope.resumed_approval is not None else frozenset()
+    needing = [c for c in calls if c.id in waited or scope.ctx.tools.requires_approval(c.name)]
     if not needing:
         return {}
     request = _resumed(scope, needing) or await _request(scope, needing)

@@ -29,3 +29,10 @@ def test_tools_are_selected_by_name_or_by_source():
     assert not policy.requires("weather__forecast", ToolKind.FUNCTION)
     assert not policy.requires("clock", ToolKind.BUILTIN)
     assert not policy.requires("shell", ToolKind.WORKSPACE)
+
+
+def test_an_mcp_server_can_mark_all_its_tools():
+    servers = {"files": {"command": "files-mcp", "requires_approval": True}, "search": {"url": "http://s/mcp"}}
+    policy = ApprovalPolicy.of(load_settings(tools={"mcp_servers": servers}).tools)
+    assert policy.requires("files__rm", ToolKind.MCP) and policy.requires("files__ls", ToolKind.MCP)
+    assert not policy.requires("search__query", ToolKind.MCP)

@@ -20,7 +20,13 @@ from agentstream.contracts import ToolCatalogEntry, ToolKind, new_id
 from agentstream.kafka.internals import producer_of
 from agentstream.kafka.producer import encode_record
 from agentstream.service import Infra
-from agentstream.tools_catalog import BUILTIN_TOOL_SPECS, WORKSPACE_TOOL_SPECS, selects, split_source_tool_name
+from agentstream.tools_catalog import (
+    ALL_OF_SOURCE,
+    BUILTIN_TOOL_SPECS,
+    WORKSPACE_TOOL_SPECS,
+    selects,
+    split_source_tool_name,
+)
 from agentstream_tools.registry import Tool, ToolRegistry
 
 
@@ -52,14 +58,16 @@ class CatalogChanges:
 @dataclass(frozen=True)
 class ApprovalPolicy:
     """Which tools are published `requires_approval`: the ones `tools.requires_approval` selects,
-    and the workspace tools while `tools.sandbox.requires_approval` holds."""
+    every tool of an MCP server with `requires_approval`, and the workspace tools while
+    `tools.sandbox.requires_approval` holds."""
 
     selectors: tuple[str, ...] = ()
     workspace: bool = False
 
     @classmethod
     def of(cls, tools: ToolsSettings) -> ApprovalPolicy:
-        return cls(tuple(tools.requires_approval), tools.sandbox.requires_approval)
+        servers = [f"{name}__{ALL_OF_SOURCE}" for name, server in tools.mcp_servers.items() if server.requires_approval]
+        return cls((*tools.requires_approval, *servers), tools.sandbox.requires_approval)
 
     def requires(self, name: str, kind: ToolKind) -> bool:
         if kind is ToolKind.WORKSPACE and self.workspace:

@@ -46,6 +46,9 @@ class McpServerSettings(Section):
     reconnect_min_s: float = Field(default=0.5, gt=0, description="First wait before reconnecting a lost server.")
     reconnect_max_s: float = Field(default=30.0, gt=0, description="Longest wait between reconnection attempts.")
     ping_interval_s: float = Field(default=15.0, gt=0, description="A connected server is pinged this often.")
+    requires_approval: bool = Field(
+        default=False, description="Every call of this server's tools waits for `/approve` (docs/tools.md)."
+    )
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerSettings:

@@ -40,6 +40,8 @@ from agentstream.kafka.internals import (
     release_commits,
 )
 from agentstream.kafka.producer import OutputGate, encode_record
+from agentstream.metrics import dead_letter_reason, new_registry
+from agentstream.metrics.lag import ConsumerLag, LagMetrics, Subscription
 from agentstream.observability import NotReady, ReadyCheck, get_logger, http_app, records_published
 
 # A stop ends within 10 s whatever Kafka does: final commits/flushes get FINAL_STEP_TIMEOUT_S
@@ -83,7 +85,7 @@ class Infra:
 
     @classmethod
     def build(cls, settings: Settings, name: str, *, uses_database: bool) -> Infra:
-        registry = CollectorRegistry()
+        registry = new_registry()
         broker = make_broker(settings.kafka, registry=registry, client_id=f"{settings.kafka.client_id}-{name}")
         engine = create_engine(settings.database.url, echo=settings.database.echo) if uses_database else None
         sessions = session_factory(engine) if engine is not None else None
@@ -123,7 +125,10 @@ class Service:
         self.sessions: async_sessionmaker | None = infra.sessions  # type: ignore[type-arg]
         self.started = False
         self.dead_letters = Counter(
-            "agentstream_dead_letters_total", "Records sent to the dlq", ["service", "topic"], registry=self.registry
+            "agentstream_dead_letters_total",
+            "Records sent to the dlq, by the topic they came from and a class of the reason",
+            ["service", "topic", "reason"],
+            registry=self.registry,
         )
         self.records_published = records_published(self.registry)
         self._published_by_topic: dict[str, Any] = {}
@@ -138,6 +143,9 @@ class Service:
             output=OutputGate(self.broker, self.log),
         )
         self._health_task: asyncio.Task[None] | None = None
+        self.lag_metrics = LagMetrics(self.registry)  # read from `start` on, every `kafka.lag_interval_s`
+        self._lag: ConsumerLag | None = None
+        self._lag_task: asyncio.Task[None] | None = None
         self._abandoned: set[asyncio.Task[Any]] = set()  # old consumers still stopping
         # Subclasses may add checks in their `__init__`; `/readyz` reads this dict on every request.
         self.ready_checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
@@ -166,15 +174,19 @@ class Service:
         await self.broker.start()
         await self.broker_health.check()
         self._health_task = asyncio.create_task(self.broker_health.run(), name=f"{self.name}-kafka-health")
+        self._start_lag()
         freeze_startup_objects()
         self.started = True
         self.log.info("service started", bootstrap=self.settings.kafka.bootstrap_servers)
 
     async def stop(self) -> None:
         self.started = False
-        if self._health_task is not None:
-            self._health_task.cancel()
-            await asyncio.wait({self._health_task})
+        for task in (self._health_task, self._lag_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.wait({task})
+        if self._lag is not None:
+            await self._lag.close()
         try:
             # aiokafka can retry forever against a dead broker; a shutdown must end.
             async with asyncio.timeout(STOP_TIMEOUT_S):
@@ -187,6 +199,29 @@ class Service:
             if self.engine is not None:
                 await self.engine.dispose()
         self.log.info("service stopped")
+
+    def subscriptions(self) -> list[Subscription]:
+        """The consumer groups of this service's subscribers and the topics each reads."""
+        topics: dict[str, list[str]] = {}
+        for sub in self.broker.subscribers:
+            group = getattr(sub, "group_id", None)
+            if group:
+                topics.setdefault(group, []).extend(getattr(sub, "topic_names", ()))
+        return [Subscription(group, tuple(dict.fromkeys(names))) for group, names in topics.items() if names]
+
+    def _start_lag(self) -> None:
+        interval = self.settings.kafka.lag_interval_s
+        if interval <= 0 or not (subscriptions := self.subscriptions()):
+            return
+        self._lag = ConsumerLag(
+            self.settings.kafka,
+            subscriptions,
+            self.lag_metrics,
+            self.log,
+            interval_s=interval,
+            client_id=f"{self.settings.kafka.client_id}-{self.name}-lag",
+        )
+        self._lag_task = asyncio.create_task(self._lag.run(), name=f"{self.name}-consumer-lag")
 
     async def final_step(self, step: Awaitable[object], what: str) -> None:
         """A commit or flush on the way out: bounded by FINAL_STEP_TIMEOUT_S, skipped while Kafka is
@@ -314,7 +349,7 @@ class Service:
             service=self.name,
         )
         await self.publish(self.topics.dlq, letter, key or "")
-        self.dead_letters.labels(self.name, letter.source_topic).inc()
+        self.count_dead_letter(letter.source_topic, error)
         self.log.warning(
             "dead letter",
             topic=letter.source_topic,
@@ -322,6 +357,9 @@ class Service:
             offset=letter.source_offset,
             error=error,
         )
+
+    def count_dead_letter(self, topic: str, error: str) -> None:
+        self.dead_letters.labels(self.name, topic, dead_letter_reason(error)).inc()
 
     async def handler_failed(self, msg: StreamMessage[Any], err: Exception) -> None:
         """A handler raised what it did not expect: log where the record sits, dead-letter it

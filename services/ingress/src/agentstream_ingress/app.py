@@ -165,7 +165,7 @@ class IngressService(Service):
                 assert_never(decision)
 
     def letter(self, record: ConsumerRecord, key: str, error: str) -> DeadLetter:
-        self.dead_letters.labels(self.name, record.topic).inc()
+        self.count_dead_letter(record.topic, error)
         return DeadLetter(
             source_topic=record.topic,
             source_partition=record.partition,

@@ -176,7 +176,7 @@ class PersistenceService(Service):
             return False
         self.flusher.dead_lettered(buf.root_run_id)
         self.buffers.discard(buf.root_run_id)
-        self.dead_letters.labels(self.name, self.topics.events).inc()
+        self.count_dead_letter(self.topics.events, letter.error)
         self.log.error(
             "run could not be stored; dead-lettered",
             root_run_id=buf.root_run_id,

@@ -20,6 +20,7 @@ from agentstream_runner.connectors.resolve import Connectors
 from agentstream_runner.conversations.registry import Conversations
 from agentstream_runner.launcher import RunLauncher
 from agentstream_runner.ports import BrokerRunPorts, ToolWaiters
+from agentstream_runner.run_metrics import RunMetrics
 from agentstream_runner.tool_catalog import ToolCatalog
 
 
@@ -42,7 +43,7 @@ def bootstrap(settings: Settings, *, connectors: Connectors | None = None) -> Ag
     waiters = ToolWaiters()
     tool_catalog = ToolCatalog()
     launcher = RunLauncher(
-        BrokerRunPorts(infra, waiters),
+        BrokerRunPorts(infra, waiters, RunMetrics(infra.registry, {c.id: c.model for c in settings.connectors})),
         connectors,
         assistants,
         settings.runner,

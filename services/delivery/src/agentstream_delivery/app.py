@@ -15,7 +15,7 @@ from typing import Any
 
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
-from prometheus_client import Counter, Gauge
+from prometheus_client import Gauge
 
 from agentstream.auth import WebSessions
 from agentstream.contracts import (
@@ -43,6 +43,7 @@ from agentstream_delivery.adapters.web_http import add_web_routes
 from agentstream_delivery.api import add_routes
 from agentstream_delivery.current_runs import CurrentRuns, first_segment
 from agentstream_delivery.deliverer import deliver_notice
+from agentstream_delivery.delivery_metrics import DeliveryMetrics
 from agentstream_delivery.hooks import HookRuntime, TransformContext
 from agentstream_delivery.ledger import Ledger, ReceiptQueue
 from agentstream_delivery.platforms import Adapters, late_landing
@@ -92,12 +93,7 @@ class DeliveryService(Service):
         self.finished_listeners: list[FinishedListener] = []
         self._warned_platforms: set[str] = set()
         self._background: set[asyncio.Task[Any]] = set()
-        self.platform_calls = Counter(
-            "agentstream_delivery_platform_calls_total",
-            "Platform API calls",
-            ["platform", "op", "outcome"],
-            registry=self.registry,
-        )
+        self.metrics = DeliveryMetrics(self.registry, self.adapters)
         open_streams = Gauge("agentstream_delivery_open_streams", "Streams being delivered", registry=self.registry)
         open_streams.set_function(lambda: len(self.streams.all()))
         self.decode_event = RecordDecoder(RunEventAdapter, "RunEvent", self.dead_letter)
@@ -230,7 +226,7 @@ class DeliveryService(Service):
             target,
             adapter,
             self.log,
-            observe=lambda platform, op, outcome: self.platform_calls.labels(platform, op, outcome).inc(),
+            observe=self.metrics,
             outgoing=None if self.hooks.transform.empty else self.hooks.transform,
             ledger=self.ledger,
             conversation_key=event.conversation_key,
@@ -308,7 +304,7 @@ class DeliveryService(Service):
                 self._gate(adapter, target),
                 self.ledger,
                 self.log,
-                lambda platform, op, outcome: self.platform_calls.labels(platform, op, outcome).inc(),
+                self.metrics,
                 late_landing_s=late_landing(adapter, self.settings.platforms.get(adapter.platform)),
             )
         )

@@ -70,7 +70,9 @@ class PersistenceService(Service):
         self._retrier: asyncio.Task[None] | None = None  # retries the flusher's waiting runs
         self.ready_checks["flush"] = flusher.ready
         self.lost_runs = Counter(
-            "agentstream_persistence_lost_runs_total", "Runs ended by the watchdog", registry=self.registry
+            "agentstream_persistence_lost_runs_total",
+            "Stale runs ended by the watchdog (no event for resume.stale_after_s: the runner was lost)",
+            registry=self.registry,
         )
         Gauge(
             "agentstream_persistence_open_buffers", "Runs buffered, not yet flushed", registry=self.registry

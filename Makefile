@@ -25,8 +25,9 @@ lint: setup  ## ruff (lint and format check), mypy: strict on libs/agentstream a
 demo: setup  ## one scripted conversation with a tool, end to end, then exit
 	$(UV) run agentstream demo
 
-docs: setup  ## regenerate docs/asyncapi.json from the contracts
+docs: setup  ## regenerate docs/asyncapi.json from the contracts and docs/metrics.md from the registries
 	$(UV) run python -m agentstream.asyncapi docs/asyncapi.json
+	$(UV) run python -m agentstream_stack.metrics_doc docs/metrics.md
 
 bench: setup  ## the raw-Kafka baseline every other benchmark is compared to
 	$(UV) run python bench/kafka_baseline.py

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
@@ -42,7 +43,14 @@ from agentstream.kafka.internals import (
 from agentstream.kafka.producer import OutputGate, encode_record
 from agentstream.metrics import dead_letter_reason, new_registry
 from agentstream.metrics.lag import ConsumerLag, LagMetrics, Subscription
-from agentstream.observability import NotReady, ReadyCheck, get_logger, http_app, records_published
+from agentstream.observability import (
+    NotReady,
+    ReadyCheck,
+    get_logger,
+    http_app,
+    record_log_context,
+    records_published,
+)
 
 # A stop ends within 10 s whatever Kafka does: final commits/flushes get FINAL_STEP_TIMEOUT_S
 # (skipped at once while Kafka is known unavailable), the broker's own stop STOP_TIMEOUT_S.
@@ -357,6 +365,11 @@ class Service:
             offset=letter.source_offset,
             error=error,
         )
+
+    def log_context(self, record: object = None, **fields: str | None) -> AbstractContextManager[None]:
+        """Log lines inside carry this service and `record`'s run and conversation (see
+        `observability.record_log_context`); every handler wraps a record's handling in it."""
+        return record_log_context(self.name, record, **fields)
 
     def count_dead_letter(self, topic: str, error: str) -> None:
         self.dead_letters.labels(self.name, topic, dead_letter_reason(error)).inc()

@@ -158,9 +158,11 @@ class DeliveryService(Service):
         raw = msg.raw_message
         partition, offset = getattr(raw, "partition", None), getattr(raw, "offset", None)
         origin = (partition, offset) if partition is not None and offset is not None else None
-        event = await self.decode_event(msg)  # None: dead-lettered
+        with self.log_context():
+            event = await self.decode_event(msg)  # None: dead-lettered
         if event is not None:
-            await self.handle(event, origin)
+            with self.log_context(event):  # streams opened here keep the run's ids
+                await self.handle(event, origin)
         if origin is not None:
             self.committer.points.read(*origin)
 

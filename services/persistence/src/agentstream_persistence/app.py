@@ -113,11 +113,13 @@ class PersistenceService(Service):
         partition, offset = getattr(raw, "partition", None), getattr(raw, "offset", None)
         origin = Origin(partition, offset) if partition is not None and offset is not None else None
         try:
-            event = await self.decode_event(msg)  # None: dead-lettered
+            with self.log_context():
+                event = await self.decode_event(msg)  # None: dead-lettered
             if event is not None:
-                buf = self.buffers.add(event, origin)
-                if buf is not None and isinstance(event, RunFinished) and event.run_id == event.root_run_id:
-                    await self.flush(buf)
+                with self.log_context(event):
+                    buf = self.buffers.add(event, origin)
+                    if buf is not None and isinstance(event, RunFinished) and event.run_id == event.root_run_id:
+                        await self.flush(buf)
         finally:
             # Marked read only after the event is in a buffer, flushed or dead-lettered (the
             # handler guard dead-letters what raises here): it is now safe to commit past it

@@ -4,7 +4,9 @@ model calls and tokens, tool results and retries — labelled by connector, neve
 import pytest
 from prometheus_client import CollectorRegistry
 
+from agentstream.config import load_settings
 from agentstream.contracts import (
+    ChatMessage,
     MessageDelta,
     ReplyTarget,
     RunFinished,
@@ -17,6 +19,9 @@ from agentstream.contracts import (
 )
 from agentstream.contracts.endings import FinishReason, RunStatus
 from agentstream.contracts.events import StepType
+from agentstream.testing.fake_openai import FakeOpenAI
+from agentstream_runner.connectors.base import LLMRequest, TextDelta
+from agentstream_runner.connectors.resolve import Connectors
 from agentstream_runner.run_metrics import RunMetrics
 
 
@@ -89,3 +94,25 @@ def test_series_of_every_configured_connector_exist_at_zero() -> None:
             labels = {"connector": connector, "model": model, "outcome": outcome}
             assert _value(registry, "agentstream_llm_calls_total", **labels) == 0
     assert _value(registry, "agentstream_runs_finished_total", status="completed", reason="none") == 0
+
+
+async def test_a_model_request_sent_again_is_counted_per_connector() -> None:
+    registry = CollectorRegistry()
+    async with FakeOpenAI() as fake:
+        settings = load_settings(
+            connectors=[
+                {"id": "gpt", "type": "openai", "base_url": fake.base_url, "model": "m", "retry_base_delay_s": 0.01}
+            ]
+        )
+        metrics = RunMetrics(registry, {c.id: c.model for c in settings.connectors})
+        connectors = Connectors(settings, on_retry=metrics.llm_retry)
+        fake.add_turn(mode="503")
+        fake.add_turn(text="finally")
+        try:
+            connector = connectors.open(settings.connectors[0])
+            request = LLMRequest(messages=(ChatMessage(role="user", content="hi"),))
+            chunks = [chunk async for chunk in connector.stream(request)]
+        finally:
+            await connectors.close()
+    assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "finally"
+    assert _value(registry, "agentstream_llm_retries_total", connector="gpt", model="m") == 1

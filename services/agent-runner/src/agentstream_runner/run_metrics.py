@@ -106,6 +106,12 @@ class RunMetrics:
             ["connector", "model", "kind"],
             registry=registry,
         )
+        self.llm_retries = Counter(
+            "agentstream_llm_retries_total",
+            "Model requests sent again after a transient failure (429, 5xx, timeout), by connector",
+            ["connector", "model"],
+            registry=registry,
+        )
         self.tool_calls = Counter(
             "agentstream_runner_tool_calls_total",
             "Tool results the runs received, by tool and outcome",
@@ -131,6 +137,7 @@ class RunMetrics:
         for connector, model in self._models.items():
             for outcome in CallOutcome:
                 self.llm_calls.labels(connector, model or "default", outcome)
+            self.llm_retries.labels(connector, model or "default")
             for kind in TokenKind:
                 self.llm_tokens.labels(connector, model or "default", kind)
         for status in RunStatus:
@@ -138,6 +145,9 @@ class RunMetrics:
 
     def model_of(self, connector: str) -> str:
         return self._models.get(connector) or "default"
+
+    def llm_retry(self, connector: str) -> None:
+        self.llm_retries.labels(connector, self.model_of(connector)).inc()
 
     def observe(self, event: EventBase) -> None:
         self.events.labels(event.type).inc()  # type: ignore[attr-defined]

@@ -21,6 +21,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from agentstream.config import SERVICES, Settings
+from agentstream.observability import configure_logging
 from agentstream_stack.services import build_all
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -161,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m agentstream_stack.metrics_doc docs/metrics.md", file=sys.stderr)
         return 2
+    configure_logging("ERROR")  # building the services warns about settings an operator would set
     path = Path(args[0])
     current = path.read_text(encoding="utf-8") if path.exists() else ""
     path.write_text(render(current), encoding="utf-8")

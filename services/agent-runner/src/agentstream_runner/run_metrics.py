@@ -140,8 +140,7 @@ class RunMetrics:
             self.llm_retries.labels(connector, model or "default")
             for kind in TokenKind:
                 self.llm_tokens.labels(connector, model or "default", kind)
-        for status in RunStatus:
-            self.finished.labels(status, NO_REASON if status is RunStatus.COMPLETED else UNKNOWN)
+        self.finished.labels(RunStatus.COMPLETED, NO_REASON)
 
     def model_of(self, connector: str) -> str:
         return self._models.get(connector) or "default"

@@ -108,8 +108,13 @@ class AgentRunnerService(Service):
         self.connectors.preload()  # before the broker starts: the first run does not wait for an import
 
     async def on_record(self, msg: KafkaMessage) -> None:
-        record = await self.decoder(msg)
+        with self.log_context():
+            record = await self.decoder(msg)  # a dead letter's line names the service
         self.records.labels(record.type if record is not None else "undecodable").inc()
+        with self.log_context(record):
+            await self._route(record, msg)
+
+    async def _route(self, record: RunnerRecord | None, msg: KafkaMessage) -> None:
         match record:
             case None:
                 return  # dead-lettered with the reason

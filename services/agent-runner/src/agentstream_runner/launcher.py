@@ -28,6 +28,7 @@ from agentstream.contracts import (
     StartRun,
     new_id,
 )
+from agentstream.observability import record_log_context
 from agentstream_runner.approvals import ApprovalWaiters
 from agentstream_runner.assistants import Assistants, UnknownAssistant, system_messages
 from agentstream_runner.chat_sessions import KnownSessions, SessionStore
@@ -107,6 +108,11 @@ class RunLauncher:
         )
 
     async def run(self, work: Work, control: RunControl) -> None:
+        with record_log_context(None, work):
+            await self._run(work, control)
+            self._log.info("run handled", command=work.type)  # the context names the run
+
+    async def _run(self, work: Work, control: RunControl) -> None:
         match work:
             case ResumeRun():
                 await self.resume(work, control)
@@ -183,6 +189,10 @@ class RunLauncher:
     # -- runs that never ran ---------------------------------------------------------
     async def dismiss(self, start: StartRun, why: Dismissal, detail: str) -> None:
         """Their `run.queued` opened a stream: close it, so delivery and persistence end it."""
+        with record_log_context(None, start):
+            await self._dismiss(start, why, detail)
+
+    async def _dismiss(self, start: StartRun, why: Dismissal, detail: str) -> None:
         events = RunEmitter.for_start(start, self._ports.publish_event)
         match why:
             case Dismissal.REJECTED:

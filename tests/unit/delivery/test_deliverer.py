@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 import structlog
 
+from agentstream.config import TextFormat
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
     BadFormat,
     Capabilities,
     Forbidden,
+    FormattingRejected,
     NotFound,
     RateLimited,
     TooLong,
@@ -31,7 +33,8 @@ TARGET = ReplyTarget(platform="scripted", chat_id="c")
         (429, "Too Many Requests: retry after 5", RateLimited),
         (400, "Bad Request: message is too long", TooLong),
         (400, "Bad Request: message to edit not found", NotFound),
-        (400, "Bad Request: can't parse entities", BadFormat),
+        (400, "Bad Request: can't parse entities: Unsupported start tag", FormattingRejected),
+        (400, "Bad Request: message text is empty", BadFormat),
         (403, "Forbidden: bot was blocked by the user", Forbidden),
         (502, "Bad Gateway", Transient),
     ],
@@ -56,6 +59,7 @@ class Scripted:
     def __init__(self, *outcomes: object) -> None:
         self.outcomes = list(outcomes)
         self.calls: list[tuple[str, str]] = []
+        self.markups: list[TextFormat] = []  # what each call's text was written in
 
     async def _next(self, kind: str, text: str) -> str:
         self.calls.append((kind, text))
@@ -64,10 +68,22 @@ class Scripted:
             raise out
         return str(out)
 
-    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
+    async def send(
+        self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
+    ) -> str:
+        self.markups.append(markup)
         return await self._next("send", text)
 
-    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
+    async def edit(
+        self,
+        target: ReplyTarget,
+        message_id: str,
+        text: str,
+        *,
+        final: bool = False,
+        markup: TextFormat = TextFormat.PLAIN,
+    ) -> None:
+        self.markups.append(markup)
         await self._next("edit", text)
 
     async def close(self) -> None:

@@ -25,10 +25,22 @@ async def test_frames_stream_per_chat_and_late_pages_catch_up() -> None:
     mid = await web.send(A, "Hel ▉")
     stream = web.frames("a")
     assert await anext(stream) == b": connected\n\n"
-    assert decode(await anext(stream)) == {"message_id": mid, "text": "Hel ▉", "final": False, "op": "send"}
+    assert decode(await anext(stream)) == {
+        "message_id": mid,
+        "text": "Hel ▉",
+        "final": False,
+        "op": "send",
+        "markup": "plain",
+    }
     await web.send(B, "other chat")
     await web.edit(A, mid, "Hello!", final=True)
-    assert decode(await anext(stream)) == {"message_id": mid, "text": "Hello!", "final": True, "op": "edit"}
+    assert decode(await anext(stream)) == {
+        "message_id": mid,
+        "text": "Hello!",
+        "final": True,
+        "op": "edit",
+        "markup": "plain",
+    }
     await web.close()
     with pytest.raises(StopAsyncIteration):
         await anext(stream)

@@ -49,7 +49,7 @@ from agentstream_delivery.render import (
     tool_line,
     visible_chars,
 )
-from agentstream_delivery.splitting import MEASURES, cut, open_fence
+from agentstream_delivery.splitting import cut, open_fence
 from agentstream_delivery.stream_inputs import (
     Break,
     Degrade,
@@ -80,7 +80,7 @@ def _put(model: StreamModel, text: str, final: bool, role: OpRole = "text") -> O
 def _split_heads(model: StreamModel, final: bool) -> Step:
     """Finalize every full head past the safe length; each opens the next platform message."""
     ops: list[Op] = []
-    measure = MEASURES[model.capabilities.measure]
+    measure = model.capabilities.length()
     while (c := cut(model.body(final=final), model.safe_length, measure)) is not None:
         ops.append(_put(model, c.head, final=True))
         model = replace(
@@ -123,7 +123,7 @@ def _sync(model: StreamModel, now: float) -> Step:
 
 
 def _fits(model: StreamModel, text: str) -> bool:
-    return MEASURES[model.capabilities.measure](text) <= model.capabilities.max_length
+    return model.capabilities.length()(text) <= model.capabilities.max_length
 
 
 def _finalize(model: StreamModel, suffix: str = "") -> Step:

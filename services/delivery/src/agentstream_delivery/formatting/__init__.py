@@ -1,0 +1,71 @@
+"""The model's Markdown rendered to each platform's markup, and measured the way the platform counts.
+
+`render(text, fmt)` is the one entry point; `plain(text)` is what a frame the platform
+rejected for its markup is re-sent as. `measurer(measure, fmt)` is how splitting counts a
+message: the platform's unit (characters or UTF-16 code units) of what the platform shows
+(Telegram counts the text after its HTML is parsed), and never less than the plain
+fallback of the same text, so a frame re-sent as plain text still fits.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable
+from functools import lru_cache
+
+from agentstream.config import TextFormat
+from agentstream_delivery.formatting.styles import (
+    DiscordMarkdownStyle,
+    PlainStyle,
+    SlackMrkdwnStyle,
+    Style,
+    TelegramHtmlStyle,
+)
+from agentstream_delivery.formatting.tree import Writer
+from agentstream_delivery.formatting.web_html import render_html
+
+Measure = Callable[[str], int]
+_TAG = re.compile(r"<[^>]*>")
+_STYLES: dict[TextFormat, Callable[[], Style]] = {
+    TextFormat.PLAIN: PlainStyle,
+    TextFormat.TELEGRAM_HTML: TelegramHtmlStyle,
+    TextFormat.SLACK_MRKDWN: SlackMrkdwnStyle,
+    TextFormat.DISCORD_MARKDOWN: DiscordMarkdownStyle,
+}
+
+
+@lru_cache(maxsize=512)
+def render(text: str, fmt: TextFormat) -> str:
+    """`text` (the model's Markdown) in the markup `fmt`; cached: a frame is measured, then sent."""
+    if fmt is TextFormat.MARKDOWN:
+        return text
+    if fmt is TextFormat.HTML:
+        return render_html(text)
+    return Writer(_STYLES[fmt]()).render(text)
+
+
+def plain(text: str) -> str:
+    return render(text, TextFormat.PLAIN)
+
+
+def shown_text(rendered: str, fmt: TextFormat) -> str:
+    """What the platform counts of a rendered message: Telegram parses its HTML away first."""
+    if fmt is TextFormat.TELEGRAM_HTML:
+        return html.unescape(_TAG.sub("", rendered))
+    return rendered
+
+
+def measurer(unit: Measure, fmt: TextFormat) -> Measure:
+    """The length of Markdown `text` once rendered to `fmt`, as the platform counts it (`unit`)."""
+    if fmt is TextFormat.MARKDOWN:
+        return unit
+
+    def measure(text: str) -> int:
+        shown = unit(shown_text(render(text, fmt), fmt))
+        return shown if fmt is TextFormat.PLAIN else max(shown, unit(plain(text)))
+
+    return measure
+
+
+__all__ = ["Measure", "TextFormat", "measurer", "plain", "render", "shown_text"]

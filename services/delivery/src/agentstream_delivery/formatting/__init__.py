@@ -42,7 +42,11 @@ def render(text: str, fmt: TextFormat) -> str:
         return text
     if fmt is TextFormat.HTML:
         return render_html(text)
-    return Writer(_STYLES[fmt]()).render(text)
+    style = _STYLES[fmt]()
+    out = Writer(style).render(text)
+    if text.strip() and not shown_text(out, fmt).strip():  # `<pre></pre>`: a platform refuses an empty text
+        return style.text(text)
+    return out
 
 
 def plain(text: str) -> str:

@@ -127,6 +127,34 @@ async def test_forbidden_ends_every_later_call():
     assert len(adapter.calls) == 1
 
 
+class ScriptedTelegramHtml(Scripted):
+    capabilities = Capabilities(edit_interval=1.0, formatting=TextFormat.TELEGRAM_HTML)
+
+
+async def test_a_refused_markup_is_sent_again_as_plain_text_and_recorded_as_sent():
+    adapter = ScriptedTelegramHtml(FormattingRejected("Bad Request: can't parse entities"), "id1", "ok")
+    d = deliverer(adapter)
+    answer = "**Done** with [docs](https://example.com) & `x<y`"
+    assert await d.deliver(Send(0, answer, True), answer) == Delivered()
+    assert adapter.calls == [
+        ("send", '<b>Done</b> with <a href="https://example.com">docs</a> &amp; <code>x&lt;y</code>'),
+        ("send", "Done with docs (https://example.com) & x<y"),
+    ]
+    assert adapter.markups == [TextFormat.TELEGRAM_HTML, TextFormat.PLAIN]
+    assert d.entries[0].state == "sent" and d.entries[0].message_id == "id1"
+    # The next frame tries the markup again: one refusal says nothing about the next text.
+    assert await d.deliver(Edit(0, answer + "!", True), answer + "!") == Delivered()
+    assert adapter.markups[-1] is TextFormat.TELEGRAM_HTML
+
+
+async def test_a_plain_text_refusal_is_a_failure_not_a_loop():
+    adapter = ScriptedTelegramHtml(FormattingRejected("can't parse entities"), FormattingRejected("again"))
+    d = deliverer(adapter)
+    assert await d.deliver(Send(0, "*x*", True), "*x*") == Failed()
+    assert adapter.markups == [TextFormat.TELEGRAM_HTML, TextFormat.PLAIN]
+    assert d.entries[0].state == "failed"
+
+
 async def test_three_rate_limit_strikes_degrade_and_drop_previews():
     adapter = Scripted("id1", *(RateLimited(0.0) for _ in range(3)))
     d = deliverer(adapter)

@@ -21,7 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from agentstream.testing.fake_platforms.base import FakePlatform
-from agentstream.testing.fake_platforms.telegram_html import HtmlRejected, parse
+from agentstream.testing.fake_platforms.telegram_html import TAGS, HtmlRejected, parse
 
 MAX_UTF16 = 4096
 NOT_MODIFIED = (
@@ -44,9 +44,12 @@ def error(status: int, description: str, **parameters: Any) -> JSONResponse:
 class FakeTelegram(FakePlatform):
     name = "telegram"
 
-    def __init__(self, token: str = "123:TEST", *, drafts: bool = True, **kw: Any) -> None:
+    def __init__(
+        self, token: str = "123:TEST", *, drafts: bool = True, html_tags: frozenset[str] = TAGS, **kw: Any
+    ) -> None:
         self.token = token
         self.drafts_enabled = drafts
+        self.html_tags = html_tags  # fewer: a Bot API that predates some tags (refuses them like unknown ones)
         self.drafts: dict[tuple[str, int], list[str]] = {}  # (chat, draft id) → every frame shown
         super().__init__(**kw)
 
@@ -76,7 +79,7 @@ class FakeTelegram(FakePlatform):
             shown = text
             if body.get("parse_mode") == "HTML":
                 try:
-                    shown = parse(text)
+                    shown = parse(text, self.html_tags)
                 except HtmlRejected as err:
                     return error(400, f"Bad Request: can't parse entities: {err}")
             elif body.get("parse_mode") is not None:

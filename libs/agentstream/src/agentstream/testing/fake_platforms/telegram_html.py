@@ -28,7 +28,7 @@ class HtmlRejected(ValueError):
     """The description the Bot API answers after "Bad Request: can't parse entities: "."""
 
 
-def parse(text: str) -> str:
+def parse(text: str, tags: frozenset[str] = TAGS) -> str:
     """The message's text once its HTML is parsed; raises `HtmlRejected` as the Bot API refuses it."""
     out: list[str] = []
     stack: list[str] = []
@@ -39,7 +39,7 @@ def parse(text: str) -> str:
             m = _TOKEN.match(text, pos)
             if m is None:
                 raise HtmlRejected(f"Unexpected character at byte offset {_offset(text, pos)}")
-            _tag(m, stack, text, pos)
+            _tag(m, stack, text, pos, tags)
             pos = m.end()
         elif ch == "&":
             e = _ENTITY.match(text, pos)
@@ -55,9 +55,9 @@ def parse(text: str) -> str:
     return "".join(out)
 
 
-def _tag(m: re.Match[str], stack: list[str], text: str, pos: int) -> None:
+def _tag(m: re.Match[str], stack: list[str], text: str, pos: int, tags: frozenset[str]) -> None:
     closing, name, attrs = m.group(1) == "/", m.group(2).lower(), m.group(3)
-    if name not in TAGS:
+    if name not in tags:
         raise HtmlRejected(f'Unsupported start tag "{name}" at byte offset {_offset(text, pos)}')
     if closing:
         if not stack or stack[-1] != name:

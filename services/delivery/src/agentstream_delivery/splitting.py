@@ -42,6 +42,12 @@ def utf16_len(text: str) -> int:
 MEASURES: dict[MeasureName, Measure] = {"chars": len, "utf16": utf16_len}
 
 
+def fits(text: str, room: int, measure: Measure) -> bool:
+    """`measure(text) <= room`, without measuring when the measure's cheap upper bound (if it has one) fits."""
+    bound: Measure | None = getattr(measure, "bound", None)
+    return (bound is not None and bound(text) <= room) or measure(text) <= room
+
+
 def safe_limit(limit: int, cursor: str = CURSOR) -> int:
     return max(MIN_SAFE, limit - len(cursor) - 100)
 
@@ -110,13 +116,13 @@ def _cut_point(text: str, hard: int, in_fence: Callable[[int], bool]) -> int:
 
 def cut(text: str, safe: int, measure: Measure) -> Cut | None:
     """Where the first message ends, or None when `text` fits in one message."""
-    if measure(text) <= safe:
+    if fits(text, safe, measure):
         return None
     room = safe - FENCE_CLOSE_ROOM
     while True:
         hard = max(1, _fit(text, room, measure))
         c = _cut_at(text, _cut_point(text, hard, lambda pos: open_fence(text[:pos]) is not None))
-        if hard == 1 or measure(c.head) <= safe:
+        if hard == 1 or fits(c.head, safe, measure):
             return c
         room = room * 9 // 10
 

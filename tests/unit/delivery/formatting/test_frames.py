@@ -20,7 +20,7 @@ from agentstream_delivery.adapters.discord import CAPABILITIES as DISCORD
 from agentstream_delivery.adapters.signal import CAPABILITIES as SIGNAL
 from agentstream_delivery.adapters.slack import CAPABILITIES as SLACK
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
-from agentstream_delivery.formatting import plain, render
+from agentstream_delivery.formatting import RenderedMeasure, plain, render
 from agentstream_delivery.platform_ops import Op
 from agentstream_delivery.render import CURSOR, visible_chars
 from agentstream_delivery.splitting import MEASURES, split_text, unsplit
@@ -38,6 +38,7 @@ PIECES = [
     "```", "```python\n", "\n```\n", "[", "](", "https://example.com/a?b=1&c=2", ")", "![", "<", ">", "&", "&amp;",
     "&nbsp;", "<b>", "</i>", "|", "| a | b |\n|---|---|\n| 1 | 2 |\n", "\\", "😀", "👍🏽", "🇩🇪", "é", "\u200d",
     "word", " ", "tab\t", "---\n", "<https://x.io>", "javascript:alert(1)", '"', "'",
+    "[ü](https://ü.de/é%20(x))", "    - ", "      1. ", "> > > > ", "\nlazy", "999999999. ", "=====\n",
 ]  # fmt: skip
 markdown = st.lists(
     st.one_of(st.sampled_from(PIECES), st.text(alphabet="ab <>&*_`#-\n😀", max_size=6)), max_size=40
@@ -82,6 +83,17 @@ def test_every_part_of_a_split_fits_and_is_accepted(text: str, name: str) -> Non
         if visible_chars(part):  # a stream never sends a message of whitespace alone
             accepts(caps.formatting, render(part, caps.formatting), caps.max_length)
     assert unsplit(parts) == text
+
+
+@pytest.mark.timeout(60)  # every generated answer rendered for five platforms
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(markdown, min_size=1, max_size=8).map("\n".join))
+def test_the_cheap_length_bound_is_never_below_the_rendered_length(text: str) -> None:
+    # Splitting trusts the bound to skip rendering: it must never say a text fits that does not.
+    for caps in PLATFORMS.values():
+        measure = caps.length()
+        assert isinstance(measure, RenderedMeasure)
+        assert measure.bound(text) >= measure(text)
 
 
 def stream(caps: Capabilities, text: str, chunk: int) -> list[Op]:

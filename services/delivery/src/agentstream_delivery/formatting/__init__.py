@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 
 from agentstream.config import TextFormat
@@ -60,16 +61,43 @@ def shown_text(rendered: str, fmt: TextFormat) -> str:
     return rendered
 
 
+@dataclass(frozen=True)
+class RenderedMeasure:
+    """The length of Markdown once rendered to `fmt`, as the platform counts it (`unit`).
+
+    Rendering costs a parse, so `bound` gives a cheap upper bound first (splitting checks it
+    before measuring): a rendering is at most `GROWTH` times the Markdown plus `PER_LINE` per
+    line (escapes, list indents and numbers, quote marks; nesting deeper than `tree.MAX_NEST`
+    adds nothing). Tables pad their cells, so a text with a `|` is always measured.
+    """
+
+    unit: Measure
+    fmt: TextFormat
+
+    def __call__(self, text: str) -> int:
+        shown = self.unit(shown_text(render(text, self.fmt), self.fmt))
+        return shown if self.fmt is TextFormat.PLAIN else max(shown, self.unit(plain(text)))
+
+    def bound(self, text: str) -> int:
+        if "|" in text:
+            return self(text)
+        growth, per_line = GROWTH[self.fmt]
+        return growth * self.unit(text) + per_line * (text.count("\n") + 1)
+
+
+# (times the Markdown's length, plus per line): Slack escapes `&` as five characters, the web's HTML has tags.
+GROWTH: dict[TextFormat, tuple[int, int]] = {
+    TextFormat.PLAIN: (3, 32),
+    TextFormat.TELEGRAM_HTML: (3, 32),
+    TextFormat.DISCORD_MARKDOWN: (3, 32),
+    TextFormat.SLACK_MRKDWN: (5, 32),
+    TextFormat.HTML: (12, 160),
+}
+
+
 def measurer(unit: Measure, fmt: TextFormat) -> Measure:
-    """The length of Markdown `text` once rendered to `fmt`, as the platform counts it (`unit`)."""
-    if fmt is TextFormat.MARKDOWN:
-        return unit
-
-    def measure(text: str) -> int:
-        shown = unit(shown_text(render(text, fmt), fmt))
-        return shown if fmt is TextFormat.PLAIN else max(shown, unit(plain(text)))
-
-    return measure
+    """How splitting measures Markdown for a platform whose texts are `fmt` and counted in `unit`."""
+    return unit if fmt is TextFormat.MARKDOWN else RenderedMeasure(unit, fmt)
 
 
-__all__ = ["Measure", "TextFormat", "measurer", "plain", "render", "shown_text"]
+__all__ = ["Measure", "RenderedMeasure", "TextFormat", "measurer", "plain", "render", "shown_text"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import re
 
-from agentstream_delivery.formatting.tree import RULE, Style
+from agentstream_delivery.formatting.tree import RULE, Style, readable_url
 
 LINK_SCHEMES = ("http://", "https://", "mailto:", "tg://")
 _DISCORD_SPECIAL = re.compile(r"([\\*_~`|<>\[\]()])")
@@ -27,6 +27,9 @@ def openable(href: str) -> bool:
 
 class PlainStyle(Style):
     """Signal, SMS-like targets and the fallback of a rejected frame: the words, no markup."""
+
+    def link(self, href: str, inner: str, inner_plain: str) -> str:
+        return super().link(readable_url(href), inner, inner_plain)
 
 
 class TelegramHtmlStyle(Style):
@@ -47,7 +50,7 @@ class TelegramHtmlStyle(Style):
 
     def link(self, href: str, inner: str, inner_plain: str) -> str:
         if not openable(href) or not inner:
-            return super().link(self.text(href), inner, inner_plain)
+            return super().link(self.text(readable_url(href)), inner, inner_plain)
         return f'<a href="{html.escape(href, quote=True)}">{inner}</a>'
 
     def heading(self, level: int, inner: str) -> str:
@@ -81,8 +84,8 @@ class SlackMrkdwnStyle(Style):
 
     def link(self, href: str, inner: str, inner_plain: str) -> str:
         if not openable(href):
-            return super().link(self.text(href), inner, inner_plain)
-        url = href.replace("|", "%7C").replace(">", "%3E").replace("<", "%3C")
+            return super().link(self.text(readable_url(href)), inner, inner_plain)
+        url = readable_url(href).replace("|", "%7C").replace(">", "%3E").replace("<", "%3C")
         label = self.text(inner_plain).replace("|", "¦")
         return f"<{url}|{label}>" if label and inner_plain != href else f"<{url}>"
 
@@ -117,8 +120,8 @@ class DiscordMarkdownStyle(Style):
 
     def link(self, href: str, inner: str, inner_plain: str) -> str:
         if not openable(href):
-            return super().link(self.text(href), inner, inner_plain)
-        url = href.replace("(", "%28").replace(")", "%29").replace(" ", "%20")
+            return super().link(self.text(readable_url(href)), inner, inner_plain)
+        url = readable_url(href).replace("(", "%28").replace(")", "%29").replace(" ", "%20")
         return f"[{inner}]({url})" if inner_plain != href else f"<{url}>"
 
     def heading(self, level: int, inner: str) -> str:

@@ -18,7 +18,7 @@ from markdown_it.tree import SyntaxTreeNode
 
 BULLETS = ("•", "◦", "▪")
 RULE = "———"
-INDENT = "   "
+MAX_NEST = 3  # lists and quotes nested deeper are not indented further (keeps lines short, lengths bounded)
 
 
 @lru_cache(maxsize=1)
@@ -69,6 +69,7 @@ class Writer:
         self.style = style
         self._open: list[str] = []
         self._list_depth = 0
+        self._quote_depth = 0
 
     def render(self, text: str) -> str:
         return self.blocks(parse(text)).strip("\n")
@@ -87,7 +88,7 @@ class Writer:
             case "fence" | "code_block":
                 return self.style.code_block(_language(node.info) if node.type == "fence" else "", node.content)
             case "blockquote":
-                return self.style.quote(self.blocks(node))
+                return self.quote(node)
             case "bullet_list" | "ordered_list":
                 return self.list(node)
             case "hr":
@@ -109,11 +110,19 @@ class Writer:
                 marker = self.style.bullet(depth, number) + " "
                 body = self.blocks(item, "\n" if _tight(item) else "\n\n")
                 lines = body.split("\n")
-                pad = " " * len(self.style.bullet(depth, number)) + " "
+                pad = " " * (len(self.style.bullet(depth, number)) + 1) if depth < MAX_NEST else ""
                 items.append("\n".join([marker + lines[0], *(pad + line if line else line for line in lines[1:])]))
             return "\n".join(items)
         finally:
             self._list_depth = depth
+
+    def quote(self, node: SyntaxTreeNode) -> str:
+        self._quote_depth += 1
+        try:
+            inner = self.blocks(node)
+            return self.style.quote(inner) if self._quote_depth <= MAX_NEST else inner
+        finally:
+            self._quote_depth -= 1
 
     # -- inlines -------------------------------------------------------------------
     def inlines(self, node: SyntaxTreeNode) -> str:
@@ -134,7 +143,7 @@ class Writer:
             case "link" | "image" if "link" in self._open:  # a link cannot hold another one
                 return self.style.text(plain_text(node))
             case "link":
-                href = str(node.attrs.get("href", ""))
+                href = str(node.attrs.get("href", ""))  # percent-encoded by markdown-it
                 return self.style.link(href, self.within("link", node, self.inlines), plain_text(node))
             case "image":
                 src = str(node.attrs.get("src", ""))
@@ -153,6 +162,11 @@ class Writer:
             return render(node)
         finally:
             self._open.pop()
+
+
+def readable_url(href: str) -> str:
+    """A link target as a person reads it (and as the model wrote it): percent-escapes and punycode decoded."""
+    return parser().normalizeLinkText(href)
 
 
 def plain_text(node: SyntaxTreeNode) -> str:

@@ -101,6 +101,11 @@ def test_the_models_own_html_is_text_everywhere() -> None:
     assert render(md, DC).startswith(r"\<script\>")
 
 
+def test_discord_escapes_its_markup_characters_but_not_inside_a_bare_url() -> None:
+    md = r"see https://example.com/a_b_c?x=(1) and a\_b \*not bold\* <y>"
+    assert render(md, DC) == r"see https://example.com/a_b_c?x=(1) and a\_b \*not bold\* \<y\>"
+
+
 def test_telegram_never_nests_what_the_bot_api_refuses() -> None:
     cases = {
         "> outer\n> > inner": "<blockquote>outer\n\ninner</blockquote>",

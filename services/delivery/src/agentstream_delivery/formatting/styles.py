@@ -16,6 +16,7 @@ from agentstream_delivery.formatting.tree import RULE, Style, readable_url
 LINK_SCHEMES = ("http://", "https://", "mailto:", "tg://")
 _DISCORD_SPECIAL = re.compile(r"([\\*_~`|<>\[\]()])")
 _DISCORD_LINE_START = re.compile(r"^([#>+-])")
+_BARE_URL = re.compile(r"(https?://[^\s<>\\`]+)")
 _TELEGRAM_TAGS = {"strong": "b", "em": "i", "s": "s"}
 _SLACK_MARKS = {"strong": "*", "em": "_", "s": "~"}
 _DISCORD_MARKS = {"strong": "**", "em": "*", "s": "~~"}
@@ -106,8 +107,11 @@ class DiscordMarkdownStyle(Style):
     """Discord's Markdown: # headings up to three levels, masked links, ``` blocks with a language."""
 
     def text(self, s: str) -> str:
+        # Discord links bare URLs itself: a backslash in one would break it, so they stay as written.
+        parts = _BARE_URL.split(s)
+        out = "".join(p if i % 2 else _DISCORD_SPECIAL.sub(r"\\\1", p) for i, p in enumerate(parts))
         # A fragment may start a line: a leading `#`, `-`, `+` or `>` would start a block there.
-        return _DISCORD_LINE_START.sub(r"\\\1", _DISCORD_SPECIAL.sub(r"\\\1", s))
+        return _DISCORD_LINE_START.sub(r"\\\1", out)
 
     def wrap(self, kind: str, inner: str) -> str:
         mark = _DISCORD_MARKS[kind]

@@ -57,7 +57,7 @@ from agentstream_delivery.adapters.base import (
     RateLimited,
     Transient,
 )
-from agentstream_delivery.formatting import plain, render
+from agentstream_delivery.formatting import plain, render_frame
 from agentstream_delivery.ledger import Ledger, LedgerEntry, LedgerScope, sha256
 from agentstream_delivery.platform_ops import Op, Send
 from agentstream_delivery.ratelimit import ChatGate
@@ -247,7 +247,7 @@ class Deliverer:
         await self.gate.acquire()
         try:
             fmt = self.adapter.capabilities.formatting
-            await self.adapter.send_draft(self.target, draft_id, render(text, fmt), markup=fmt)
+            await self.adapter.send_draft(self.target, draft_id, render_frame(text, fmt, final=False), markup=fmt)
         except RateLimited as err:
             self._observe("draft", "rate_limited")
             self._strike(err)
@@ -331,7 +331,7 @@ class Deliverer:
         """One send or edit of `text` rendered in the platform's markup; as plain text if the markup is refused."""
         fmt = self.adapter.capabilities.formatting
         try:
-            return await self._put_as(message_id, render(text, fmt), final, fmt)
+            return await self._put_as(message_id, render_frame(text, fmt, final=final), final, fmt)
         except FormattingRejected as err:
             if fmt is TextFormat.PLAIN:
                 raise

@@ -20,7 +20,7 @@ from agentstream_delivery.adapters.discord import CAPABILITIES as DISCORD
 from agentstream_delivery.adapters.signal import CAPABILITIES as SIGNAL
 from agentstream_delivery.adapters.slack import CAPABILITIES as SLACK
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
-from agentstream_delivery.formatting import RenderedMeasure, plain, render
+from agentstream_delivery.formatting import RenderedMeasure, plain, render, render_frame
 from agentstream_delivery.platform_ops import Op
 from agentstream_delivery.render import CURSOR, visible_chars
 from agentstream_delivery.splitting import MEASURES, split_text, unsplit
@@ -52,7 +52,7 @@ def test_every_intermediate_frame_is_accepted(text: str) -> None:
     for caps in PLATFORMS.values():
         for end in range(1, len(text) + 1):
             frame = text[:end] + CURSOR
-            accepts(caps.formatting, render(frame, caps.formatting), caps.max_length)
+            accepts(caps.formatting, render_frame(frame, caps.formatting, final=False), caps.max_length)
 
 
 @pytest.mark.timeout(120)  # long generated answers streamed through the state machine, per platform
@@ -66,7 +66,7 @@ def test_every_streamed_frame_and_split_part_is_accepted(text: str, chunk: int, 
     ops = stream(caps, text, chunk)
     unit = MEASURES[caps.measure]
     for op in ops:
-        accepts(caps.formatting, render(op.text, caps.formatting), caps.max_length)
+        accepts(caps.formatting, render_frame(op.text, caps.formatting, final=op.final), caps.max_length)
         assert unit(plain(op.text)) <= caps.max_length  # the fallback of a refused frame fits too
     finals = [op.text for op in ops if op.final]
     if caps.can_edit:

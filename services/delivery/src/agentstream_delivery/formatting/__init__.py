@@ -1,7 +1,8 @@
 """The model's Markdown rendered to each platform's markup, and measured the way the platform counts.
 
-`render(text, fmt)` is the one entry point; `plain(text)` is what a frame the platform
-rejected for its markup is re-sent as. `measurer(measure, fmt)` is how splitting counts a
+`render(text, fmt)` is the one entry point (`render_frame` for a frame, which closes a
+preview's dangling markup first); `plain(text)` is what a frame the platform rejected for
+its markup is re-sent as. `measurer(measure, fmt)` is how splitting counts a
 message: the platform's unit (characters or UTF-16 code units) of what the platform shows
 (Telegram counts the text after its HTML is parsed), and never less than the plain
 fallback of the same text, so a frame re-sent as plain text still fits.
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from agentstream.config import TextFormat
+from agentstream_delivery.formatting.streaming import close_dangling
 from agentstream_delivery.formatting.styles import (
     DiscordMarkdownStyle,
     PlainStyle,
@@ -48,6 +50,13 @@ def render(text: str, fmt: TextFormat) -> str:
     if text.strip() and not shown_text(out, fmt).strip():  # `<pre></pre>`: a platform refuses an empty text
         return style.text(text)
     return out
+
+
+def render_frame(text: str, fmt: TextFormat, *, final: bool) -> str:
+    """A frame as the platform gets it: a preview's dangling `**`, `~~` or code span closed first."""
+    if final or fmt is TextFormat.MARKDOWN:
+        return render(text, fmt)
+    return render(close_dangling(text), fmt)
 
 
 def plain(text: str) -> str:
@@ -100,4 +109,4 @@ def measurer(unit: Measure, fmt: TextFormat) -> Measure:
     return unit if fmt is TextFormat.MARKDOWN else RenderedMeasure(unit, fmt)
 
 
-__all__ = ["Measure", "RenderedMeasure", "TextFormat", "measurer", "plain", "render", "shown_text"]
+__all__ = ["Measure", "RenderedMeasure", "TextFormat", "measurer", "plain", "render", "render_frame", "shown_text"]

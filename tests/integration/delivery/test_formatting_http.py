@@ -6,6 +6,8 @@ entities" to markup it refuses; delivery then sends that frame as plain text.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from agentstream.config import TextFormat
 from agentstream.testing.fake_platforms import FakeDiscord, FakeSlack, FakeTelegram, telegram_html
 from agentstream_delivery.adapters import DiscordAdapter, SlackAdapter, TelegramAdapter
@@ -66,3 +68,14 @@ async def test_slack_gets_mrkdwn_and_discord_its_markdown():
     assert "<https://man7.org/sort.1?x=1&y=2|the manual>" in slack.texts("C9")[0]
     assert discord.texts("D9") == [render(ANSWER, TextFormat.DISCORD_MARKDOWN)]
     assert "```sh\nsort -u < in.txt > out.txt\n```" in discord.texts("D9")[0]
+
+
+async def test_slack_with_formatting_off_gets_plain_text_its_control_characters_escaped():
+    async with FakeSlack() as slack:
+        adapter = SlackAdapter(slack.token, api_url=slack.url)
+        adapter.capabilities = replace(adapter.capabilities, formatting=TextFormat.PLAIN)  # `formatting: plain`
+        text = "Ping <!channel> & **everyone**"
+        await stream(actor(adapter, "C8"), [*deltas(text, 40), Finish("completed", text=text)])
+        await adapter.close()
+    assert slack.texts("C8") == ["Ping &lt;!channel&gt; &amp; everyone"]
+    assert all(c.body["mrkdwn"] is False for c in slack.calls_to("C8"))

@@ -45,7 +45,7 @@ class SlackAdapter(HttpAdapter):
     async def send(
         self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
     ) -> str:
-        body: dict[str, Any] = {"channel": target.chat_id, "text": text, **_mrkdwn(markup)}
+        body: dict[str, Any] = {"channel": target.chat_id, "text": _encoded(text, markup), **_mrkdwn(markup)}
         if target.thread_id:
             body["thread_ts"] = target.thread_id
         return str((await self._call("chat.postMessage", body))["ts"])
@@ -59,7 +59,8 @@ class SlackAdapter(HttpAdapter):
         final: bool = False,
         markup: TextFormat = TextFormat.PLAIN,
     ) -> None:
-        await self._call("chat.update", {"channel": target.chat_id, "ts": message_id, "text": text, **_mrkdwn(markup)})
+        body = {"channel": target.chat_id, "ts": message_id, "text": _encoded(text, markup), **_mrkdwn(markup)}
+        await self._call("chat.update", body)
 
     async def _call(self, method: str, body: dict[str, Any]) -> dict[str, Any]:
         resp = await self.request("POST", f"{self.api_url}/{method}", json=body)
@@ -72,6 +73,13 @@ class SlackAdapter(HttpAdapter):
             return data
         code = str(data.get("error") or f"HTTP {resp.status_code}")
         raise _ERRORS.get(code, BadFormat if resp.status_code < 500 else Transient)(f"slack: {code}")
+
+
+def _encoded(text: str, markup: TextFormat) -> str:
+    """Slack reads `& < >` as control characters in any text: plain text has them escaped (no `<!channel>`)."""
+    if markup is TextFormat.SLACK_MRKDWN:
+        return text  # the renderer escaped the model's text already
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _mrkdwn(markup: TextFormat) -> dict[str, bool]:

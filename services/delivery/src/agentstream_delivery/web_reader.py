@@ -10,6 +10,7 @@ while it runs. A record that is not a `WebFrame` goes to `dlq` with the reason.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -45,8 +46,20 @@ class WebFramesReader:
         self.log = log.bind(topic=topic)
         self.lookback_s = lookback_s
         self.ready = asyncio.Event()  # every partition assigned and positioned
+        self.position: dict[int, int] = {}  # partition → offset of the last record read
 
     async def run(self) -> None:
+        """Read until cancelled; a failed consumer is replaced, going on after the last frame read."""
+        while True:
+            try:
+                await self._read_all()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.log.exception("web frames reader failed; restarting in 1 s", position=self.position)
+                await asyncio.sleep(1.0)
+
+    async def _read_all(self) -> None:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.kafka.bootstrap_servers,
             client_id=f"{self.kafka.client_id}-web-frames",
@@ -69,24 +82,31 @@ class WebFramesReader:
 
     async def _position(self, consumer: AIOKafkaConsumer) -> None:
         partitions: set[int] | None = None
-        while not partitions:  # the topic's metadata may lag its creation
+        for attempt in itertools.count():  # the topic's metadata may lag its creation
             await consumer.topics()
             partitions = consumer.partitions_for_topic(self.topic)
-            if not partitions:
-                await asyncio.sleep(0.5)
+            if partitions:
+                break
+            if attempt == 10:
+                self.log.warning("topic missing: web pages get no frames until it exists (agentstream topics create)")
+            await asyncio.sleep(0.5)
+        assert partitions is not None
         tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
         consumer.assign(tps)
         since_ms = int((time.time() - self.lookback_s) * 1000)
         found = await consumer.offsets_for_times(dict.fromkeys(tps, since_ms))
         for tp in tps:
             at = found.get(tp)
-            if at is None:
+            if tp.partition in self.position:  # a restarted reader goes on where the last one stopped
+                consumer.seek(tp, self.position[tp.partition] + 1)
+            elif at is None:
                 await consumer.seek_to_end(tp)  # nothing that recent: only what comes next
             else:
                 consumer.seek(tp, at.offset)
         self.log.info("web frames reader assigned", partitions=len(tps), lookback_s=self.lookback_s)
 
     async def _read(self, record: Any) -> None:
+        self.position[record.partition] = record.offset
         try:
             frame = WebFrameAdapter.validate_json(record.value or b"")
         except ValidationError as err:

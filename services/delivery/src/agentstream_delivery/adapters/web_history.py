@@ -30,6 +30,7 @@ MAX_PAGES = 20  # per list: a conversation longer than 20,000 messages shows its
 class HistoryItem(BaseModel):
     role: MessageRole
     text: str
+    markup: str = "plain"  # as a frame's: what `text` is written in (`plain` | `html`)
     run_id: str
     ending: WebEnding | None = None
 

@@ -97,6 +97,10 @@
       }
       (await res.json()).items.forEach(function (item) {
         const el = bubble(item.role === "user" ? "user" : "bot history final plain", item.text, item.run_id);
+        if (item.role !== "user" && item.markup === "html") {
+          el.innerHTML = item.text;  // sanitised by delivery's renderer, as a frame's
+          el.classList.remove("plain");
+        }
         setEnding(el, item.ending);
         list.appendChild(el);
       });

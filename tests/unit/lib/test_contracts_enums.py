@@ -44,6 +44,9 @@ from agentstream.contracts import (
     ToolCallResult,
     ToolCatalogEntry,
     ToolKind,
+    WebEnding,
+    WebFrameKind,
+    WebFrameOp,
 )
 
 # The public spelling of every value. Changing one breaks every producer and consumer
@@ -74,6 +77,7 @@ WIRE: dict[type[StrEnum], set[str]] = {
         "tool.call_result",
         "tool.catalog_entry",
         "delivery.receipt",
+        "web.frame",
         "dead_letter",
     },
     MessageRole: {"system", "user", "assistant", "tool"},
@@ -97,6 +101,9 @@ WIRE: dict[type[StrEnum], set[str]] = {
     ToolKind: {"builtin", "workspace", "function", "mcp"},
     LedgerState: {"pending", "sending", "sent", "unknown", "failed"},
     KnownPlatform: {"telegram", "slack", "discord", "signal", "webhook", "web", "console", "memory"},
+    WebFrameOp: {"send", "edit"},
+    WebFrameKind: {"text", "tool"},
+    WebEnding: {"stopped", "paused", "failed", "resumed"},
 }
 
 IDENTITY = {"run_id": "r1", "root_run_id": "r1", "conversation_key": "web:c1", "seq": 1}

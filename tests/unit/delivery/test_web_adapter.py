@@ -6,9 +6,10 @@ import asyncio
 import json
 
 import pytest
+from aiokafka.errors import KafkaTimeoutError
 
 from agentstream.contracts import ReplyTarget, WebEnding, WebFrame
-from agentstream_delivery.adapters.base import DELIVERING_RUN
+from agentstream_delivery.adapters.base import DELIVERING_RUN, Transient
 from agentstream_delivery.adapters.web import FrameId, WebAdapter
 from agentstream_delivery.adapters.web_endings import ending_of
 from agentstream_delivery.render import ENDING_TEXTS, RESUMED_NOTICE, failure_text, stopped_frame, tool_line
@@ -84,6 +85,14 @@ async def test_a_sink_receives_the_frames_and_nothing_shows_until_received() -> 
     assert [(f.chat_id, f.kind, f.ending) for f in sent] == [("a", "tool", None), ("a", "text", "stopped")]
     web.receive(FrameId(3, 41), sent[1])
     assert [m.text for m in web.messages("a")] == ["partial ⏹ stopped"]
+
+
+async def test_a_frame_the_broker_did_not_take_is_a_transient_error() -> None:
+    async def refusing(frame: WebFrame) -> None:
+        raise KafkaTimeoutError()
+
+    with pytest.raises(Transient):
+        await WebAdapter(sink=refusing).send(A, "hello", final=True)
 
 
 def test_endings_are_read_from_the_fixed_texts() -> None:

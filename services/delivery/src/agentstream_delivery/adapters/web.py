@@ -29,9 +29,17 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
+from aiokafka.errors import KafkaError
+
 from agentstream.config import ToolProgress
 from agentstream.contracts import KnownPlatform, ReplyTarget, WebFrame, WebFrameKind, WebFrameOp, new_id
-from agentstream_delivery.adapters.base import DELIVERING_RUN, Capabilities, ChatBounds, InProcessAdapter
+from agentstream_delivery.adapters.base import (
+    DELIVERING_RUN,
+    Capabilities,
+    ChatBounds,
+    InProcessAdapter,
+    Transient,
+)
 from agentstream_delivery.adapters.web_endings import ending_of
 from agentstream_delivery.render import TOOL_LINE_PREFIX
 
@@ -130,7 +138,12 @@ class WebAdapter(InProcessAdapter[OrderedDict[str, Shown]]):
 
     async def _emit(self, frame: WebFrame) -> None:
         if self.sink is not None:
-            await self.sink(frame)
+            try:
+                await self.sink(frame)
+            except (KafkaError, TimeoutError) as err:
+                # The broker did not take it: the deliverer retries. A frame that did land is sent
+                # twice at worst, which shows nothing new (frames are whole texts).
+                raise Transient(f"web frame not published: {err!r}") from err
         else:
             self.receive(FrameId(0, next(self._local_offsets)), frame)
 

@@ -169,3 +169,8 @@ async def test_the_web_link_chats_through_the_whole_stack(settings_factory):
             f"{stack.urls['persistence']}/v1/conversations/web:local/runs", lambda j: len(j["items"]) == 1
         )
         assert runs["items"][0]["status"] == "completed"
+        async with httpx.AsyncClient(base_url=base, timeout=30) as http:  # the page's history: delivery's own key
+            history = await http.get("/v1/web/local/history", headers={"Authorization": f"Bearer {token}"})
+        assert history.status_code == 200, history.text
+        sides = [(item["role"], item["text"]) for item in history.json()["items"]]
+        assert sides[0] == ("user", "calculate 6*7") and ("assistant", DEMO_ANSWER) in sides

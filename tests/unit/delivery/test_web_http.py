@@ -21,15 +21,19 @@ from fastapi.responses import JSONResponse
 
 from agentstream.auth import Authenticator, KeyStore, Scope, WebSessions
 from agentstream.config.auth import AuthSettings, WebSessionSettings
+from agentstream.contracts import ReplyTarget
 from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS, ADMIN_TOKEN_ENV
 from agentstream_delivery.adapters.web import WebAdapter
+from agentstream_delivery.adapters.web_history import ConversationHistory
 from agentstream_delivery.adapters.web_http import add_web_routes
 
 GATEWAY_ENV = "AGENTSTREAM_TEST_WEB_GATEWAY_KEY"
 GATEWAY_KEY = "agsk_000000000000_stand-in-gateway-key-for-delivery-to-use-000"
 SECRET = "s" * 40
+HISTORY_ENV = "AGENTSTREAM_TEST_WEB_HISTORY_KEY"
+HISTORY_KEY = "agsk_000000000000_stand-in-history-key-for-delivery-to-use-000"
 
 
 @asynccontextmanager
@@ -74,7 +78,11 @@ class Delivery:
 
 @asynccontextmanager
 async def delivery(
-    sqlite_url: str, ingress_url: str, api_key_env: str | None = GATEWAY_ENV, ttl_s: float = 3600
+    sqlite_url: str,
+    ingress_url: str,
+    api_key_env: str | None = GATEWAY_ENV,
+    ttl_s: float = 3600,
+    persistence_url: str = "http://127.0.0.1:1",
 ) -> AsyncIterator[Delivery]:
     await upgrade(sqlite_url)
     engine = create_engine(sqlite_url)
@@ -82,7 +90,8 @@ async def delivery(
     app.state.auth = Authenticator(AuthSettings(admin_token_env=ADMIN_TOKEN_ENV), sqlite_url, session_factory(engine))
     sessions = WebSessions(WebSessionSettings(ttl_s=ttl_s), secret=SECRET)
     adapter = WebAdapter()
-    add_web_routes(app, adapter, sessions, ingress_url, api_key_env, timeout_s=2)
+    history = ConversationHistory(persistence_url, HISTORY_ENV, timeout_s=2)
+    add_web_routes(app, adapter, sessions, ingress_url, api_key_env, history, timeout_s=2)
     try:
         async with serve(app) as url:
             yield Delivery(url, sessions, adapter, KeyStore(session_factory(engine)))
@@ -266,3 +275,87 @@ async def test_posts_the_inbound_contract_refuses_are_422(sqlite_url: str, gatew
     assert too_long.status_code == 422 and "chat_id" in too_long.json()["detail"]
     assert control.status_code == 422 and control.json()["detail"].startswith("id: String should match pattern")
     assert ingress.received == []
+
+
+def stand_in_persistence(seen: list[tuple[str, str | None]]) -> FastAPI:
+    """Two runs of `web:chat-1` in tenant acme (one stopped) and one of another tenant, over two pages."""
+    app = FastAPI()
+    runs = [
+        {"run_id": "r1", "tenant_id": "acme", "status": "completed", "reason": None, "error": None},
+        {"run_id": "r2", "tenant_id": "acme", "status": "interrupted", "reason": "user", "error": None},
+        {"run_id": "rx", "tenant_id": "other", "status": "completed", "reason": None, "error": None},
+    ]
+    messages = [
+        {"root_run_id": "r1", "role": "user", "content": "hello"},
+        {"root_run_id": "r1", "role": "assistant", "content": ""},
+        {"root_run_id": "r1", "role": "tool", "content": "{}"},
+        {"root_run_id": "r1", "role": "assistant", "content": "Hi **there**"},
+        {"root_run_id": "rx", "role": "user", "content": "not yours"},
+        {"root_run_id": "r2", "role": "user", "content": "tell me more"},
+        {"root_run_id": "r2", "role": "assistant", "content": "Well"},
+    ]
+
+    @app.get("/v1/conversations/{key:path}/runs")
+    async def conversation_runs(key: str, request: Request) -> dict[str, Any]:
+        seen.append((key, request.headers.get("authorization")))
+        return {"items": runs, "next_cursor": None}
+
+    @app.get("/v1/conversations/{key:path}/messages")
+    async def conversation_messages(key: str, cursor: str | None = None) -> dict[str, Any]:
+        if cursor is None:
+            return {"items": messages[:4], "next_cursor": "page-2"}
+        return {"items": messages[4:], "next_cursor": None}
+
+    return app
+
+
+async def test_history_has_both_sides_of_the_sessions_tenant_with_endings(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[str, str | None]] = []
+    async with (
+        serve(stand_in_persistence(seen)) as persistence_url,
+        delivery(sqlite_url, "http://127.0.0.1:1", persistence_url=persistence_url) as d,
+        httpx.AsyncClient(base_url=d.url) as http,
+    ):
+        token, _ = d.sessions.issue("chat-1", "alice", "acme")
+        other, _ = d.sessions.issue("chat-2", "alice", "acme")
+        without_key = await http.get("/v1/web/chat-1/history", headers=bearer(token))
+        monkeypatch.setenv(HISTORY_ENV, HISTORY_KEY)
+        found = await http.get("/v1/web/chat-1/history", headers=bearer(token))
+        anonymous = await http.get("/v1/web/chat-1/history")
+        elsewhere = await http.get("/v1/web/chat-1/history", headers=bearer(other))
+    assert without_key.status_code == 503 and "history_key_env" in without_key.text
+    assert found.status_code == 200, found.text
+    assert [(i["role"], i["text"], i["run_id"], i["ending"]) for i in found.json()["items"]] == [
+        ("user", "hello", "r1", None),
+        ("assistant", "Hi **there**", "r1", None),
+        ("user", "tell me more", "r2", None),
+        ("assistant", "Well", "r2", None),
+        ("assistant", "⏹ stopped", "r2", "stopped"),
+    ]
+    assert seen == [("web:chat-1", f"Bearer {HISTORY_KEY}")]
+    assert (anonymous.status_code, elsewhere.status_code) == (401, 403)
+
+
+async def test_the_stream_resumes_after_last_event_id(sqlite_url: str) -> None:
+    async with delivery(sqlite_url, "http://127.0.0.1:1") as d, httpx.AsyncClient(base_url=d.url) as http:
+        token, _ = d.sessions.issue("chat-1", "alice", "default")
+        target = ReplyTarget(platform="web", chat_id="chat-1")
+        await d.adapter.send(target, "first", final=True)
+        await d.adapter.send(target, "second", final=True)
+        async with http.stream("GET", "/v1/web/chat-1/events", params={"token": token}) as resp:
+            body = ""
+            async for chunk in resp.aiter_text():
+                body += chunk
+                if body.count("data: ") == 2:
+                    break
+        first_id = body.split("id: ", 1)[1].split("\n", 1)[0]
+        headers = {"Last-Event-ID": first_id}
+        async with http.stream("GET", "/v1/web/chat-1/events", params={"token": token}, headers=headers) as resp:
+            resumed = ""
+            async for chunk in resp.aiter_text():
+                resumed += chunk
+                if "data: " in resumed:
+                    break
+    assert '"text": "second"' in resumed and '"text": "first"' not in resumed

@@ -18,6 +18,7 @@ from agentstream.auth import WebSessions
 from agentstream.config import SERVICES, load_settings
 from agentstream.config.auth import WebSessionSettings
 from agentstream_delivery.adapters.web import WebAdapter
+from agentstream_delivery.adapters.web_history import ConversationHistory
 from agentstream_delivery.adapters.web_http import add_web_routes
 from tests.unit.deploy.conftest import BASE, ROOT
 
@@ -184,7 +185,8 @@ def _routes() -> dict[str, list[str]]:
     """The HTTP paths each public service really serves (ingress: its OpenAPI document)."""
     ingress = list(json.loads((ROOT / "docs" / "openapi-ingress.json").read_text())["paths"])
     app = FastAPI()
-    add_web_routes(app, WebAdapter(), WebSessions(WebSessionSettings()), "http://ingress", None)
+    history = ConversationHistory("http://persistence", None)
+    add_web_routes(app, WebAdapter(), WebSessions(WebSessionSettings()), "http://ingress", None, history)
     delivery = [route.path for route in app.routes if hasattr(route, "methods")]
     return {"agentstream-ingress": ingress, "agentstream-delivery": delivery}
 

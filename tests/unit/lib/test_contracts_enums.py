@@ -47,6 +47,9 @@ from agentstream.contracts import (
     ToolCallResult,
     ToolCatalogEntry,
     ToolKind,
+    WebEnding,
+    WebFrameKind,
+    WebFrameOp,
 )
 
 # The public spelling of every value. Changing one breaks every producer and consumer
@@ -78,6 +81,7 @@ WIRE: dict[type[StrEnum], set[str]] = {
         "tool.call_result",
         "tool.catalog_entry",
         "delivery.receipt",
+        "web.frame",
         "dead_letter",
     },
     MessageRole: {"system", "user", "assistant", "tool"},
@@ -103,6 +107,9 @@ WIRE: dict[type[StrEnum], set[str]] = {
     ToolKind: {"builtin", "workspace", "function", "mcp"},
     LedgerState: {"pending", "sending", "sent", "unknown", "failed"},
     KnownPlatform: {"telegram", "slack", "discord", "signal", "webhook", "web", "console", "memory"},
+    WebFrameOp: {"send", "edit"},
+    WebFrameKind: {"text", "tool"},
+    WebEnding: {"stopped", "paused", "failed", "resumed"},
 }
 
 IDENTITY = {"run_id": "r1", "root_run_id": "r1", "conversation_key": "web:c1", "seq": 1}

@@ -18,6 +18,7 @@ def test_each_topic_attribute_is_its_prefixed_name() -> None:
         topics.tool_catalog,
         topics.events,
         topics.deliveries,
+        topics.web_frames,
         topics.dlq,
     ]
     assert named == [f"acme.{short}" for short in TOPIC_NAMES]

@@ -36,6 +36,7 @@ from agentstream.contracts import (
     ToolCallRequest,
     ToolCallResult,
     ToolCatalogEntry,
+    WebFrame,
 )
 from agentstream.kafka import TOPIC_NAMES, Topics
 
@@ -118,6 +119,14 @@ TOPIC_DOCS: tuple[TopicDoc, ...] = (
         ("delivery",),
         (),
         "Delivery ledger transitions and platform message ids.",
+    ),
+    TopicDoc(
+        "web-frames",
+        WebFrame,
+        "web chat id",
+        ("delivery",),
+        ("delivery",),
+        "What the web chat page shows; every delivery replica reads all of it (no consumer group).",
     ),
     TopicDoc(
         "dlq",

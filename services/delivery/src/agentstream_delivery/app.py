@@ -39,6 +39,7 @@ from agentstream.kafka.internals import consumer_of
 from agentstream.retention import RetentionTask
 from agentstream.service import Infra, Service
 from agentstream_delivery.adapters import PlatformAdapter
+from agentstream_delivery.adapters.web_history import ConversationHistory
 from agentstream_delivery.adapters.web_http import add_web_routes
 from agentstream_delivery.api import add_routes
 from agentstream_delivery.current_runs import CurrentRuns, first_segment
@@ -51,6 +52,7 @@ from agentstream_delivery.ratelimit import ChatGate, RateLimiter
 from agentstream_delivery.relay import Relay
 from agentstream_delivery.stream_actor import StreamActor, StreamKey, StreamRegistry
 from agentstream_delivery.stream_inputs import Finish, finish_input, stream_input
+from agentstream_delivery.web_reader import WebFramesReader
 
 FinishedListener = Callable[[RunFinished], Awaitable[None] | None]
 COMMIT_EVERY_S = 0.5
@@ -102,6 +104,7 @@ class DeliveryService(Service):
         # by `on_event`, held by each stream and notice until done (docs/delivery.md).
         self.committer = OffsetCommitter(self.topics.events, lambda: consumer_of(self.subscriber), self.log)
         add_routes(self.http, self.streams, self.memory)
+        self.web_reader: WebFramesReader | None = None
         if KnownPlatform.WEB in self.adapters:
             self._add_web_routes()
 
@@ -133,6 +136,15 @@ class DeliveryService(Service):
             self.web_sessions,
             self._ingress_url(),
             web_conf.api_key_env if web_conf is not None else None,
+            ConversationHistory(
+                self._local_url(web_conf.history_url if web_conf else None, self.settings.http.persistence),
+                web_conf.history_key_env if web_conf is not None else None,
+            ),
+        )
+        # Frames go out on `web-frames`; every replica's reader serves its own pages from there.
+        self.web.sink = lambda frame: self.publish(self.topics.web_frames, frame, frame.chat_id)
+        self.web_reader = WebFramesReader(
+            self.settings.kafka, self.topics.web_frames, self.web, self.dead_letter_record, self.log
         )
 
     async def on_start(self) -> None:
@@ -140,6 +152,8 @@ class DeliveryService(Service):
         self._spawn(self.committer.run(COMMIT_EVERY_S))
         self._spawn(self.receipts.drain(self._publish_receipt, self.log))
         self.hooks.start()
+        if self.web_reader is not None:
+            self._spawn(self.web_reader.run())
         if self.sessions is not None:
             self.retention.start(self.sessions)
 
@@ -336,10 +350,14 @@ class DeliveryService(Service):
     def _ingress_url(self) -> str:
         """Where the web page's messages go: `platforms.web.api_url`, else this host's ingress."""
         conf = self.settings.platforms.get(KnownPlatform.WEB)
-        if conf is not None and conf.api_url:
-            return conf.api_url
+        return self._local_url(conf.api_url if conf is not None else None, self.settings.http.ingress)
+
+    def _local_url(self, configured: str | None, port: int) -> str:
+        """`configured`, else the service on `port` of this host."""
+        if configured:
+            return configured
         host = self.settings.http.host
-        return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{self.settings.http.ingress}"
+        return f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
 
     def _target_of(self, root_run_id: str) -> ReplyTarget | None:
         actors = self.streams.of(root_run_id)

@@ -47,6 +47,7 @@ import structlog
 from agentstream.config import TextFormat
 from agentstream.contracts import LedgerState, Notice, ReplyTarget
 from agentstream_delivery.adapters.base import (
+    DELIVERING_RUN,
     AdapterError,
     DraftAdapter,
     Forbidden,
@@ -177,7 +178,11 @@ class Deliverer:
 
     async def deliver(self, op: Op, text: str) -> Outcome:
         before = self.status
-        outcome = await self._deliver(op, text)
+        run = DELIVERING_RUN.set(self.scope.root_run_id)
+        try:
+            outcome = await self._deliver(op, text)
+        finally:
+            DELIVERING_RUN.reset(run)
         if self.status is ChatStatus.DEGRADED and before is not ChatStatus.DEGRADED:
             return Degraded(self.shown())
         return outcome
@@ -214,6 +219,13 @@ class Deliverer:
         text: the chat would end on a stale preview. The window (`late_landing_s`)
         bounds how late it can land, so one re-application after it is the last word.
         """
+        run = DELIVERING_RUN.set(self.scope.root_run_id)
+        try:
+            await self._settle()
+        finally:
+            DELIVERING_RUN.reset(run)
+
+    async def _settle(self) -> None:
         for _ in range(REAPPLY_ROUNDS * max(1, len(self.entries))):
             due = [
                 (e.reapply_at, seg)

@@ -19,6 +19,7 @@ FIRST_SEND_MIN_CHARS = 4
 ENDING_SEPARATOR = "\n\n"
 RESUMED_MARKER = ENDING_SEPARATOR + "⤵ Cut off here; the answer was resumed below."
 RESUMED_NOTICE = "⤵ The assistant was interrupted; its answer was resumed below."
+FAILURE_PREFIX = "⚠️ The run failed: "
 
 # One fixed text per reason; a failed run's own error is shown for any other reason.
 ENDING_TEXTS: dict[FinishReason, str] = {
@@ -68,7 +69,7 @@ def stopped_frame(text: str) -> str:
 
 
 def failure_text(error: str | None) -> str:
-    return f"⚠️ The run failed: {error or 'unknown error'}"
+    return f"{FAILURE_PREFIX}{error or 'unknown error'}"
 
 
 def tool_line(tools: tuple[str, ...]) -> str:

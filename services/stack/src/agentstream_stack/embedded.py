@@ -107,7 +107,7 @@ async def embedded_stack(
         creds = await prepare_credentials(settings, admin_key=admin_key, state_dir=secrets_dir)
         settings = creds.settings
         ports = ports or {name: settings.http.port_for(name) for name in SERVICES}
-        settings = _web_to_this_ingress(settings, ports["ingress"])
+        settings = _web_to_this_stack(settings, ports["ingress"], ports["persistence"])
         services = build_all(settings, **delivery_kwargs)
         host = ServiceHost(services, settings.http.host, ports)
         with forgotten_on_exit(creds):
@@ -132,13 +132,17 @@ async def embedded_stack(
             broker.stop()
 
 
-def _web_to_this_ingress(settings: Settings, ingress_port: int) -> Settings:
-    """The web page's messages go to this stack's ingress, wherever its port is (unless configured)."""
+def _web_to_this_stack(settings: Settings, ingress_port: int, persistence_port: int) -> Settings:
+    """The web page's messages go to this stack's ingress and its history comes from this stack's
+    persistence, wherever their ports are (unless configured)."""
     web = settings.platforms.get("web") or PlatformSettings()
-    if web.api_url:
-        return settings
     host = "127.0.0.1" if settings.http.host in ("0.0.0.0", "::") else settings.http.host
-    web = web.model_copy(update={"api_url": f"http://{host}:{ingress_port}"})
+    web = web.model_copy(
+        update={
+            "api_url": web.api_url or f"http://{host}:{ingress_port}",
+            "history_url": web.history_url or f"http://{host}:{persistence_port}",
+        }
+    )
     return settings.model_copy(update={"platforms": {**settings.platforms, "web": web}})
 
 

@@ -2,12 +2,13 @@
 
 - An admin API key (`embedded-admin`, every tenant) is made when the database has no live one;
   its token is handed back once, for `up` to print, and is stored nowhere (only its hash).
-- Delivery forwards the web page's messages with a `gateway` key for platform `web`: a fresh one
-  each start (the previous start's is revoked), held only in this process's environment under a
-  generated name that `platforms.web.api_key_env` points to.
+- Delivery forwards the web page's messages with a `gateway` key for platform `web`, and reads the
+  page's history from persistence with a `conversations:read` key: a fresh one each start (the
+  previous start's is revoked), held only in this process's environment under a generated name
+  that `platforms.web.api_key_env` (`history_key_env`) points to.
 - Web session tokens are signed with a secret kept in `<state dir>/web-secret` (mode 0600), so
   printed links survive a restart; without a state dir, a random one for this process.
-Whatever the configuration already provides (`platforms.web.api_key_env`, `auth.web.secret_env`
+Whatever the configuration already provides (`platforms.web.api_key_env`, `history_key_env`, `auth.web.secret_env`
 with their env vars set) is used as it is.
 """
 
@@ -31,6 +32,12 @@ from agentstream.secrets_mask import register_secret
 
 ADMIN_KEY_NAME = "embedded-admin"
 WEB_GATEWAY_KEY_NAME = "embedded-web-gateway"
+WEB_HISTORY_KEY_NAME = "embedded-web-history"
+# (setting of `platforms.web`, key name, its one scope, env var kind): delivery's two web keys
+WEB_KEYS = (
+    ("api_key_env", WEB_GATEWAY_KEY_NAME, Scope.GATEWAY, "WEB_KEY"),
+    ("history_key_env", WEB_HISTORY_KEY_NAME, Scope.CONVERSATIONS_READ, "WEB_HISTORY_KEY"),
+)
 WEB_SECRET_FILE = "web-secret"
 WEB_PLATFORM = KnownPlatform.WEB
 
@@ -78,18 +85,19 @@ async def prepare_credentials(
             creds.new_admin_key = (await store.create(ADMIN_KEY_NAME, {Scope.ADMIN}, tenant_id=ALL_TENANTS)).token
             register_secret(creds.new_admin_key)
         web = settings.platforms.get(WEB_PLATFORM) or PlatformSettings()
-        if not (web.api_key_env and os.environ.get(web.api_key_env)):
-            for old in (k for k in live if k.name == WEB_GATEWAY_KEY_NAME):
+        for setting, key_name, scope, kind in WEB_KEYS:
+            if getattr(web, setting) and os.environ.get(getattr(web, setting)):
+                continue
+            for old in (k for k in live if k.name == key_name):
                 await store.revoke(old.key_id)
-            key = await store.create(
-                WEB_GATEWAY_KEY_NAME, {Scope.GATEWAY}, tenant_id=ALL_TENANTS, gateway_platforms=(WEB_PLATFORM,)
-            )
-            name = _env_name("WEB_KEY")
+            gateway = (WEB_PLATFORM,) if scope is Scope.GATEWAY else ()
+            key = await store.create(key_name, {scope}, tenant_id=ALL_TENANTS, gateway_platforms=gateway)
+            name = _env_name(kind)
             os.environ[name] = key.token
             register_secret(key.token)
             creds.env_names.append(name)
-            platforms = {**settings.platforms, WEB_PLATFORM: web.model_copy(update={"api_key_env": name})}
-            creds.settings = creds.settings.model_copy(update={"platforms": platforms})
+            web = web.model_copy(update={setting: name})
+        creds.settings = creds.settings.model_copy(update={"platforms": {**settings.platforms, WEB_PLATFORM: web}})
     finally:
         await engine.dispose()
     auth = creds.settings.auth

@@ -40,6 +40,14 @@ class PlatformSettings(Section):
         description="Web: env var holding delivery's API key (scope `gateway` for platform `web`) with which "
         "the chat page's messages are forwarded to ingress.",
     )
+    history_url: str | None = Field(
+        default=None, description="Web: persistence's read API the page's history comes from (default: this host's)."
+    )
+    history_key_env: str | None = Field(
+        default=None,
+        description="Web: env var holding delivery's API key (scope `conversations:read`) with which the chat "
+        "page's history is read from persistence.",
+    )
     account: str | None = Field(default=None, description="Sending account (Signal phone number).")
     edit_interval: float | None = Field(default=None, gt=0, description="Seconds between edits of one message.")
     max_length: int | None = Field(default=None, ge=1)

@@ -55,9 +55,15 @@ from agentstream.contracts.runs import (
 )
 from agentstream.contracts.tool_catalog import ToolCatalogEntry, ToolKind
 from agentstream.contracts.tools import ToolCallRequest, ToolCallResult
+from agentstream.contracts.web_frames import WebEnding, WebFrame, WebFrameAdapter, WebFrameKind, WebFrameOp
 
 __all__ = [
     "ARGUMENTS_SHOWN_CHARS",
+    "WebEnding",
+    "WebFrame",
+    "WebFrameAdapter",
+    "WebFrameKind",
+    "WebFrameOp",
     "NOT_RUN_REASONS",
     "RESUMABLE_REASONS",
     "SCHEMA_VERSION",

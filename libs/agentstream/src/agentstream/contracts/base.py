@@ -55,6 +55,8 @@ class RecordType(StrEnum):
     TOOL_CATALOG_ENTRY = "tool.catalog_entry"
     # deliveries
     DELIVERY_RECEIPT = "delivery.receipt"
+    # web-frames
+    WEB_FRAME = "web.frame"
     # dlq
     DEAD_LETTER = "dead_letter"
 

@@ -16,16 +16,27 @@ from aiokafka.errors import TopicAlreadyExistsError
 from agentstream.config import KafkaSettings
 from agentstream.kafka.security import client_security
 
-TOPIC_NAMES = ("inbound", "runs", "tool-calls", "tool-results", "tool-catalog", "events", "deliveries", "dlq")
+TOPIC_NAMES = (
+    "inbound",
+    "runs",
+    "tool-calls",
+    "tool-results",
+    "tool-catalog",
+    "events",
+    "deliveries",
+    "web-frames",
+    "dlq",
+)
 # Topics that are not run-scoped: their own partition count and settings. `tool-catalog` holds
 # the latest state per tool (compacted) and is read whole by every runner (docs/topics.md).
 TOPIC_PARTITIONS = {"tool-catalog": 1}
 TOPIC_CONFIGS = {"tool-catalog": {"cleanup.policy": "compact"}}
 # How long a deleted-by-time topic keeps records. Explicit so `topics create` and the Strimzi
 # KafkaTopic resources (generated from this registry) agree whatever the cluster's default.
-# A week outlasts any outage a consumer recovers from; dead letters wait a month for a person.
+# A week outlasts any outage a consumer recovers from; dead letters wait a month for a person;
+# web frames are read live (a page's history comes from persistence), a day is plenty.
 DAY_MS = 24 * 3600 * 1000
-TOPIC_RETENTION_MS = {"dlq": 30 * DAY_MS}
+TOPIC_RETENTION_MS = {"dlq": 30 * DAY_MS, "web-frames": DAY_MS}
 DEFAULT_RETENTION_MS = 7 * DAY_MS
 
 
@@ -69,6 +80,7 @@ class Topics:
     tool_catalog = _TopicProperty("tool-catalog")
     events = _TopicProperty("events")
     deliveries = _TopicProperty("deliveries")
+    web_frames = _TopicProperty("web-frames")
     dlq = _TopicProperty("dlq")
 
     def name(self, short: str) -> str:

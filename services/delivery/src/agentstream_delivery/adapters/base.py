@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
@@ -137,6 +138,9 @@ class DraftAdapter(Protocol):
 
 
 ChatT = TypeVar("ChatT")
+# The root run whose message an adapter call carries, set by the deliverer around its calls: an
+# adapter that shows runs apart (the web page) reads it; the others never need it.
+DELIVERING_RUN: ContextVar[str | None] = ContextVar("delivering_run", default=None)
 
 
 @dataclass(frozen=True)

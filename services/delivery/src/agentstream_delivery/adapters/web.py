@@ -1,12 +1,20 @@
-"""The browser as a platform: each conversation is an SSE stream of message frames.
+"""The browser as a platform: each conversation is an SSE stream of message frames, fanned out through Kafka.
 
-`send`/`edit` record the frame and push it to every open `GET /v1/web/{chat}/events`
-connection of that chat; a new connection first receives the chat's recent messages,
-so a page opened (or reconnected) mid-stream catches up. Every frame carries the whole
-message text — the page replaces, never appends — so a lost frame is healed by the next.
-The text is the renderer's sanitised HTML (`markup: "html"`, see `formatting.web_html`),
-or plain text the page shows as such.
-The routes live in `web_http`; the page itself in `static/`.
+Two halves, so that any delivery replica serves any chat:
+
+- **platform side** (`send`/`edit`, called by the stream that delivers a run): each frame
+  becomes a `WebFrame` record handed to `sink` — in the service, a publish on `web-frames`
+  keyed by the chat id. Nothing is shown from process memory here.
+- **page side** (`receive`, fed by `web_reader` with every record of `web-frames`, each
+  replica reading all partitions itself): the frame is remembered per chat and pushed to the
+  connected pages of that chat. Its SSE id is its Kafka coordinates (`FrameId`), the same on
+  every replica, so a page that reconnects to another replica with `Last-Event-ID` gets
+  exactly the frames it missed.
+
+Every frame carries the whole message text — the page replaces, never appends — so resuming
+needs only the newest frame of each message past the page's id. The text is the renderer's
+sanitised HTML (`markup: "html"`, see `formatting.web_html`) or plain text the page shows as such. Without a sink (unit tests,
+no Kafka) frames loop back to `receive` with local ids.
 
 A chat's recent messages are forgotten once it has been idle `ChatBounds.idle_ttl_s` (and the
 least recently used beyond `max_chats`), never while a page is connected or a message
@@ -19,69 +27,107 @@ import asyncio
 import itertools
 import json
 from collections import OrderedDict
-from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+
+from aiokafka.errors import KafkaError
 
 from agentstream.config import TextFormat, ToolProgress
-from agentstream.contracts import KnownPlatform, ReplyTarget
-from agentstream_delivery.adapters.base import AdapterError, Capabilities, ChatBounds, InProcessAdapter
+from agentstream.contracts import KnownPlatform, ReplyTarget, WebFrame, WebFrameKind, WebFrameOp, new_id
+from agentstream_delivery.adapters.base import (
+    DELIVERING_RUN,
+    Capabilities,
+    ChatBounds,
+    InProcessAdapter,
+    Transient,
+)
+from agentstream_delivery.adapters.web_endings import ending_of, visible_text
+from agentstream_delivery.render import TOOL_LINE_PREFIX
 
 KEEP_MESSAGES = 200  # per chat, for pages that connect late
 SUBSCRIBER_QUEUE = 1000  # frames a slow browser may lag behind before it is disconnected
+FrameSink = Callable[[WebFrame], Awaitable[None]]
 
 
-@dataclass
-class WebFrame:
-    message_id: str
-    text: str
-    final: bool
-    op: str  # "send" | "edit"
-    markup: str = TextFormat.PLAIN  # "html": the renderer's sanitised HTML; "plain": text for `textContent`
+@dataclass(frozen=True, order=True)
+class FrameId:
+    """A frame's SSE id: where its record sits in `web-frames` (one chat → one partition)."""
+
+    partition: int
+    offset: int
+
+    def __str__(self) -> str:
+        return f"{self.partition}-{self.offset}"
+
+    @staticmethod
+    def parse(value: str | None) -> FrameId | None:
+        """None for a missing or foreign id: the page then gets every frame kept."""
+        try:
+            partition, offset = (value or "").split("-")
+            return FrameId(int(partition), int(offset))
+        except ValueError:
+            return None
+
+    def follows(self, last: FrameId | None) -> bool:
+        """Whether a page that saw `last` still lacks this frame (another partition: it may)."""
+        return last is None or last.partition != self.partition or self.offset > last.offset
+
+
+@dataclass(frozen=True)
+class Shown:
+    id: FrameId
+    frame: WebFrame
 
     def sse(self) -> bytes:
-        return f"data: {json.dumps(asdict(self), ensure_ascii=False)}\n\n".encode()
+        body = self.frame.model_dump(mode="json", include=PAGE_FIELDS)
+        return f"id: {self.id}\ndata: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+
+
+PAGE_FIELDS = {"message_id", "run_id", "op", "text", "markup", "final", "kind", "ending"}
 
 
 class _Closed:
     """Sentinel: the adapter is closing; end the stream."""
 
 
-class WebAdapter(InProcessAdapter[OrderedDict[str, WebFrame]]):
+class WebAdapter(InProcessAdapter[OrderedDict[str, Shown]]):
     platform: str = KnownPlatform.WEB
 
     def __init__(
-        self, edit_interval: float = 0.2, keep: int = KEEP_MESSAGES, bounds: ChatBounds = ChatBounds()
+        self,
+        edit_interval: float = 0.2,
+        keep: int = KEEP_MESSAGES,
+        bounds: ChatBounds = ChatBounds(),
+        sink: FrameSink | None = None,
     ) -> None:
         super().__init__(
             Capabilities(
                 max_length=100_000,
                 edit_interval=edit_interval,
-                tool_progress=ToolProgress.OFF,
+                tool_progress=ToolProgress.NEW,
                 formatting=TextFormat.HTML,
             ),
             bounds,
         )
         self.keep = keep
-        self._ids = itertools.count(1)
+        self.sink = sink
+        self._local_offsets = itertools.count()
         # Only chats with a connected page have an entry: the last one to leave removes it.
-        self._subscribers: dict[str, set[asyncio.Queue[WebFrame | _Closed]]] = {}
+        self._subscribers: dict[str, set[asyncio.Queue[Shown | _Closed]]] = {}
 
     def __len__(self) -> int:
         return len(self._chats)
 
     def messages(self, chat_id: str) -> list[WebFrame]:
         chat = self._chats.peek(chat_id)
-        return [] if chat is None else list(chat.values())
+        return [] if chat is None else [s.frame for s in chat.values()]
 
+    # -- platform side --------------------------------------------------------------
     async def send(
         self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
     ) -> str:
-        frame = WebFrame(f"w{next(self._ids)}", text, final, "send", markup)
-        chat = self._chats.get_or_create(target.chat_id, OrderedDict)
-        chat[frame.message_id] = frame
-        while len(chat) > self.keep:
-            chat.popitem(last=False)
-        self._publish(target.chat_id, frame)
+        frame = self._frame(target, new_id(), text, final, WebFrameOp.SEND, markup)
+        await self._emit(frame)
         return frame.message_id
 
     async def edit(
@@ -93,26 +139,69 @@ class WebAdapter(InProcessAdapter[OrderedDict[str, WebFrame]]):
         final: bool = False,
         markup: TextFormat = TextFormat.PLAIN,
     ) -> None:
-        chat = self._chats.get(target.chat_id)
-        if chat is None or message_id not in chat:
-            raise AdapterError(f"message {message_id} not found in web chat {target.chat_id}")
-        frame = WebFrame(message_id, text, final, "edit", markup)
-        chat[message_id] = frame
-        self._publish(target.chat_id, frame)
+        await self._emit(self._frame(target, message_id, text, final, WebFrameOp.EDIT, markup))
+
+    def _frame(
+        self, target: ReplyTarget, message_id: str, text: str, final: bool, op: WebFrameOp, markup: TextFormat
+    ) -> WebFrame:
+        words = visible_text(text) if markup == TextFormat.HTML else text  # the tool line and endings as shown
+        return WebFrame(
+            chat_id=target.chat_id,
+            message_id=message_id,
+            run_id=DELIVERING_RUN.get(),
+            op=op,
+            text=text,
+            markup=markup,
+            final=final,
+            kind=WebFrameKind.TOOL if words.startswith(TOOL_LINE_PREFIX) else WebFrameKind.TEXT,
+            ending=ending_of(words) if final else None,
+        )
+
+    async def _emit(self, frame: WebFrame) -> None:
+        if self.sink is not None:
+            try:
+                await self.sink(frame)
+            except (KafkaError, TimeoutError) as err:
+                # The broker did not take it: the deliverer retries. A frame that did land is sent
+                # twice at worst, which shows nothing new (frames are whole texts).
+                raise Transient(f"web frame not published: {err!r}") from err
+        else:
+            self.receive(FrameId(0, next(self._local_offsets)), frame)
+
+    # -- page side ------------------------------------------------------------------
+    def receive(self, frame_id: FrameId, frame: WebFrame) -> None:
+        """A frame read from `web-frames`: remembered for late pages, pushed to connected ones."""
+        chat = self._chats.get_or_create(frame.chat_id, OrderedDict)
+        shown = Shown(frame_id, frame)
+        chat[frame.message_id] = shown  # an edit keeps the message's place: pages order by first frame
+        while len(chat) > self.keep:
+            chat.popitem(last=False)
+        for q in list(self._subscribers.get(frame.chat_id, ())):
+            if not _offer(q, shown):
+                # A browser this far behind is dropped; it reconnects with its last id and catches up.
+                self._unsubscribe(frame.chat_id, q)
+                _offer(q, _Closed(), force=True)
 
     async def close(self) -> None:
         for queues in self._subscribers.values():
             for q in queues:
                 _offer(q, _Closed())
 
-    async def frames(self, chat_id: str, heartbeat_s: float = 15.0) -> AsyncIterator[bytes]:
-        """The SSE body of one connection: recent messages, then every new frame, then heartbeats."""
-        queue: asyncio.Queue[WebFrame | _Closed] = asyncio.Queue(maxsize=SUBSCRIBER_QUEUE)
+    async def frames(
+        self, chat_id: str, after: FrameId | None = None, heartbeat_s: float = 15.0
+    ) -> AsyncIterator[bytes]:
+        """The SSE body of one connection: what the page lacks of the kept messages, then every new
+        frame, then heartbeats. `after`: the page's `Last-Event-ID`."""
+        # Subscribing and taking the backlog happen together (no await between): nothing is missed
+        # or sent twice in between.
+        queue: asyncio.Queue[Shown | _Closed] = asyncio.Queue(maxsize=SUBSCRIBER_QUEUE)
         self._subscribers.setdefault(chat_id, set()).add(queue)
+        chat = self._chats.peek(chat_id)
+        backlog = [s for s in (chat.values() if chat is not None else ()) if s.id.follows(after)]
         try:
             yield b": connected\n\n"
-            for frame in self.messages(chat_id):
-                yield frame.sse()
+            for shown in backlog:
+                yield shown.sse()
             while True:
                 try:
                     async with asyncio.timeout(heartbeat_s):
@@ -126,25 +215,18 @@ class WebAdapter(InProcessAdapter[OrderedDict[str, WebFrame]]):
         finally:
             self._unsubscribe(chat_id, queue)
 
-    def _in_use(self, chat_id: str, chat: OrderedDict[str, WebFrame]) -> bool:
-        return chat_id in self._subscribers or any(not f.final for f in chat.values())
+    def _in_use(self, chat_id: str, chat: OrderedDict[str, Shown]) -> bool:
+        return chat_id in self._subscribers or any(not s.frame.final for s in chat.values())
 
-    def _unsubscribe(self, chat_id: str, queue: asyncio.Queue[WebFrame | _Closed]) -> None:
+    def _unsubscribe(self, chat_id: str, queue: asyncio.Queue[Shown | _Closed]) -> None:
         queues = self._subscribers.get(chat_id)
         if queues is not None:
             queues.discard(queue)
             if not queues:
                 del self._subscribers[chat_id]
 
-    def _publish(self, chat_id: str, frame: WebFrame) -> None:
-        for q in list(self._subscribers.get(chat_id, ())):
-            if not _offer(q, frame):
-                # A browser this far behind is dropped; on reconnect it gets the current texts.
-                self._unsubscribe(chat_id, q)
-                _offer(q, _Closed(), force=True)
 
-
-def _offer(q: asyncio.Queue[WebFrame | _Closed], item: WebFrame | _Closed, force: bool = False) -> bool:
+def _offer(q: asyncio.Queue[Shown | _Closed], item: Shown | _Closed, force: bool = False) -> bool:
     try:
         q.put_nowait(item)
         return True

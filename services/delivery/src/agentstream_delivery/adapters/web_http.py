@@ -4,7 +4,10 @@
 - `POST /v1/web/sessions` (an API key or JWT, see `web_identity`): a session token for one chat and
   one user, and the page URL `/web/{chat_id}#token=…` (a fragment never reaches a server's logs);
 - `GET /v1/web/{chat_id}/events?token=…` (or `Authorization: Bearer`): `text/event-stream` of that
-  chat's message frames (EventSource cannot send headers, hence the query parameter);
+  chat's message frames (EventSource cannot send headers, hence the query parameter); each frame's
+  `id` is its Kafka coordinates, and `Last-Event-ID` (the browser's reconnect) resumes after it;
+- `GET /v1/web/{chat_id}/history` with `Authorization: Bearer <session token>`: the conversation's
+  messages, both sides, from persistence (`web_history`);
 - `POST /v1/web/{chat_id}/messages` `{"text", "id"?}` with `Authorization: Bearer <session token>`:
   an `InboundMessage` (platform `web`) whose user and tenant are the session's, posted to ingress
   `POST /v1/messages` at `platforms.web.api_url` with delivery's own gateway key
@@ -28,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from agentstream.auth import AUTH_RESPONSES, Principal, WebSession, WebSessions, authenticate, bearer_token
 from agentstream.contracts import InboundMessage, User, new_id
 from agentstream.kafka.decoding import describe_validation_error
-from agentstream_delivery.adapters.web import WebAdapter
+from agentstream_delivery.adapters.web import FrameId, WebAdapter
+from agentstream_delivery.adapters.web_history import ConversationHistory, History, HistoryUnavailable
 from agentstream_delivery.adapters.web_identity import (
     WEB_PLATFORM,
     SessionRefused,
@@ -37,7 +41,7 @@ from agentstream_delivery.adapters.web_identity import (
 )
 
 STATIC = files("agentstream_delivery.adapters") / "static"
-STATIC_TYPES = {"chat.js": "text/javascript", "chat.css": "text/css"}
+STATIC_TYPES = {"chat.js": "text/javascript", "highlight.js": "text/javascript", "chat.css": "text/css"}
 SESSION_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "No valid session token."},
     403: {"description": "The session token is for another chat."},
@@ -76,6 +80,7 @@ def add_web_routes(
     sessions: WebSessions,
     ingress_url: str,
     api_key_env: str | None,
+    history: ConversationHistory,
     timeout_s: float = 10.0,
 ) -> None:
     def session_of(chat_id: str, token: str | None) -> WebSession:
@@ -116,13 +121,26 @@ def add_web_routes(
         chat_id: str,
         token: str | None = Query(default=None, description="The session token (EventSource sends no headers)."),
         authorization: str | None = Header(default=None),
+        last_event_id: str | None = Header(default=None, description="The last frame id the page saw."),
     ) -> StreamingResponse:
         session_of(chat_id, token or bearer_token(authorization))
         return StreamingResponse(
-            adapter.frames(chat_id),
+            adapter.frames(chat_id, FrameId.parse(last_event_id)),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
+
+    @app.get(
+        "/v1/web/{chat_id}/history",
+        tags=["web"],
+        responses={**SESSION_RESPONSES, 502: {"description": "persistence failed"}, 503: {"description": "no key"}},
+    )
+    async def chat_history(chat_id: str, authorization: str | None = Header(default=None)) -> History:
+        session = session_of(chat_id, bearer_token(authorization))
+        found = await history.read(chat_id, session.tenant_id)
+        if isinstance(found, HistoryUnavailable):
+            raise HTTPException(found.status, found.detail)
+        return found
 
     @app.post("/v1/web/{chat_id}/messages", tags=["web"], responses=SESSION_RESPONSES)
     async def post_message(

@@ -1,0 +1,65 @@
+"""The web frames reader on the test broker: every replica reads all partitions, malformed records go to dlq.
+
+A record produced before the service starts is served (the reader starts back in time), one that
+is not a `WebFrame` becomes a dead letter with the reason, and the frames after it are served too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import Callable
+
+import pytest
+from rich.console import Console
+
+from agentstream.config import Settings
+from agentstream.contracts import WebFrame, WebFrameOp
+from agentstream.host import ServiceHost
+from agentstream.kafka import free_port
+from agentstream.testing.kafka import produce_raw, read_until
+from agentstream_delivery import bootstrap
+
+pytestmark = pytest.mark.integration
+
+
+def frame(chat: str, message_id: str, text: str) -> bytes:
+    record = WebFrame(chat_id=chat, message_id=message_id, op=WebFrameOp.SEND, text=text, final=True)
+    return record.to_json()
+
+
+async def wait_for(check: Callable[[], bool], timeout: float = 15.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not check():  # noqa: ASYNC110 - polls state another task changes, no event to wait on
+            await asyncio.sleep(0.05)
+
+
+@pytest.mark.timeout(60)  # two services on the broker
+async def test_replicas_read_every_chat_from_before_their_start_and_dead_letter_garbage(
+    settings_factory: Callable[..., Settings], topics_created: str
+) -> None:
+    settings = settings_factory()
+    bootstrap_servers, topic = settings.kafka.bootstrap_servers, f"{topics_created}web-frames"
+    await produce_raw(bootstrap_servers, topic, frame("early", "m0", "before the replicas started"), b"early")
+    replicas = [bootstrap(settings, console=Console(file=io.StringIO())) for _ in range(2)]
+    async with (
+        ServiceHost([replicas[0]], "127.0.0.1", {"delivery": free_port()}),
+        ServiceHost([replicas[1]], "127.0.0.1", {"delivery": free_port()}),
+    ):
+        for replica in replicas:
+            assert replica.web_reader is not None
+            await asyncio.wait_for(replica.web_reader.ready.wait(), 30)
+        await produce_raw(bootstrap_servers, topic, b'{"type": "web.frame", "chat_id": "x"}', b"x")
+        for i in range(6):  # chats on both partitions
+            await produce_raw(bootstrap_servers, topic, frame(f"chat-{i}", "m1", f"hello {i}"), f"chat-{i}".encode())
+        for replica in replicas:
+            await wait_for(lambda r=replica: all(r.web.messages(f"chat-{i}") for i in range(6)))  # type: ignore[misc]
+        # every replica reads every record, so each dead-letters it: one letter per replica
+        dead = await read_until(bootstrap_servers, f"{topics_created}dlq", lambda rs: len(rs) >= 2)
+    for replica in replicas:
+        assert [m.text for m in replica.web.messages("early")] == ["before the replicas started"]
+        assert [m.text for m in replica.web.messages("chat-3")] == ["hello 3"]
+    letters = [json.loads(r.value or b"") for r in dead]
+    assert len(letters) == 2 and {letter["source_topic"] for letter in letters} == {topic}
+    assert all("not a WebFrame" in letter["error"] and "message_id" in letter["error"] for letter in letters)

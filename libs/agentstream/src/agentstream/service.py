@@ -43,6 +43,7 @@ from agentstream.kafka.internals import (
 from agentstream.kafka.producer import OutputGate, encode_record
 from agentstream.kafka.topics import consumer_group
 from agentstream.observability import NotReady, ReadyCheck, get_logger, http_app, records_published
+from agentstream.tracing import NO_TRACING, Tracing, tracing_for
 
 # A stop ends within 10 s whatever Kafka does: final commits/flushes get FINAL_STEP_TIMEOUT_S
 # (skipped at once while Kafka is known unavailable), the broker's own stop STOP_TIMEOUT_S.
@@ -82,11 +83,18 @@ class Infra:
     auth: Authenticator
     engine: AsyncEngine | None = None
     sessions: async_sessionmaker | None = None  # type: ignore[type-arg]
+    tracing: Tracing = NO_TRACING
 
     @classmethod
     def build(cls, settings: Settings, name: str, *, uses_database: bool) -> Infra:
         registry = CollectorRegistry()
-        broker = make_broker(settings.kafka, registry=registry, client_id=f"{settings.kafka.client_id}-{name}")
+        tracing = tracing_for(settings.tracing, name)
+        broker = make_broker(
+            settings.kafka,
+            registry=registry,
+            client_id=f"{settings.kafka.client_id}-{name}",
+            telemetry=tracing.middleware(),
+        )
         engine = create_engine(settings.database.url, echo=settings.database.echo) if uses_database else None
         sessions = session_factory(engine) if engine is not None else None
         auth = Authenticator(settings.auth, settings.database.url)
@@ -102,6 +110,7 @@ class Infra:
             auth=auth,
             engine=engine,
             sessions=sessions,
+            tracing=tracing,
         )
 
 
@@ -196,6 +205,7 @@ class Service:
             await self.auth.close()
             if self.engine is not None:
                 await self.engine.dispose()
+            self.infra.tracing.shutdown()
         self.log.info("service stopped")
 
     async def final_step(self, step: Awaitable[object], what: str) -> None:

@@ -26,6 +26,7 @@ from agentstream.contracts import (
     RunStatus,
     StartRun,
 )
+from agentstream.tracing import NO_TRACING, Tracing
 from agentstream_runner.assistants import Assistants, UnknownAssistant, system_messages
 from agentstream_runner.chat_sessions import KnownSessions, SessionStore
 from agentstream_runner.connectors.resolve import Connectors
@@ -62,8 +63,10 @@ class RunLauncher:
         sessions: async_sessionmaker[AsyncSession] | None,
         log: structlog.stdlib.BoundLogger,
         tools: ToolCatalog | None = None,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         """`tools`: the live catalogue the runs offer their models tools from (None: built-ins only)."""
+        self._tracing = tracing
         self._tools = tools if tools is not None else ToolCatalog()
         self._ports = ports
         self._connectors = connectors
@@ -89,16 +92,19 @@ class RunLauncher:
             history=history or stores,
             roles=roles,
             tools=self._tools,
+            tracing=self._tracing,
         )
 
     async def run(self, work: Work, control: RunControl) -> None:
-        match work:
-            case ResumeRun():
-                await self.resume(work, control)
-            case StartRun():
-                await run_pipeline(self._context(control), await self._with_session(work))
-            case _:
-                assert_never(work)
+        # The run's span continues the trace of the record that asked for it (kept by the service).
+        with self._tracing.continuing(work.run_id, "run", {"agentstream.run_id": work.run_id}):
+            match work:
+                case ResumeRun():
+                    await self.resume(work, control)
+                case StartRun():
+                    await run_pipeline(self._context(control), await self._with_session(work))
+                case _:
+                    assert_never(work)
 
     async def _with_session(self, start: StartRun) -> StartRun:
         if start.session_id is not None or self._sessions is None:

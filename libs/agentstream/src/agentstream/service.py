@@ -205,8 +205,19 @@ class Service:
             await self.auth.close()
             if self.engine is not None:
                 await self.engine.dispose()
-            self.infra.tracing.shutdown()
+            await self._stop_tracing()
         self.log.info("service stopped")
+
+    async def _stop_tracing(self) -> None:
+        """Export the spans still buffered. In a thread: the exporter's HTTP calls block, and a
+        collector that is away must not hold the stop past FINAL_STEP_TIMEOUT_S."""
+        if not self.infra.tracing.enabled:
+            return
+        try:
+            async with asyncio.timeout(FINAL_STEP_TIMEOUT_S):
+                await asyncio.to_thread(self.infra.tracing.shutdown)
+        except TimeoutError:
+            self.log.warning("spans not exported in time; abandoned", timeout_s=FINAL_STEP_TIMEOUT_S)
 
     async def final_step(self, step: Awaitable[object], what: str) -> None:
         """A commit or flush on the way out: bounded by FINAL_STEP_TIMEOUT_S, skipped while Kafka is

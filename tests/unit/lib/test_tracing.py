@@ -4,9 +4,11 @@ work that starts later."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -21,7 +23,7 @@ from agentstream import tracing
 from agentstream.config import TracingSettings, load_settings
 from agentstream.contracts import Notice, NoticeLevel
 from agentstream.kafka.producer import encode_record
-from agentstream.service import Infra
+from agentstream.service import Infra, Service
 from agentstream.tracing import NO_TRACING, tracing_for
 from agentstream.tracing_otel import OtelTracing
 
@@ -84,7 +86,7 @@ def test_off_imports_nothing_of_the_sdk_at_start() -> None:
         import sys
         import agentstream_stack.cli
         from agentstream.config import SERVICES, load_settings
-        from agentstream.service import Infra
+        from agentstream.service import Infra, Service
 
         for name in SERVICES:
             Infra.build(load_settings(), name, uses_database=name != "agent-runner")
@@ -169,3 +171,23 @@ def test_kept_contexts_are_bounded(traced: tuple[OtelTracing, InMemorySpanExport
     for i in range(5):
         on.keep(f"run-{i}")
     assert list(on._kept) == ["run-2", "run-3", "run-4"]
+
+
+@pytest.mark.timeout(30)  # the exporter's own HTTP timeout is 10 s: the stop must not wait for it
+async def test_a_collector_that_never_answers_does_not_hold_the_stop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("agentstream.service.FINAL_STEP_TIMEOUT_S", 0.5)
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}/v1/traces"
+        settings = load_settings(tracing={"enabled": True, "otlp_endpoint": endpoint})
+
+        class Bare(Service):
+            name = "bare"
+
+        service = Bare(Infra.build(settings, "bare", uses_database=False))
+        with service.infra.tracing.span("pending"):
+            pass
+        started = time.monotonic()
+        await service.stop()
+        assert time.monotonic() - started < 3.0

@@ -28,8 +28,9 @@ lint: setup  ## ruff (lint and format check), mypy: strict on libs/agentstream a
 demo: setup  ## one scripted conversation with a tool, end to end, then exit
 	$(UV) run agentstream demo
 
-docs: setup  ## regenerate docs/asyncapi.json from the contracts
+docs: setup  ## regenerate docs/asyncapi.json from the contracts and docs/metrics.md from the registries
 	$(UV) run python -m agentstream.asyncapi docs/asyncapi.json
+	$(UV) run python -m agentstream_stack.metrics_doc docs/metrics.md
 
 k8s: setup  ## regenerate the generated k8s files (overlays' KafkaTopics and ScaledObjects, the PrometheusRule)
 	$(UV) run python -m agentstream.deploy

@@ -66,8 +66,8 @@ agentstream_runs_started_total {10 * n}
 # TYPE agentstream_runs_finished_total counter
 agentstream_runs_finished_total{{status="completed",reason="stop"}} {3 * n}
 agentstream_runs_finished_total{{status="failed",reason="error"}} {n}
-# TYPE agentstream_active_runs gauge
-agentstream_active_runs 7
+# TYPE agentstream_runner_active_runs gauge
+agentstream_runner_active_runs 7
 # TYPE agentstream_consumer_lag gauge
 agentstream_consumer_lag{{group="agentstream.agent-runner",topic="agentstream.runs",partition="0"}} 5
 agentstream_consumer_lag{{group="agentstream.agent-runner",topic="agentstream.runs",partition="1"}} 3

@@ -44,6 +44,7 @@ from agentstream_runner.emitter import step
 from agentstream_runner.llm_step import Completion, llm_turn
 from agentstream_runner.outcome import RunFailure
 from agentstream_runner.scope import MAX_TOOL_ATTEMPTS, RunScope
+from agentstream_runner.tool_approval import approval_gate
 
 TIMED_OUT = "tool timed out"
 # What a `tool.result` event copies from the call's result: all it has beside the run's identity.
@@ -91,7 +92,11 @@ async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int, call_seq:
 
 
 async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 1) -> list[ToolCallResult]:
-    """Run `calls` (made in the latest assistant message); appends one tool message per result."""
+    """Run `calls` (made in the latest assistant message); appends one tool message per result.
+
+    Calls that need approval wait for it first (`approval_gate`); refused ones are answered
+    with their refusal instead of running."""
+    refusals = await approval_gate(scope, calls)
     events = scope.events
     step_input = {"attempt": attempt, "calls": [c.model_dump() for c in calls]}
     async with step(events, StepType.TOOL, scope.step_id(StepType.TOOL), step_input) as record:
@@ -101,7 +106,10 @@ async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 
         ]
         # No heartbeat of its own: the pipeline heartbeats for the whole run, the executor for each call.
         results = await asyncio.gather(
-            *(call_tool(scope, c, attempt, a.seq) for c, a in zip(calls, announced, strict=True))
+            *(
+                _refused(refusals[c.id]) if c.id in refusals else call_tool(scope, c, attempt, a.seq)
+                for c, a in zip(calls, announced, strict=True)
+            )
         )
         for r in results:
             await events.emit(ToolResult, **r.model_dump(include=RESULT_EVENT_FIELDS))
@@ -111,6 +119,10 @@ async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 
         }
         record.memory = scope.memory
     return list(results)
+
+
+async def _refused(result: ToolCallResult) -> ToolCallResult:
+    return result
 
 
 # -- retries -----------------------------------------------------------------------

@@ -54,7 +54,7 @@ def _one(name: str, per_second: bool = False, **labels: str) -> Source:
 
 # The metric names, in one place. Counters are matched by their sample name (`…_total`).
 RATE_LIMITED = Metric("agentstream_delivery_platform_calls_total", {"outcome": "rate_limited"})
-DEAD_LETTERS = (Metric("agentstream_dlq_records_total"), Metric("agentstream_dead_letters_total"))
+DEAD_LETTERS = (Metric("agentstream_dead_letters_total"),)
 FIGURES: dict[Figure, Source] = {
     Figure.RUNS_STARTED_PER_S: Source(
         (Metric("agentstream_runs_started_total"), Metric("agentstream_runner_records_total", {"type": "run.start"})),
@@ -62,7 +62,9 @@ FIGURES: dict[Figure, Source] = {
     ),
     Figure.RUNS_FINISHED_PER_S: _one("agentstream_runs_finished_total", per_second=True),
     Figure.RUNS_FAILED_PER_S: _one("agentstream_runs_finished_total", per_second=True, status="failed"),
-    Figure.ACTIVE_RUNS: Source((Metric("agentstream_active_runs"), Metric("agentstream_runner_active_conversations"))),
+    Figure.ACTIVE_RUNS: Source(
+        (Metric("agentstream_runner_active_runs"), Metric("agentstream_runner_active_conversations"))
+    ),
     Figure.CONSUMER_LAG: _one("agentstream_consumer_lag"),
     Figure.RATE_LIMITED_PER_S: Source((RATE_LIMITED,), per_second=True),
     Figure.RATE_LIMITED: Source((RATE_LIMITED,)),

@@ -118,10 +118,15 @@ class ToolExecutorService(Service):
         if origin is not None:  # held until its result is acked: no commit past an unanswered call
             self.commits.points.hold(*origin)
             self.commits.points.read(*origin)
-        request = await self.decode_request(msg)
+        with self.log_context():
+            request = await self.decode_request(msg)
         if request is None:  # dead-lettered
             self._done(origin)
             return
+        with self.log_context(request):  # the call's task keeps the run's ids
+            self._start_call(request, origin)
+
+    def _start_call(self, request: ToolCallRequest, origin: Origin | None) -> None:
         live = self._live.get(request.idempotency_key)
         coro = self._follow(live, origin) if live is not None else self._handle(request, origin)
         task = asyncio.create_task(coro, name=f"tool:{request.idempotency_key}")

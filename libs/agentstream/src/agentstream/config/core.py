@@ -67,6 +67,12 @@ class KafkaSettings(Section):
     health_interval_s: float = Field(
         default=1.0, gt=0, le=60, description="How often each service checks that Kafka answers and has its topics."
     )
+    lag_interval_s: float = Field(
+        default=15.0,
+        ge=0,
+        le=3600,
+        description="How often each service reads and exports its consumer group's lag; 0 turns it off.",
+    )
     security_protocol: SecurityProtocol = Field(
         default=SecurityProtocol.PLAINTEXT, description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."
     )

@@ -31,6 +31,7 @@ class RecordType(StrEnum):
     RUN_INTERRUPT = "run.interrupt"
     RUN_RESUME = "run.resume"
     CONVERSATION_RESET = "conversation.reset"
+    RUN_APPROVAL = "run.approval"
     # events
     RUN_QUEUED = "run.queued"
     RUN_STARTED = "run.started"

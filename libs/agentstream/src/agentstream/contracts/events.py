@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
+from agentstream.contracts.approvals import ApprovalOutcome, ApprovalRequest
 from agentstream.contracts.base import Record, new_id
 from agentstream.contracts.common import ChatMessage, ReplyTarget, Usage
 from agentstream.contracts.endings import FinishReason, RunStatus
@@ -27,6 +28,7 @@ class StepType(StrEnum):
     TOOL = "tool"
     HOOK_NEXT = "hook_next"
     DELEGATE = "delegate"
+    APPROVAL = "approval"  # tool calls waiting for a person's approval (output: `ApprovalRequest`)
 
 
 class DeltaKind(StrEnum):
@@ -168,6 +170,12 @@ class Notice(EventBase):
     text: str
     reply_target: ReplyTarget | None = None
     command: str | None = Field(default=None, description="The slash command this notice answers (`new`, `stop`, …).")
+    approval: ApprovalRequest | None = Field(
+        default=None, description="Set when the run paused at tool calls awaiting `/approve` or `/deny`."
+    )
+    approval_outcome: ApprovalOutcome | None = Field(
+        default=None, description="Set when a pending approval ended (approved, denied, expired)."
+    )
 
 
 class RunFinished(EventBase):

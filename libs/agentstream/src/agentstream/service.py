@@ -53,6 +53,7 @@ from agentstream.observability import (
     record_log_context,
     records_published,
 )
+from agentstream.tracing import NO_TRACING, Tracing, tracing_for
 
 # A stop ends within 10 s whatever Kafka does: final commits/flushes get FINAL_STEP_TIMEOUT_S
 # (skipped at once while Kafka is known unavailable), the broker's own stop STOP_TIMEOUT_S.
@@ -92,11 +93,18 @@ class Infra:
     auth: Authenticator
     engine: AsyncEngine | None = None
     sessions: async_sessionmaker | None = None  # type: ignore[type-arg]
+    tracing: Tracing = NO_TRACING
 
     @classmethod
     def build(cls, settings: Settings, name: str, *, uses_database: bool) -> Infra:
         registry = new_registry()
-        broker = make_broker(settings.kafka, registry=registry, client_id=f"{settings.kafka.client_id}-{name}")
+        tracing = tracing_for(settings.tracing, name)
+        broker = make_broker(
+            settings.kafka,
+            registry=registry,
+            client_id=f"{settings.kafka.client_id}-{name}",
+            telemetry=tracing.middleware(),
+        )
         engine = create_engine(settings.database.url, echo=settings.database.echo) if uses_database else None
         sessions = session_factory(engine) if engine is not None else None
         auth = Authenticator(settings.auth, settings.database.url)
@@ -112,6 +120,7 @@ class Infra:
             auth=auth,
             engine=engine,
             sessions=sessions,
+            tracing=tracing,
         )
 
 
@@ -215,7 +224,19 @@ class Service:
             await self.auth.close()
             if self.engine is not None:
                 await self.engine.dispose()
+            await self._stop_tracing()
         self.log.info("service stopped")
+
+    async def _stop_tracing(self) -> None:
+        """Export the spans still buffered. In a thread: the exporter's HTTP calls block, and a
+        collector that is away must not hold the stop past FINAL_STEP_TIMEOUT_S."""
+        if not self.infra.tracing.enabled:
+            return
+        try:
+            async with asyncio.timeout(FINAL_STEP_TIMEOUT_S):
+                await asyncio.to_thread(self.infra.tracing.shutdown)
+        except TimeoutError:
+            self.log.warning("spans not exported in time; abandoned", timeout_s=FINAL_STEP_TIMEOUT_S)
 
     def subscriptions(self) -> list[Subscription]:
         """The consumer groups of this service's subscribers and the topics each reads."""

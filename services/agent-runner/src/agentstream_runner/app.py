@@ -119,11 +119,13 @@ class AgentRunnerService(Service):
             case None:
                 return  # dead-lettered with the reason
             case StartRun():
+                self.infra.tracing.keep(record.run_id)  # the run starts later, in a task of its own
                 self.conversations.submit(record, getattr(msg.raw_message, "partition", None))
             case InterruptRun(conversation_key=key, run_id=run_id, reason=reason):
                 if not self.conversations.interrupt(key, run_id, reason):
                     self.log.info("interrupt ignored: no matching active run", conversation=key, run_id=run_id)
             case ResumeRun():
+                self.infra.tracing.keep(record.run_id)
                 self.conversations.resume(record, getattr(msg.raw_message, "partition", None))
             case AnswerApproval(conversation_key=key):
                 if not self.launcher.approvals.deliver(record):

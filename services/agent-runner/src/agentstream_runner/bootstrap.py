@@ -51,6 +51,7 @@ def bootstrap(settings: Settings, *, connectors: Connectors | None = None) -> Ag
         infra.sessions,
         infra.log,
         tools=tool_catalog,
+        tracing=infra.tracing,
     )
     conversations = Conversations(
         launcher.run,

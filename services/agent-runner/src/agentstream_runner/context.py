@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from agentstream.config import RunnerSettings
 from agentstream.contracts import EventBase, FinishReason, ToolCallRequest, ToolCallResult
+from agentstream.tracing import NO_TRACING, Tracing
 from agentstream_runner.approvals import ApprovalWaiters
 from agentstream_runner.assistants import Assistants
 from agentstream_runner.connectors.resolve import Connectors, RoleOverrides
@@ -64,3 +65,4 @@ class RunContext:
     approvals: ApprovalWaiters = field(default_factory=ApprovalWaiters)
     epoch: int = 0
     clock: Callable[[], float] = time.monotonic
+    tracing: Tracing = NO_TRACING  # spans for the run, its model calls and its tool calls

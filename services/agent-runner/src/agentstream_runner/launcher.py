@@ -29,6 +29,7 @@ from agentstream.contracts import (
     new_id,
 )
 from agentstream.observability import record_log_context
+from agentstream.tracing import NO_TRACING, Tracing
 from agentstream_runner.approvals import ApprovalWaiters
 from agentstream_runner.assistants import Assistants, UnknownAssistant, system_messages
 from agentstream_runner.chat_sessions import KnownSessions, SessionStore
@@ -75,9 +76,11 @@ class RunLauncher:
         log: structlog.stdlib.BoundLogger,
         tools: ToolCatalog | None = None,
         approvals: ApprovalWaiters | None = None,
+        tracing: Tracing = NO_TRACING,
     ) -> None:
         """`tools`: the live catalogue the runs offer their models tools from (None: built-ins only);
         `approvals`: where the runs paused for a tool approval wait for answers."""
+        self._tracing = tracing
         self._tools = tools if tools is not None else ToolCatalog()
         self.approvals = approvals if approvals is not None else ApprovalWaiters()
         self._ports = ports
@@ -105,10 +108,15 @@ class RunLauncher:
             roles=roles,
             tools=self._tools,
             approvals=self.approvals,
+            tracing=self._tracing,
         )
 
     async def run(self, work: Work, control: RunControl) -> None:
-        with record_log_context(None, work):
+        # The run's span continues the trace of the record that asked for it (kept by the service).
+        with (
+            record_log_context(None, work),
+            self._tracing.continuing(work.run_id, "run", {"agentstream.run_id": work.run_id}),
+        ):
             await self._run(work, control)
             self._log.info("run handled", command=work.type)  # the context names the run
 

@@ -108,9 +108,17 @@ async def llm_turn(scope: RunScope, *, with_tools: bool = True) -> Completion:
         # What the run wrote so far is stored before the model is asked: its first token then
         # goes out in a produce request of its own instead of queueing behind step.started's.
         await scope.events.confirm()
-        completion = await stream_completion(
-            scope.events, scope.connector, request, scope.ctx.runner.coalesce_ms / 1000
-        )
+        with scope.ctx.tracing.span(
+            f"chat {scope.connector.id}",
+            {"gen_ai.operation.name": "chat", "agentstream.connector": scope.connector.id},
+            client=True,
+        ) as span:
+            completion = await stream_completion(
+                scope.events, scope.connector, request, scope.ctx.runner.coalesce_ms / 1000
+            )
+            span.set_attribute("gen_ai.usage.input_tokens", completion.usage.prompt_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", completion.usage.completion_tokens)
+            span.set_attribute("agentstream.tool_calls", len(completion.tool_calls))
         scope.totals.add(completion.usage)
         scope.memory.append(completion.as_message())
         record.output = {

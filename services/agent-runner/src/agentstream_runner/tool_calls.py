@@ -74,11 +74,21 @@ async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int, call_seq:
         deadline=utcnow() + timedelta(seconds=timeout_s),
         call_seq=call_seq,
     )
-    try:
-        async with asyncio.timeout(timeout_s):
-            return await scope.ctx.ports.call_tool(request)
-    except TimeoutError:
-        return ToolCallResult(**identity, ok=False, error=TIMED_OUT, retryable=False, duration_ms=timeout_s * 1000)
+    # The request leaves inside this span: the executor's spans are its children.
+    with scope.ctx.tracing.span(
+        f"execute_tool {call.name}",
+        {"gen_ai.tool.name": call.name, "gen_ai.tool.call.id": call.id, "agentstream.tool.attempt": attempt},
+        client=True,
+    ) as span:
+        try:
+            async with asyncio.timeout(timeout_s):
+                result = await scope.ctx.ports.call_tool(request)
+        except TimeoutError:
+            result = ToolCallResult(
+                **identity, ok=False, error=TIMED_OUT, retryable=False, duration_ms=timeout_s * 1000
+            )
+        span.set_attribute("agentstream.tool.ok", result.ok)
+        return result
 
 
 async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 1) -> list[ToolCallResult]:

@@ -279,7 +279,10 @@ class DeliveryService(Service):
         They are told even when no stream was open (platform without adapter, run
         started before this process): whoever waits for the run must not hang.
         """
-        await asyncio.gather(*(a.wait_closed() for a in actors), return_exceptions=True)
+        # Under run.finished's span (this task started in its handler): until every target has it.
+        with self.infra.tracing.span("deliver final", {"agentstream.root_run_id": event.root_run_id}) as span:
+            span.set_attribute("agentstream.targets", len(actors))
+            await asyncio.gather(*(a.wait_closed() for a in actors), return_exceptions=True)
         for listener in list(self.finished_listeners):
             try:
                 result = listener(event)

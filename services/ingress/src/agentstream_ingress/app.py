@@ -120,11 +120,16 @@ class IngressService(Service):
         claims = ports.take_claims()  # this batch's first sightings: seen once its output is acked
         try:
             output = BatchOutput()
+            tracing = self.infra.tracing
             for record, decision in zip(records, decisions, strict=True):
-                with self.log_context(**log_fields(record, decision)):
-                    key, outgoing = self.carry_out(record, decision)
-                for topic, out in outgoing:
-                    output.add(topic, out, key)
+                # Each message its own trace (the batch's span is only linked): a run's trace
+                # starts here, and the records written for it carry it on.
+                with tracing.consuming(record, "inbound decide") as span:
+                    span.set_attribute("agentstream.decision", type(decision).__name__)
+                    with self.log_context(**log_fields(record, decision)):
+                        key, outgoing = self.carry_out(record, decision)
+                    for topic, out in outgoing:
+                        output.add(topic, out, key)
             acks = await output.send(producer_of(self.broker))
         except Exception as err:  # e.g. no metadata from a broker that is away: the batch is read again
             acks = [_failed(err)]

@@ -118,7 +118,8 @@ class PersistenceService(Service):
                 with self.log_context(event):
                     buf = self.buffers.add(event, origin)
                     if buf is not None and isinstance(event, RunFinished) and event.run_id == event.root_run_id:
-                        await self.flush(buf)
+                        with self.infra.tracing.span("persist run", {"agentstream.root_run_id": event.root_run_id}):
+                            await self.flush(buf)
         finally:
             # Marked read only after the event is in a buffer, flushed or dead-lettered (the
             # handler guard dead-letters what raises here): it is now safe to commit past it

@@ -150,12 +150,18 @@ class ToolExecutorService(Service):
 
     async def _handle(self, request: ToolCallRequest, origin: Origin | None) -> bool:
         try:
-            result = await self._answer(request)
-            await self._retrying(
-                "publish the result",
-                request,
-                lambda: self.publish(self.topics.tool_results, result, request.conversation_key),
-            )
+            # Under the call record's span (this task started in its handler); the result
+            # record carries this span back to the runner.
+            with self.infra.tracing.span(
+                f"tool {request.tool}", {"gen_ai.tool.name": request.tool, "gen_ai.tool.call.id": request.call_id}
+            ) as span:
+                result = await self._answer(request)
+                span.set_attribute("agentstream.tool.ok", result.ok)
+                await self._retrying(
+                    "publish the result",
+                    request,
+                    lambda: self.publish(self.topics.tool_results, result, request.conversation_key),
+                )
         except Exception as err:  # stopping, or a bug: the call stays uncommitted and is read again
             self.log.error(
                 "tool result not published", call=request.idempotency_key, tool=request.tool, error=repr(err)

@@ -16,6 +16,7 @@ from agentstream.config.core import (
 from agentstream.config.delivery import PlatformSettings, TextFormat, ToolProgress
 from agentstream.config.runner import DEFAULT_CAPABILITIES, Capability, ConnectorSettings, RunnerSettings
 from agentstream.config.settings import CONFIG_ENV_VAR, SERVICES, ConfigError, Settings, load_settings
+from agentstream.config.tracing import TracingSettings
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -36,5 +37,6 @@ __all__ = [
     "Settings",
     "TextFormat",
     "ToolProgress",
+    "TracingSettings",
     "load_settings",
 ]

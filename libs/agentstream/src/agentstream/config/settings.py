@@ -28,6 +28,7 @@ from agentstream.config.persistence import ResumeSettings
 from agentstream.config.retention import RetentionSettings
 from agentstream.config.runner import ConnectorSettings, RunnerSettings
 from agentstream.config.tools import ToolsSettings
+from agentstream.config.tracing import TracingSettings
 
 CONFIG_ENV_VAR = "AGENTSTREAM_CONFIG"
 SERVICES = ("ingress", "agent-runner", "tool-executor", "delivery", "persistence")
@@ -70,6 +71,7 @@ class Settings(BaseSettings):
     resume: ResumeSettings = Field(default_factory=ResumeSettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     runner: RunnerSettings = Field(default_factory=RunnerSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
     log_level: str = "INFO"
 
     @classmethod

@@ -30,10 +30,16 @@ FASTSTREAM_LOGGER = logging.getLogger("faststream")
 
 
 def make_broker(
-    kafka: KafkaSettings, *, registry: CollectorRegistry | None = None, client_id: str | None = None
+    kafka: KafkaSettings,
+    *,
+    registry: CollectorRegistry | None = None,
+    client_id: str | None = None,
+    telemetry: Any | None = None,
 ) -> KafkaBroker:
+    """`telemetry`: the tracing middleware (agentstream.tracing), outermost, so a handler's span
+    covers the other middlewares and the handler's own spans and records are its children."""
     broker_tuning = tuning(kafka)
-    middlewares: list[Any] = []
+    middlewares: list[Any] = [] if telemetry is None else [telemetry]
     if registry is not None:
         middlewares.append(KafkaPrometheusMiddleware(registry=registry, app_name=client_id or kafka.client_id))
     return KafkaBroker(

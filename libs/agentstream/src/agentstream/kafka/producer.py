@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaProducer
 from faststream.kafka import KafkaBroker
 from pydantic import BaseModel
 
+from agentstream import tracing
 from agentstream.kafka.internals import fail_queued, producer_of, refuse_sends, restore_sends
 from agentstream.observability import NotReady
 
@@ -26,11 +27,14 @@ _HEADERS: dict[str, Headers] = {}  # per record type, built once; the producer o
 
 
 def encode_record(record: BaseModel, key: str) -> tuple[bytes, bytes, Headers]:
-    """(key, value, headers) of a record as every service writes it: JSON, with its `type`."""
+    """(key, value, headers) of a record as every service writes it: JSON, with its `type`, and
+    the current trace context (`traceparent`) while tracing is on (agentstream.tracing)."""
     kind = str(getattr(record, "type", ""))
     headers = _HEADERS.get(kind)
     if headers is None:
         headers = _HEADERS[kind] = [("content-type", JSON), ("type", kind.encode())]
+    if tracing.context_headers is not None:
+        headers = [*headers, *tracing.context_headers()]
     return key.encode(), record.model_dump_json().encode(), headers
 
 

@@ -35,7 +35,7 @@ from agentstream_stack.runs_store import (
 )
 
 T = TypeVar("T")
-runs_app = typer.Typer(help="Stored runs: list, inspect, resume a failed or interrupted one.", no_args_is_help=True)
+runs_app = typer.Typer(no_args_is_help=True, add_completion=False)  # its help: the root's COMMANDS
 
 
 WIDE_TERMINAL, MEDIUM_TERMINAL = 150, 110  # columns
@@ -290,9 +290,6 @@ def runs_resume(
     except KeyboardInterrupt:
         err.print("[yellow]stopped following; the resume goes on without this command[/]")
         raise typer.Exit(130) from None
-    except Exception as e:  # e.g. broker unreachable
-        err.print(f"[red]{type(e).__name__}: {escape(str(e))}[/]")
-        raise typer.Exit(1) from None
     if not wait:
         return
     if finished is None:  # the events stream ended first (the consumer was stopped)

@@ -25,6 +25,10 @@ class FakeSignal(FakePlatform):
         super().__init__(**kw)
 
     def routes(self, app: FastAPI) -> None:
+        @app.get("/v1/accounts")
+        async def accounts() -> Response:
+            return JSONResponse([self.number])
+
         @app.post("/v2/send")
         async def send(request: Request) -> Response:
             body: dict[str, Any] = dict(await request.json())

@@ -29,6 +29,12 @@ class FakeSlack(FakePlatform):
         super().__init__(**kw)
 
     def routes(self, app: FastAPI) -> None:
+        @app.post("/auth.test")
+        async def auth_test(request: Request) -> Response:
+            if request.headers.get("authorization") != f"Bearer {self.token}":
+                return JSONResponse({"ok": False, "error": "invalid_auth"})
+            return JSONResponse({"ok": True, "user": "fake-bot", "team": "fake-team", "user_id": "UFAKE"})
+
         @app.post("/{method}")
         async def api(method: str, request: Request) -> Response:
             body: dict[str, Any] = dict(await request.json())

@@ -50,6 +50,13 @@ class FakeTelegram(FakePlatform):
         return error(429, f"Too Many Requests: retry after {retry_after:g}", retry_after=retry_after)
 
     def routes(self, app: FastAPI) -> None:
+        @app.post("/bot{token}/getMe")
+        async def get_me(token: str) -> Response:
+            if token != self.token:
+                return error(401, "Unauthorized")
+            bot_id = int(self.token.split(":", 1)[0])
+            return JSONResponse({"ok": True, "result": {"id": bot_id, "is_bot": True, "username": "fake_bot"}})
+
         @app.post("/bot{token}/{method}")
         async def api(token: str, method: str, request: Request) -> Response:
             body: dict[str, Any] = dict(await request.json())

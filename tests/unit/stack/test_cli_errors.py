@@ -1,0 +1,62 @@
+"""An unreachable broker or database ends a command with one line and a hint, and its own exit
+code; any other exception keeps its traceback (a bug must show where it is)."""
+
+from __future__ import annotations
+
+import socket
+
+from typer.testing import CliRunner
+
+from agentstream_stack.cli import app
+from agentstream_stack.cli_errors import ExitCode, explain
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed on leaving: nothing listens there
+
+
+def one_line_error(output: str) -> list[str]:
+    lines = [line for line in output.splitlines() if line.strip()]
+    assert "Traceback" not in output
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("error: ") and lines[1].startswith("hint: ")
+    return lines
+
+
+def test_an_unreachable_broker_is_one_line_and_exit_4() -> None:
+    env = {"AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": f"127.0.0.1:{closed_port()}"}
+    result = CliRunner().invoke(app, ["topics", "create"], env=env)
+    assert result.exit_code == ExitCode.KAFKA_UNREACHABLE == 4
+    error, hint = one_line_error(result.output)
+    assert "kafka unreachable" in error and "kafka.bootstrap_servers" in hint
+
+
+def test_an_unreachable_database_server_is_one_line_and_exit_5() -> None:
+    url = f"postgresql+psycopg://agent:hunter2hunter2@127.0.0.1:{closed_port()}/agentstream"
+    result = CliRunner().invoke(app, ["db", "upgrade"], env={"AGENTSTREAM__DATABASE__URL": url})
+    assert result.exit_code == ExitCode.DATABASE_UNREACHABLE == 5
+    error, hint = one_line_error(result.output)
+    assert "database unreachable" in error and "database.url" in hint
+    assert "hunter2hunter2" not in result.output
+
+
+def test_a_database_path_that_cannot_exist_is_one_line_and_exit_5() -> None:
+    url = "sqlite+aiosqlite:////proc/no-such-dir/agentstream.db"
+    result = CliRunner().invoke(app, ["keys", "list"], env={"AGENTSTREAM__DATABASE__URL": url})
+    assert result.exit_code == ExitCode.DATABASE_UNREACHABLE
+    error, _ = one_line_error(result.output)
+    assert "database unreachable" in error
+
+
+def test_other_errors_are_not_outages() -> None:
+    assert explain(ValueError("a bug")) is None
+    assert explain(OSError("a file of the command itself")) is None  # no database or kafka frame
+    try:
+        try:
+            raise ConnectionRefusedError("refused")
+        except ConnectionRefusedError as e:
+            raise RuntimeError("wrapped") from e
+    except RuntimeError as wrapped:
+        assert explain(wrapped) is None  # a refused connection of no known client: not ours to name

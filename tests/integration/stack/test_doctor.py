@@ -22,6 +22,8 @@ from agentstream.testing.fake_platforms import FakeTelegram
 from agentstream_stack.cli import app
 from agentstream_stack.cli_errors import ExitCode
 
+pytestmark = pytest.mark.integration
+
 TOKEN_ENV = "DOCTOR_IT_TELEGRAM_TOKEN"
 
 

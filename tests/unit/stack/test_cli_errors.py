@@ -3,8 +3,12 @@ code; any other exception keeps its traceback (a bug must show where it is)."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from agentstream_stack.cli import app
@@ -60,3 +64,15 @@ def test_other_errors_are_not_outages() -> None:
             raise RuntimeError("wrapped") from e
     except RuntimeError as wrapped:
         assert explain(wrapped) is None  # a refused connection of no known client: not ours to name
+
+
+@pytest.mark.timeout(60)  # a fresh interpreter importing the Kafka client
+def test_a_real_process_prints_only_the_two_lines() -> None:
+    """No client library's log line around ours (logging's last-resort handler writes to stderr)."""
+    env = {**os.environ, "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": f"127.0.0.1:{closed_port()}"}
+    done = subprocess.run(
+        [sys.executable, "-m", "agentstream_stack", "send", "hi"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == ExitCode.KAFKA_UNREACHABLE, done.stderr
+    assert done.stdout == ""
+    one_line_error(done.stderr)

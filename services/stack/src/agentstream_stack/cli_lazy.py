@@ -10,6 +10,7 @@ functions, or at its top when only that command pays for it.
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +67,11 @@ class LazyGroup(TyperGroup):
         return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:
+        # Until a command configures logging (`up`, `serve`), a client library's warnings ("Unable connect
+        # to …") would reach stderr through logging's last-resort handler, around our own one-line error.
+        root_logger = logging.getLogger()
+        if not root_logger.handlers:
+            root_logger.addHandler(logging.NullHandler())
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, typer.TyperException):

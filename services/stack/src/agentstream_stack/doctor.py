@@ -76,9 +76,10 @@ async def _verdict(name: str, check: Callable[[], Awaitable[str]], timeout_s: fl
         return CheckResult(name, Verdict.FAIL, f"no answer within {timeout_s:g} s")
     except Exception as e:  # any failure of a check is its verdict, in one line
         lines = str(e).strip().splitlines()
-        return CheckResult(
-            name, Verdict.FAIL, mask_url(f"{type(e).__name__}: {lines[0] if lines else ''}".rstrip(": "))
-        )
+        first = lines[0] if lines else ""
+        kind = type(e).__name__
+        text = first if first.startswith(kind) else f"{kind}: {first}".rstrip(": ")  # aiokafka's name themselves
+        return CheckResult(name, Verdict.FAIL, mask_url(text))
 
 
 async def _kafka_topics(settings: Settings, timeout_s: float) -> tuple[dict[str, int], str]:

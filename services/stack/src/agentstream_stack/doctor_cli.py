@@ -37,7 +37,9 @@ def doctor(
         for r in results:
             style = STYLE[r.verdict]
             out.print(
-                f"[{style}]{r.verdict.value:<4}[/]  {escape(r.check):<{width}}  {escape(r.detail)}", highlight=False
+                f"[{style}]{r.verdict.value:<4}[/]  {escape(r.check):<{width}}  {escape(r.detail)}",
+                highlight=False,
+                soft_wrap=True,
             )
         out.print(
             f"[red bold]{len(failed)} of {len(results)} checks failed[/]"

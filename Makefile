@@ -1,7 +1,7 @@
 # The two commands for a fresh machine: `make run` and `make test`.
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 
-.PHONY: setup run test test-fast lint demo docs bench mutate mutate-smoke clean
+.PHONY: setup run test test-kafka test-fast lint demo docs k8s bench mutate mutate-smoke clean
 
 setup:  ## install uv if missing, then the locked environment
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -12,6 +12,9 @@ run: setup  ## start the embedded stack: Tansu broker, SQLite, all five services
 
 test: setup  ## the whole suite (unit, integration on the embedded broker, e2e), SQLite and PostgreSQL
 	$(UV) run pytest
+
+test-kafka: setup  ## integration, e2e and chaos tests on Apache Kafka + PostgreSQL in Docker (testcontainers)
+	AGENTSTREAM_TEST_BROKER=kafka $(UV) run pytest tests/integration tests/e2e tests/chaos
 
 test-fast: setup  ## unit tests only
 	$(UV) run pytest tests/unit
@@ -25,8 +28,12 @@ lint: setup  ## ruff (lint and format check), mypy: strict on libs/agentstream a
 demo: setup  ## one scripted conversation with a tool, end to end, then exit
 	$(UV) run agentstream demo
 
-docs: setup  ## regenerate docs/asyncapi.json from the contracts
+docs: setup  ## regenerate docs/asyncapi.json from the contracts and docs/metrics.md from the registries
 	$(UV) run python -m agentstream.asyncapi docs/asyncapi.json
+	$(UV) run python -m agentstream_stack.metrics_doc docs/metrics.md
+
+k8s: setup  ## regenerate the generated k8s files (overlays' KafkaTopics and ScaledObjects, the PrometheusRule)
+	$(UV) run python -m agentstream.deploy
 
 bench: setup  ## the raw-Kafka baseline every other benchmark is compared to
 	$(UV) run python bench/kafka_baseline.py

@@ -40,6 +40,7 @@ from agentstream.config import Settings, load_settings
 from agentstream.contracts import InboundMessage, User
 from agentstream.host import ServiceHost
 from agentstream.kafka import EmbeddedBroker, create_topics, free_port
+from agentstream.kafka.flavor import tuning
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 
 if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `bench` importable
@@ -106,7 +107,7 @@ async def _pump(settings: Settings, first: int, n: int, timeout_s: float) -> tup
     inbound, runs = settings.topic("inbound"), settings.topic("runs")
     producer = AIOKafkaProducer(
         bootstrap_servers=settings.kafka.bootstrap_servers,
-        enable_idempotence=settings.kafka.idempotence,
+        enable_idempotence=tuning(settings.kafka).idempotent,
         acks="all",
         linger_ms=0,
     )
@@ -114,7 +115,7 @@ async def _pump(settings: Settings, first: int, n: int, timeout_s: float) -> tup
         bootstrap_servers=settings.kafka.bootstrap_servers,
         group_id=None,
         enable_auto_commit=False,
-        fetch_max_wait_ms=settings.kafka.fetch_wait_ms,
+        fetch_max_wait_ms=tuning(settings.kafka).fetch_max_wait_ms,
     )
     await producer.start()
     await consumer.start()

@@ -33,6 +33,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from agentstream.config import KafkaSettings
 from agentstream.kafka import EmbeddedBroker
+from agentstream.kafka.flavor import tuning
 
 BOOTSTRAP_ENV = "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS"
 EMBEDDED_ENV = "AGENTSTREAM__KAFKA__EMBEDDED"
@@ -112,7 +113,7 @@ async def _fresh_topic(
         topic = await _create_topic(bootstrap, kind, partitions)
         stack.push_async_callback(_delete_topic, bootstrap, topic)
         producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, enable_idempotence=kafka.idempotence, acks="all", linger_ms=0
+            bootstrap_servers=bootstrap, enable_idempotence=tuning(kafka).idempotent, acks="all", linger_ms=0
         )
         await producer.start()
         stack.push_async_callback(producer.stop)
@@ -121,7 +122,7 @@ async def _fresh_topic(
             bootstrap_servers=bootstrap,
             group_id=None,
             enable_auto_commit=False,
-            fetch_max_wait_ms=kafka.fetch_wait_ms,
+            fetch_max_wait_ms=tuning(kafka).fetch_max_wait_ms,
             auto_offset_reset="earliest",
         )
         await consumer.start()

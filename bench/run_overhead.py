@@ -49,6 +49,7 @@ from agentstream.config import Settings, load_settings
 from agentstream.contracts import ReplyTarget, RunEventAdapter, StartRun, User
 from agentstream.db import upgrade
 from agentstream.kafka import EmbeddedBroker, create_topics
+from agentstream.kafka.flavor import tuning
 
 if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `bench` importable
     import sys as _sys
@@ -384,9 +385,11 @@ async def run_bench(
         config = runner_config(bootstrap, embedded, db_url, fake.base_url)
         settings = load_settings(**config)
         await create_topics(settings.kafka)
-        watch = EventWatch(bootstrap, settings.topic("events"), settings.kafka.partitions, settings.kafka.fetch_wait_ms)
+        watch = EventWatch(
+            bootstrap, settings.topic("events"), settings.kafka.partitions, tuning(settings.kafka).fetch_max_wait_ms
+        )
         producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap, enable_idempotence=settings.kafka.idempotence, linger_ms=0
+            bootstrap_servers=bootstrap, enable_idempotence=tuning(settings.kafka).idempotent, linger_ms=0
         )
         await producer.start()
         await watch.start()

@@ -13,18 +13,13 @@ from typing import Any
 import httpx
 
 from agentstream.config import Settings
+from agentstream.testing.fixtures import kafka_env
 from tests.e2e.processes import spawn, stop
 
 
 def service_env(settings: Settings, **extra: Any) -> dict[str, str]:
     """The child's configuration, as AGENTSTREAM__ variables (lists and maps as JSON)."""
-    env = {
-        "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
-        "AGENTSTREAM__KAFKA__TOPIC_PREFIX": settings.kafka.topic_prefix,
-        "AGENTSTREAM__KAFKA__EMBEDDED": "true",
-        "AGENTSTREAM__KAFKA__PARTITIONS": str(settings.kafka.partitions),
-        "AGENTSTREAM__DATABASE__URL": settings.database.url,
-    }
+    env = {**kafka_env(settings), "AGENTSTREAM__DATABASE__URL": settings.database.url}
     for key, value in extra.items():
         env[f"AGENTSTREAM__{key.upper()}"] = value if isinstance(value, str) else json.dumps(value)
     return env

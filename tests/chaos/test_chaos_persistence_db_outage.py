@@ -15,9 +15,10 @@ import uuid
 import httpx
 import psycopg
 import pytest
+from sqlalchemy.engine import make_url
 
 from agentstream.kafka import create_topics, free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS, PG_ADMIN_URL, make_test_settings
+from agentstream.testing.fixtures import ADMIN_HEADERS, make_test_settings
 from agentstream.testing.tcp_proxy import TcpProxy
 from tests.chaos.processes import ServiceProcess, service_env
 from tests.integration.persistence.test_app import KEY, publish, run_events
@@ -27,12 +28,12 @@ pytestmark = pytest.mark.chaos
 OUTAGE_S = 5.0
 
 
-def pg_database() -> tuple[str, str]:
+def pg_database(admin_url: str) -> tuple[str, str]:
     """A fresh database: (its name, its libpq URL straight to the server)."""
     name = f"as_chaos_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3) as conn:
+    with psycopg.connect(admin_url, autocommit=True, connect_timeout=3) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    return name, f"{PG_ADMIN_URL.rsplit('/', 1)[0]}/{name}"
+    return name, f"{admin_url.rsplit('/', 1)[0]}/{name}"
 
 
 def stored(direct_url: str) -> tuple[list[str], int]:
@@ -49,13 +50,13 @@ def open_buffers(metrics: str) -> float:
 
 
 async def test_database_outage_is_retried_until_every_run_is_stored(
-    kafka_bootstrap, topic_prefix, pg_available, tmp_path
+    kafka_bootstrap, topic_prefix, pg_admin_url, tmp_path
 ):
-    if not pg_available:
+    if pg_admin_url is None:
         pytest.skip("PostgreSQL not reachable")
-    name, direct = pg_database()
-    host, port = PG_ADMIN_URL.split("@", 1)[1].split("/", 1)[0].split(":")
-    proxy = await TcpProxy(host, int(port)).start()
+    name, direct = pg_database(pg_admin_url)
+    server = make_url(pg_admin_url)
+    proxy = await TcpProxy(server.host or "127.0.0.1", server.port or 5432).start()
     db = f"postgresql+psycopg://postgres@127.0.0.1:{proxy.port}/{name}"
     settings = make_test_settings(kafka_bootstrap, topic_prefix, db)
     await create_topics(settings.kafka)
@@ -97,7 +98,7 @@ async def test_database_outage_is_retried_until_every_run_is_stored(
     finally:
         persistence.stop()
         await proxy.close()
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     log = persistence.log.read_text()
     retries = log.count("flush failed; retrying")

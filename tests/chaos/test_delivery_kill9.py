@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaProducer
 from agentstream.contracts import EventBase, MessageDelta, ReplyTarget, RunFinished, RunStarted
 from agentstream.kafka import create_topics, free_port
 from agentstream.testing.fake_platforms import FakeTelegram
-from agentstream.testing.fixtures import ADMIN_HEADERS, make_test_settings
+from agentstream.testing.fixtures import ADMIN_HEADERS, kafka_env, make_test_settings
 from tests.e2e.processes import spawn, stop
 
 pytestmark = pytest.mark.chaos
@@ -52,10 +52,7 @@ async def test_kill9_mid_stream_then_restart_every_final_exact_no_duplicates(kaf
     await create_topics(settings.kafka)
     async with FakeTelegram(per_chat_interval=1.0) as tg:
         env = {
-            "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": kafka_bootstrap,
-            "AGENTSTREAM__KAFKA__TOPIC_PREFIX": topic_prefix,
-            "AGENTSTREAM__KAFKA__EMBEDDED": "true",
-            "AGENTSTREAM__KAFKA__PARTITIONS": str(settings.kafka.partitions),
+            **kafka_env(settings),
             "AGENTSTREAM__DATABASE__URL": db,
             "AGENTSTREAM__PLATFORMS__TELEGRAM__API_URL": tg.url,
             "AGENTSTREAM__PLATFORMS__TELEGRAM__TOKEN_ENV": "CHAOS_TG_TOKEN",

@@ -24,7 +24,7 @@ from agentstream.kafka import create_topics, free_port
 from agentstream.secrets_mask import MASK
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream.testing.fake_platforms.telegram import FakeTelegram
-from agentstream.testing.fixtures import PG_ADMIN_URL, make_test_settings
+from agentstream.testing.fixtures import make_test_settings
 from tests.e2e.processes import spawn, stop
 
 BOT_ID = "987654321"
@@ -38,19 +38,19 @@ CHAT = "777"
 
 
 @pytest.fixture
-def database(tmp_path: Path, pg_available: bool) -> Iterator[tuple[str, list[str]]]:
+def database(tmp_path: Path, pg_admin_url: str | None) -> Iterator[tuple[str, list[str]]]:
     """(url, secrets in it): PostgreSQL with a password in the URL when available (trust auth ignores it)."""
-    if not pg_available:
+    if pg_admin_url is None:
         yield f"sqlite+aiosqlite:///{tmp_path / 'secrets.db'}", []
         return
     import psycopg
 
     name = f"as_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    url = make_url(PG_ADMIN_URL).set(drivername="postgresql+psycopg", password=DB_PASSWORD, database=name)
+    url = make_url(pg_admin_url).set(drivername="postgresql+psycopg", password=DB_PASSWORD, database=name)
     yield url.render_as_string(hide_password=False), [DB_PASSWORD]
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -77,7 +77,8 @@ async def test_no_service_logs_a_configured_secret(kafka_bootstrap, topic_prefix
             "kafka": {
                 "bootstrap_servers": kafka_bootstrap,
                 "topic_prefix": topic_prefix,
-                "embedded": True,
+                "embedded": settings.kafka.embedded,
+                "flavor": settings.kafka.flavor.value,
                 "partitions": settings.kafka.partitions,
             },
             "database": {"url": db_url},

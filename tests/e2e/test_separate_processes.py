@@ -8,7 +8,7 @@ import httpx
 
 from agentstream.config import SERVICES
 from agentstream.kafka import create_topics, free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS, make_test_settings
+from agentstream.testing.fixtures import ADMIN_HEADERS, kafka_env, make_test_settings
 from agentstream_stack.run_follower import send_and_follow
 from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
 from tests.e2e.processes import spawn, stop
@@ -18,13 +18,7 @@ async def test_five_processes_answer_and_persist(kafka_bootstrap, topic_prefix, 
     db = f"sqlite+aiosqlite:///{tmp_path / 'procs.db'}"
     settings = make_test_settings(kafka_bootstrap, topic_prefix, db)
     await create_topics(settings.kafka)
-    env = {
-        "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": kafka_bootstrap,
-        "AGENTSTREAM__KAFKA__TOPIC_PREFIX": topic_prefix,
-        "AGENTSTREAM__KAFKA__EMBEDDED": "true",
-        "AGENTSTREAM__KAFKA__PARTITIONS": str(settings.kafka.partitions),
-        "AGENTSTREAM__DATABASE__URL": db,
-    }
+    env = {**kafka_env(settings), "AGENTSTREAM__DATABASE__URL": db}
     ports = {name: free_port() for name in SERVICES}
     procs = {
         name: spawn(["serve", name, "--port", str(ports[name])], env, tmp_path, tmp_path / f"{name}.log")

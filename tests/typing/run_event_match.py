@@ -21,6 +21,7 @@ from agentstream.contracts import (
     StepFailed,
     StepStarted,
     ToolCall,
+    ToolHeartbeat,
     ToolResult,
 )
 
@@ -31,7 +32,7 @@ def describe(event: AnyRunEvent) -> str:
             return "run"
         case MessageStarted() | MessageDelta() | MessageCompleted() | SegmentBreak():
             return "message"
-        case ToolCall() | ToolResult():
+        case ToolCall() | ToolResult() | ToolHeartbeat():
             return "tool"
         case StepStarted() | StepCompleted() | StepFailed():
             return "step"

@@ -128,3 +128,13 @@ def test_usage_adds():
     assert (Usage(prompt_tokens=1, completion_tokens=1, llm_calls=1) + Usage(prompt_tokens=2, llm_calls=1)) == Usage(
         prompt_tokens=3, completion_tokens=1, llm_calls=2
     )
+
+
+def test_approval_arguments_are_shown_cut_with_a_marker():
+    from agentstream.contracts import ARGUMENTS_SHOWN_CHARS, shown_arguments
+
+    assert shown_arguments('{"a": 1}') == '{"a": 1}'
+    long = "x" * (ARGUMENTS_SHOWN_CHARS + 50)
+    shown = shown_arguments(long)
+    assert shown.startswith("x" * ARGUMENTS_SHOWN_CHARS)
+    assert shown.endswith(f"… [{len(long)} characters in all]")

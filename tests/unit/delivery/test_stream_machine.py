@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentstream.contracts import FinishReason, MessageDelta, RunFinished, SegmentBreak, ToolCall
+from agentstream.contracts import FinishReason, MessageDelta, RunFinished, SegmentBreak, ToolCall, ToolHeartbeat
 from agentstream_delivery.platform_ops import Edit, Send, coalesce
 from agentstream_delivery.splitting import open_fence, unsplit, utf16_len
 from agentstream_delivery.stream_inputs import (
@@ -233,6 +233,7 @@ def test_stream_input_mapping():
     assert stream_input(SegmentBreak(**_ids())) == Break()
     assert stream_input(ToolCall(**_ids(), call_id="c", tool="t", arguments="{}")) == ToolStarted("t")
     assert stream_input(ToolCall(**_ids(), call_id="c", tool="t", arguments="{}", attempt=2)) is None
+    assert stream_input(ToolHeartbeat(**_ids(), call_id="c", tool="t", elapsed_ms=5000)) is None  # not shown
     fin = RunFinished(**_ids(), status="failed", reason="runner_lost")
     assert stream_input(fin) == Finish("failed", "runner_lost", None, "")
     assert stream_input(fin).reason is FinishReason.RUNNER_LOST  # type: ignore[union-attr]

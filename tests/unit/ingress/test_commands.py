@@ -3,7 +3,14 @@
 import pytest
 
 from agentstream.config import load_settings
-from agentstream.contracts import InboundMessage, InterruptRun, ResetConversation, ResumeRun
+from agentstream.contracts import (
+    AnswerApproval,
+    ApprovalDecision,
+    InboundMessage,
+    InterruptRun,
+    ResetConversation,
+    ResumeRun,
+)
 from agentstream_ingress.commands import (
     Command,
     ConversationFacts,
@@ -115,3 +122,23 @@ def test_command_replies_name_their_command_for_command_hooks():
     refused = run("/resume")
     assert isinstance(refused, NoticeDecision) and refused.command == "resume"
     assert run("/help").command == "help"
+
+
+@pytest.mark.parametrize("name", ["approve", "deny"])
+def test_approve_and_deny_are_always_sent_to_the_runner(name):
+    decision = run(f"/{name}")
+    assert isinstance(decision, CommandDecision) and decision.command == name and decision.notice is None
+    [answer] = decision.commands
+    assert isinstance(answer, AnswerApproval)
+    assert (answer.decision, answer.user_id, answer.admin) == (ApprovalDecision(name), "u", False)
+    assert (answer.conversation_key, answer.reply_target.chat_id) == (MSG.conversation_key, "c")
+
+
+def test_an_admin_of_the_platform_or_the_default_rule_answers_as_admin():
+    for authz in ({"platforms": {"web": {"allow_all": True, "admins": ["u"]}}}, {"default": {"admins": ["u"]}}):
+        settings = load_settings(authz=authz)
+        [answer] = handle(Command("approve", ""), MSG, ROUTED, ConversationFacts(), settings).commands  # type: ignore[union-attr]
+        assert answer.admin is True
+    elsewhere = load_settings(authz={"platforms": {"telegram": {"admins": ["u"]}}, "default": {"admins": []}})
+    [answer] = handle(Command("deny", ""), MSG, ROUTED, ConversationFacts(), elsewhere).commands  # type: ignore[union-attr]
+    assert answer.admin is False

@@ -13,7 +13,10 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 import agentstream.contracts
 from agentstream.contracts import (
+    AnswerApproval,
     AnyRunEvent,
+    ApprovalDecision,
+    ApprovalOutcome,
     ChatMessage,
     DeadLetter,
     DeliveryReceipt,
@@ -55,6 +58,7 @@ WIRE: dict[type[StrEnum], set[str]] = {
         "run.interrupt",
         "run.resume",
         "conversation.reset",
+        "run.approval",
         "run.queued",
         "run.started",
         "message.started",
@@ -67,6 +71,7 @@ WIRE: dict[type[StrEnum], set[str]] = {
         "step.completed",
         "step.failed",
         "run.heartbeat",
+        "tool.heartbeat",
         "notice",
         "run.finished",
         "tool.call_request",
@@ -77,7 +82,9 @@ WIRE: dict[type[StrEnum], set[str]] = {
     },
     MessageRole: {"system", "user", "assistant", "tool"},
     DeltaKind: {"text", "thinking"},
-    StepType: {"hook_create", "llm", "tool", "hook_next", "delegate"},
+    StepType: {"hook_create", "llm", "tool", "hook_next", "delegate", "approval"},
+    ApprovalDecision: {"approve", "deny"},
+    ApprovalOutcome: {"approved", "denied", "expired"},
     NoticeLevel: {"info", "warning", "error"},
     RunStatus: {"completed", "failed", "interrupted"},
     FinishReason: {
@@ -179,6 +186,7 @@ RECORDS: list[BaseModel] = [
     InterruptRun(conversation_key="web:c1"),
     ResumeRun(conversation_key="web:c1", run_id="r1"),
     ResetConversation(conversation_key="web:c1"),
+    AnswerApproval(conversation_key="web:c1", decision=ApprovalDecision.DENY, user_id="u1", reply_target=TARGET),
     ToolCallRequest(run_id="r1", root_run_id="r1", conversation_key="web:c1", call_id="c", tool="t", arguments="{}"),
     ToolCallResult(run_id="r1", root_run_id="r1", conversation_key="web:c1", call_id="c", tool="t", ok=True),
     ToolCatalogEntry(tool="clock", kind=ToolKind.BUILTIN, executor_id="e1", available=True, heartbeat_s=5),

@@ -1,10 +1,11 @@
-"""`Topics` (agentstream.kafka.topics): full topic names under one prefix."""
+"""agentstream.kafka.topics: full topic names under one prefix, each topic's broker settings, group names."""
 
 from __future__ import annotations
 
 import pytest
 
-from agentstream.kafka.topics import TOPIC_NAMES, Topics
+from agentstream.config import KafkaSettings
+from agentstream.kafka.topics import DAY_MS, TOPIC_NAMES, Topics, consumer_group, topic_config, topic_partitions
 
 
 def test_each_topic_attribute_is_its_prefixed_name() -> None:
@@ -26,3 +27,12 @@ def test_each_topic_attribute_is_its_prefixed_name() -> None:
 def test_an_unknown_topic_is_refused() -> None:
     with pytest.raises(KeyError, match="unknown topic"):
         Topics("acme.").name("nope")
+
+
+def test_topic_settings_compaction_or_retention() -> None:
+    kafka = KafkaSettings(partitions=6, topic_prefix="p.")
+    assert topic_config("tool-catalog") == {"cleanup.policy": "compact"}  # compacted: no time limit
+    assert topic_config("dlq") == {"retention.ms": str(30 * DAY_MS)}
+    assert topic_config("events") == {"retention.ms": str(7 * DAY_MS)}
+    assert (topic_partitions("runs", kafka), topic_partitions("tool-catalog", kafka)) == (6, 1)
+    assert consumer_group(kafka, "agent-runner") == "p.agent-runner"

@@ -18,6 +18,7 @@ from agentstream.contracts import (
     RunQueued,
     RunStarted,
     StepCompleted,
+    ToolHeartbeat,
     Usage,
 )
 from agentstream.kafka.commits import CommitPoints
@@ -130,6 +131,22 @@ def test_silent_open_runs_are_stale_and_end_as_runner_lost():
     assert buffers.stale(now=999.0, stale_after_s=30) == [buf]  # publishing failed: try again
     buffers.add(fin)
     assert buf.state is BufferState.FINISHED and buffers.stale(now=999.0, stale_after_s=30) == []
+
+
+def test_tool_heartbeats_keep_a_slow_call_fresh_without_moving_the_sequence():
+    buffers = BufferSet()
+    for ev in interrupted_run()[:-1]:
+        buffers.add(ev, now=100.0)  # type: ignore[arg-type]
+    buf = buffers.get("r1")
+    assert buf is not None
+    last_seq, stored = buf.max_seq, len(buf.seen)
+    for at in (120.0, 140.0, 160.0):  # the executor, every 20 s, repeating a seq already seen
+        buffers.add(ToolHeartbeat(**ids(3), call_id="c1", tool="slow", elapsed_ms=at * 1000), now=at)
+    assert buffers.stale(now=189.0, stale_after_s=30) == []
+    assert (buf.max_seq, len(buf.seen)) == (last_seq, stored)  # a sign of life, nothing stored
+    assert buffers.stale(now=190.0, stale_after_s=30) == [buf]  # the beats stopped: silent again
+    # A heartbeat of a run persistence does not hold (already flushed) opens nothing.
+    assert buffers.add(ToolHeartbeat(**ids(3, root="gone"), call_id="c", tool="t")) is None
 
 
 def test_commit_stops_at_the_oldest_unflushed_run():

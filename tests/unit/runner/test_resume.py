@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from agentstream.contracts import (
+    ApprovalRequest,
     ChatMessage,
+    PendingCall,
     ResumeRun,
     ToolCallSpec,
     Usage,
 )
-from agentstream_runner.resume import Checkpoint, SavedStep, callable_memory, start_of
+from agentstream_runner.resume import Checkpoint, SavedStep, callable_memory, paused_at_approval, start_of
 
 USER = ChatMessage(role="user", content="q")
 
@@ -48,3 +50,21 @@ def test_the_resumed_start_is_rebuilt_from_the_checkpoint():
     assert (s.run_id, s.assistant_id, s.user.id, s.session_id, s.text) == ("r1", "helper", "u1", "s1", "q")
     assert s.options.as_dict() == {"connector": "fake"}
     assert (s.reply_target.platform, s.reply_target.chat_id, s.reply_target.thread_id) == ("web", "c1", "t")
+
+
+def test_a_run_that_ended_at_an_approval_step_waits_for_the_same_request_again():
+    call = ChatMessage(role="assistant", tool_calls=[ToolCallSpec(id="c1", name="shell")])
+    request = ApprovalRequest(
+        approval_id="a1",
+        calls=[PendingCall(call_id="c1", tool="shell", arguments="{}")],
+        user_id="u1",
+        expires_at="2026-01-01T00:10:00Z",
+    )
+    llm = SavedStep("llm-1", "llm", [USER, call])
+    approval = SavedStep("approval-5", "approval", [USER, call], request.model_dump(mode="json"))
+    paused = paused_at_approval([llm, approval])
+    assert paused is not None and paused.request == request and paused.memory == [USER, call]
+    assert callable_memory([llm, approval]) is None  # without the approval step: the model is asked again
+    tool = ChatMessage(role="tool", content="x", tool_call_id="c1")
+    assert paused_at_approval([llm, approval, SavedStep("tool-7", "tool", [USER, call, tool])]) is None
+    assert paused_at_approval([llm]) is None and paused_at_approval([]) is None

@@ -25,6 +25,16 @@ async def test_tool_call_succeeds_and_the_model_answers_from_it():
     assert (finished.status, finished.text, finished.usage.llm_calls) == ("completed", "It is 42.", 2)
 
 
+async def test_each_request_names_the_seq_of_its_tool_call_event():
+    async with FakeOpenAI() as fake:
+        fake.add_turn(tool_calls=[("calculator", {"expression": "1+1"}), ("clock", {})])
+        fake.add_turn(text="done")
+        ports = await run(fake, "two tools")
+    seqs = {c.call_id: c.seq for c in ports.of(ToolCall)}
+    assert len(set(seqs.values())) == 2  # two events, two seqs
+    assert {r.call_id: r.call_seq for r in ports.tool_requests} == seqs
+
+
 async def test_retryable_error_then_corrected_call_with_the_exact_retry_messages():
     async with FakeOpenAI() as fake:
         fake.add_turn(tool_calls=[("calculator", {"expr": "2+2"})])  # schema violation: retryable

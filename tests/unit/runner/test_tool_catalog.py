@@ -28,6 +28,7 @@ def entry(tool: str, executor: str, *, at: float = T0, available: bool = True, *
         source=source if "__" in tool else None,
         executor_id=executor,
         available=available,
+        requires_approval=extra.pop("requires_approval", False),
         heartbeat_s=5.0,
         ts=datetime.fromtimestamp(at, UTC),
     )
@@ -117,3 +118,22 @@ def test_a_tombstone_drops_the_tool_for_every_executor():
     catalog.apply(entry("demo__add", "e2"))
     catalog.forget("demo__add")
     assert catalog.live() == {}
+
+
+def test_a_tool_needs_approval_while_any_executor_entry_says_so_even_a_silent_one():
+    clock = Clock()
+    catalog = ToolCatalog(clock)
+    catalog.apply(entry("files__rm", "ex-1", requires_approval=True))
+    catalog.apply(entry("files__rm", "ex-2"))
+    catalog.apply(entry("files__ls", "ex-1"))
+    assert catalog.requires_approval("files__rm") and not catalog.requires_approval("files__ls")
+    assert not catalog.requires_approval("calculator")  # never heard of: as published, none
+    clock.now = T0 + 16  # past 3 heartbeats: no longer offered, but its word on approval stands
+    assert catalog.offered(["files__*"]) == ()
+    assert catalog.requires_approval("files__rm")
+    catalog.apply(entry("files__rm", "ex-1", at=clock.now, available=False))
+    catalog.apply(entry("files__rm", "ex-2", at=clock.now, available=False))
+    assert not catalog.requires_approval("files__rm")
+    catalog.apply(entry("files__rm", "ex-1", at=clock.now, requires_approval=True))
+    catalog.forget("files__rm")
+    assert not catalog.requires_approval("files__rm")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import logging
 import sys
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import structlog
@@ -75,6 +76,7 @@ def configure_logging(
     )
     shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
+        drop_unset_context,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -105,6 +107,43 @@ def configure_logging(
     for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(max(lvl, logging.WARNING))
     _configured = True
+
+
+LOG_CONTEXT_KEYS = ("service", "run_id", "root_run_id", "conversation_key")
+
+
+def drop_unset_context(_: object, __: str, event: structlog.types.EventDict) -> structlog.types.EventDict:
+    """A record without a run (an inbound message, a catalogue entry) leaves its run fields out."""
+    for key in LOG_CONTEXT_KEYS:
+        if key in event and event[key] is None:
+            del event[key]
+    return event
+
+
+@contextmanager
+def record_log_context(
+    service: str | None,
+    record: object = None,
+    *,
+    run_id: str | None = None,
+    root_run_id: str | None = None,
+    conversation_key: str | None = None,
+) -> Iterator[None]:
+    """Every log line inside the block — ours, FastStream's, aiokafka's — carries the service and
+    the record's run and conversation (structlog contextvars), so one run can be followed across
+    services by its `run_id`. Fields come from `record` (any contract with `run_id`,
+    `root_run_id`, `conversation_key`) unless given; a run command's `run_id` is its root's.
+    Tasks started inside the block keep the values; on exit the previous ones are back.
+    `service` None: keep the one bound around (a run's task, started inside a handler's block)."""
+    run_id = run_id or getattr(record, "run_id", None)
+    root_run_id = root_run_id or getattr(record, "root_run_id", None) or run_id
+    conversation_key = conversation_key or getattr(record, "conversation_key", None)
+    values = {"run_id": run_id, "root_run_id": root_run_id, "conversation_key": conversation_key}
+    if service is not None:
+        values["service"] = service
+    # Unknown fields are bound as None: a value of the previous record must not leak into this one.
+    with structlog.contextvars.bound_contextvars(**values):
+        yield
 
 
 def get_logger(name: str, **bound: object) -> structlog.stdlib.BoundLogger:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
@@ -29,6 +30,7 @@ from agentstream.contracts import DeadLetter
 from agentstream.db import create_engine, session_factory
 from agentstream.kafka import Topics, consumer_options, make_broker
 from agentstream.kafka.commits import CommitPoints
+from agentstream.kafka.flavor import tuning
 from agentstream.kafka.guard import failure_reason, handler_guard, records_of
 from agentstream.kafka.health import BrokerHealth
 from agentstream.kafka.internals import (
@@ -40,7 +42,17 @@ from agentstream.kafka.internals import (
     release_commits,
 )
 from agentstream.kafka.producer import OutputGate, encode_record
-from agentstream.observability import NotReady, ReadyCheck, get_logger, http_app, records_published
+from agentstream.kafka.topics import consumer_group
+from agentstream.metrics import dead_letter_reason, new_registry
+from agentstream.metrics.lag import ConsumerLag, LagMetrics, Subscription
+from agentstream.observability import (
+    NotReady,
+    ReadyCheck,
+    get_logger,
+    http_app,
+    record_log_context,
+    records_published,
+)
 
 # A stop ends within 10 s whatever Kafka does: final commits/flushes get FINAL_STEP_TIMEOUT_S
 # (skipped at once while Kafka is known unavailable), the broker's own stop STOP_TIMEOUT_S.
@@ -83,7 +95,7 @@ class Infra:
 
     @classmethod
     def build(cls, settings: Settings, name: str, *, uses_database: bool) -> Infra:
-        registry = CollectorRegistry()
+        registry = new_registry()
         broker = make_broker(settings.kafka, registry=registry, client_id=f"{settings.kafka.client_id}-{name}")
         engine = create_engine(settings.database.url, echo=settings.database.echo) if uses_database else None
         sessions = session_factory(engine) if engine is not None else None
@@ -123,7 +135,9 @@ class Service:
         self.sessions: async_sessionmaker | None = infra.sessions  # type: ignore[type-arg]
         self.started = False
         self.dead_letters = self.counter(
-            "agentstream_dead_letters_total", "Records sent to the dlq", ["service", "topic"]
+            "agentstream_dead_letters_total",
+            "Records sent to the dlq, by the topic they came from and a class of the reason",
+            ["service", "topic", "reason"],
         )
         self.records_published = records_published(self.registry)
         self._published_by_topic: dict[str, Any] = {}
@@ -138,6 +152,9 @@ class Service:
             output=OutputGate(self.broker, self.log),
         )
         self._health_task: asyncio.Task[None] | None = None
+        self.lag_metrics = LagMetrics(self.registry)  # read from `start` on, every `kafka.lag_interval_s`
+        self._lag: ConsumerLag | None = None
+        self._lag_task: asyncio.Task[None] | None = None
         self._abandoned: set[asyncio.Task[Any]] = set()  # old consumers still stopping
         # Subclasses may add checks in their `__init__`; `/readyz` reads this dict on every request.
         self.ready_checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
@@ -160,7 +177,7 @@ class Service:
     # -- lifecycle ---------------------------------------------------------------
     @property
     def group_id(self) -> str:
-        return f"{self.settings.kafka.topic_prefix}{self.name}"
+        return consumer_group(self.settings.kafka, self.name)
 
     def subscriber_options(self) -> dict[str, Any]:
         return {"group_id": self.group_id, **consumer_options(self.settings.kafka)}
@@ -170,15 +187,23 @@ class Service:
         await self.broker.start()
         await self.broker_health.check()
         self._health_task = asyncio.create_task(self.broker_health.run(), name=f"{self.name}-kafka-health")
+        self._start_lag()
         freeze_startup_objects()
         self.started = True
-        self.log.info("service started", bootstrap=self.settings.kafka.bootstrap_servers)
+        self.log.info(
+            "service started",
+            bootstrap=self.settings.kafka.bootstrap_servers,
+            kafka_flavor=tuning(self.settings.kafka).flavor.value,
+        )
 
     async def stop(self) -> None:
         self.started = False
-        if self._health_task is not None:
-            self._health_task.cancel()
-            await asyncio.wait({self._health_task})
+        for task in (self._health_task, self._lag_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.wait({task})
+        if self._lag is not None:
+            await self._lag.close()
         try:
             # aiokafka can retry forever against a dead broker; a shutdown must end.
             async with asyncio.timeout(STOP_TIMEOUT_S):
@@ -191,6 +216,29 @@ class Service:
             if self.engine is not None:
                 await self.engine.dispose()
         self.log.info("service stopped")
+
+    def subscriptions(self) -> list[Subscription]:
+        """The consumer groups of this service's subscribers and the topics each reads."""
+        topics: dict[str, list[str]] = {}
+        for sub in self.broker.subscribers:
+            group = getattr(sub, "group_id", None)
+            if group:
+                topics.setdefault(group, []).extend(getattr(sub, "topic_names", ()))
+        return [Subscription(group, tuple(dict.fromkeys(names))) for group, names in topics.items() if names]
+
+    def _start_lag(self) -> None:
+        interval = self.settings.kafka.lag_interval_s
+        if interval <= 0 or not (subscriptions := self.subscriptions()):
+            return
+        self._lag = ConsumerLag(
+            self.settings.kafka,
+            subscriptions,
+            self.lag_metrics,
+            self.log,
+            interval_s=interval,
+            client_id=f"{self.settings.kafka.client_id}-{self.name}-lag",
+        )
+        self._lag_task = asyncio.create_task(self._lag.run(), name=f"{self.name}-consumer-lag")
 
     async def final_step(self, step: Awaitable[object], what: str) -> None:
         """A commit or flush on the way out: bounded by FINAL_STEP_TIMEOUT_S, skipped while Kafka is
@@ -318,8 +366,16 @@ class Service:
             service=self.name,
         )
         await self.publish(self.topics.dlq, letter, key or "")
-        self.dead_letters.labels(self.name, letter.source_topic).inc()
+        self.count_dead_letter(letter.source_topic, error)
         self.log.warning("dead letter", **letter.coordinates(), error=error)
+
+    def log_context(self, record: object = None, **fields: str | None) -> AbstractContextManager[None]:
+        """Log lines inside carry this service and `record`'s run and conversation (see
+        `observability.record_log_context`); every handler wraps a record's handling in it."""
+        return record_log_context(self.name, record, **fields)
+
+    def count_dead_letter(self, topic: str, error: str) -> None:
+        self.dead_letters.labels(self.name, topic, dead_letter_reason(error)).inc()
 
     async def handler_failed(self, msg: StreamMessage[Any], err: Exception) -> None:
         """A handler raised what it did not expect: log where the record sits, dead-letter it

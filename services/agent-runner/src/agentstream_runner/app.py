@@ -1,7 +1,8 @@
 """agent-runner service: routes each record of `runs` + `tool-results` to its owner.
 
 The handler never waits for a run: StartRun and ResumeRun go to the conversation's
-owner, InterruptRun cancels its active run, ResetConversation opens a new session and
+owner, InterruptRun cancels its active run, AnswerApproval goes to the run waiting for
+it (`approvals.py`), ResetConversation opens a new session and
 stops the run, a ToolCallResult resolves the waiting call. Runs publish through the
 `BrokerRunPorts` that `bootstrap` gave their launcher, never through the service. When
 a partition moves to another runner, the runs of its conversations end
@@ -18,6 +19,7 @@ from prometheus_client import Gauge
 from pydantic import Field, TypeAdapter
 
 from agentstream.contracts import (
+    AnswerApproval,
     FinishReason,
     InterruptRun,
     ResetConversation,
@@ -45,7 +47,8 @@ COMMIT_INTERVAL_MS = 100
 
 # What the one subscription (`runs` + `tool-results`) carries, told apart by `type`.
 RunnerRecord = Annotated[
-    StartRun | InterruptRun | ResumeRun | ResetConversation | ToolCallResult, Field(discriminator="type")
+    StartRun | InterruptRun | ResumeRun | ResetConversation | AnswerApproval | ToolCallResult,
+    Field(discriminator="type"),
 ]
 RUNNER_RECORD: TypeAdapter[RunnerRecord] = TypeAdapter(RunnerRecord)
 RUNNER_RECORD_NAME = "run command or tool result"
@@ -105,8 +108,13 @@ class AgentRunnerService(Service):
         self.connectors.preload()  # before the broker starts: the first run does not wait for an import
 
     async def on_record(self, msg: KafkaMessage) -> None:
-        record = await self.decoder(msg)
+        with self.log_context():
+            record = await self.decoder(msg)  # a dead letter's line names the service
         self.records.labels(record.type if record is not None else "undecodable").inc()
+        with self.log_context(record):
+            await self._route(record, msg)
+
+    async def _route(self, record: RunnerRecord | None, msg: KafkaMessage) -> None:
         match record:
             case None:
                 return  # dead-lettered with the reason
@@ -117,6 +125,10 @@ class AgentRunnerService(Service):
                     self.log.info("interrupt ignored: no matching active run", conversation=key, run_id=run_id)
             case ResumeRun():
                 self.conversations.resume(record, getattr(msg.raw_message, "partition", None))
+            case AnswerApproval(conversation_key=key):
+                if not self.launcher.approvals.deliver(record):
+                    self.log.info("approval answer: no run waits for one", conversation=key)
+                    await self.launcher.no_pending_approval(record)
             case ResetConversation(conversation_key=key):
                 self.conversations.reset(key)
                 session_id = await self.launcher.reset_session(key)

@@ -20,6 +20,7 @@ from agentstream_runner.connectors.resolve import Connectors
 from agentstream_runner.conversations.registry import Conversations
 from agentstream_runner.launcher import RunLauncher
 from agentstream_runner.ports import BrokerRunPorts, ToolWaiters
+from agentstream_runner.run_metrics import RunMetrics
 from agentstream_runner.tool_catalog import ToolCatalog
 
 
@@ -38,11 +39,12 @@ def bootstrap(settings: Settings, *, connectors: Connectors | None = None) -> Ag
     """The runner for `settings`; `connectors` replaces the configured ones (tests: fake models)."""
     infra = Infra.build(settings, AgentRunnerService.name, uses_database=AgentRunnerService.uses_database)
     assistants = load_assistants(settings, infra.log)
-    connectors = connectors or Connectors(settings)
+    metrics = RunMetrics(infra.registry, {c.id: c.model for c in settings.connectors})
+    connectors = connectors or Connectors(settings, on_retry=metrics.llm_retry)
     waiters = ToolWaiters()
     tool_catalog = ToolCatalog()
     launcher = RunLauncher(
-        BrokerRunPorts(infra, waiters),
+        BrokerRunPorts(infra, waiters, metrics),
         connectors,
         assistants,
         settings.runner,

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from agentstream.config import RunnerSettings
 from agentstream.contracts import EventBase, FinishReason, ToolCallRequest, ToolCallResult
+from agentstream_runner.approvals import ApprovalWaiters
 from agentstream_runner.assistants import Assistants
 from agentstream_runner.connectors.resolve import Connectors, RoleOverrides
 from agentstream_runner.history import HistoryStore
@@ -60,5 +61,6 @@ class RunContext:
     history: HistoryStore | None = None  # None: no database, runs without history
     roles: RoleStore | None = None  # None: only the config's system roles
     tools: ToolCatalog = field(default_factory=ToolCatalog)  # empty: built-ins only
+    approvals: ApprovalWaiters = field(default_factory=ApprovalWaiters)
     epoch: int = 0
     clock: Callable[[], float] = time.monotonic

@@ -12,7 +12,7 @@ from agentstream_runner.delegation import delegate_to
 from agentstream_runner.emitter import step
 from agentstream_runner.ending import finish
 from agentstream_runner.hooks import CreateInput, Delegate, call_create
-from agentstream_runner.llm_step import llm_turn
+from agentstream_runner.llm_step import Completion, llm_turn
 from agentstream_runner.outcome import RunFailure
 from agentstream_runner.scope import Answer, RunScope
 
@@ -54,6 +54,9 @@ async def _apply_create_hook(scope: RunScope) -> Delegate | None:
 
 async def execute(scope: RunScope) -> Answer:
     """Create hook → (delegate | model call) → the run's one ending."""
+    if scope.resumed_approval is not None and (paused := scope.memory[-1]).tool_calls:
+        # Resumed while tool calls waited for approval: back to that round, the model's calls as made.
+        return await finish(scope, Completion(paused.content or "", list(paused.tool_calls)), run_child)
     delegate = await _apply_create_hook(scope)
     if delegate is not None:
         if delegate.messages is None:

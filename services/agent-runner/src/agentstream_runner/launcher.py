@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.config import RunnerSettings
 from agentstream.contracts import (
+    AnswerApproval,
     ChatMessage,
     DoubleTexting,
     FinishReason,
@@ -25,7 +26,10 @@ from agentstream.contracts import (
     RunFinished,
     RunStatus,
     StartRun,
+    new_id,
 )
+from agentstream.observability import record_log_context
+from agentstream_runner.approvals import ApprovalWaiters
 from agentstream_runner.assistants import Assistants, UnknownAssistant, system_messages
 from agentstream_runner.chat_sessions import KnownSessions, SessionStore
 from agentstream_runner.connectors.resolve import Connectors
@@ -34,11 +38,19 @@ from agentstream_runner.conversations.owner import Dismissal, Work
 from agentstream_runner.emitter import RunEmitter
 from agentstream_runner.history import HistoryStore
 from agentstream_runner.pipeline import ResumePoint, run_pipeline
-from agentstream_runner.resume import Checkpoint, callable_memory, load_checkpoint, saved_input, start_of
+from agentstream_runner.resume import (
+    Checkpoint,
+    callable_memory,
+    load_checkpoint,
+    paused_at_approval,
+    saved_input,
+    start_of,
+)
 from agentstream_runner.run_setup import load_history
 from agentstream_runner.stores import RoleCache, SqlStores
 from agentstream_runner.tool_catalog import ToolCatalog
 
+NO_PENDING_APPROVAL = "There is no tool call waiting for approval."
 REJECTED_TEXT = "Still working on your previous message; this one was not sent. Try again when it is done."
 
 
@@ -62,9 +74,12 @@ class RunLauncher:
         sessions: async_sessionmaker[AsyncSession] | None,
         log: structlog.stdlib.BoundLogger,
         tools: ToolCatalog | None = None,
+        approvals: ApprovalWaiters | None = None,
     ) -> None:
-        """`tools`: the live catalogue the runs offer their models tools from (None: built-ins only)."""
+        """`tools`: the live catalogue the runs offer their models tools from (None: built-ins only);
+        `approvals`: where the runs paused for a tool approval wait for answers."""
         self._tools = tools if tools is not None else ToolCatalog()
+        self.approvals = approvals if approvals is not None else ApprovalWaiters()
         self._ports = ports
         self._connectors = connectors
         self._assistants = assistants
@@ -89,9 +104,15 @@ class RunLauncher:
             history=history or stores,
             roles=roles,
             tools=self._tools,
+            approvals=self.approvals,
         )
 
     async def run(self, work: Work, control: RunControl) -> None:
+        with record_log_context(None, work):
+            await self._run(work, control)
+            self._log.info("run handled", command=work.type)  # the context names the run
+
+    async def _run(self, work: Work, control: RunControl) -> None:
         match work:
             case ResumeRun():
                 await self.resume(work, control)
@@ -129,8 +150,12 @@ class RunLauncher:
             return
         start = start_of(command, checkpoint)
         ctx = self._context(control, history=SqlStores(sessions, without_run=command.run_id))
+        paused = paused_at_approval(checkpoint.steps)
         point = ResumePoint(
-            memory=await self._memory(ctx, start, checkpoint), usage=checkpoint.usage, first_seq=checkpoint.last_seq + 1
+            memory=paused.memory if paused else await self._memory(ctx, start, checkpoint),
+            usage=checkpoint.usage,
+            first_seq=checkpoint.last_seq + 1,
+            approval=paused.request if paused else None,
         )
         self._log.info("resuming run", run_id=command.run_id, steps=len(checkpoint.steps), from_seq=point.first_seq)
         await run_pipeline(ctx, start, point)
@@ -145,9 +170,29 @@ class RunLauncher:
         history = await load_history(ctx, start, options, assistant)
         return [*system_messages(assistant, start, start.metadata), *history, *saved_input(checkpoint, start)]
 
+    async def no_pending_approval(self, answer: AnswerApproval) -> None:
+        """Tell the chat an `/approve` or `/deny` found nothing to answer (a notice of no run)."""
+        run_id = new_id()
+        await self._ports.publish_event(
+            Notice(
+                run_id=run_id,
+                root_run_id=run_id,
+                conversation_key=answer.conversation_key,
+                seq=0,
+                level=NoticeLevel.INFO,
+                text=NO_PENDING_APPROVAL,
+                reply_target=answer.reply_target,
+                command=answer.decision.value,
+            )
+        )
+
     # -- runs that never ran ---------------------------------------------------------
     async def dismiss(self, start: StartRun, why: Dismissal, detail: str) -> None:
         """Their `run.queued` opened a stream: close it, so delivery and persistence end it."""
+        with record_log_context(None, start):
+            await self._dismiss(start, why, detail)
+
+    async def _dismiss(self, start: StartRun, why: Dismissal, detail: str) -> None:
         events = RunEmitter.for_start(start, self._ports.publish_event)
         match why:
             case Dismissal.REJECTED:

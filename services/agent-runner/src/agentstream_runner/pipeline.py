@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TypeGuard
 
 from agentstream.contracts import (
+    ApprovalRequest,
     ChatMessage,
     Notice,
     NoticeLevel,
@@ -86,6 +87,7 @@ class ResumePoint:
     memory: list[ChatMessage]
     usage: Usage = field(default_factory=Usage)
     first_seq: int | None = None
+    approval: ApprovalRequest | None = None  # paused at tool calls awaiting approval: wait again
 
 
 async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | None = None) -> None:
@@ -152,6 +154,7 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
             metadata=dict(start.metadata),
             tool_names=list(assistant.tools),
             chain=(assistant.id,),
+            resumed_approval=resume.approval if resume else None,
         )
         # Heartbeats while the run is alive: persistence's watchdog tells slow from lost.
         async with heartbeat(events, ctx.runner.heartbeat_s):

@@ -16,6 +16,7 @@ from agentstream.kafka.internals import producer_of
 from agentstream.kafka.producer import encode_record
 from agentstream.observability import records_published
 from agentstream.service import Infra
+from agentstream_runner.run_metrics import RunMetrics
 
 
 class ToolWaiters:
@@ -47,8 +48,9 @@ class ToolWaiters:
 class BrokerRunPorts:
     """`RunPorts` through the broker's producer (see `agentstream.kafka.producer`)."""
 
-    def __init__(self, infra: Infra, waiters: ToolWaiters) -> None:
+    def __init__(self, infra: Infra, waiters: ToolWaiters, metrics: RunMetrics) -> None:
         self._broker = infra.broker
+        self._metrics = metrics
         self._topics = infra.topics
         self._waiters = waiters
         published = records_published(infra.registry)
@@ -58,6 +60,7 @@ class BrokerRunPorts:
     async def publish_event(self, event: EventBase) -> asyncio.Future[Any]:
         ack = await self._send(self._topics.events, event, event.conversation_key)
         self._events_published.inc()
+        self._metrics.observe(event)
         return ack
 
     async def call_tool(self, request: ToolCallRequest) -> ToolCallResult:

@@ -8,6 +8,8 @@ events after the last seq, from the newest memory the model can be called with:
 - after an `llm` step that called tools whose round did not complete: its memory ends
   in an assistant message with unanswered tool calls, which no model API accepts, so
   the resume goes back to the step before it (that one call is made again);
+- after an `approval` step (the run ended while tool calls waited for `/approve`): its
+  memory, and the round waits for the same request until the same deadline;
 - with no usable step: system prompts + history (without this run's own rows) + the
   run's input, as the run first saw them.
 Completed model and tool calls are never requested again; their usage is carried
@@ -23,7 +25,18 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agentstream.contracts import ChatMessage, MessageRole, ReplyTarget, ResumeRun, RunOptions, StartRun, Usage, User
+from agentstream.contracts import (
+    ApprovalRequest,
+    ChatMessage,
+    MessageRole,
+    ReplyTarget,
+    ResumeRun,
+    RunOptions,
+    StartRun,
+    StepType,
+    Usage,
+    User,
+)
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
 
 CHECKPOINT_WAIT_S = 5.0  # a resume may arrive before persistence has written the checkpoint
@@ -34,6 +47,7 @@ class SavedStep:
     step_id: str
     step_type: str
     memory: list[ChatMessage]
+    output: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -57,6 +71,24 @@ def callable_memory(steps: list[SavedStep]) -> list[ChatMessage] | None:
             continue  # its tool round never completed
         return list(saved.memory)
     return None
+
+
+@dataclass(frozen=True)
+class PausedAtApproval:
+    """The run ended while its tool calls waited for approval: it continues waiting."""
+
+    request: ApprovalRequest
+    memory: list[ChatMessage]  # ends in the assistant message that made the calls
+
+
+def paused_at_approval(steps: list[SavedStep]) -> PausedAtApproval | None:
+    """When the newest step is an `approval` step, the request it waits for and its memory."""
+    if not steps or steps[-1].step_type != StepType.APPROVAL:
+        return None
+    saved = steps[-1]
+    if not saved.memory or not saved.memory[-1].tool_calls:
+        return None
+    return PausedAtApproval(ApprovalRequest.model_validate(saved.output), list(saved.memory))
 
 
 def start_of(command: ResumeRun, checkpoint: Checkpoint) -> StartRun:
@@ -105,7 +137,10 @@ async def read_checkpoint(sessions: async_sessionmaker[AsyncSession], run_id: st
         last_seq=row.last_seq,
         usage=Usage.model_validate(row.usage or {}),
         start=dict(row.start or {}),
-        steps=[SavedStep(s.step_id, s.step_type, [ChatMessage.model_validate(m) for m in s.memory]) for s in steps],
+        steps=[
+            SavedStep(s.step_id, s.step_type, [ChatMessage.model_validate(m) for m in s.memory], dict(s.output or {}))
+            for s in steps
+        ],
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentstream.contracts import ChatMessage, MessageRole, StartRun, Usage
+from agentstream.contracts import ApprovalRequest, ChatMessage, MessageRole, StartRun, Usage
 from agentstream.tools_catalog import ToolSpec
 from agentstream_runner.assistants import Assistant
 from agentstream_runner.connectors.base import Connector
@@ -55,6 +55,8 @@ class RunScope:
     metadata: dict[str, Any]
     tool_names: list[str]
     chain: tuple[str, ...]  # assistant ids from the root down to this run: cycle detection
+    # A resumed run that paused for approval: the request its first tool round waits for again.
+    resumed_approval: ApprovalRequest | None = None
 
     @property
     def run_id(self) -> str:

@@ -44,6 +44,7 @@ from agentstream_runner.emitter import step
 from agentstream_runner.llm_step import Completion, llm_turn
 from agentstream_runner.outcome import RunFailure
 from agentstream_runner.scope import MAX_TOOL_ATTEMPTS, RunScope
+from agentstream_runner.tool_approval import approval_gate
 
 TIMED_OUT = "tool timed out"
 # What a `tool.result` event copies from the call's result: all it has beside the run's identity.
@@ -56,7 +57,8 @@ def tool_message(result: ToolCallResult) -> ChatMessage:
     return ChatMessage(role=MessageRole.TOOL, content=content, name=result.tool, tool_call_id=result.call_id)
 
 
-async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int) -> ToolCallResult:
+async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int, call_seq: int | None = None) -> ToolCallResult:
+    """`call_seq`: the seq of the call's `tool.call` event, which the executor's heartbeats repeat."""
     timeout_s = scope.ctx.runner.tool_timeout_s
     identity: dict[str, Any] = {
         "run_id": scope.run_id,
@@ -66,7 +68,11 @@ async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int) -> ToolCa
         "tool": call.name,
     }
     request = ToolCallRequest(
-        **identity, arguments=call.arguments, attempt=attempt, deadline=utcnow() + timedelta(seconds=timeout_s)
+        **identity,
+        arguments=call.arguments,
+        attempt=attempt,
+        deadline=utcnow() + timedelta(seconds=timeout_s),
+        call_seq=call_seq,
     )
     try:
         async with asyncio.timeout(timeout_s):
@@ -76,14 +82,25 @@ async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int) -> ToolCa
 
 
 async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 1) -> list[ToolCallResult]:
-    """Run `calls` (made in the latest assistant message); appends one tool message per result."""
+    """Run `calls` (made in the latest assistant message); appends one tool message per result.
+
+    Calls that need approval wait for it first (`approval_gate`); refused ones are answered
+    with their refusal instead of running."""
+    refusals = await approval_gate(scope, calls)
     events = scope.events
     step_input = {"attempt": attempt, "calls": [c.model_dump() for c in calls]}
     async with step(events, StepType.TOOL, scope.step_id(StepType.TOOL), step_input) as record:
-        for call in calls:
+        announced = [
             await events.emit(ToolCall, call_id=call.id, tool=call.name, arguments=call.arguments, attempt=attempt)
-        # No heartbeat of its own: the pipeline heartbeats for the whole run.
-        results = await asyncio.gather(*(call_tool(scope, c, attempt) for c in calls))
+            for call in calls
+        ]
+        # No heartbeat of its own: the pipeline heartbeats for the whole run, the executor for each call.
+        results = await asyncio.gather(
+            *(
+                _refused(refusals[c.id]) if c.id in refusals else call_tool(scope, c, attempt, a.seq)
+                for c, a in zip(calls, announced, strict=True)
+            )
+        )
         for r in results:
             await events.emit(ToolResult, **r.model_dump(include=RESULT_EVENT_FIELDS))
         scope.memory.extend(tool_message(r) for r in results)
@@ -92,6 +109,10 @@ async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 
         }
         record.memory = scope.memory
     return list(results)
+
+
+async def _refused(result: ToolCallResult) -> ToolCallResult:
+    return result
 
 
 # -- retries -----------------------------------------------------------------------

@@ -32,10 +32,20 @@ class ToolCatalog:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock  # wall clock: expiry is measured from the executor's `ts`
         self._by_tool: dict[str, dict[str, LiveEntry]] = {}  # tool → executor id → its latest word
+        # tool → executors whose latest word says it needs approval; kept past heartbeat expiry, so
+        # an executor's silence never lifts it (only its `available=false` or a tombstone does).
+        self._approval: dict[str, set[str]] = {}
 
     def apply(self, entry: ToolCatalogEntry) -> None:
         """One record of `tool-catalog`, in topic order."""
         executors = self._by_tool.setdefault(entry.tool, {})
+        approving = self._approval.setdefault(entry.tool, set())
+        if entry.available and entry.requires_approval:
+            approving.add(entry.executor_id)
+        else:
+            approving.discard(entry.executor_id)
+        if not approving:
+            del self._approval[entry.tool]
         if not entry.available:
             executors.pop(entry.executor_id, None)
             if not executors:
@@ -53,6 +63,7 @@ class ToolCatalog:
     def forget(self, tool: str) -> None:
         """A tombstone: the tool is gone, whoever served it."""
         self._by_tool.pop(tool, None)
+        self._approval.pop(tool, None)
 
     def live(self) -> dict[str, ToolSpec]:
         """Every tool some executor serves now, by name."""
@@ -72,6 +83,10 @@ class ToolCatalog:
         """The executors serving `tool` now."""
         now = self._clock()
         return {e for e, live in self._by_tool.get(tool, {}).items() if live.expires_at > now}
+
+    def requires_approval(self, tool: str) -> bool:
+        """Whether a call of `tool` waits for a person's approval: some executor's latest entry says so."""
+        return tool in self._approval
 
     def offered(self, selectors: Iterable[str]) -> tuple[ToolSpec, ...]:
         """The specs a model gets for an assistant's `tools` list: built-ins always, any other

@@ -43,6 +43,7 @@ from agentstream_delivery.adapters.web_http import add_web_routes
 from agentstream_delivery.api import add_routes
 from agentstream_delivery.current_runs import CurrentRuns, first_segment
 from agentstream_delivery.deliverer import deliver_notice
+from agentstream_delivery.delivery_metrics import DeliveryMetrics
 from agentstream_delivery.hooks import HookRuntime, TransformContext
 from agentstream_delivery.ledger import Ledger, ReceiptQueue
 from agentstream_delivery.platforms import Adapters, late_landing
@@ -92,9 +93,7 @@ class DeliveryService(Service):
         self.finished_listeners: list[FinishedListener] = []
         self._warned_platforms: set[str] = set()
         self._background: set[asyncio.Task[Any]] = set()
-        self.platform_calls = self.counter(
-            "agentstream_delivery_platform_calls_total", "Platform API calls", ["platform", "op", "outcome"]
-        )
+        self.metrics = DeliveryMetrics(self.registry, self.adapters)
         open_streams = Gauge("agentstream_delivery_open_streams", "Streams being delivered", registry=self.registry)
         open_streams.set_function(lambda: len(self.streams.all()))
         self.decode_event = RecordDecoder(RunEventAdapter, "RunEvent", self.dead_letter)
@@ -159,9 +158,11 @@ class DeliveryService(Service):
         raw = msg.raw_message
         partition, offset = getattr(raw, "partition", None), getattr(raw, "offset", None)
         origin = (partition, offset) if partition is not None and offset is not None else None
-        event = await self.decode_event(msg)  # None: dead-lettered
+        with self.log_context():
+            event = await self.decode_event(msg)  # None: dead-lettered
         if event is not None:
-            await self.handle(event, origin)
+            with self.log_context(event):  # streams opened here keep the run's ids
+                await self.handle(event, origin)
         if origin is not None:
             self.committer.points.read(*origin)
 
@@ -227,7 +228,7 @@ class DeliveryService(Service):
             target,
             adapter,
             self.log,
-            observe=lambda platform, op, outcome: self.platform_calls.labels(platform, op, outcome).inc(),
+            observe=self.metrics,
             outgoing=None if self.hooks.transform.empty else self.hooks.transform,
             ledger=self.ledger,
             conversation_key=event.conversation_key,
@@ -305,7 +306,7 @@ class DeliveryService(Service):
                 self._gate(adapter, target),
                 self.ledger,
                 self.log,
-                lambda platform, op, outcome: self.platform_calls.labels(platform, op, outcome).inc(),
+                self.metrics,
                 late_landing_s=late_landing(adapter, self.settings.platforms.get(adapter.platform)),
             )
         )

@@ -53,6 +53,7 @@ from agentstream_delivery.adapters.base import (
     RateLimited,
     Transient,
 )
+from agentstream_delivery.delivery_metrics import DeliveryMetrics
 from agentstream_delivery.ledger import Ledger, LedgerEntry, LedgerScope, sha256
 from agentstream_delivery.platform_ops import Op, Send
 from agentstream_delivery.ratelimit import ChatGate
@@ -63,7 +64,6 @@ TRANSIENT_BACKOFF_S = 0.3
 DEFAULT_LATE_LANDING_S = 15.0  # the HTTP adapters' default timeout (10 s) + a margin
 REAPPLY_ROUNDS = 3  # re-applications of one message whose re-application itself timed out
 
-CallObserver = Callable[[str, str, str], None]  # (platform, op kind, outcome)
 WallClock = Callable[[], float]
 
 PENDING, SENDING, SENT, UNKNOWN, FAILED = (
@@ -126,7 +126,7 @@ class Deliverer:
     gate: ChatGate
     ledger: Ledger
     log: structlog.stdlib.BoundLogger
-    observe: CallObserver | None = None
+    observe: DeliveryMetrics | None = None
     _: KW_ONLY
     late_landing_s: float = DEFAULT_LATE_LANDING_S
     wall: WallClock = time.time  # epoch seconds: `reapply_at` outlives the process
@@ -134,6 +134,7 @@ class Deliverer:
     # segment → the newest text the platform is known to show (or should)
     texts: dict[int, str] = field(init=False, default_factory=dict)
     status: ChatStatus = field(init=False)
+    _call_started: float = field(init=False, default=0.0)  # when the current platform call left (monotonic)
 
     def __post_init__(self) -> None:
         drafts = isinstance(self.adapter, DraftAdapter) and self.adapter.supports_drafts(self.target)
@@ -256,6 +257,7 @@ class Deliverer:
             await self.gate.acquire()
             left_at = self.wall()
             await self._record(entry.with_text(SENDING, text, final))  # from here on it may reach the platform
+            self._call_started = time.monotonic()
             try:
                 if message_id is not None:
                     await self.adapter.edit(self.target, message_id, text, final=final)
@@ -323,6 +325,8 @@ class Deliverer:
         self.log.info("rate limited", retry_after=err.retry_after, strikes=strikes)
         if self.gate.exhausted and self.status in (ChatStatus.DRAFTING, ChatStatus.EDITING):
             self.status = ChatStatus.DEGRADED
+            if self.observe is not None:
+                self.observe.stream_degraded(self.scope.platform)
             self.log.warning("stream degraded to final text only", strikes=strikes)
 
     async def _fail(self, entry: LedgerEntry, err: AdapterError) -> Outcome:
@@ -333,10 +337,14 @@ class Deliverer:
     async def _record(self, entry: LedgerEntry) -> None:
         self.entries[entry.segment] = entry
         await self.ledger.record(self.scope, entry)
+        if self.observe is not None:
+            self.observe.ledger_write(entry.state)
 
     def _observe(self, kind: str, outcome: str) -> None:
+        """A call's outcome; send and edit calls with their latency (since `_call_started`)."""
         if self.observe is not None:
-            self.observe(self.scope.platform, kind, outcome)
+            seconds = time.monotonic() - self._call_started if kind in ("send", "edit") else None
+            self.observe.call(self.scope.platform, kind, outcome, seconds)
 
 
 async def deliver_notice(
@@ -347,7 +355,7 @@ async def deliver_notice(
     gate: ChatGate,
     ledger: Ledger,
     log: structlog.stdlib.BoundLogger,
-    observe: CallObserver | None = None,
+    observe: DeliveryMetrics | None = None,
     *,
     late_landing_s: float,
 ) -> Outcome:

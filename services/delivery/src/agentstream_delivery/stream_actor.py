@@ -26,7 +26,6 @@ from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters import PlatformAdapter
 from agentstream_delivery.deliverer import (
     DEFAULT_LATE_LANDING_S,
-    CallObserver,
     ChatStatus,
     Dead,
     Degraded,
@@ -36,11 +35,12 @@ from agentstream_delivery.deliverer import (
     Outcome,
     Skipped,
 )
+from agentstream_delivery.delivery_metrics import DeliveryMetrics
 from agentstream_delivery.hooks.base import TransformContext
 from agentstream_delivery.ledger import Ledger, LedgerScope, MemoryLedger
 from agentstream_delivery.platform_ops import Edit, Op, coalesce
 from agentstream_delivery.ratelimit import ChatGate
-from agentstream_delivery.stream_inputs import Degrade, StreamInput, Tick
+from agentstream_delivery.stream_inputs import Degrade, Finish, StreamInput, Tick
 from agentstream_delivery.stream_machine import transition
 from agentstream_delivery.stream_model import StreamModel, StreamState
 
@@ -69,7 +69,7 @@ class StreamActor:
         adapter: PlatformAdapter,
         log: structlog.stdlib.BoundLogger,
         clock: Clock = time.monotonic,
-        observe: CallObserver | None = None,
+        observe: DeliveryMetrics | None = None,
         outgoing: Outgoing | None = None,
         *,
         ledger: Ledger | None = None,
@@ -100,6 +100,8 @@ class StreamActor:
             observe,
             late_landing_s=late_landing_s,
         )
+        self.observe = observe
+        self._finish_read_at: float | None = None  # when `run.finished` reached the stream (clock)
         self.closed = asyncio.Event()  # every final op is out; the late-landing re-application may follow
         self._inbox: deque[StreamInput] = deque()
         self._wake = asyncio.Event()
@@ -136,6 +138,8 @@ class StreamActor:
             closed.cancel()
 
     def feed(self, inp: StreamInput) -> None:
+        if isinstance(inp, Finish) and self._finish_read_at is None:
+            self._finish_read_at = self.clock()
         self._inbox.append(inp)
         self._wake.set()
 
@@ -153,6 +157,8 @@ class StreamActor:
                 await self._apply_all(coalesce(ops))
         finally:
             self.closed.set()
+        if self.observe is not None and self._finish_read_at is not None:
+            self.observe.visible(self.key.platform, self.clock() - self._finish_read_at)
         self.log.info("stream closed", state=self.model.state.value, messages=len(self.message_ids))
         # The task (and so the commit hold on its first event) lives on until no call of
         # unknown outcome can land any more: a crash before then replays the stream.

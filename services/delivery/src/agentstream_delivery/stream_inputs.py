@@ -20,6 +20,7 @@ from agentstream.contracts import (
     StepFailed,
     StepStarted,
     ToolCall,
+    ToolHeartbeat,
     ToolResult,
 )
 
@@ -95,7 +96,15 @@ def stream_input(event: RunProgressEvent | RunFinished) -> StreamInput | None:
             return ToolStarted(event.tool) if event.attempt == 1 else None  # a retry shows no new tool
         case RunFinished():
             return finish_input(event)
-        case MessageStarted() | ToolResult() | StepStarted() | StepCompleted() | StepFailed() | RunHeartbeat():
+        case (
+            MessageStarted()
+            | ToolResult()
+            | StepStarted()
+            | StepCompleted()
+            | StepFailed()
+            | RunHeartbeat()
+            | ToolHeartbeat()
+        ):
             return None  # tool results, steps, heartbeats: not shown
         case _:
             assert_never(event)

@@ -55,6 +55,15 @@ def _failed(err: Exception) -> asyncio.Future[None]:
     return failed
 
 
+def log_fields(record: ConsumerRecord, decision: Decision) -> dict[str, str | None]:
+    """The run and conversation a decision's log lines name: the key is the conversation; an
+    accepted message's run id is made here, so ingress's lines carry it too."""
+    key = record.key.decode("utf-8", "replace") if isinstance(record.key, bytes) else None
+    if isinstance(decision, StartDecision):
+        return {"run_id": decision.start.run_id, "conversation_key": decision.start.conversation_key}
+    return {"conversation_key": key}
+
+
 class IngressService(Service):
     name = "ingress"
     uses_database = True
@@ -112,7 +121,8 @@ class IngressService(Service):
         try:
             output = BatchOutput()
             for record, decision in zip(records, decisions, strict=True):
-                key, outgoing = self.carry_out(record, decision)
+                with self.log_context(**log_fields(record, decision)):
+                    key, outgoing = self.carry_out(record, decision)
                 for topic, out in outgoing:
                     output.add(topic, out, key)
             acks = await output.send(producer_of(self.broker))
@@ -161,7 +171,7 @@ class IngressService(Service):
                 assert_never(decision)
 
     def letter(self, record: ConsumerRecord, key: str, error: str) -> DeadLetter:
-        self.dead_letters.labels(self.name, record.topic).inc()
+        self.count_dead_letter(record.topic, error)
         return DeadLetter(
             source_topic=record.topic,
             source_partition=record.partition,

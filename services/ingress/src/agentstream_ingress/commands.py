@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agentstream.config import Settings
-from agentstream.contracts import FinishReason, InboundMessage, InterruptRun, ResetConversation, ResumeRun
+from agentstream.contracts import (
+    AnswerApproval,
+    ApprovalDecision,
+    FinishReason,
+    InboundMessage,
+    InterruptRun,
+    ResetConversation,
+    ResumeRun,
+)
 from agentstream.contracts.runs import DoubleTexting
 from agentstream_ingress.decisions import (
     CommandDecision,
@@ -26,6 +34,8 @@ HELP = {
     "status": "current run, queue, assistant and connector",
     "model": "/model <role>: use this connector role here (/model default: back to the profile's)",
     "queue": "/queue <text>: queue a message behind the current run",
+    "approve": "run the tool call waiting for your approval",
+    "deny": "refuse the tool call waiting for your approval",
     "help": "this list",
 }
 CLEAR_ROLE = frozenset({"default", "reset", "clear"})
@@ -118,10 +128,35 @@ def handle(
                 return say("Usage: /queue <text>")
             queued = msg.model_copy(update={"text": cmd.args})
             return build_start(queued, routed, facts.role_override, settings, DoubleTexting.ENQUEUE)
+        case "approve" | "deny":
+            return answer_approval(ApprovalDecision(cmd.name), msg, settings)
         case "help":
             return say(help_text())
         case _:
             return say(help_text(f"Unknown command /{cmd.name}.\n"))
+
+
+def is_admin(msg: InboundMessage, settings: Settings) -> bool:
+    """An admin of the message's platform (`authz.platforms.<p>.admins`, else `authz.default.admins`)."""
+    rule = settings.authz.platforms.get(msg.platform, settings.authz.default)
+    return msg.user.id in rule.admins
+
+
+def answer_approval(
+    decision: ApprovalDecision,
+    msg: InboundMessage,
+    settings: Settings,
+) -> Decision:
+    """`/approve`, `/deny`: always sent, like `/stop`: the runner knows whether a call waits and
+    whose it is (and says so in the chat)."""
+    answer = AnswerApproval(
+        conversation_key=msg.conversation_key,
+        decision=decision,
+        user_id=msg.user.id,
+        admin=is_admin(msg, settings),
+        reply_target=target_of(msg),
+    )
+    return CommandDecision((answer,), target_of(msg), command=decision.value)
 
 
 def model(args: str, facts: ConversationFacts, settings: Settings, say) -> Decision | RoleDecision:  # type: ignore[no-untyped-def]

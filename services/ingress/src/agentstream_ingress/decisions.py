@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from agentstream.contracts import (
+    AnswerApproval,
     InboundMessage,
     InterruptRun,
     NoticeLevel,
@@ -16,7 +17,7 @@ from agentstream.contracts import (
     StartRun,
 )
 
-RunCommandRecord = InterruptRun | ResumeRun | ResetConversation
+RunCommandRecord = InterruptRun | ResumeRun | ResetConversation | AnswerApproval
 
 
 class DropReason(StrEnum):
@@ -60,7 +61,7 @@ class NoticeDecision:
 
 @dataclass(frozen=True)
 class CommandDecision:
-    """Run commands for the runner (interrupt, resume, reset) and an optional reply."""
+    """Run commands for the runner (interrupt, resume, reset, approval answers) and an optional reply."""
 
     commands: tuple[RunCommandRecord, ...]
     target: ReplyTarget

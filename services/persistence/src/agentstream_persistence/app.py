@@ -69,7 +69,10 @@ class PersistenceService(Service):
         self._watchdog: asyncio.Task[None] | None = None
         self._retrier: asyncio.Task[None] | None = None  # retries the flusher's waiting runs
         self.ready_checks["flush"] = flusher.ready
-        self.lost_runs = self.counter("agentstream_persistence_lost_runs_total", "Runs ended by the watchdog")
+        self.lost_runs = self.counter(
+            "agentstream_persistence_lost_runs_total",
+            "Stale runs ended by the watchdog (no event for resume.stale_after_s: the runner was lost)",
+        )
         Gauge(
             "agentstream_persistence_open_buffers", "Runs buffered, not yet flushed", registry=self.registry
         ).set_function(lambda: len(self.buffers))
@@ -109,11 +112,13 @@ class PersistenceService(Service):
         partition, offset = getattr(raw, "partition", None), getattr(raw, "offset", None)
         origin = Origin(partition, offset) if partition is not None and offset is not None else None
         try:
-            event = await self.decode_event(msg)  # None: dead-lettered
+            with self.log_context():
+                event = await self.decode_event(msg)  # None: dead-lettered
             if event is not None:
-                buf = self.buffers.add(event, origin)
-                if buf is not None and isinstance(event, RunFinished) and event.run_id == event.root_run_id:
-                    await self.flush(buf)
+                with self.log_context(event):
+                    buf = self.buffers.add(event, origin)
+                    if buf is not None and isinstance(event, RunFinished) and event.run_id == event.root_run_id:
+                        await self.flush(buf)
         finally:
             # Marked read only after the event is in a buffer, flushed or dead-lettered (the
             # handler guard dead-letters what raises here): it is now safe to commit past it
@@ -174,7 +179,7 @@ class PersistenceService(Service):
             return False
         self.flusher.dead_lettered(buf.root_run_id)
         self.buffers.discard(buf.root_run_id)
-        self.dead_letters.labels(self.name, self.topics.events).inc()
+        self.count_dead_letter(self.topics.events, letter.error)
         self.log.error(
             "run could not be stored; dead-lettered", root_run_id=buf.root_run_id, **letter.coordinates(), error=reason
         )

@@ -93,6 +93,8 @@ class RunBuffer:
                 return
             case ev.MessageStarted() | ev.SegmentBreak() | ev.StepStarted() | ev.StepFailed() | ev.RunHeartbeat():
                 return  # what a chat shows while the run streams; a stored run keeps none of it
+            case ev.ToolHeartbeat():
+                return  # a sign of life only (above): a slow tool call is not a lost run
             case MessageDelta():
                 self.partial.setdefault(event.message_id, []).append(event)
             case RunQueued():

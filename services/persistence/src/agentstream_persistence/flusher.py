@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, StatementError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -31,6 +31,7 @@ FLUSH_RETRY_FIRST_S = 0.2
 FLUSH_RETRY_MAX_S = 5.0
 # One attempt's bound: a database that does not answer is a failed attempt, not a hung consumer.
 FLUSH_TIMEOUT_S = 15.0
+FLUSH_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15)
 
 # A dead letter must fit in one Kafka record: past this, the events are listed, not copied
 # (they are still in `events` from `source_offset` on, as long as its retention keeps them).
@@ -113,12 +114,29 @@ class Flusher:
         self.redact = redact or keep  # None: text is stored raw
         # Finished runs whose flush failed for the database's sake, oldest first: root run id → the last error.
         self.waiting: dict[str, str] = {}
-        self.flushes = Counter("agentstream_persistence_flushes_total", "Run flushes", ["outcome"], registry=registry)
+        self.flushes = Counter(
+            "agentstream_persistence_flushes_total",
+            "Run flushes by outcome (error: retried later; dead_letter: never storable, sent to dlq)",
+            ["outcome"],
+            registry=registry,
+        )
+        for outcome in ("ok", "error", "dead_letter"):  # the flush-failing alert divides by them from the start
+            self.flushes.labels(outcome)
+        self.flush_seconds = Histogram(
+            "agentstream_persistence_flush_seconds",
+            "Time to write one finished run (its run row, messages and checkpoint), whatever the outcome",
+            buckets=FLUSH_BUCKETS,
+            registry=registry,
+        )
         Gauge(
             "agentstream_persistence_flush_retries", "Finished runs waiting for a flush retry", registry=registry
         ).set_function(lambda: len(self.waiting))
 
     async def attempt(self, buf: RunBuffer) -> FlushOutcome:
+        with self.flush_seconds.time():
+            return await self._attempt(buf)
+
+    async def _attempt(self, buf: RunBuffer) -> FlushOutcome:
         try:
             rows = rows_for(buf, self.redact)
             async with asyncio.timeout(FLUSH_TIMEOUT_S):

@@ -44,6 +44,7 @@ COMMANDS: tuple[LazyCommand, ...] = (
         "agentstream_stack.doctor_cli:doctor",
         "Check Kafka, topics, database, connectors and platforms.",
     ),
+    LazyCommand("top", "agentstream_stack.top_cli:top", "Live view of the stack from the services' /metrics."),
     LazyCommand("config", "agentstream_stack.config_cli:config_app", "The configuration: check a file."),
     LazyCommand("topics", "agentstream_stack.topics_cli:topics_app", "Kafka topics."),
     LazyCommand("db", "agentstream_stack.db_cli:db_app", "The database: migrations, retention purges."),

@@ -16,6 +16,7 @@ from agentstream.config.delivery import PlatformSettings
 from agentstream.db import upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import EmbeddedBroker, create_topics, free_port
+from agentstream.kafka.flavor import resolve_flavor
 from agentstream.observability import get_logger
 from agentstream.service import Service
 from agentstream_stack.embedded_auth import forgotten_on_exit, prepare_credentials
@@ -101,6 +102,7 @@ async def embedded_stack(
         if broker is not None:
             settings = _with_broker(settings, broker.bootstrap_servers)
         await create_topics(settings.kafka)
+        settings = settings.model_copy(update={"kafka": await resolve_flavor(settings.kafka)})
         await upgrade(settings.database.url)
         creds = await prepare_credentials(settings, admin_key=admin_key, state_dir=secrets_dir)
         settings = creds.settings

@@ -20,6 +20,7 @@ from agentstream.config import KafkaSettings
 from agentstream.contracts import DeltaKind, InboundMessage, NoticeLevel, ResumeRun
 from agentstream.contracts import events as ev
 from agentstream.kafka import Topics
+from agentstream.kafka.flavor import resolve_flavor, tuning
 from agentstream.kafka.security import client_security
 
 
@@ -30,13 +31,17 @@ class RunFollower:
         self.kafka = kafka
         self.topics = Topics(kafka.topic_prefix)
         security = client_security(kafka)
+        broker_tuning = tuning(kafka)
         self._producer = AIOKafkaProducer(
-            bootstrap_servers=kafka.bootstrap_servers, enable_idempotence=kafka.idempotence, **security
+            bootstrap_servers=kafka.bootstrap_servers,
+            enable_idempotence=broker_tuning.idempotent,
+            acks=broker_tuning.acks,
+            **security,
         )
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=kafka.bootstrap_servers,
             enable_auto_commit=False,
-            fetch_max_wait_ms=kafka.fetch_wait_ms,
+            fetch_max_wait_ms=broker_tuning.fetch_max_wait_ms,
             group_id=None,
             **security,
         )
@@ -122,7 +127,7 @@ class RunFollower:
 async def send_and_follow(kafka: KafkaSettings, message: InboundMessage, timeout: float) -> list[ev.RunEvent]:
     """Convenience for tests and scripts: all events of the run, in order."""
     events: list[ev.RunEvent] = []
-    async with RunFollower(kafka) as follower:
+    async with RunFollower(await resolve_flavor(kafka)) as follower:
         await follower.send(message)
         async with asyncio.timeout(timeout):
             async for event in follower.follow(message):
@@ -176,6 +181,7 @@ class StreamPrinter:
                 | ev.StepCompleted()
                 | ev.StepFailed()
                 | ev.RunHeartbeat()
+                | ev.ToolHeartbeat()
             ):
                 pass  # the text streamed already; steps and heartbeats are the services' business
             case unexpected:

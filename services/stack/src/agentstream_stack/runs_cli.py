@@ -19,6 +19,7 @@ from rich.table import Table
 
 from agentstream.config import KafkaSettings
 from agentstream.contracts import ResumeRun, RunFinished, RunStatus
+from agentstream.kafka.flavor import resolve_flavor
 from agentstream_persistence.pages import MAX_PAGE_SIZE, InvalidCursor, Key
 from agentstream_persistence.queries import RUNS
 from agentstream_persistence.rows import shorten
@@ -234,7 +235,9 @@ def _print_detail(detail: RunDetail) -> None:
 async def _resume(
     kafka: KafkaSettings, command: ResumeRun, after_seq: int, wait: bool, timeout: float
 ) -> RunFinished | None:
-    async with RunFollower(kafka) as follower:  # positioned on `events` before the command goes out
+    async with RunFollower(
+        await resolve_flavor(kafka)
+    ) as follower:  # positioned on `events` before the command goes out
         await follower.resume(command)
         out.print(
             f"resume requested: run [bold]{escape(command.run_id)}[/] (conversation {escape(command.conversation_key)})",

@@ -18,6 +18,7 @@ from agentstream.config import SERVICES, Settings
 from agentstream.contracts import InboundMessage, RunFinished, RunStatus, User
 from agentstream.host import ServiceHost, install_stop_signals
 from agentstream.kafka import create_topics
+from agentstream.kafka.flavor import resolve_flavor
 from agentstream.observability import configure_logging
 from agentstream_stack.cli_errors import ExitCode
 from agentstream_stack.cli_support import ConfigOpt, client_settings, err, load_or_exit, masked, out
@@ -122,7 +123,8 @@ def serve(
         install_stop_signals(stop)
         if settings.kafka.auto_create_topics:
             await create_topics(settings.kafka)
-        svc = build_service(service, settings)
+        resolved = settings.model_copy(update={"kafka": await resolve_flavor(settings.kafka)})
+        svc = build_service(service, resolved)
         ports = {service: port or settings.http.port_for(service)}
         async with ServiceHost([svc], host or settings.http.host, ports):
             await stop.wait()
@@ -132,7 +134,7 @@ def serve(
 
 async def _send(settings: Settings, message: InboundMessage, timeout: float, console: Console) -> RunFinished | None:
     printer = StreamPrinter(console)
-    async with RunFollower(settings.kafka) as follower:
+    async with RunFollower(await resolve_flavor(settings.kafka)) as follower:
         await follower.send(message)
         async with asyncio.timeout(timeout):
             async for event in follower.follow(message):

@@ -9,6 +9,9 @@ a partition only up to its oldest call whose result Kafka has not acked yet, and
 `(run_id, call_id)` is claimed in `tool_calls` before its tool runs (call_store.py). A call
 redelivered after a crash replays the stored result, or, when the executor died during
 the call, answers with a non-retryable error instead of running the tool again.
+
+While a call runs, `tool.heartbeat`s go to `events` (call_heartbeats.py): persistence's watchdog
+never takes a slow call for a lost run, and a call past its timeout is answered as a tool error.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Histogram
 
 from agentstream.config.tools import ToolsSettings
-from agentstream.contracts import ToolCallRequest, ToolCallResult
+from agentstream.contracts import ToolCallRequest, ToolCallResult, ToolHeartbeat
 from agentstream.contracts.tools import ToolCallRequestAdapter
 from agentstream.db import upgrade
 from agentstream.db.models_tools import ToolCallState
@@ -31,6 +34,7 @@ from agentstream.kafka.decoding import RecordDecoder
 from agentstream.kafka.internals import consumer_of
 from agentstream.kafka.revocations import RevocationListener
 from agentstream.service import Infra, Service
+from agentstream_tools.call_heartbeats import heartbeats
 from agentstream_tools.call_store import ToolCallStore, stopped_during_call
 from agentstream_tools.catalog import CatalogPublisher
 from agentstream_tools.executor import execute
@@ -114,10 +118,15 @@ class ToolExecutorService(Service):
         if origin is not None:  # held until its result is acked: no commit past an unanswered call
             self.commits.points.hold(*origin)
             self.commits.points.read(*origin)
-        request = await self.decode_request(msg)
+        with self.log_context():
+            request = await self.decode_request(msg)
         if request is None:  # dead-lettered
             self._done(origin)
             return
+        with self.log_context(request):  # the call's task keeps the run's ids
+            self._start_call(request, origin)
+
+    def _start_call(self, request: ToolCallRequest, origin: Origin | None) -> None:
         live = self._live.get(request.idempotency_key)
         coro = self._follow(live, origin) if live is not None else self._handle(request, origin)
         task = asyncio.create_task(coro, name=f"tool:{request.idempotency_key}")
@@ -176,7 +185,8 @@ class ToolExecutorService(Service):
                 stopped = stopped_during_call(request)
                 await self._retrying("store the result", request, lambda: store.finish(request, stopped))
                 return stopped
-            result = await execute(self.tools, request, self.settings.runner.tool_timeout_s)
+            async with heartbeats(request, self._publish_beat, self.options.heartbeat_interval_s):
+                result = await execute(self.tools, request, self.settings.runner.tool_timeout_s)
         self.calls.labels(request.tool, _outcome(result)).inc()
         self.durations.labels(request.tool).observe(result.duration_ms / 1000)
         self.log.info(
@@ -189,6 +199,11 @@ class ToolExecutorService(Service):
         )
         await self._retrying("store the result", request, lambda: store.finish(request, result))
         return result
+
+    async def _publish_beat(self, beat: ToolHeartbeat) -> None:
+        ack = await self.publish_nowait(self.topics.events, beat, beat.conversation_key)
+        await asyncio.wait({ack})  # not `await ack`: a call that ends cancels the beat, never the producer's future
+        ack.result()
 
     async def _retrying(self, what: str, request: ToolCallRequest, step: Callable[[], Awaitable[T]]) -> T:
         """A database or broker outage must not lose a call: try again, with backoff, until it

@@ -8,7 +8,7 @@ from agentstream.service import Infra
 from agentstream_tools.app import ToolExecutorService
 from agentstream_tools.builtin import builtin_tools
 from agentstream_tools.call_store import ToolCallStore
-from agentstream_tools.catalog import CatalogChanges, CatalogPublisher
+from agentstream_tools.catalog import ApprovalPolicy, CatalogChanges, CatalogPublisher
 from agentstream_tools.function_tools import load_function_tools
 from agentstream_tools.mcp_servers import McpServers
 from agentstream_tools.registry import ToolRegistry
@@ -47,6 +47,7 @@ def bootstrap(
         interval_s=settings.tools.catalog_interval_s,
         mcp_sources=settings.tools.mcp_servers.keys(),
         offline=mcp_servers.offline_tools,
+        approval=ApprovalPolicy.of(settings.tools),
     )
     return service_class(
         infra,

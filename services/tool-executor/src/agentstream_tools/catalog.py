@@ -12,13 +12,21 @@ import asyncio
 import os
 import socket
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
+from agentstream.config.tools import ToolsSettings
 from agentstream.contracts import ToolCatalogEntry, ToolKind, new_id
 from agentstream.kafka.internals import producer_of
 from agentstream.kafka.producer import encode_record
 from agentstream.service import Infra
-from agentstream.tools_catalog import BUILTIN_TOOL_SPECS, WORKSPACE_TOOL_SPECS, split_source_tool_name
+from agentstream.tools_catalog import (
+    ALL_OF_SOURCE,
+    BUILTIN_TOOL_SPECS,
+    WORKSPACE_TOOL_SPECS,
+    selects,
+    split_source_tool_name,
+)
 from agentstream_tools.registry import Tool, ToolRegistry
 
 
@@ -47,6 +55,26 @@ class CatalogChanges:
         self._changed.clear()
 
 
+@dataclass(frozen=True)
+class ApprovalPolicy:
+    """Which tools are published `requires_approval`: the ones `tools.requires_approval` selects,
+    every tool of an MCP server with `requires_approval`, and the workspace tools while
+    `tools.sandbox.requires_approval` holds."""
+
+    selectors: tuple[str, ...] = ()
+    workspace: bool = False
+
+    @classmethod
+    def of(cls, tools: ToolsSettings) -> ApprovalPolicy:
+        servers = [f"{name}__{ALL_OF_SOURCE}" for name, server in tools.mcp_servers.items() if server.requires_approval]
+        return cls((*tools.requires_approval, *servers), tools.sandbox.requires_approval)
+
+    def requires(self, name: str, kind: ToolKind) -> bool:
+        if kind is ToolKind.WORKSPACE and self.workspace:
+            return True
+        return any(selects(selector, name) for selector in self.selectors)
+
+
 class CatalogPublisher:
     def __init__(
         self,
@@ -58,8 +86,9 @@ class CatalogPublisher:
         mcp_sources: Collection[str],
         offline: Callable[[], set[str]],
         executor_id: str | None = None,
+        approval: ApprovalPolicy | None = None,
     ) -> None:
-        """`offline`: names of registered tools that cannot be called now (their MCP server is
+        """`approval`: which tools wait for a person's approval (none without it); `offline`: names of registered tools that cannot be called now (their MCP server is
         not connected); `mcp_sources`: the MCP server names, to tell their tools from functions."""
         self.executor_id = executor_id or new_executor_id()
         self._broker = infra.broker
@@ -70,6 +99,7 @@ class CatalogPublisher:
         self._interval_s = interval_s
         self._mcp_sources = frozenset(mcp_sources)
         self._offline = offline
+        self._approval = approval or ApprovalPolicy()
         self._published: set[str] = set()  # tools last said to be available
         self._task: asyncio.Task[None] | None = None
 
@@ -92,6 +122,7 @@ class CatalogPublisher:
             source=source,
             executor_id=self.executor_id,
             available=available,
+            requires_approval=self._approval.requires(tool.name, kind),
             heartbeat_s=self._interval_s,
         )
 

@@ -7,6 +7,7 @@ section models in its own module (core, runner, delivery, ingress, persistence).
 from agentstream.config.core import (
     DatabaseSettings,
     HttpSettings,
+    KafkaFlavor,
     KafkaSettings,
     SaslMechanism,
     Section,
@@ -25,6 +26,7 @@ __all__ = [
     "ConnectorSettings",
     "DatabaseSettings",
     "HttpSettings",
+    "KafkaFlavor",
     "KafkaSettings",
     "PlatformSettings",
     "RunnerSettings",

@@ -36,17 +36,29 @@ class SaslMechanism(StrEnum):
     SCRAM_SHA_512 = "SCRAM-SHA-512"
 
 
+class KafkaFlavor(StrEnum):
+    """Which broker implementation is behind `bootstrap_servers`; the producer and consumer
+    settings that differ between them are chosen in `agentstream.kafka.flavor`."""
+
+    AUTO = "auto"  # tansu when embedded, else read off the broker's ApiVersions at start
+    TANSU = "tansu"
+    KAFKA = "kafka"
+
+
 class KafkaSettings(Section):
     bootstrap_servers: str = Field(default="127.0.0.1:9092", description="Comma-separated host:port list.")
     topic_prefix: str = Field(default="agentstream.", description="Prefix of every topic name.")
     partitions: int = Field(default=4, ge=1, description="Partitions of every co-partitioned topic.")
     replication_factor: int = Field(default=1, ge=1)
     embedded: bool = Field(default=False, description="True when talking to the embedded Tansu broker.")
+    flavor: KafkaFlavor = Field(
+        default=KafkaFlavor.AUTO, description="tansu, kafka, or auto (tansu when embedded, else detected)."
+    )
     enable_idempotence: bool | None = Field(
-        default=None, description="Idempotent producer; default on for real Kafka, off for Tansu."
+        default=None, description="Idempotent producer; default from the flavor (on for Kafka, off for Tansu)."
     )
     fetch_max_wait_ms: int | None = Field(
-        default=None, ge=1, description="Consumer fetch wait; default 10 ms embedded, 100 ms otherwise."
+        default=None, ge=1, description="Consumer fetch wait; default from the flavor (10 ms Tansu, 500 ms Kafka)."
     )
     client_id: str = "agentstream"
     auto_create_topics: bool = Field(
@@ -54,6 +66,12 @@ class KafkaSettings(Section):
     )
     health_interval_s: float = Field(
         default=1.0, gt=0, le=60, description="How often each service checks that Kafka answers and has its topics."
+    )
+    lag_interval_s: float = Field(
+        default=15.0,
+        ge=0,
+        le=3600,
+        description="How often each service reads and exports its consumer group's lag; 0 turns it off.",
     )
     security_protocol: SecurityProtocol = Field(
         default=SecurityProtocol.PLAINTEXT, description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."
@@ -90,16 +108,6 @@ class KafkaSettings(Section):
         if self.ssl_keyfile and not self.ssl_certfile:
             raise ValueError("kafka.ssl_keyfile is set without kafka.ssl_certfile")
         return self
-
-    @property
-    def idempotence(self) -> bool:
-        return (not self.embedded) if self.enable_idempotence is None else self.enable_idempotence
-
-    @property
-    def fetch_wait_ms(self) -> int:
-        if self.fetch_max_wait_ms is not None:
-            return self.fetch_max_wait_ms
-        return 10 if self.embedded else 100
 
 
 class DatabaseSettings(Section):

@@ -28,6 +28,9 @@ class AuthzRule(Section):
     teams: list[str] = Field(default_factory=list, description="Allowed team / guild / workspace ids.")
     deny_users: list[str] = Field(default_factory=list, description="Refused user ids (win over allows).")
     deny_teams: list[str] = Field(default_factory=list, description="Refused team ids (win over allows).")
+    admins: list[str] = Field(
+        default_factory=list, description="User ids who may `/approve` or `/deny` any user's tool call."
+    )
 
 
 class PairingSettings(Section):

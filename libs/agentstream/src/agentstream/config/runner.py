@@ -37,6 +37,11 @@ class ConnectorSettings(Section):
 class RunnerSettings(Section):
     coalesce_ms: float = Field(default=50.0, ge=0, description="Window in which text deltas are merged.")
     tool_timeout_s: float = Field(default=30.0, gt=0)
+    approval_expiry_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="A tool call waiting for `/approve` is refused as expired after this long (docs/tools.md).",
+    )
     heartbeat_s: float = Field(default=5.0, gt=0)
     collect_window_ms: float = Field(
         default=1000.0, ge=0, description="double_texting collect: how long to wait for more messages."

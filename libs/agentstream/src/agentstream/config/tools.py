@@ -46,6 +46,9 @@ class McpServerSettings(Section):
     reconnect_min_s: float = Field(default=0.5, gt=0, description="First wait before reconnecting a lost server.")
     reconnect_max_s: float = Field(default=30.0, gt=0, description="Longest wait between reconnection attempts.")
     ping_interval_s: float = Field(default=15.0, gt=0, description="A connected server is pinged this often.")
+    requires_approval: bool = Field(
+        default=False, description="Every call of this server's tools waits for `/approve` (docs/tools.md)."
+    )
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerSettings:
@@ -75,6 +78,9 @@ class SandboxSettings(Section):
     wall_timeout_s: float = Field(default=30.0, gt=0, description="A command running longer is killed.")
     output_max_chars: int = Field(default=16_000, ge=100, description="Output beyond this is cut with a marker.")
     python: str = Field(default="python3", description="Interpreter of the `python` tool (looked up on PATH).")
+    requires_approval: bool = Field(
+        default=True, description="Every call of a workspace tool waits for `/approve` (docs/tools.md § Approval)."
+    )
     run_as_uid: int = Field(
         default=65534, ge=1, description="When the executor runs as root, commands run as this uid (nobody)."
     )
@@ -87,11 +93,22 @@ class ToolsSettings(Section):
         default_factory=dict, description="group → dotted paths of Python functions, served as `<group>__<name>`."
     )
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    requires_approval: list[str] = Field(
+        default_factory=list,
+        description="Tools whose calls wait for `/approve`: a name (`calculator`, `files__write`) or all tools "
+        "of an MCP server or function group (`files__*`).",
+    )
     catalog_interval_s: float = Field(
         default=5.0,
         gt=0,
         description="The executor republishes its tools on `tool-catalog` this often; runners drop the tools of "
         "an executor not heard from in 3 intervals.",
+    )
+    heartbeat_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="While a call runs, the executor sends `tool.heartbeat` on `events` this often; keep it well "
+        "below `resume.stale_after_s` so persistence's watchdog never takes a slow call for a lost run.",
     )
 
     @field_validator("mcp_servers", "functions")

@@ -3,6 +3,14 @@
 These pydantic models are the public contract; `docs/asyncapi.json` is generated from them.
 """
 
+from agentstream.contracts.approvals import (
+    ARGUMENTS_SHOWN_CHARS,
+    ApprovalDecision,
+    ApprovalOutcome,
+    ApprovalRequest,
+    PendingCall,
+    shown_arguments,
+)
 from agentstream.contracts.base import SCHEMA_VERSION, Record, RecordType, new_id, utcnow
 from agentstream.contracts.common import ChatMessage, MessageRole, ReplyTarget, ToolCallSpec, Usage
 from agentstream.contracts.deliveries import DeliveryReceipt, LedgerState
@@ -30,10 +38,12 @@ from agentstream.contracts.events import (
     StepStarted,
     StepType,
     ToolCall,
+    ToolHeartbeat,
     ToolResult,
 )
 from agentstream.contracts.inbound import Attachment, InboundMessage, KnownPlatform, User, conversation_key
 from agentstream.contracts.runs import (
+    AnswerApproval,
     DoubleTexting,
     InterruptRun,
     ResetConversation,
@@ -47,10 +57,15 @@ from agentstream.contracts.tool_catalog import ToolCatalogEntry, ToolKind
 from agentstream.contracts.tools import ToolCallRequest, ToolCallResult
 
 __all__ = [
+    "ARGUMENTS_SHOWN_CHARS",
     "NOT_RUN_REASONS",
     "RESUMABLE_REASONS",
     "SCHEMA_VERSION",
+    "AnswerApproval",
     "AnyRunEvent",
+    "ApprovalDecision",
+    "ApprovalOutcome",
+    "ApprovalRequest",
     "Attachment",
     "ChatMessage",
     "DeadLetter",
@@ -68,6 +83,7 @@ __all__ = [
     "MessageRole",
     "MessageStarted",
     "Notice",
+    "PendingCall",
     "NoticeLevel",
     "Record",
     "RecordType",
@@ -92,6 +108,7 @@ __all__ = [
     "StepStarted",
     "StepType",
     "ToolCall",
+    "ToolHeartbeat",
     "ToolCallRequest",
     "ToolCallResult",
     "ToolCallSpec",
@@ -102,5 +119,6 @@ __all__ = [
     "User",
     "conversation_key",
     "new_id",
+    "shown_arguments",
     "utcnow",
 ]

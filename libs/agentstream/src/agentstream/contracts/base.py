@@ -31,6 +31,7 @@ class RecordType(StrEnum):
     RUN_INTERRUPT = "run.interrupt"
     RUN_RESUME = "run.resume"
     CONVERSATION_RESET = "conversation.reset"
+    RUN_APPROVAL = "run.approval"
     # events
     RUN_QUEUED = "run.queued"
     RUN_STARTED = "run.started"
@@ -44,6 +45,7 @@ class RecordType(StrEnum):
     STEP_COMPLETED = "step.completed"
     STEP_FAILED = "step.failed"
     RUN_HEARTBEAT = "run.heartbeat"
+    TOOL_HEARTBEAT = "tool.heartbeat"
     NOTICE = "notice"
     RUN_FINISHED = "run.finished"
     # tool-calls, tool-results

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter
 
+from agentstream.contracts.approvals import ApprovalOutcome, ApprovalRequest
 from agentstream.contracts.base import Record, new_id
 from agentstream.contracts.common import ChatMessage, ReplyTarget, Usage
 from agentstream.contracts.endings import FinishReason, RunStatus
@@ -27,6 +28,7 @@ class StepType(StrEnum):
     TOOL = "tool"
     HOOK_NEXT = "hook_next"
     DELEGATE = "delegate"
+    APPROVAL = "approval"  # tool calls waiting for a person's approval (output: `ApprovalRequest`)
 
 
 class DeltaKind(StrEnum):
@@ -147,6 +149,19 @@ class RunHeartbeat(EventBase):
     type: Literal["run.heartbeat"] = "run.heartbeat"
 
 
+class ToolHeartbeat(EventBase):
+    """The tool-executor is still running a call (sent every `tools.heartbeat_interval_s`).
+
+    The executor does not own the run's sequence: a tool heartbeat repeats the `seq` of the
+    call's `tool.call` event (0 when the request did not say it) and never advances it.
+    """
+
+    type: Literal["tool.heartbeat"] = "tool.heartbeat"
+    call_id: Name
+    tool: Name
+    elapsed_ms: float = Field(default=0.0, ge=0, description="How long the call has been running.")
+
+
 class Notice(EventBase):
     """A message for the user that is not model output (command replies, errors)."""
 
@@ -155,6 +170,12 @@ class Notice(EventBase):
     text: str
     reply_target: ReplyTarget | None = None
     command: str | None = Field(default=None, description="The slash command this notice answers (`new`, `stop`, …).")
+    approval: ApprovalRequest | None = Field(
+        default=None, description="Set when the run paused at tool calls awaiting `/approve` or `/deny`."
+    )
+    approval_outcome: ApprovalOutcome | None = Field(
+        default=None, description="Set when a pending approval ended (approved, denied, expired)."
+    )
 
 
 class RunFinished(EventBase):
@@ -180,6 +201,7 @@ RunProgressEvent = (
     | StepCompleted
     | StepFailed
     | RunHeartbeat
+    | ToolHeartbeat
 )
 # The plain union, for type checking: a `match` over it ending in `typing.assert_never`
 # makes mypy name every consumer that misses a new event type.

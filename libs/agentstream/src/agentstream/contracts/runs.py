@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from agentstream.contracts.approvals import ApprovalDecision
 from agentstream.contracts.base import Record
 from agentstream.contracts.common import ChatMessage, ReplyTarget
 from agentstream.contracts.endings import FinishReason
@@ -140,5 +141,20 @@ class ResetConversation(Record):
     conversation_key: ConversationKey
 
 
-RunCommand = Annotated[StartRun | InterruptRun | ResumeRun | ResetConversation, Field(discriminator="type")]
+class AnswerApproval(Record):
+    """`/approve` or `/deny`: the answer to the conversation's pending tool approval.
+
+    The runner decides whether it counts: from the run's own user, or from an admin."""
+
+    type: Literal["run.approval"] = "run.approval"
+    conversation_key: ConversationKey
+    decision: ApprovalDecision
+    user_id: Subject = Field(description="Who answered.")
+    admin: bool = Field(default=False, description="Ingress found the answerer in `authz.*.admins`.")
+    reply_target: ReplyTarget = Field(description="Where to say that no call waits, when none does.")
+
+
+RunCommand = Annotated[
+    StartRun | InterruptRun | ResumeRun | ResetConversation | AnswerApproval, Field(discriminator="type")
+]
 RunCommandAdapter: TypeAdapter[RunCommand] = TypeAdapter(RunCommand)

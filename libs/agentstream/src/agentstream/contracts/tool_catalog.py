@@ -39,6 +39,9 @@ class ToolCatalogEntry(Record):
     source: Name | None = Field(default=None, description="The MCP server or function group; None for the others.")
     executor_id: Name = Field(description="The executor serving it: each replica has its own.")
     available: bool = Field(description="False: this executor stopped serving it (stopped, or its server is gone).")
+    requires_approval: bool = Field(
+        default=False, description="A call pauses the run until a person approves it (docs/tools.md § Approval)."
+    )
     heartbeat_s: float = Field(gt=0, description="The executor republishes this often; 3 missed: the entry is gone.")
 
     def expires_after_s(self) -> float:

@@ -25,6 +25,9 @@ class ToolCallRequest(Record):
     )
     attempt: int = 1
     deadline: datetime | None = Field(default=None, description="After this the result is useless.")
+    call_seq: int | None = Field(
+        default=None, ge=0, description="`seq` of the run's `tool.call` event, which the call's heartbeats repeat."
+    )
 
     @property
     def idempotency_key(self) -> str:

@@ -1,8 +1,8 @@
 """Broker factory: a FastStream `KafkaBroker` configured from settings.
 
 TLS/SASL come from `kafka.security_protocol` and friends (`agentstream.kafka.security`).
-Embedded (Tansu) mode: no idempotent producer (Tansu does not support it) and a
-short fetch wait (Tansu answers fetches only when the wait expires).
+What differs between Tansu and Kafka (idempotence, acks, fetch wait) comes from
+`agentstream.kafka.flavor`.
 
 Handlers get the message itself, undecoded and without dependency injection: every
 handler of ours takes one `KafkaMessage` and decodes the body with its own pydantic
@@ -23,6 +23,7 @@ from faststream.kafka.prometheus import KafkaPrometheusMiddleware
 from prometheus_client import CollectorRegistry
 
 from agentstream.config import KafkaSettings
+from agentstream.kafka.flavor import tuning
 from agentstream.kafka.security import broker_security
 
 FASTSTREAM_LOGGER = logging.getLogger("faststream")
@@ -31,14 +32,15 @@ FASTSTREAM_LOGGER = logging.getLogger("faststream")
 def make_broker(
     kafka: KafkaSettings, *, registry: CollectorRegistry | None = None, client_id: str | None = None
 ) -> KafkaBroker:
+    broker_tuning = tuning(kafka)
     middlewares: list[Any] = []
     if registry is not None:
         middlewares.append(KafkaPrometheusMiddleware(registry=registry, app_name=client_id or kafka.client_id))
     return KafkaBroker(
         kafka.bootstrap_servers,
         client_id=client_id or kafka.client_id,
-        enable_idempotence=kafka.idempotence,
-        acks="all",
+        enable_idempotence=broker_tuning.idempotent,
+        acks=broker_tuning.acks,
         linger_ms=0,
         request_timeout_ms=15_000,
         security=broker_security(kafka),
@@ -62,6 +64,6 @@ async def the_message_itself(message: KafkaMessage) -> KafkaMessage:
 def consumer_options(kafka: KafkaSettings) -> dict[str, Any]:
     """Keyword arguments every subscriber of ours passes to `broker.subscriber`."""
     return {
-        "fetch_max_wait_ms": kafka.fetch_wait_ms,
+        "fetch_max_wait_ms": tuning(kafka).fetch_max_wait_ms,
         "auto_offset_reset": "earliest",
     }

@@ -21,6 +21,29 @@ TOPIC_NAMES = ("inbound", "runs", "tool-calls", "tool-results", "tool-catalog", 
 # the latest state per tool (compacted) and is read whole by every runner (docs/topics.md).
 TOPIC_PARTITIONS = {"tool-catalog": 1}
 TOPIC_CONFIGS = {"tool-catalog": {"cleanup.policy": "compact"}}
+# How long a deleted-by-time topic keeps records. Explicit so `topics create` and the Strimzi
+# KafkaTopic resources (generated from this registry) agree whatever the cluster's default.
+# A week outlasts any outage a consumer recovers from; dead letters wait a month for a person.
+DAY_MS = 24 * 3600 * 1000
+TOPIC_RETENTION_MS = {"dlq": 30 * DAY_MS}
+DEFAULT_RETENTION_MS = 7 * DAY_MS
+
+
+def topic_config(short: str) -> dict[str, str]:
+    """The broker settings of one topic: compaction, or retention by time."""
+    config = dict(TOPIC_CONFIGS.get(short, {}))
+    if config.get("cleanup.policy") != "compact":
+        config["retention.ms"] = str(TOPIC_RETENTION_MS.get(short, DEFAULT_RETENTION_MS))
+    return config
+
+
+def consumer_group(kafka: KafkaSettings, service: str) -> str:
+    """The consumer group of a service's main subscription (what lag is measured against)."""
+    return f"{kafka.topic_prefix}{service}"
+
+
+def topic_partitions(short: str, kafka: KafkaSettings) -> int:
+    return TOPIC_PARTITIONS.get(short, kafka.partitions)
 
 
 class _TopicProperty:
@@ -76,9 +99,9 @@ async def create_topics(kafka: KafkaSettings) -> list[str]:
         wanted = [
             NewTopic(
                 topics.name(short),
-                num_partitions=TOPIC_PARTITIONS.get(short, kafka.partitions),
+                num_partitions=topic_partitions(short, kafka),
                 replication_factor=kafka.replication_factor,
-                topic_configs=TOPIC_CONFIGS.get(short, {}),
+                topic_configs=topic_config(short),
             )
             for short in TOPIC_NAMES
             if topics.name(short) not in existing

@@ -1,9 +1,11 @@
 """pytest fixtures shared by every test tree.
 
-One embedded broker per test session (a group join costs seconds, a broker start
-less than one); every test isolates itself with its own topic prefix, hence its own
-topics and consumer groups. Databases: SQLite in a temp dir and PostgreSQL (a fresh
-database per test on ``AGENTSTREAM_TEST_PG``, default the local server).
+One broker per test session (a group join costs seconds, a broker start less than one):
+the embedded Tansu, or Apache Kafka in Docker with ``AGENTSTREAM_TEST_BROKER=kafka``
+(`agentstream.testing.brokers`); every test isolates itself with its own topic prefix,
+hence its own topics and consumer groups. Databases: SQLite in a temp dir and PostgreSQL
+(a fresh database per test on ``AGENTSTREAM_TEST_PG``, else the local server, else a
+container where Docker is).
 """
 
 from __future__ import annotations
@@ -16,10 +18,22 @@ from typing import Any
 
 import pytest
 
-from agentstream.config import Settings, load_settings
+from agentstream.config import KafkaFlavor, Settings, load_settings
 from agentstream.kafka import EmbeddedBroker, create_topics
+from agentstream.testing.brokers import (
+    LOCAL_PG_URL,
+    TEST_BOOTSTRAP_ENV,
+    TEST_BROKER_ENV,
+    TEST_PG_ENV,
+    broker_description,
+    broker_unavailable,
+    docker_missing,
+    flavor_under_test,
+    kafka_in_docker,
+    postgres_in_docker,
+)
 
-PG_ADMIN_URL = os.environ.get("AGENTSTREAM_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+GIVEN_PG_URL = os.environ.get(TEST_PG_ENV)
 
 # Every test stack accepts this bootstrap admin token (`auth.admin_token_env`); services started as
 # separate processes inherit the variable. Tests of the credentials themselves make real API keys.
@@ -28,22 +42,62 @@ ADMIN_TOKEN = os.environ.setdefault(ADMIN_TOKEN_ENV, f"test-admin-{uuid.uuid4().
 ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 
 
-def _pg_available() -> bool:
+def _pg_answers(url: str) -> bool:
     try:
         import psycopg
 
-        with psycopg.connect(PG_ADMIN_URL, connect_timeout=3):
+        with psycopg.connect(url, connect_timeout=3):
             return True
     except Exception:
         return False
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Which broker the run uses, printed once (and why its tests skip, when they do)."""
+    return [broker_description()]
+
+
+_SKIPPED_WITHOUT_BROKER = pytest.StashKey[int]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without the broker asked for, its tests are left out here, said once by the report
+    header, rather than each skipped with the same reason on its own line."""
+    if broker_unavailable() is None:
+        return
+    left_out = [item for item in items if "kafka_bootstrap" in getattr(item, "fixturenames", ())]
+    if left_out:
+        items[:] = [item for item in items if "kafka_bootstrap" not in getattr(item, "fixturenames", ())]
+        config.hook.pytest_deselected(items=left_out)
+        config.stash[_SKIPPED_WITHOUT_BROKER] = len(left_out)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    # A quiet run prints no header: the one line goes at the end instead.
+    left_out = config.stash.get(_SKIPPED_WITHOUT_BROKER, 0)
+    if left_out and (terminalreporter.verbosity < 0 or config.option.no_header):
+        terminalreporter.write_line(f"{left_out} tests skipped: {broker_unavailable()}")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # Every test left out for want of the broker: a skip, not "no tests collected".
+    if session.config.stash.get(_SKIPPED_WITHOUT_BROKER, 0) and exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        session.exitstatus = pytest.ExitCode.OK
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap() -> Iterator[str]:
-    """Bootstrap servers of the test broker: ``AGENTSTREAM_TEST_BOOTSTRAP`` or an embedded Tansu."""
-    external = os.environ.get("AGENTSTREAM_TEST_BOOTSTRAP")
+    """Bootstrap servers of the test broker: ``AGENTSTREAM_TEST_BOOTSTRAP``, Apache Kafka in
+    Docker (``AGENTSTREAM_TEST_BROKER=kafka``) or an embedded Tansu."""
+    external = os.environ.get(TEST_BOOTSTRAP_ENV)
     if external:
         yield external
+        return
+    if flavor_under_test() is KafkaFlavor.KAFKA:
+        if reason := docker_missing():
+            pytest.skip(f"{TEST_BROKER_ENV}=kafka: {reason}")
+        with kafka_in_docker() as bootstrap:
+            yield bootstrap
         return
     with EmbeddedBroker() as broker:
         yield broker.bootstrap_servers
@@ -55,28 +109,46 @@ def topic_prefix() -> str:
 
 
 @pytest.fixture(scope="session")
-def pg_available() -> bool:
-    return _pg_available()
+def pg_admin_url() -> Iterator[str | None]:
+    """An admin URL of a PostgreSQL server for the tests, or None when there is none:
+    ``AGENTSTREAM_TEST_PG``, else the local server, else a container where Docker is."""
+    if GIVEN_PG_URL:
+        yield GIVEN_PG_URL if _pg_answers(GIVEN_PG_URL) else None
+        return
+    if _pg_answers(LOCAL_PG_URL):
+        yield LOCAL_PG_URL
+        return
+    if docker_missing():
+        yield None
+        return
+    with postgres_in_docker() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def pg_available(pg_admin_url: str | None) -> bool:
+    return pg_admin_url is not None
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path, pg_available: bool) -> Iterator[str]:
+def db_url(request: pytest.FixtureRequest, tmp_path: Path, pg_admin_url: str | None) -> Iterator[str]:
     """An empty, migrated-on-demand database URL on each engine."""
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path / 'agentstream.db'}"
         return
-    if not pg_available:
+    if pg_admin_url is None:
+        where = GIVEN_PG_URL or f"{LOCAL_PG_URL} (and {docker_missing() or 'no container started'})"
         if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is not reachable at {PG_ADMIN_URL} (CI must start it)")
-        pytest.skip(f"PostgreSQL not reachable at {PG_ADMIN_URL}")
+            pytest.fail(f"PostgreSQL is not reachable at {where} (CI must start it)")
+        pytest.skip(f"PostgreSQL not reachable at {where}")
     import psycopg
 
     name = f"as_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
-    base = PG_ADMIN_URL.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
+    base = pg_admin_url.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
     yield f"{base}/{name}"
-    with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -86,10 +158,29 @@ def sqlite_url(tmp_path: Path) -> str:
 
 
 def make_test_settings(bootstrap: str, prefix: str, db_url: str, **overrides: Any) -> Settings:
-    kafka = {"bootstrap_servers": bootstrap, "topic_prefix": prefix, "embedded": True, "partitions": 2}
+    flavor = flavor_under_test()
+    kafka = {
+        "bootstrap_servers": bootstrap,
+        "topic_prefix": prefix,
+        "embedded": flavor is KafkaFlavor.TANSU,
+        "flavor": flavor.value,
+        "partitions": 2,
+    }
     kafka.update(overrides.pop("kafka", {}))
     auth = {"admin_token_env": ADMIN_TOKEN_ENV, **overrides.pop("auth", {})}
     return load_settings(kafka=kafka, database={"url": db_url}, auth=auth, **overrides)
+
+
+def kafka_env(settings: Settings) -> dict[str, str]:
+    """The test broker's settings as a service process's AGENTSTREAM__KAFKA__ variables."""
+    kafka = settings.kafka
+    return {
+        "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+        "AGENTSTREAM__KAFKA__TOPIC_PREFIX": kafka.topic_prefix,
+        "AGENTSTREAM__KAFKA__EMBEDDED": str(kafka.embedded).lower(),
+        "AGENTSTREAM__KAFKA__FLAVOR": kafka.flavor.value,
+        "AGENTSTREAM__KAFKA__PARTITIONS": str(kafka.partitions),
+    }
 
 
 @pytest.fixture

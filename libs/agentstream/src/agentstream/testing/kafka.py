@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from agentstream.kafka.flavor import FLAVORS
 from agentstream.kafka.internals import refresh_metadata
+from agentstream.testing.brokers import flavor_under_test
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,9 @@ async def read_until(
 async def read_to_end(bootstrap: str, topic: str, timeout: float = 30.0) -> list[RawRecord]:
     """Everything on `topic` when called: from the beginning to each partition's end offset.
 
-    To show that something was *not* produced: whatever was acked before the call is in the result."""
+    To show that something was *not* produced: whatever was acked before the call is in the result.
+    The end is read the way the test broker answers it (`BrokerTuning.within_end`)."""
+    broker = FLAVORS[flavor_under_test()]
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=10
     )
@@ -89,7 +93,7 @@ async def read_to_end(bootstrap: str, topic: str, timeout: float = 30.0) -> list
                     records.extend(
                         RawRecord(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers))
                         for r in tp_records
-                        if r.offset < ends[TopicPartition(r.topic, r.partition)]
+                        if broker.within_end(r.offset, ends[TopicPartition(r.topic, r.partition)])
                     )
         return records
     finally:

@@ -113,6 +113,7 @@ class RemoteConnector(Configured):
         super().__init__(settings)
         self._policy = RetryPolicy(attempts=settings.retry_attempts, base_delay_s=settings.retry_base_delay_s)
         self._sleep = sleep
+        self.on_retry: Callable[[], None] | None = None  # set by `Connectors.open` (the runner's metrics)
 
     async def _request(
         self, send: Callable[[], Awaitable[T]], sdk_error: type[SdkError], classify: Callable[[SdkError], Exception]
@@ -125,7 +126,7 @@ class RemoteConnector(Configured):
             except sdk_error as err:
                 raise classify(err) from err
 
-        return await with_retries(attempt, self._policy, self._sleep)
+        return await with_retries(attempt, self._policy, self._sleep, self.on_retry)
 
 
 @runtime_checkable

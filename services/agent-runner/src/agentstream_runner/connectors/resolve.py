@@ -16,9 +16,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 from agentstream.config import ConnectorSettings, Settings
-from agentstream_runner.connectors.base import Connector
+from agentstream_runner.connectors.base import Connector, RemoteConnector
 from agentstream_runner.connectors.scripted import ScriptedConnector
 from agentstream_runner.outcome import RunFailure
 
@@ -107,9 +108,17 @@ def resolve_connector(
 class Connectors:
     """The configured connectors, opened on first use and then reused."""
 
-    def __init__(self, settings: Settings, factories: Mapping[str, ConnectorFactory] = DEFAULT_FACTORIES) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        factories: Mapping[str, ConnectorFactory] = DEFAULT_FACTORIES,
+        *,
+        on_retry: Callable[[str], None] | None = None,
+    ) -> None:
+        """`on_retry(connector id)`: told of each further attempt of a model call."""
         self._settings = settings
         self._factories = factories
+        self._on_retry = on_retry
         self._open: dict[str, Connector] = {}
 
     def preload(self) -> None:
@@ -131,9 +140,12 @@ class Connectors:
             if factory is None:
                 raise ConnectorError(f"connector type {config.type} not available (connector {config.id!r})")
             try:
-                self._open[config.id] = factory(config)
+                connector = factory(config)
             except (OSError, ValueError) as err:  # e.g. a missing or invalid script file
                 raise ConnectorError(f"connector {config.id!r} could not be opened: {err}") from err
+            if isinstance(connector, RemoteConnector) and self._on_retry is not None:
+                connector.on_retry = partial(self._on_retry, config.id)
+            self._open[config.id] = connector
         return self._open[config.id]
 
     async def close(self) -> None:

@@ -73,13 +73,17 @@ async def with_retries(
     attempt_fn: Callable[[], Awaitable[T]],
     policy: RetryPolicy,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    on_retry: Callable[[], None] | None = None,
 ) -> T:
-    """Run `attempt_fn` until it returns or raises something other than `Transient`."""
+    """Run `attempt_fn` until it returns or raises something other than `Transient`;
+    `on_retry` is told before each further attempt (the runner counts them)."""
     for attempt in range(1, policy.attempts + 1):
         try:
             return await attempt_fn()
         except Transient as err:
             if attempt == policy.attempts:
                 raise LLMError(f"model call failed after {attempt} attempts: {err.description}") from None
+            if on_retry is not None:
+                on_retry()
             await sleep(policy.delay(attempt, err.retry_after_s))
     raise AssertionError("unreachable")  # the loop returns or raises

@@ -1,7 +1,7 @@
 """The k8s NetworkPolicies and Ingress allow exactly the flows the services need.
 
 A small evaluator of the policies, flow by flow, over the manifests `kustomize` would render
-(the manifests themselves are checked in test_deploy_files.py).
+(the manifests themselves are checked in test_k8s_base.py).
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ from agentstream.config import SERVICES, load_settings
 from agentstream.config.auth import WebSessionSettings
 from agentstream_delivery.adapters.web import WebAdapter
 from agentstream_delivery.adapters.web_http import add_web_routes
-from tests.unit.docs.test_deploy_files import ROOT, clean_env, kustomization, manifests
-
-__all__ = ["clean_env", "kustomization", "manifests"]  # fixtures shared with test_deploy_files.py
+from tests.unit.deploy.conftest import BASE, ROOT
 
 # -- k8s/ NetworkPolicies: a small evaluator of the policies, flow by flow -----------------------
 
@@ -172,7 +170,7 @@ def test_k8s_who_reaches_the_http_ports(policies: list[dict[str, Any]], pods: di
 def test_k8s_the_web_page_forwards_to_the_ingress_service(
     kustomization: dict[str, Any], manifests: dict[tuple[str, str], dict[str, Any]]
 ) -> None:
-    settings = load_settings(ROOT / "k8s" / kustomization["configMapGenerator"][0]["files"][0].split("=")[-1])
+    settings = load_settings(BASE / kustomization["configMapGenerator"][0]["files"][0].split("=")[-1])
     url = urlsplit(settings.platforms["web"].api_url or "")
     service = manifests[("Service", url.hostname or "")]
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "ingress"

@@ -1,0 +1,433 @@
+"""Tool round trip: a `tool-calls` request produced → its `tool-results` record consumed.
+
+    uv run python -m bench.tool_roundtrip                      # embedded Tansu
+    uv run python -m bench.tool_roundtrip --calls 1000 --json
+
+The tool-executor runs as deployed (`agentstream serve tool-executor`, its own process, a
+SQLite file for its `tool_calls` claims) and serves one no-op tool twice: as a Python
+function tool (`bench__noop`) and through an MCP stdio server written with FastMCP
+(`mcp__noop`, bench/noop_tools.py). The driver produces `ToolCallRequest`s and reads
+`tool-results` with plain aiokafka, `parallel` calls in flight (1 and 50: each of that many
+workers sends a call and waits for its result before the next). Beside it, measured in the
+same run on the same broker: the raw round trip (a record produced → consumed, plain
+aiokafka), with 1 and with `parallel` records in flight the same way. Target: the function
+tool's p50 ≤ 3× the raw p50 at the same parallelism (a call is two broker hops, request and
+result, so 2× is the floor). The MCP share is what the executor spent inside the MCP call
+(its `duration_ms`, p50), shown beside the difference of the MCP and function round trips.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from agentstream.config import Settings, load_settings  # noqa: E402
+from agentstream.contracts import ToolCallRequest, ToolCallResult  # noqa: E402
+from agentstream.contracts.tools import ToolCallResultAdapter  # noqa: E402
+from agentstream.db import create_engine, session_factory, upgrade  # noqa: E402
+from agentstream.kafka import EmbeddedBroker, create_topics  # noqa: E402
+from agentstream.kafka.flavor import tuning  # noqa: E402
+from agentstream_tools.call_store import ToolCallStore  # noqa: E402
+from bench.ingress_throughput import PG_ADMIN_DEFAULT, PG_ADMIN_ENV, temporary_pg_database  # noqa: E402
+from bench.kafka_baseline import _fresh_topic, measure_baseline, percentile  # noqa: E402
+from bench.service_process import ServiceProcess  # noqa: E402
+
+FUNCTION_TOOL = "bench__noop"
+MCP_TOOL = "mcp__noop"
+TARGET_RATIO = 3.0
+
+
+@dataclass(frozen=True)
+class Level:
+    tool: str
+    parallel: int
+    calls: int
+    p50_ms: float
+    p99_ms: float
+    raw_p50_ms: float  # the raw round trip at the same parallelism
+    raw_p99_ms: float
+    executor_p50_ms: float  # the executor's own `duration_ms` (lookup, arguments, the tool): p50
+    executor_cpu_ms: float  # CPU time of the executor process per call (Linux /proc)
+
+    @property
+    def p50_ratio(self) -> float:
+        return self.p50_ms / self.raw_p50_ms
+
+    @property
+    def p99_ratio(self) -> float:
+        return self.p99_ms / self.raw_p99_ms
+
+
+@dataclass
+class Report:
+    raw: dict[int, tuple[float, float]]  # parallel → (p50, p99) of the raw round trip
+    levels: list[Level] = field(default_factory=list)
+    store_p50_ms: float = 0.0  # the at-most-once store alone: claim + finish of one call, p50
+    store_cpu_ms: float = 0.0  # its CPU per call
+    database: str = ""
+
+    def level(self, tool: str, parallel: int) -> Level:
+        return next(lv for lv in self.levels if lv.tool == tool and lv.parallel == parallel)
+
+    def mcp_share(self, parallel: int) -> tuple[float, float]:
+        """(p50 round trip of MCP minus that of the function tool, p50 time inside the MCP call)."""
+        mcp, fn = self.level(MCP_TOOL, parallel), self.level(FUNCTION_TOOL, parallel)
+        return mcp.p50_ms - fn.p50_ms, mcp.executor_p50_ms
+
+    @property
+    def target_met(self) -> bool:
+        return all(lv.p50_ratio <= TARGET_RATIO for lv in self.levels if lv.tool == FUNCTION_TOOL)
+
+
+class ResultReader:
+    """Reads `tool-results` (every partition, from the end) and resolves each call's future."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.topic = settings.topic("tool-results")
+        self.settings = settings
+        self.waiting: dict[str, asyncio.Future[ToolCallResult]] = {}
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=settings.kafka.bootstrap_servers,
+            group_id=None,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=tuning(settings.kafka).fetch_max_wait_ms,
+        )
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.consumer.start()
+        self.consumer.assign([TopicPartition(self.topic, p) for p in range(self.settings.kafka.partitions)])
+        await self.consumer.seek_to_end()
+        for p in range(self.settings.kafka.partitions):  # resolve the end offsets before the first call
+            await self.consumer.position(TopicPartition(self.topic, p))
+        self._task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        while True:
+            batches = await self.consumer.getmany(timeout_ms=100)
+            for records in batches.values():
+                for record in records:
+                    result = ToolCallResultAdapter.validate_json(record.value)
+                    future = self.waiting.pop(result.run_id, None)
+                    if future is not None and not future.done():
+                        future.set_result(result)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait({self._task})
+        await self.consumer.stop()
+
+
+class Driver:
+    def __init__(self, settings: Settings, producer: AIOKafkaProducer, reader: ResultReader) -> None:
+        self.settings, self.producer, self.reader = settings, producer, reader
+        self.topic = settings.topic("tool-calls")
+
+    async def call(self, tool: str, worker: int, timeout_s: float) -> tuple[float, ToolCallResult]:
+        """One call, timed from the produce until its result is read."""
+        run_id = uuid.uuid4().hex
+        key = f"bench:{worker}"
+        request = ToolCallRequest(
+            run_id=run_id, root_run_id=run_id, conversation_key=key, call_id="c1", tool=tool, arguments="{}"
+        )
+        value = request.to_json()
+        future: asyncio.Future[ToolCallResult] = asyncio.get_running_loop().create_future()
+        self.reader.waiting[run_id] = future
+        started = time.perf_counter()
+        await self.producer.send(self.topic, value, key=key.encode())
+        async with asyncio.timeout(timeout_s):
+            result = await future
+        return (time.perf_counter() - started) * 1000, result
+
+    async def level(self, tool: str, parallel: int, calls: int, timeout_s: float) -> tuple[list[float], list[float]]:
+        """`calls` calls, `parallel` in flight; (round trips, executor durations) in ms."""
+        trips: list[float] = []
+        inside: list[float] = []
+        left = calls
+
+        async def worker(w: int) -> None:
+            nonlocal left
+            while left > 0:
+                left -= 1
+                ms, result = await self.call(tool, w, timeout_s)
+                if not result.ok:
+                    raise RuntimeError(f"{tool} failed: {result.error}")
+                trips.append(ms)
+                inside.append(result.duration_ms)
+
+        await asyncio.gather(*(worker(w) for w in range(parallel)))
+        return trips, inside
+
+    async def until_served(self, tool: str, timeout_s: float) -> None:
+        """Calls `tool` until it answers ok (an MCP server connects after the executor is ready)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            _, result = await self.call(tool, 0, timeout_s)
+            if result.ok:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{tool} not served: {result.error}")
+            await asyncio.sleep(0.2)
+
+
+async def raw_parallel(bootstrap: str, embedded: bool, parallel: int, calls: int) -> tuple[float, float]:
+    """The raw round trip with `parallel` records in flight: each of `parallel` workers produces
+    a record and waits until the consumer has it back (plain aiokafka, one partition)."""
+    async with _fresh_topic(bootstrap, embedded=embedded, kind="parallel", partitions=1) as (
+        producer,
+        consumer,
+        topic,
+    ):
+        consumer.assign([TopicPartition(topic, 0)])
+        await consumer.seek_to_beginning()
+        waiting: dict[int, asyncio.Future[None]] = {}
+
+        async def read() -> None:
+            while True:
+                for records in (await consumer.getmany(timeout_ms=100)).values():
+                    for record in records:
+                        future = waiting.pop(int(record.value), None)
+                        if future is not None:
+                            future.set_result(None)
+
+        samples: list[float] = []
+        counter = iter(range(-parallel * 2, calls))  # the first 2 per worker warm up, not counted
+
+        async def worker() -> None:
+            for seq in counter:
+                future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                waiting[seq] = future
+                started = time.perf_counter()
+                await producer.send(topic, str(seq).encode())
+                async with asyncio.timeout(30):
+                    await future
+                if seq >= 0:
+                    samples.append((time.perf_counter() - started) * 1000)
+
+        reader = asyncio.create_task(read())
+        try:
+            await asyncio.gather(*(worker() for _ in range(parallel)))
+        finally:
+            reader.cancel()
+            await asyncio.wait({reader})
+    return percentile(samples, 50), percentile(samples, 99)
+
+
+async def measure_store(db_url: str, calls: int) -> tuple[float, float]:
+    """What the executor's at-most-once store costs per call on `db_url`: `claim` then `finish`
+    (two transactions), one call at a time, in this process → (p50 ms, CPU ms per call)."""
+    engine = create_engine(db_url)
+    store = ToolCallStore(session_factory(engine))
+    samples: list[float] = []
+    cpu = time.process_time()
+    try:
+        for i in range(-5, calls):  # 5 warm-up calls (connections, statement caches)
+            run_id = uuid.uuid4().hex
+            ids: dict[str, Any] = {
+                "run_id": run_id,
+                "root_run_id": run_id,
+                "conversation_key": "bench:store",
+                "call_id": "c1",
+            }
+            request = ToolCallRequest(**ids, tool=FUNCTION_TOOL, arguments="{}")
+            started = time.perf_counter()
+            await store.claim(request)
+            await store.finish(request, ToolCallResult(**ids, tool=FUNCTION_TOOL, ok=True, content="ok"))
+            if i == -1:
+                cpu = time.process_time()
+            elif i >= 0:
+                samples.append((time.perf_counter() - started) * 1000)
+    finally:
+        await engine.dispose()
+    return percentile(samples, 50), (time.process_time() - cpu) * 1000 / calls
+
+
+def executor_config(bootstrap: str, embedded: bool, db_url: str, parallel: int) -> dict[str, Any]:
+    """The tool-executor's config file: the no-op as a function tool and behind an MCP server."""
+    return {
+        "kafka": {
+            "bootstrap_servers": bootstrap,
+            "embedded": embedded,
+            "topic_prefix": f"bench-{uuid.uuid4().hex[:6]}.",
+        },
+        "database": {"url": db_url},
+        "log_level": "WARNING",
+        "tools": {
+            "max_concurrency": max(16, parallel),
+            "functions": {"bench": ["bench.noop_tools:noop"]},
+            "mcp_servers": {
+                "mcp": {
+                    "command": sys.executable,
+                    "args": ["-m", "bench.noop_tools"],
+                    "cwd": str(ROOT),
+                    "max_concurrency": parallel,
+                }
+            },
+        },
+    }
+
+
+async def run_bench(
+    bootstrap: str,
+    *,
+    embedded: bool = True,
+    parallels: Sequence[int] = (1, 50),
+    calls: int = 500,
+    baseline_messages: int = 500,
+    warmup: int = 20,
+    timeout_s: float = 30.0,
+    database_url: str | None = None,
+) -> Report:
+    """`database_url`: the executor's `tool_calls` store (default: a new SQLite file, as `agentstream up`)."""
+    baseline = await measure_baseline(bootstrap, baseline_messages, embedded=embedded)
+    raw = {1: (baseline.p50_ms, baseline.p99_ms)}
+    for parallel in parallels:
+        if parallel != 1:
+            raw[parallel] = await raw_parallel(bootstrap, embedded, parallel, max(calls, parallel * 4))
+    workdir = Path(tempfile.mkdtemp(prefix="agentstream-bench-tools-"))
+    db_url = database_url or f"sqlite+aiosqlite:///{workdir / 'tools.db'}"
+    await upgrade(db_url)
+    config = executor_config(bootstrap, embedded, db_url, max(parallels))
+    settings = load_settings(**config)
+    await create_topics(settings.kafka)
+    report = Report(raw, database=db_url.split("://", 1)[0])
+    report.store_p50_ms, report.store_cpu_ms = await measure_store(db_url, min(calls, 200))
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, enable_idempotence=tuning(settings.kafka).idempotent, acks="all", linger_ms=0
+    )
+    reader = ResultReader(settings)
+    await producer.start()
+    await reader.start()
+    try:
+        async with ServiceProcess("tool-executor", config) as executor:
+            driver = Driver(settings, producer, reader)
+            for tool in (FUNCTION_TOOL, MCP_TOOL):
+                await driver.until_served(tool, timeout_s)
+                await driver.level(tool, max(parallels), max(warmup, max(parallels)), timeout_s)  # warm-up
+                for parallel in parallels:
+                    cpu_before = executor.cpu_seconds()
+                    trips, inside = await driver.level(tool, parallel, max(calls, parallel), timeout_s)
+                    cpu_ms = (executor.cpu_seconds() - cpu_before) * 1000 / len(trips)
+                    report.levels.append(
+                        Level(
+                            tool,
+                            parallel,
+                            len(trips),
+                            percentile(trips, 50),
+                            percentile(trips, 99),
+                            *raw[parallel],
+                            percentile(inside, 50),
+                            cpu_ms,
+                        )
+                    )
+    finally:
+        await reader.stop()
+        await producer.stop()
+    return report
+
+
+def format_report(report: Report) -> str:
+    lines = [
+        "Tool round trip: tool-calls produced -> tool-results consumed (no-op tool)",
+        "-" * 74,
+        "raw Kafka round trip (produce -> consume, plain aiokafka, same broker, same run):",
+    ]
+    lines += [
+        f"  {p:>3} in flight   p50 {p50:6.2f} ms   p99 {p99:6.2f} ms" for p, (p50, p99) in sorted(report.raw.items())
+    ]
+    lines += [
+        "",
+        f"{'tool':<13}{'parallel':>8}{'calls':>7}{'p50 ms':>9}{'p99 ms':>9}{'p50/raw':>9}{'p99/raw':>9}"
+        f"{'in executor p50':>17}{'executor CPU/call':>19}",
+    ]
+    for lv in report.levels:
+        name = "function" if lv.tool == FUNCTION_TOOL else "MCP stdio"
+        lines.append(
+            f"{name:<13}{lv.parallel:>8}{lv.calls:>7}{lv.p50_ms:>9.2f}{lv.p99_ms:>9.2f}"
+            f"{lv.p50_ratio:>8.1f}x{lv.p99_ratio:>8.1f}x{lv.executor_p50_ms:>14.2f} ms{lv.executor_cpu_ms:>16.2f} ms"
+        )
+    lines.append("")
+    for parallel in sorted({lv.parallel for lv in report.levels}):
+        extra, inside = report.mcp_share(parallel)
+        mcp = report.level(MCP_TOOL, parallel)
+        lines.append(
+            f"MCP share, {parallel} in flight: the MCP call p50 {inside:.2f} ms inside the executor "
+            f"({inside / mcp.p50_ms:.0%} of the MCP round trip); MCP round trip - function round trip "
+            f"= {extra:+.2f} ms"
+        )
+    lines.append(
+        f"of which the at-most-once store ({report.database}, claim + finish, measured alone): "
+        f"p50 {report.store_p50_ms:.2f} ms, {report.store_cpu_ms:.2f} ms CPU per call"
+    )
+    verdict = "met" if report.target_met else "NOT met"
+    lines.append(f"target: function tool p50 <= {TARGET_RATIO:g}x raw p50 at the same parallelism: {verdict}")
+    return "\n".join(lines)
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    return {
+        "raw": {str(p): {"p50_ms": p50, "p99_ms": p99} for p, (p50, p99) in report.raw.items()},
+        "levels": [asdict(lv) | {"p50_ratio": lv.p50_ratio, "p99_ratio": lv.p99_ratio} for lv in report.levels],
+        "mcp_share": {
+            str(p): dict(zip(("extra_p50_ms", "inside_p50_ms"), report.mcp_share(p), strict=True))
+            for p in sorted({lv.parallel for lv in report.levels})
+        },
+        "store": {"database": report.database, "p50_ms": report.store_p50_ms, "cpu_ms": report.store_cpu_ms},
+        "target_met": report.target_met,
+    }
+
+
+async def _run(args: argparse.Namespace) -> Report:
+    options: dict[str, Any] = {
+        "parallels": tuple(args.parallel),
+        "calls": args.calls,
+        "baseline_messages": args.baseline_messages,
+    }
+    if args.pg:
+        async with temporary_pg_database(os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)) as url:
+            args.pg, args.database_url = False, url
+            return await _run(args)
+    options["database_url"] = args.database_url
+    if args.bootstrap:
+        return await run_bench(args.bootstrap, embedded=args.embedded, **options)
+    async with EmbeddedBroker() as broker:
+        return await run_bench(broker.bootstrap_servers, embedded=True, **options)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.tool_roundtrip", description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap", help="broker to use (default: an embedded Tansu)")
+    parser.add_argument("--embedded", action="store_true", help="the --bootstrap broker is Tansu")
+    parser.add_argument("--calls", type=int, default=500, help="calls per tool and level (default 500)")
+    parser.add_argument("--parallel", type=int, nargs="+", default=[1, 50], help="calls in flight (default 1 50)")
+    parser.add_argument("--baseline-messages", type=int, default=500, help="raw round trips (default 500)")
+    parser.add_argument("--database-url", help="the executor's database (default: a new SQLite file)")
+    parser.add_argument("--pg", action="store_true", help=f"a throw-away PostgreSQL database on ${PG_ADMIN_ENV}")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings and up
+    report = asyncio.run(_run(args))
+    print(json.dumps(report_json(report)) if args.json else format_report(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

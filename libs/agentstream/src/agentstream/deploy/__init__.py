@@ -1,0 +1,4 @@
+"""Kubernetes resources generated from the code's own registries (`python -m agentstream.deploy`).
+
+Checked-in files under k8s/ are the output; tests fail when they are stale.
+"""

@@ -1,0 +1,122 @@
+"""Strimzi `KafkaTopic` and KEDA `ScaledObject` resources from the topic registry and a config file.
+
+Both follow the config's `kafka` section (prefix, partitions, replication factor, bootstrap
+servers), so topic sizes, consumer groups and the autoscalers' ceilings cannot drift from what
+the services use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agentstream.config import KafkaSettings
+from agentstream.kafka.topics import TOPIC_NAMES, Topics, consumer_group, topic_config, topic_partitions
+
+STRIMZI_API = "kafka.strimzi.io/v1"
+KEDA_API = "keda.sh/v1alpha1"
+STRIMZI_BOOTSTRAP_SUFFIX = "-kafka-bootstrap"
+
+
+@dataclass(frozen=True)
+class LagScaling:
+    """A service scaled on its consumer group's lag.
+
+    `lag_per_replica` is KEDA's lagThreshold: the lag one replica is expected to carry. It is
+    per record, and records differ in weight: one `runs` command is a whole model call, one
+    `events` record a few tokens.
+    """
+
+    service: str
+    topics: tuple[str, ...]
+    lag_per_replica: int
+
+
+LAG_SCALED = (
+    LagScaling("ingress", ("inbound",), lag_per_replica=200),
+    LagScaling("agent-runner", ("runs", "tool-results"), lag_per_replica=20),
+    LagScaling("delivery", ("events",), lag_per_replica=2000),
+)
+
+
+class NotStrimziBootstrap(ValueError):
+    """The config's bootstrap servers are not a Strimzi bootstrap Service."""
+
+
+def strimzi_cluster(kafka: KafkaSettings) -> str:
+    """`<cluster>-kafka-bootstrap[.<ns>…]:<port>` → `<cluster>` (the KafkaTopic's owner label)."""
+    first = kafka.bootstrap_servers.split(",")[0].strip()
+    host = first.rsplit(":", 1)[0].split(".")[0]
+    if not host.endswith(STRIMZI_BOOTSTRAP_SUFFIX) or host == STRIMZI_BOOTSTRAP_SUFFIX:
+        raise NotStrimziBootstrap(
+            f"kafka.bootstrap_servers {kafka.bootstrap_servers!r} is not a Strimzi bootstrap Service "
+            f"(<cluster>{STRIMZI_BOOTSTRAP_SUFFIX}:<port>)"
+        )
+    return host.removesuffix(STRIMZI_BOOTSTRAP_SUFFIX)
+
+
+def _resource_name(topic: str) -> str:
+    """Kubernetes names are lower-case DNS labels; the topic's own name goes in spec.topicName."""
+    return topic.replace(".", "-").replace("_", "-").lower().strip("-")
+
+
+def kafka_topics(kafka: KafkaSettings) -> list[dict[str, Any]]:
+    cluster = strimzi_cluster(kafka)
+    topics = Topics(kafka.topic_prefix)
+    return [
+        {
+            "apiVersion": STRIMZI_API,
+            "kind": "KafkaTopic",
+            "metadata": {
+                "name": _resource_name(topics.name(short)),
+                "labels": {"strimzi.io/cluster": cluster, "app.kubernetes.io/name": "agentstream"},
+            },
+            "spec": {
+                "topicName": topics.name(short),
+                "partitions": topic_partitions(short, kafka),
+                "replicas": kafka.replication_factor,
+                "config": topic_config(short),
+            },
+        }
+        for short in TOPIC_NAMES
+    ]
+
+
+def max_replicas(scaling: LagScaling, kafka: KafkaSettings) -> int:
+    """More consumers than partitions of the input topic would sit idle."""
+    return min(topic_partitions(short, kafka) for short in scaling.topics)
+
+
+def scaled_objects(kafka: KafkaSettings) -> list[dict[str, Any]]:
+    topics = Topics(kafka.topic_prefix)
+    return [
+        {
+            "apiVersion": KEDA_API,
+            "kind": "ScaledObject",
+            "metadata": {
+                "name": f"agentstream-{scaling.service}",
+                "labels": {"app.kubernetes.io/name": "agentstream", "app.kubernetes.io/component": scaling.service},
+            },
+            "spec": {
+                "scaleTargetRef": {"name": f"agentstream-{scaling.service}"},
+                "minReplicaCount": 1,
+                "maxReplicaCount": max_replicas(scaling, kafka),
+                # Rebalances move conversations between replicas: wait before scaling down.
+                "cooldownPeriod": 300,
+                "triggers": [
+                    {
+                        "type": "kafka",
+                        "metadata": {
+                            "bootstrapServers": kafka.bootstrap_servers,
+                            "consumerGroup": consumer_group(kafka, scaling.service),
+                            "topic": topics.name(short),
+                            "lagThreshold": str(scaling.lag_per_replica),
+                            "allowIdleConsumers": "false",
+                        },
+                    }
+                    for short in scaling.topics
+                ],
+            },
+        }
+        for scaling in LAG_SCALED
+    ]

@@ -1,0 +1,102 @@
+"""Pending tool approvals: one request's state machine, and where answers find it.
+
+    PENDING → APPROVED   an `/approve` from the run's user or an admin
+            → DENIED     a `/deny` from the run's user or an admin
+            → EXPIRED    nobody answered by `expires_at`
+
+An answer from anyone else leaves it PENDING and says why (`refusal`). `expires_at` is a wall
+clock time written in the run's checkpoint, so a run resumed after a restart waits until the
+same deadline, not a new one (docs/tools.md § Approval).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from agentstream.contracts import AnswerApproval, ApprovalDecision, ApprovalOutcome, ApprovalRequest
+
+
+class ApprovalState(StrEnum):
+    PENDING = "pending"
+    APPROVED = ApprovalOutcome.APPROVED.value
+    DENIED = ApprovalOutcome.DENIED.value
+    EXPIRED = ApprovalOutcome.EXPIRED.value
+
+
+ANSWERED = {ApprovalDecision.APPROVE: ApprovalState.APPROVED, ApprovalDecision.DENY: ApprovalState.DENIED}
+
+
+class NotPending(Exception):
+    """An answer or expiry after the request already ended."""
+
+
+@dataclass
+class PendingApproval:
+    request: ApprovalRequest
+    state: ApprovalState = ApprovalState.PENDING
+    answered_by: str | None = None
+
+    def refusal(self, answer: AnswerApproval) -> str | None:
+        """Why `answer` does not count (None: it does)."""
+        if answer.admin or (self.request.user_id is not None and answer.user_id == self.request.user_id):
+            return None
+        return (
+            f"Only the user who asked ({self.request.user_id or 'unknown'}) or an admin can "
+            f"/{answer.decision.value} this; it is still waiting."
+        )
+
+    def answer(self, answer: AnswerApproval) -> str | None:
+        """Apply an answer: None when it ended the request, else the refusal to show."""
+        if self.state is not ApprovalState.PENDING:
+            raise NotPending(self.state)
+        why = self.refusal(answer)
+        if why is None:
+            self.state = ANSWERED[answer.decision]
+            self.answered_by = answer.user_id
+        return why
+
+    def expire(self) -> None:
+        if self.state is not ApprovalState.PENDING:
+            raise NotPending(self.state)
+        self.state = ApprovalState.EXPIRED
+
+    def remaining_s(self, now: datetime) -> float:
+        return (self.request.expires_at - now).total_seconds()
+
+    @property
+    def outcome(self) -> ApprovalOutcome | None:
+        return None if self.state is ApprovalState.PENDING else ApprovalOutcome(self.state.value)
+
+
+class ApprovalWaiters:
+    """The runs waiting for an answer, by conversation (one run of a conversation runs at a time);
+    the `runs` handler hands each `AnswerApproval` to the one waiting."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, asyncio.Queue[AnswerApproval]] = {}
+
+    @contextmanager
+    def waiting(self, conversation_key: str) -> Iterator[asyncio.Queue[AnswerApproval]]:
+        queue: asyncio.Queue[AnswerApproval] = asyncio.Queue()
+        self._queues[conversation_key] = queue
+        try:
+            yield queue
+        finally:
+            if self._queues.get(conversation_key) is queue:
+                del self._queues[conversation_key]
+
+    def deliver(self, answer: AnswerApproval) -> bool:
+        """False when no run of the conversation waits for an approval."""
+        queue = self._queues.get(answer.conversation_key)
+        if queue is None:
+            return False
+        queue.put_nowait(answer)
+        return True
+
+    def __len__(self) -> int:
+        return len(self._queues)

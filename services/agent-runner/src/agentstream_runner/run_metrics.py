@@ -1,0 +1,206 @@
+"""The runner's metrics, read off the events its runs emit.
+
+Every event of every run leaves through `BrokerRunPorts.publish_event`, which hands it to
+`RunMetrics.observe`: runs started and finished, run duration and time to first token, model
+calls and tokens (from the `llm` steps), tool calls and retries — with no counter threaded
+through the pipeline. Labels are bounded: connector ids and models come from the configuration,
+tools from the catalogue, statuses and reasons are the contracts' enums; never a run, chat or user.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from agentstream.contracts import (
+    EventBase,
+    MessageDelta,
+    RunFinished,
+    RunStarted,
+    StepCompleted,
+    StepFailed,
+    StepStarted,
+    ToolCall,
+    ToolResult,
+)
+from agentstream.contracts.endings import RunStatus
+from agentstream.contracts.events import StepType
+
+# Runs followed at once; beyond it the oldest is forgotten (a run whose finish was never emitted).
+MAX_TRACKED_RUNS = 10_000
+NO_REASON = "none"  # `run.finished` without a reason: it simply answered
+UNKNOWN = "unknown"  # a run that finished without a `run.started` from this runner
+RUN_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
+FIRST_TOKEN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
+
+
+class CallOutcome(StrEnum):
+    OK = "ok"
+    ERROR = "error"
+
+
+class TokenKind(StrEnum):
+    PROMPT = "prompt"
+    COMPLETION = "completion"
+
+
+@dataclass
+class _Run:
+    connector: str
+    started_at: float
+    first_token: bool = False
+
+
+class RunMetrics:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        models: Mapping[str, str | None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """`models`: each configured connector id → its model (None: the connector's default)."""
+        self._models = dict(models)
+        self._clock = clock
+        self._runs: OrderedDict[str, _Run] = OrderedDict()
+        self._llm_steps: dict[tuple[str, str], str] = {}  # (run id, step id) → connector
+        self.started = Counter(
+            "agentstream_runs_started_total",
+            "Runs started (root and delegated), by connector",
+            ["connector"],
+            registry=registry,
+        )
+        self.finished = Counter(
+            "agentstream_runs_finished_total",
+            "Root runs finished, by status and reason (reason `none`: it answered)",
+            ["status", "reason"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            "agentstream_run_duration_seconds",
+            "Root run duration from `run.started` to `run.finished`, by connector",
+            ["connector"],
+            buckets=RUN_BUCKETS,
+            registry=registry,
+        )
+        self.first_token = Histogram(
+            "agentstream_run_first_token_seconds",
+            "Time from `run.started` to the run's first streamed text, by connector",
+            ["connector"],
+            buckets=FIRST_TOKEN_BUCKETS,
+            registry=registry,
+        )
+        self.llm_calls = Counter(
+            "agentstream_llm_calls_total",
+            "Model calls (one `llm` step each, after the connector's own retries), by outcome",
+            ["connector", "model", "outcome"],
+            registry=registry,
+        )
+        self.llm_tokens = Counter(
+            "agentstream_llm_tokens_total",
+            "Tokens the model servers reported, by kind (prompt, completion)",
+            ["connector", "model", "kind"],
+            registry=registry,
+        )
+        self.llm_retries = Counter(
+            "agentstream_llm_retries_total",
+            "Model requests sent again after a transient failure (429, 5xx, timeout), by connector",
+            ["connector", "model"],
+            registry=registry,
+        )
+        self.tool_calls = Counter(
+            "agentstream_runner_tool_calls_total",
+            "Tool results the runs received, by tool and outcome",
+            ["tool", "outcome"],
+            registry=registry,
+        )
+        self.tool_retries = Counter(
+            "agentstream_runner_tool_retries_total",
+            "Tool calls asked again after a retryable failure, by tool",
+            ["tool"],
+            registry=registry,
+        )
+        self.events = Counter(
+            "agentstream_runner_events_total",
+            "Events the runs emitted, by type (message.delta per completion token: records per token)",
+            ["type"],
+            registry=registry,
+        )
+        Gauge("agentstream_runner_active_runs", "Runs started and not yet finished", registry=registry).set_function(
+            lambda: len(self._runs)
+        )
+        # Every series an alert or a panel divides by exists from the start, at zero.
+        for connector, model in self._models.items():
+            for outcome in CallOutcome:
+                self.llm_calls.labels(connector, model or "default", outcome)
+            self.llm_retries.labels(connector, model or "default")
+            for kind in TokenKind:
+                self.llm_tokens.labels(connector, model or "default", kind)
+        self.finished.labels(RunStatus.COMPLETED, NO_REASON)
+
+    def model_of(self, connector: str) -> str:
+        return self._models.get(connector) or "default"
+
+    def llm_retry(self, connector: str) -> None:
+        self.llm_retries.labels(connector, self.model_of(connector)).inc()
+
+    def observe(self, event: EventBase) -> None:
+        self.events.labels(event.type).inc()  # type: ignore[attr-defined]
+        match event:
+            case RunStarted():
+                self._started(event)
+            case MessageDelta():
+                self._delta(event)
+            case StepStarted(step_type=StepType.LLM):
+                connector = str(event.input.get("connector", UNKNOWN))
+                self._llm_steps[(event.run_id, event.step_id)] = connector
+                if len(self._llm_steps) > MAX_TRACKED_RUNS:
+                    del self._llm_steps[next(iter(self._llm_steps))]
+            case StepCompleted(step_type=StepType.LLM):
+                self._llm_completed(event)
+            case StepFailed(step_type=StepType.LLM):
+                connector = self._llm_steps.pop((event.run_id, event.step_id), UNKNOWN)
+                self.llm_calls.labels(connector, self.model_of(connector), CallOutcome.ERROR).inc()
+            case ToolCall() if event.attempt > 1:
+                self.tool_retries.labels(event.tool).inc()
+            case ToolResult():
+                self.tool_calls.labels(event.tool, CallOutcome.OK if event.ok else CallOutcome.ERROR).inc()
+            case RunFinished():
+                self._finished(event)
+            case _:
+                pass
+
+    def _started(self, event: RunStarted) -> None:
+        self.started.labels(event.connector_id).inc()
+        self._runs[event.run_id] = _Run(event.connector_id, self._clock())
+        while len(self._runs) > MAX_TRACKED_RUNS:
+            self._runs.popitem(last=False)
+
+    def _delta(self, event: MessageDelta) -> None:
+        run = self._runs.get(event.run_id)
+        if run is not None and not run.first_token:
+            run.first_token = True
+            self.first_token.labels(run.connector).observe(self._clock() - run.started_at)
+
+    def _llm_completed(self, event: StepCompleted) -> None:
+        connector = self._llm_steps.pop((event.run_id, event.step_id), UNKNOWN)
+        model = self.model_of(connector)
+        self.llm_calls.labels(connector, model, CallOutcome.OK).inc()
+        usage = event.output.get("usage") or {}
+        for kind, field in ((TokenKind.PROMPT, "prompt_tokens"), (TokenKind.COMPLETION, "completion_tokens")):
+            if (count := usage.get(field)) and isinstance(count, int) and count > 0:
+                self.llm_tokens.labels(connector, model, kind).inc(count)
+
+    def _finished(self, event: RunFinished) -> None:
+        run = self._runs.pop(event.run_id, None)
+        for key in [k for k in self._llm_steps if k[0] == event.run_id]:
+            del self._llm_steps[key]  # a step cut short by the ending emits no completion
+        if event.depth > 0:
+            return
+        self.finished.labels(event.status, event.reason or NO_REASON).inc()
+        if run is not None:
+            self.duration.labels(run.connector).observe(self._clock() - run.started_at)

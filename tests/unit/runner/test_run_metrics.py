@@ -1,0 +1,118 @@
+"""The runner's metrics read off the events of a run: starts, endings, durations, first token,
+model calls and tokens, tool results and retries — labelled by connector, never by run."""
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from agentstream.config import load_settings
+from agentstream.contracts import (
+    ChatMessage,
+    MessageDelta,
+    ReplyTarget,
+    RunFinished,
+    RunStarted,
+    StepCompleted,
+    StepFailed,
+    StepStarted,
+    ToolCall,
+    ToolResult,
+)
+from agentstream.contracts.endings import FinishReason, RunStatus
+from agentstream.contracts.events import StepType
+from agentstream.testing.fake_openai import FakeOpenAI
+from agentstream_runner.connectors.base import LLMRequest, TextDelta
+from agentstream_runner.connectors.resolve import Connectors
+from agentstream_runner.run_metrics import RunMetrics
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+IDS = {"run_id": "r1", "root_run_id": "r1", "conversation_key": "web:c", "seq": 1}
+
+
+def _metrics() -> tuple[RunMetrics, CollectorRegistry, Clock]:
+    registry, clock = CollectorRegistry(), Clock()
+    return RunMetrics(registry, {"main": "gpt-x", "other": None}, clock=clock), registry, clock
+
+
+def _value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+def test_a_run_is_counted_timed_and_its_tokens_summed() -> None:
+    metrics, registry, clock = _metrics()
+    target = ReplyTarget(platform="web", chat_id="c")
+    metrics.observe(RunStarted(**IDS, assistant_id="a", connector_id="main", reply_target=target))
+    assert _value(registry, "agentstream_runner_active_runs") == 1
+    metrics.observe(StepStarted(**IDS, step_id="s1", step_type=StepType.LLM, input={"connector": "main"}))
+    clock.now += 0.3
+    metrics.observe(MessageDelta(**IDS, message_id="m", text="he"))
+    clock.now += 0.5
+    metrics.observe(MessageDelta(**IDS, message_id="m", text="llo"))
+    usage = {"prompt_tokens": 12, "completion_tokens": 2, "llm_calls": 1}
+    metrics.observe(StepCompleted(**IDS, step_id="s1", step_type=StepType.LLM, output={"usage": usage}))
+    metrics.observe(ToolCall(**IDS, call_id="c1", tool="calculator", arguments="{}", attempt=2))
+    metrics.observe(ToolResult(**IDS, call_id="c1", tool="calculator", ok=False, error="boom"))
+    metrics.observe(StepStarted(**IDS, step_id="s2", step_type=StepType.LLM, input={"connector": "main"}))
+    metrics.observe(StepFailed(**IDS, step_id="s2", step_type=StepType.LLM, error="503"))
+    clock.now += 1.2
+    metrics.observe(RunFinished(**IDS, status=RunStatus.FAILED, reason=FinishReason.ERROR))
+
+    assert _value(registry, "agentstream_runs_started_total", connector="main") == 1
+    assert _value(registry, "agentstream_runs_finished_total", status="failed", reason="error") == 1
+    assert _value(registry, "agentstream_run_duration_seconds_sum", connector="main") == pytest.approx(2.0)
+    assert _value(registry, "agentstream_run_first_token_seconds_sum", connector="main") == pytest.approx(0.3)
+    assert _value(registry, "agentstream_run_first_token_seconds_count", connector="main") == 1
+    ok = {"connector": "main", "model": "gpt-x"}
+    assert _value(registry, "agentstream_llm_calls_total", **ok, outcome="ok") == 1
+    assert _value(registry, "agentstream_llm_calls_total", **ok, outcome="error") == 1
+    assert _value(registry, "agentstream_llm_tokens_total", **ok, kind="prompt") == 12
+    assert _value(registry, "agentstream_llm_tokens_total", **ok, kind="completion") == 2
+    assert _value(registry, "agentstream_runner_tool_calls_total", tool="calculator", outcome="error") == 1
+    assert _value(registry, "agentstream_runner_tool_retries_total", tool="calculator") == 1
+    assert _value(registry, "agentstream_runner_events_total", type="message.delta") == 2
+    assert _value(registry, "agentstream_runner_active_runs") == 0
+
+
+def test_a_delegated_run_ending_is_not_a_root_run_ending() -> None:
+    metrics, registry, _ = _metrics()
+    child = {**IDS, "run_id": "c1", "parent_run_id": "r1", "depth": 1}
+    metrics.observe(RunFinished(**child, status=RunStatus.COMPLETED))
+    assert _value(registry, "agentstream_runs_finished_total", status="completed", reason="none") == 0
+
+
+def test_series_of_every_configured_connector_exist_at_zero() -> None:
+    _, registry, _ = _metrics()
+    for connector, model in (("main", "gpt-x"), ("other", "default")):
+        for outcome in ("ok", "error"):
+            labels = {"connector": connector, "model": model, "outcome": outcome}
+            assert _value(registry, "agentstream_llm_calls_total", **labels) == 0
+    assert _value(registry, "agentstream_runs_finished_total", status="completed", reason="none") == 0
+
+
+async def test_a_model_request_sent_again_is_counted_per_connector() -> None:
+    registry = CollectorRegistry()
+    async with FakeOpenAI() as fake:
+        settings = load_settings(
+            connectors=[
+                {"id": "gpt", "type": "openai", "base_url": fake.base_url, "model": "m", "retry_base_delay_s": 0.01}
+            ]
+        )
+        metrics = RunMetrics(registry, {c.id: c.model for c in settings.connectors})
+        connectors = Connectors(settings, on_retry=metrics.llm_retry)
+        fake.add_turn(mode="503")
+        fake.add_turn(text="finally")
+        try:
+            connector = connectors.open(settings.connectors[0])
+            request = LLMRequest(messages=(ChatMessage(role="user", content="hi"),))
+            chunks = [chunk async for chunk in connector.stream(request)]
+        finally:
+            await connectors.close()
+    assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "finally"
+    assert _value(registry, "agentstream_llm_retries_total", connector="gpt", model="m") == 1

@@ -79,3 +79,32 @@ def test_a_command_is_one_function_and_one_registration() -> None:
     assert ran.exit_code == 0 and ran.output == "hello you\n"
     unknown = CliRunner().invoke(root, ["gret"])
     assert unknown.exit_code == 2 and "No such command" in unknown.output
+
+
+def noisy() -> None:
+    """Log as the libraries do, then print data."""
+    import logging
+
+    import structlog
+
+    logging.getLogger("aiokafka").warning("Unable connect to somewhere")
+    structlog.get_logger().warning("kafka flavor not detected")
+    typer.echo('{"data": 1}')
+
+
+NOISY = """
+import sys, typer
+from agentstream_stack.cli_lazy import LazyCommand, lazy_group
+root = typer.Typer(cls=lazy_group((LazyCommand("noisy", "tests.unit.stack.test_cli:noisy", "Log, then print."),)))
+root.callback()(lambda: None)
+sys.argv = ["agentstream", "noisy"]
+root()
+"""
+
+
+@pytest.mark.timeout(60)  # a fresh interpreter
+def test_what_libraries_log_stays_out_of_a_commands_output() -> None:
+    done = subprocess.run([sys.executable, "-c", NOISY], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == '{"data": 1}\n'
+    assert done.stderr == ""

@@ -67,11 +67,7 @@ class LazyGroup(TyperGroup):
         return super().resolve_command(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:
-        # Until a command configures logging (`up`, `serve`), a client library's warnings ("Unable connect
-        # to …") would reach stderr through logging's last-resort handler, around our own one-line error.
-        root_logger = logging.getLogger()
-        if not root_logger.handlers:
-            root_logger.addHandler(logging.NullHandler())
+        _quiet_logging()
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.Abort, typer.TyperException):
@@ -84,6 +80,22 @@ class LazyGroup(TyperGroup):
                 raise
             print(f"error: {outage.message}\nhint: {outage.hint}", file=sys.stderr)
             raise typer.Exit(outage.code) from None
+
+
+def _quiet_logging() -> None:
+    """Until a command configures logging (`up`, `serve`), what libraries log stays out of its output.
+
+    A client library's warning ("Unable connect to …") would reach stderr through logging's last-resort
+    handler around our own one-line error, and structlog's default logger prints to stdout, into `--json`.
+    A command reports its own outcome.
+    """
+    import structlog
+
+    root_logger = logging.getLogger()
+    if not root_logger.handlers:
+        root_logger.addHandler(logging.NullHandler())
+    if not structlog.is_configured():
+        structlog.configure(logger_factory=structlog.stdlib.LoggerFactory())
 
 
 def lazy_group(commands: tuple[LazyCommand, ...]) -> type[LazyGroup]:

@@ -7,10 +7,14 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 from typer.testing import CliRunner
 
+from agentstream.db import create_engine
 from agentstream_stack.cli import app
 from agentstream_stack.cli_errors import ExitCode, explain
 
@@ -76,3 +80,23 @@ def test_a_real_process_prints_only_the_two_lines() -> None:
     assert done.returncode == ExitCode.KAFKA_UNREACHABLE, done.stderr
     assert done.stdout == ""
     one_line_error(done.stderr)
+
+
+async def test_a_statement_error_is_not_an_outage(tmp_path: Path) -> None:
+    """SQLite says "no such table" with the same OperationalError class as "unable to open": only an
+    error while connecting is the database being unreachable."""
+    engine = create_engine(f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}")
+    try:
+        with pytest.raises(OperationalError) as statement:
+            async with engine.connect() as conn:
+                await conn.execute(text("select * from no_such_table"))
+    finally:
+        await engine.dispose()
+    assert explain(statement.value) is None
+
+
+def test_runs_list_on_an_unreachable_database_is_the_one_line() -> None:
+    url = f"postgresql+psycopg://agent:pw@127.0.0.1:{closed_port()}/agentstream"
+    result = CliRunner().invoke(app, ["runs", "list"], env={"AGENTSTREAM__DATABASE__URL": url})
+    assert result.exit_code == ExitCode.DATABASE_UNREACHABLE, result.output
+    one_line_error(result.output)

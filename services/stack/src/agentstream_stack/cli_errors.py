@@ -56,11 +56,14 @@ def show_tracebacks() -> bool:
 
 def explain(error: BaseException) -> Outage | None:
     """The outage `error` stands for, or None when it is not one (a bug: keep its traceback)."""
-    for exc in _chain(error):
+    chain = list(_chain(error))
+    # A database error raised while connecting (through SQLAlchemy's pool), not by a statement ("no such table").
+    connecting = _from([m for exc in chain for m in _modules(exc)], ("sqlalchemy.pool",))
+    for exc in chain:
         modules = _modules(exc)
         if _is_kafka_error(exc) or (isinstance(exc, OSError) and _from(modules, _KAFKA_MODULES)):
             return Outage(f"kafka unreachable: {_summary(exc)}", KAFKA_HINT, ExitCode.KAFKA_UNREACHABLE)
-        if _is_database_error(exc) or (isinstance(exc, OSError) and _from(modules, _DATABASE_MODULES)):
+        if (_is_database_error(exc) and connecting) or (isinstance(exc, OSError) and _from(modules, _DATABASE_MODULES)):
             return Outage(f"database unreachable: {_summary(exc)}", DATABASE_HINT, ExitCode.DATABASE_UNREACHABLE)
     return None
 

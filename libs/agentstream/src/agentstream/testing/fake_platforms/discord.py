@@ -5,7 +5,7 @@
 header `Bot <token>`. Errors: `{"code", "message"}` — 404 `10008 Unknown Message`, 400
 `50035 Invalid Form Body` (content longer than 2,000 characters), 401; a rate limit is
 HTTP 429 with `{"message": "You are being rate limited.", "retry_after": <float
-seconds>, "global": false}`.
+seconds>, "global": false}`. `GET /users/@me` → the bot user (what `agentstream doctor` asks).
 """
 
 from __future__ import annotations

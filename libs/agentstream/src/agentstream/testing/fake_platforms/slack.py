@@ -5,7 +5,8 @@
 "ts", "text"}`. Errors are HTTP 200 with `{"ok": false, "error": "<code>"}`
 (`msg_too_long` past 4,000 characters, `message_not_found`, `channel_not_found`,
 `invalid_auth`); a rate limit is HTTP 429 with a `Retry-After` header (whole seconds)
-and `{"ok": false, "error": "ratelimited"}`.
+and `{"ok": false, "error": "ratelimited"}`. `auth.test` → `{"ok": true, "user", "team", "user_id"}` (what
+`agentstream doctor` asks).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ ids) → `{"ok": true, "result": true}`. Errors are `{"ok": false, "error_code",
 "description"}`; a rate limit is HTTP 429 with `parameters.retry_after` (seconds); an
 edit to the same text is 400 "Bad Request: message is not modified…"; text longer than
 4096 UTF-16 code units is 400 "Bad Request: message is too long"; a wrong token is 401.
+`getMe` → `{"ok": true, "result": {"id", "is_bot", "username"}}` (what `agentstream doctor` asks).
 """
 
 from __future__ import annotations

@@ -33,9 +33,11 @@ from dataclasses import asdict, dataclass
 import httpx
 import structlog
 
+from agentstream.config import TextFormat
 from agentstream.contracts import ReplyTarget
 from agentstream.testing.fake_platforms import FakeTelegram
 from agentstream_delivery.adapters import TelegramAdapter
+from agentstream_delivery.formatting import render
 from agentstream_delivery.ledger import MemoryLedger
 from agentstream_delivery.ratelimit import RateLimiter
 from agentstream_delivery.stream_actor import StreamActor, StreamKey
@@ -132,14 +134,26 @@ async def naive_consumer(
         await asyncio.gather(*(one(c, a) for c, a in zip(chats, answers, strict=True)))
 
 
-async def measure(name: str, consumer: Consumer, streams: int, seconds: float, rate: float) -> ConsumerResult:
+def as_sent(text: str) -> str:
+    return text
+
+
+def as_telegram_html(text: str) -> str:
+    """What agentstream shows of an answer: its Markdown rendered as Telegram HTML."""
+    return render(text, TextFormat.TELEGRAM_HTML)
+
+
+async def measure(
+    name: str, consumer: Consumer, streams: int, seconds: float, rate: float, shown: Callable[[str], str]
+) -> ConsumerResult:
     chats = [f"-{100 + i}" for i in range(streams)]
     answers = ["".join(words(i, int(seconds * rate))) for i in range(streams)]
     finished: dict[str, float] = {}
     async with FakeTelegram(per_chat_interval=1.0, retry_after=1.0) as tg:
         await consumer(tg, chats, answers, finished, rate)  # type: ignore[call-arg]
         latencies, exact = [], 0
-        for chat, text in zip(chats, answers, strict=True):
+        for chat, answer in zip(chats, answers, strict=True):
+            text = shown(answer)
             exact += tg.texts(chat) == [text]
             shown_at = [c.at for c in tg.calls_to(chat) if c.status == 200 and c.body.get("text") == text]
             if shown_at:
@@ -160,8 +174,8 @@ async def measure(name: str, consumer: Consumer, streams: int, seconds: float, r
 
 async def run(streams: int, seconds: float, rate: float) -> dict[str, object]:
     ours, naive = await asyncio.gather(
-        measure("agentstream", agentstream_consumer, streams, seconds, rate),
-        measure("naive", naive_consumer, streams, seconds, rate),
+        measure("agentstream", agentstream_consumer, streams, seconds, rate, as_telegram_html),
+        measure("naive", naive_consumer, streams, seconds, rate, as_sent),
     )
     return {
         "streams": streams,

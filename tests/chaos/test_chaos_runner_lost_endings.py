@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from agentstream.config import TextFormat
 from agentstream.contracts import (
     FinishReason,
     MessageDelta,
@@ -36,6 +37,7 @@ from agentstream.testing.fake_platforms import FakeTelegram
 from agentstream.testing.fixtures import make_test_settings
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
+from agentstream_delivery.formatting import render
 from agentstream_delivery.render import ENDING_SEPARATOR, ENDING_TEXTS, RESUMED_MARKER
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
@@ -48,6 +50,11 @@ WORDS = 24
 TOKEN_DELAY_S = 0.2  # each answer streams for ~5 s: the kill lands mid-answer
 LOST_MARKER = ENDING_SEPARATOR + ENDING_TEXTS[FinishReason.RUNNER_LOST]
 TELEGRAM = {"chat_interval": "0.1", "edit_interval": "0.3", "buffer_threshold": "20", "drafts": "false"}
+
+
+def shown(text: str) -> str:
+    """What the chat shows of a text: delivery renders it as Telegram HTML."""
+    return render(text, TextFormat.TELEGRAM_HTML)
 
 
 def chat(i: int) -> str:
@@ -162,7 +169,9 @@ async def test_runner_lost_mid_answer_is_shown_then_the_resumed_answer_below_a_m
                 partials = {s.run_id: partial_of(records, s.run_id, lost[s.run_id].seq) for s in starts}
                 assert all(0 < len(p) < len(question(i)) for i, p in enumerate(partials.values())), partials
                 await until(
-                    lambda: all(tg.texts(chat(i)) == [partials[s.run_id] + LOST_MARKER] for i, s in enumerate(starts)),
+                    lambda: all(
+                        tg.texts(chat(i)) == [shown(partials[s.run_id] + LOST_MARKER)] for i, s in enumerate(starts)
+                    ),
                     20,
                     "the runner_lost marker in every chat",
                 )
@@ -176,7 +185,10 @@ async def test_runner_lost_mid_answer_is_shown_then_the_resumed_answer_below_a_m
                     chat(i): [partials[s.run_id] + RESUMED_MARKER, done[s.run_id].text] for i, s in enumerate(starts)
                 }
                 await until(
-                    lambda: all(tg.texts(c) == texts for c, texts in expected.items()) and not delivery.streams.all(),
+                    lambda: (
+                        all(tg.texts(c) == [shown(t) for t in texts] for c, texts in expected.items())
+                        and not delivery.streams.all()
+                    ),
                     60,
                     "the marked partial and the answer in every chat",
                 )
@@ -188,14 +200,17 @@ async def test_runner_lost_mid_answer_is_shown_then_the_resumed_answer_below_a_m
 
     exact = duplicates = missing = 0
     for c, texts in expected.items():
-        shown = tg.texts(c)
+        on_platform = tg.texts(c)
         sends = tg.calls_to(c, "sendMessage")
-        exact += shown == texts
+        exact += on_platform == [shown(t) for t in texts]
         duplicates += max(0, sum(call.status == 200 for call in sends) - len(texts))
-        missing += texts[-1] not in shown
+        missing += shown(texts[-1]) not in on_platform
         # The user saw why the answer broke off before the resume re-marked it.
-        assert tg.messages(c)[0].history[-2:] == [texts[0].removesuffix(RESUMED_MARKER) + LOST_MARKER, texts[0]]
-        assert not any("▉" in t for t in shown) and not any(m.deleted for m in tg.messages(c))
+        assert tg.messages(c)[0].history[-2:] == [
+            shown(texts[0].removesuffix(RESUMED_MARKER) + LOST_MARKER),
+            shown(texts[0]),
+        ]
+        assert not any("▉" in t for t in on_platform) and not any(m.deleted for m in tg.messages(c))
     print(
         "\n| fault | runs | exact finals | duplicates | lost |\n|---|---|---|---|---|\n"
         f"| agent-runner kill -9 mid-answer, resume.auto | {RUNS} | {exact} | {duplicates} | {missing} |"

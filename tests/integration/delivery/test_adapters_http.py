@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import structlog
 
+from agentstream.config import TextFormat
 from agentstream.contracts import ReplyTarget
 from agentstream.testing.fake_platforms import (
     Failure,
@@ -21,6 +22,7 @@ from agentstream.testing.fake_platforms import (
     FakeTelegram,
     FakeWebhookReceiver,
     signature,
+    telegram_html,
 )
 from agentstream_delivery.adapters import (
     DiscordAdapter,
@@ -30,9 +32,10 @@ from agentstream_delivery.adapters import (
     TelegramAdapter,
     WebhookAdapter,
 )
+from agentstream_delivery.formatting import plain, render
 from agentstream_delivery.ledger import MemoryLedger
 from agentstream_delivery.ratelimit import RateLimiter
-from agentstream_delivery.splitting import open_fence, unsplit, utf16_len
+from agentstream_delivery.splitting import utf16_len
 from agentstream_delivery.stream_actor import StreamActor, StreamKey
 from agentstream_delivery.stream_inputs import Break, Finish, StreamInput, TextDelta, ToolStarted
 
@@ -114,9 +117,13 @@ async def test_telegram_split_by_utf16_and_fences_balanced():
     assert len(tg.texts("-1")) == 2 and all(utf16_len(t) <= 4096 for t in tg.texts("-1"))
     assert "".join(tg.texts("-1")) == rockets
     texts = tg.texts("-2")
-    assert len(texts) >= 3 and all(utf16_len(t) <= 4096 and open_fence(t) is None for t in texts)
-    assert unsplit(texts) == answer
-    assert tg.count(400) == 0  # nothing too long was ever attempted
+    shown = [telegram_html.parse(t) for t in texts]  # what the chat shows of each HTML message
+    assert len(texts) >= 3 and all(utf16_len(s) <= 4096 for s in shown)
+    # The code block is cut between lines: each part is a whole <pre> with its language, no line lost.
+    code_parts = [t for t in texts if '<pre><code class="language-python">' in t]
+    assert len(code_parts) >= 2 and all(t.count("<pre>") == t.count("</pre>") for t in texts)
+    assert [line for s in shown for line in s.split("\n") if line.startswith("print(")] == code.split("\n")
+    assert tg.count(400) == 0  # nothing too long and no markup the Bot API refuses was ever attempted
 
 
 # -- "not modified" is success; a timed-out send still gets its final ---------------------------------
@@ -140,7 +147,7 @@ async def test_not_modified_never_breaks_a_stream():
     edits = tg.calls_to("-5", "editMessageText")
     assert edits[0].status == 400 and len(edits) >= 2  # treated as success: the stream went on
     assert len({c.body["text"] for c in edits}) == len(edits)  # and that frame was not retried
-    assert tg.texts("-5") == [answer]
+    assert tg.texts("-5") == [render(answer, TextFormat.TELEGRAM_HTML)]
 
 
 async def test_timed_out_send_is_unknown_and_the_segment_still_gets_its_final():
@@ -165,7 +172,7 @@ async def test_private_chat_streams_one_draft_then_a_real_message():
     drafts = tg.calls_to("777", "sendMessageDraft")
     assert len(drafts) >= 2 and len({c.body["draft_id"] for c in drafts}) == 1
     assert all(c.body["text"].endswith(" ▉") for c in drafts)
-    assert [c.body["text"] for c in tg.calls_to("777", "sendMessage")] == [answer]
+    assert [c.body["text"] for c in tg.calls_to("777", "sendMessage")] == [render(answer, TextFormat.TELEGRAM_HTML)]
     assert tg.calls_to("777", "editMessageText") == []
 
 
@@ -176,7 +183,7 @@ async def test_first_draft_failure_switches_to_edits():
         await stream(a, [*deltas(answer, 10), Finish("completed", text=answer)], pause=0.1)
     assert len(tg.calls_to("778", "sendMessageDraft")) == 1
     assert len(tg.calls_to("778", "sendMessage")) == 1 and len(tg.calls_to("778", "editMessageText")) >= 1
-    assert tg.texts("778") == [answer]
+    assert tg.texts("778") == [render(answer, TextFormat.TELEGRAM_HTML)]
 
 
 # -- platforms that cannot edit ------------------------------------------------------------------
@@ -187,7 +194,7 @@ async def test_signal_gets_only_final_messages_split_by_its_limit():
         await stream(a, [*deltas(answer, 25), ToolStarted("t"), Finish("completed", text=answer)], pause=0.005)
     texts = sig.texts("+15551234567")
     assert len(texts) >= 2 and all(utf16_len(t) <= 2000 for t in texts)
-    assert "".join(texts) == answer
+    assert "\n\n".join(texts) == plain(answer)  # cut between paragraphs, each one plain text
     assert len(sig.calls) == len(texts)  # every call a final message: no previews, no tool line
 
 
@@ -218,7 +225,8 @@ async def test_slack_and_discord_stream_and_honour_their_429s():
                 pause=0.08,
             ),
         )
-    assert slack.texts("C1") == [answer] and discord.texts("D1") == [answer]
+    assert slack.texts("C1") == [render(answer, TextFormat.SLACK_MRKDWN)]
+    assert discord.texts("D1") == [render(answer, TextFormat.DISCORD_MARKDOWN)]
     for fake, chat, limited_after in ((slack, "C1", 1.0), (discord, "D1", 0.7)):
         calls = fake.calls_to(chat)
         hit = next(c for c in calls if c.status == 429)

@@ -8,10 +8,12 @@ import time
 
 import structlog
 
+from agentstream.config import TextFormat
 from agentstream.contracts import ReplyTarget
 from agentstream.testing.fake_platforms import Failure, FakeTelegram
 from agentstream_delivery.adapters import TelegramAdapter
 from agentstream_delivery.deliverer import ChatStatus
+from agentstream_delivery.formatting import render
 from agentstream_delivery.ledger import MemoryLedger
 from agentstream_delivery.ratelimit import RateLimiter
 from agentstream_delivery.render import CURSOR
@@ -57,7 +59,7 @@ async def test_ten_seconds_at_fifty_deltas_per_second_make_at_most_twelve_edits(
     edits = tg.calls_to("-10", "editMessageText")
     assert len(edits) <= 12, len(edits)
     assert tg.count(429) == 0
-    assert tg.texts("-10") == [text]
+    assert tg.texts("-10") == [render(text, TextFormat.TELEGRAM_HTML)]
 
 
 async def test_429_pauses_only_that_chat_and_three_strikes_degrade_to_the_missing_tail():
@@ -91,5 +93,6 @@ async def test_429_pauses_only_that_chat_and_three_strikes_degrade_to_the_missin
     first, tail = tg.messages("-3")
     assert first.text.endswith(CURSOR) and first.edits == 0  # left as it was when the strikes began
     shown = first.text.removesuffix(CURSOR)
-    assert tail.text == text[len(shown) :] and shown + tail.text == text
+    # The tail is the source text past what the preview showed, rendered on its own.
+    assert text.startswith(shown) and tail.text == render(text[len(shown) :], TextFormat.TELEGRAM_HTML)
     assert len(tg.calls_to("-3", "sendMessage")) == 2 and len(tg.calls_to("-3", "editMessageText")) == 3

@@ -13,7 +13,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from rich.console import Console
 from sqlalchemy import select
 
-from agentstream.config import Settings
+from agentstream.config import Settings, TextFormat
 from agentstream.contracts import (
     DeliveryReceipt,
     EventBase,
@@ -30,9 +30,11 @@ from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fake_platforms import FakeTelegram
 from agentstream_delivery import bootstrap
+from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
+from agentstream_delivery.formatting import render
 from agentstream_delivery.ledger import sha256
 from agentstream_delivery.render import TOOL_LINE_PREFIX
-from agentstream_delivery.splitting import unsplit
+from agentstream_delivery.splitting import split_text
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +108,8 @@ async def test_runs_to_telegram_keep_the_invariant_with_ledger_and_receipts(
         texts = tg.texts(chat)
         assert texts[0] == FIRST and texts[1] == TOOL_LINE_PREFIX + "search …"
         answer_msgs = texts[2:]
-        assert len(answer_msgs) >= 2 and unsplit(answer_msgs) == LONG  # split, then exactly once
+        # split between paragraphs, then exactly once, each part rendered as Telegram HTML
+        assert len(answer_msgs) >= 2 and "\n\n".join(answer_msgs) == render(LONG, TextFormat.TELEGRAM_HTML)
         assert len(tg.calls_to(chat, "sendMessage")) == len(texts)  # no message posted twice
 
     engine = create_engine(settings.database.url)
@@ -121,7 +124,12 @@ async def test_runs_to_telegram_keep_the_invariant_with_ledger_and_receipts(
         await engine.dispose()
     assert [r.state for r in rows] == ["sent"] * len(tg.texts("-71"))
     assert [r.platform_message_id for r in rows] == [m.message_id for m in tg.messages("-71")]
-    assert all(r.final and r.text_sha256 == sha256(m.text) for r, m in zip(rows, tg.messages("-71"), strict=True))
+    # Each row holds the hash of the text delivery put there (before rendering); the chat shows its rendering.
+    sources = [FIRST, TOOL_LINE_PREFIX + "search …", *split_text(LONG, 4096, TELEGRAM.length())]
+    assert all(
+        r.final and r.text_sha256 == sha256(source) and m.text == render(source, TextFormat.TELEGRAM_HTML)
+        for r, m, source in zip(rows, tg.messages("-71"), sources, strict=True)
+    )
 
     consumer = AIOKafkaConsumer(
         f"{settings.kafka.topic_prefix}deliveries",

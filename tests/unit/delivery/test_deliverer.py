@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 import structlog
 
+from agentstream.config import TextFormat
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
     BadFormat,
     Capabilities,
     Forbidden,
+    FormattingRejected,
     NotFound,
     RateLimited,
     TooLong,
@@ -31,7 +33,8 @@ TARGET = ReplyTarget(platform="scripted", chat_id="c")
         (429, "Too Many Requests: retry after 5", RateLimited),
         (400, "Bad Request: message is too long", TooLong),
         (400, "Bad Request: message to edit not found", NotFound),
-        (400, "Bad Request: can't parse entities", BadFormat),
+        (400, "Bad Request: can't parse entities: Unsupported start tag", FormattingRejected),
+        (400, "Bad Request: message text is empty", BadFormat),
         (403, "Forbidden: bot was blocked by the user", Forbidden),
         (502, "Bad Gateway", Transient),
     ],
@@ -56,6 +59,7 @@ class Scripted:
     def __init__(self, *outcomes: object) -> None:
         self.outcomes = list(outcomes)
         self.calls: list[tuple[str, str]] = []
+        self.markups: list[TextFormat] = []  # what each call's text was written in
 
     async def _next(self, kind: str, text: str) -> str:
         self.calls.append((kind, text))
@@ -64,10 +68,22 @@ class Scripted:
             raise out
         return str(out)
 
-    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
+    async def send(
+        self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
+    ) -> str:
+        self.markups.append(markup)
         return await self._next("send", text)
 
-    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
+    async def edit(
+        self,
+        target: ReplyTarget,
+        message_id: str,
+        text: str,
+        *,
+        final: bool = False,
+        markup: TextFormat = TextFormat.PLAIN,
+    ) -> None:
+        self.markups.append(markup)
         await self._next("edit", text)
 
     async def close(self) -> None:
@@ -109,6 +125,34 @@ async def test_forbidden_ends_every_later_call():
     assert d.status is ChatStatus.DEAD and d.entries[0].state == "failed"
     assert await d.deliver(Send(1, "y", True), "y") == Dead()
     assert len(adapter.calls) == 1
+
+
+class ScriptedTelegramHtml(Scripted):
+    capabilities = Capabilities(edit_interval=1.0, formatting=TextFormat.TELEGRAM_HTML)
+
+
+async def test_a_refused_markup_is_sent_again_as_plain_text_and_recorded_as_sent():
+    adapter = ScriptedTelegramHtml(FormattingRejected("Bad Request: can't parse entities"), "id1", "ok")
+    d = deliverer(adapter)
+    answer = "**Done** with [docs](https://example.com) & `x<y`"
+    assert await d.deliver(Send(0, answer, True), answer) == Delivered()
+    assert adapter.calls == [
+        ("send", '<b>Done</b> with <a href="https://example.com">docs</a> &amp; <code>x&lt;y</code>'),
+        ("send", "Done with docs (https://example.com) & x<y"),
+    ]
+    assert adapter.markups == [TextFormat.TELEGRAM_HTML, TextFormat.PLAIN]
+    assert d.entries[0].state == "sent" and d.entries[0].message_id == "id1"
+    # The next frame tries the markup again: one refusal says nothing about the next text.
+    assert await d.deliver(Edit(0, answer + "!", True), answer + "!") == Delivered()
+    assert adapter.markups[-1] is TextFormat.TELEGRAM_HTML
+
+
+async def test_a_plain_text_refusal_is_a_failure_not_a_loop():
+    adapter = ScriptedTelegramHtml(FormattingRejected("can't parse entities"), FormattingRejected("again"))
+    d = deliverer(adapter)
+    assert await d.deliver(Send(0, "*x*", True), "*x*") == Failed()
+    assert adapter.markups == [TextFormat.TELEGRAM_HTML, TextFormat.PLAIN]
+    assert d.entries[0].state == "failed"
 
 
 async def test_three_rate_limit_strikes_degrade_and_drop_previews():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import structlog
 
-from agentstream.config import load_settings
+from agentstream.config import TextFormat, load_settings
 from agentstream_delivery.adapters import SignalAdapter, TelegramAdapter, WebhookAdapter
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
 from agentstream_delivery.platforms import PLATFORMS, Adapters, build_adapters, late_landing
@@ -54,6 +54,27 @@ def test_settings_override_the_adapters_capabilities_and_unset_ones_keep_its_def
     assert (telegram.max_length, telegram.measure, telegram.chat_interval) == (4096, "utf16", TELEGRAM.chat_interval)
     assert adapters.memory.capabilities.max_length == 100
     assert adapters.enabled["memory"] is adapters.memory and "console" in adapters.enabled
+
+
+def test_each_platform_says_its_markup_in_its_capabilities_and_settings_override_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "1:x")
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-1")
+    monkeypatch.setenv("DISCORD_BOT_TOKEN", "d")
+    settings = load_settings(
+        platforms={"telegram": {}, "slack": {"formatting": "plain"}, "discord": {}, "signal": {"account": "+1"}}
+    )
+    formats = {name: a.capabilities.formatting for name, a in Adapters.build(settings, LOG).enabled.items()}
+    assert formats == {
+        "memory": TextFormat.MARKDOWN,
+        "console": TextFormat.MARKDOWN,
+        "web": TextFormat.HTML,
+        "telegram": TextFormat.TELEGRAM_HTML,
+        "slack": TextFormat.PLAIN,
+        "discord": TextFormat.DISCORD_MARKDOWN,
+        "signal": TextFormat.PLAIN,
+    }
 
 
 def test_a_disabled_in_process_platform_is_not_delivered_to_but_still_exists() -> None:

@@ -49,7 +49,7 @@ async def test_failed_send_does_not_lose_the_final_text():
     class FlakySend(MemoryAdapter):
         calls = 0
 
-        async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
+        async def send(self, target: ReplyTarget, text: str, *, final: bool = False, **_: object) -> str:
             FlakySend.calls += 1
             if FlakySend.calls == 1:
                 raise ConnectionError("platform down")

@@ -6,10 +6,13 @@ import asyncio
 import json
 
 import pytest
+import structlog
 
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters import AdapterError
 from agentstream_delivery.adapters.web import WebAdapter
+from agentstream_delivery.stream_actor import StreamActor, StreamKey
+from agentstream_delivery.stream_inputs import Finish, TextDelta
 
 A = ReplyTarget(platform="web", chat_id="a")
 B = ReplyTarget(platform="web", chat_id="b")
@@ -25,10 +28,22 @@ async def test_frames_stream_per_chat_and_late_pages_catch_up() -> None:
     mid = await web.send(A, "Hel ▉")
     stream = web.frames("a")
     assert await anext(stream) == b": connected\n\n"
-    assert decode(await anext(stream)) == {"message_id": mid, "text": "Hel ▉", "final": False, "op": "send"}
+    assert decode(await anext(stream)) == {
+        "message_id": mid,
+        "text": "Hel ▉",
+        "final": False,
+        "op": "send",
+        "markup": "plain",
+    }
     await web.send(B, "other chat")
     await web.edit(A, mid, "Hello!", final=True)
-    assert decode(await anext(stream)) == {"message_id": mid, "text": "Hello!", "final": True, "op": "edit"}
+    assert decode(await anext(stream)) == {
+        "message_id": mid,
+        "text": "Hello!",
+        "final": True,
+        "op": "edit",
+        "markup": "plain",
+    }
     await web.close()
     with pytest.raises(StopAsyncIteration):
         await anext(stream)
@@ -46,3 +61,22 @@ async def test_heartbeat_keeps_an_idle_stream_open() -> None:
     await anext(stream)
     assert await asyncio.wait_for(anext(stream), 1) == b": keep-alive\n\n"
     await stream.aclose()
+
+
+async def test_a_streamed_answer_reaches_the_page_as_sanitised_html() -> None:
+    web = WebAdapter(edit_interval=0.01)
+    a = StreamActor(StreamKey.of("r1", A), A, web, structlog.get_logger("test"))
+    a.start()
+    answer = "**Hi** <img src=x onerror=alert(1)> [x](javascript:alert(1)) and [ok](https://example.com)"
+    for i in range(0, len(answer), 12):
+        a.feed(TextDelta("m1", answer[i : i + 12]))
+        await asyncio.sleep(0.02)
+    a.feed(Finish("completed", text=answer))
+    assert a.task is not None
+    await asyncio.wait_for(a.task, 5)
+    [frame] = web.messages("a")
+    assert frame.markup == "html" and frame.final
+    assert frame.text == (
+        "<p><strong>Hi</strong> &lt;img src=x onerror=alert(1)&gt; [x](javascript:alert(1)) and "
+        '<a href="https://example.com" rel="noopener noreferrer" target="_blank">ok</a></p>'
+    )

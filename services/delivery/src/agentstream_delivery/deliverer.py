@@ -17,6 +17,8 @@ How each error class is handled:
 - timed out on a send → `unknown` without a message id: it may have posted an orphan
   we can never address. The segment's next text (a final at once) goes out as a new
   message, so the segment is never missing; at worst the orphan remains.
+- formatting rejected (Telegram "can't parse entities") → the same call at once as plain
+  text (`formatting.plain`): the frame is shown without its markup, never lost.
 - too long, bad format → `failed`; forbidden → `failed`, the chat is `DEAD` and no call
   of the stream leaves any more.
 
@@ -42,11 +44,13 @@ from enum import Enum
 
 import structlog
 
+from agentstream.config import TextFormat
 from agentstream.contracts import LedgerState, Notice, ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
     DraftAdapter,
     Forbidden,
+    FormattingRejected,
     NotFound,
     OutcomeUnknown,
     PlatformAdapter,
@@ -54,6 +58,7 @@ from agentstream_delivery.adapters.base import (
     Transient,
 )
 from agentstream_delivery.delivery_metrics import DeliveryMetrics
+from agentstream_delivery.formatting import plain, render_frame
 from agentstream_delivery.ledger import Ledger, LedgerEntry, LedgerScope, sha256
 from agentstream_delivery.platform_ops import Op, Send
 from agentstream_delivery.ratelimit import ChatGate
@@ -235,7 +240,8 @@ class Deliverer:
         draft_id = zlib.crc32(f"{self.scope.root_run_id}:{op.segment}".encode()) or 1
         await self.gate.acquire()
         try:
-            await self.adapter.send_draft(self.target, draft_id, text)
+            fmt = self.adapter.capabilities.formatting
+            await self.adapter.send_draft(self.target, draft_id, render_frame(text, fmt, final=False), markup=fmt)
         except RateLimited as err:
             self._observe("draft", "rate_limited")
             self._strike(err)
@@ -259,10 +265,7 @@ class Deliverer:
             await self._record(entry.with_text(SENDING, text, final))  # from here on it may reach the platform
             self._call_started = time.monotonic()
             try:
-                if message_id is not None:
-                    await self.adapter.edit(self.target, message_id, text, final=final)
-                else:
-                    message_id = await self.adapter.send(self.target, text, final=final)
+                message_id = await self._put(kind, message_id, text, final)
             except RateLimited as err:
                 self._observe(kind, "rate_limited")
                 await self._record(entry)  # refused: nothing left, the row is what it was
@@ -318,6 +321,25 @@ class Deliverer:
             await self._record(done)
             return Delivered()
         return await self._fail(entry, AdapterError("too many attempts"))
+
+    async def _put(self, kind: str, message_id: str | None, text: str, final: bool) -> str:
+        """One send or edit of `text` rendered in the platform's markup; as plain text if the markup is refused."""
+        fmt = self.adapter.capabilities.formatting
+        try:
+            return await self._put_as(message_id, render_frame(text, fmt, final=final), final, fmt)
+        except FormattingRejected as err:
+            if fmt is TextFormat.PLAIN:
+                raise
+            self._observe(kind, err.kind)
+            self.log.warning("platform refused the markup; sending the frame as plain text", op=kind, error=str(err))
+            await self.gate.acquire()
+            return await self._put_as(message_id, plain(text), final, TextFormat.PLAIN)
+
+    async def _put_as(self, message_id: str | None, text: str, final: bool, markup: TextFormat) -> str:
+        if message_id is None:
+            return await self.adapter.send(self.target, text, final=final, markup=markup)
+        await self.adapter.edit(self.target, message_id, text, final=final, markup=markup)
+        return message_id
 
     def _strike(self, err: RateLimited) -> None:
         """A 429: the gate schedules the chat's next call; at the strike limit the stream degrades."""

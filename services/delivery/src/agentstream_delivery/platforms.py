@@ -130,6 +130,7 @@ def with_settings(caps: Capabilities, conf: PlatformSettings) -> Capabilities:
         tool_progress=_set_or(conf.tool_progress, caps.tool_progress),
         chat_interval=_set_or(conf.chat_interval, caps.chat_interval),
         draft_streaming=_set_or(conf.drafts, caps.draft_streaming),
+        formatting=_set_or(conf.formatting, caps.formatting),
     )
 
 

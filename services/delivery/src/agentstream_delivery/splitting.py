@@ -10,6 +10,11 @@ undoes exactly that, so the joined platform messages equal the original text.
 
 The separator (blank line, newline, space) stays at the end of the head: nothing is
 dropped, so concatenating the pieces gives the text back.
+
+The text is the model's Markdown; the measure may be that of its rendering
+(`Capabilities.length`), which is not a sum over characters: the longest prefix that
+fits is then found by bisection, and a head whose rendering is still too long (markup
+that only closes past the cut renders differently) is cut again, shorter.
 """
 
 from __future__ import annotations
@@ -35,6 +40,12 @@ def utf16_len(text: str) -> int:
 
 
 MEASURES: dict[MeasureName, Measure] = {"chars": len, "utf16": utf16_len}
+
+
+def fits(text: str, room: int, measure: Measure) -> bool:
+    """`measure(text) <= room`, without measuring when the measure's cheap upper bound (if it has one) fits."""
+    bound: Measure | None = getattr(measure, "bound", None)
+    return (bound is not None and bound(text) <= room) or measure(text) <= room
 
 
 def safe_limit(limit: int, cursor: str = CURSOR) -> int:
@@ -69,12 +80,21 @@ def _fit(text: str, room: int, measure: Measure) -> int:
     """The longest prefix length whose measure is at most `room`."""
     if measure is len:
         return min(len(text), room)
-    total = 0
-    for i, ch in enumerate(text):
-        total += measure(ch)
-        if total > room:
-            return i
-    return len(text)
+    if measure is utf16_len:
+        total = 0
+        for i, ch in enumerate(text):
+            total += measure(ch)
+            if total > room:
+                return i
+        return len(text)
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if measure(text[:mid]) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _cut_point(text: str, hard: int, in_fence: Callable[[int], bool]) -> int:
@@ -96,10 +116,18 @@ def _cut_point(text: str, hard: int, in_fence: Callable[[int], bool]) -> int:
 
 def cut(text: str, safe: int, measure: Measure) -> Cut | None:
     """Where the first message ends, or None when `text` fits in one message."""
-    if measure(text) <= safe:
+    if fits(text, safe, measure):
         return None
-    hard = max(1, _fit(text, safe - FENCE_CLOSE_ROOM, measure))
-    at = _cut_point(text, hard, lambda pos: open_fence(text[:pos]) is not None)
+    room = safe - FENCE_CLOSE_ROOM
+    while True:
+        hard = max(1, _fit(text, room, measure))
+        c = _cut_at(text, _cut_point(text, hard, lambda pos: open_fence(text[:pos]) is not None))
+        if hard == 1 or fits(c.head, safe, measure):
+            return c
+        room = room * 9 // 10
+
+
+def _cut_at(text: str, at: int) -> Cut:
     head = text[:at]
     lang = open_fence(head)
     if lang is None:

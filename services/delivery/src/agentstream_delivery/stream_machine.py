@@ -49,7 +49,7 @@ from agentstream_delivery.render import (
     tool_line,
     visible_chars,
 )
-from agentstream_delivery.splitting import MEASURES, cut, open_fence
+from agentstream_delivery.splitting import cut, fits, open_fence
 from agentstream_delivery.stream_inputs import (
     Break,
     Degrade,
@@ -80,7 +80,7 @@ def _put(model: StreamModel, text: str, final: bool, role: OpRole = "text") -> O
 def _split_heads(model: StreamModel, final: bool) -> Step:
     """Finalize every full head past the safe length; each opens the next platform message."""
     ops: list[Op] = []
-    measure = MEASURES[model.capabilities.measure]
+    measure = model.capabilities.length()
     while (c := cut(model.body(final=final), model.safe_length, measure)) is not None:
         ops.append(_put(model, c.head, final=True))
         model = replace(
@@ -99,6 +99,11 @@ def _split_heads(model: StreamModel, final: bool) -> Step:
 
 def _sync(model: StreamModel, now: float) -> Step:
     """Text changed or the timer fired: splits, then the first frame or a due edit."""
+    if model.live_preview and model.frame is not None and model.sent_at is not None:
+        due = model.sent_at + model.capabilities.edit_interval
+        if now < due and len(model.body(final=False)) - model.shown < model.capabilities.buffer_threshold:
+            # No frame goes out yet: the length check (which renders the text) waits for the one that will.
+            return replace(model, flush_at=due), []
     model, ops = _split_heads(model, final=False)
     if not model.live_preview:
         return model, ops
@@ -123,7 +128,7 @@ def _sync(model: StreamModel, now: float) -> Step:
 
 
 def _fits(model: StreamModel, text: str) -> bool:
-    return MEASURES[model.capabilities.measure](text) <= model.capabilities.max_length
+    return fits(text, model.capabilities.max_length, model.capabilities.length())
 
 
 def _finalize(model: StreamModel, suffix: str = "") -> Step:

@@ -13,7 +13,7 @@ from agentstream.config.core import (
     Section,
     SecurityProtocol,
 )
-from agentstream.config.delivery import PlatformSettings, ToolProgress
+from agentstream.config.delivery import PlatformSettings, TextFormat, ToolProgress
 from agentstream.config.runner import DEFAULT_CAPABILITIES, Capability, ConnectorSettings, RunnerSettings
 from agentstream.config.settings import CONFIG_ENV_VAR, SERVICES, ConfigError, Settings, load_settings
 
@@ -34,6 +34,7 @@ __all__ = [
     "Section",
     "SecurityProtocol",
     "Settings",
+    "TextFormat",
     "ToolProgress",
     "load_settings",
 ]

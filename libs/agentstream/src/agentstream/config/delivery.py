@@ -17,6 +17,17 @@ class ToolProgress(StrEnum):
     ALL = "all"
 
 
+class TextFormat(StrEnum):
+    """The markup a platform's messages are written in; the model's Markdown is rendered to it."""
+
+    MARKDOWN = "markdown"  # the model's Markdown as written (memory, console, webhook receivers)
+    PLAIN = "plain"  # markup removed: Signal, SMS-like targets, the fallback of a rejected frame
+    TELEGRAM_HTML = "telegram_html"  # Bot API `parse_mode: HTML`
+    SLACK_MRKDWN = "slack_mrkdwn"
+    DISCORD_MARKDOWN = "discord_markdown"
+    HTML = "html"  # the web chat page (sanitised: only the renderer's own tags)
+
+
 class PlatformSettings(Section):
     """One chat platform (`platforms.<name>`); unset fields take the adapter's defaults."""
 
@@ -36,6 +47,9 @@ class PlatformSettings(Section):
     tool_progress: ToolProgress | None = Field(default=None, description="Tool progress line.")
     chat_interval: float | None = Field(default=None, ge=0, description="Min seconds between calls to one chat.")
     drafts: bool | None = Field(default=None, description="Telegram: stream private chats as drafts.")
+    formatting: TextFormat | None = Field(
+        default=None, description="Markup the answers are rendered to (`plain` turns formatting off)."
+    )
     timeout_s: float | None = Field(
         default=None,
         gt=0,

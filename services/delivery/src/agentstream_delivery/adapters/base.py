@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from agentstream.bounded import BoundedMap
-from agentstream.config import ToolProgress
+from agentstream.config import TextFormat, ToolProgress
 from agentstream.contracts import ReplyTarget
-from agentstream_delivery.splitting import MeasureName
+from agentstream_delivery.formatting import Measure, measurer
+from agentstream_delivery.splitting import MEASURES, MeasureName
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,11 @@ class Capabilities:
     buffer_threshold: int = 300
     tool_progress: ToolProgress = ToolProgress.NEW
     chat_interval: float = 0.0  # minimum seconds between two calls to one chat (the platform's budget)
+    formatting: TextFormat = TextFormat.MARKDOWN  # the markup the model's Markdown is rendered to
+
+    def length(self) -> Measure:
+        """How long a Markdown text is once rendered, as the platform counts (splitting measures with it)."""
+        return measurer(MEASURES[self.measure], self.formatting)
 
 
 class AdapterError(Exception):
@@ -55,6 +61,12 @@ class TooLong(AdapterError):
 
 class BadFormat(AdapterError):
     kind = "bad_format"
+
+
+class FormattingRejected(BadFormat):
+    """The platform refused the message's markup (Telegram "can't parse entities"): send it as plain text."""
+
+    kind = "formatting_rejected"
 
 
 class Forbidden(AdapterError):
@@ -84,15 +96,27 @@ class PlatformAdapter(Protocol):
     bot: str  # the rate-limit budget is per (bot, chat)
     timeout: float | None  # the client timeout of one call (None: in-process, no call can time out)
 
-    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
+    async def send(
+        self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
+    ) -> str:
         """Post a new message; returns the platform message id.
 
         `final` says no edit of this message will follow (renderers such as the
-        console use it to stop redrawing; real platforms may ignore it).
+        console use it to stop redrawing; real platforms may ignore it). `markup` is
+        what `text` is written in: the adapter's `capabilities.formatting`, or plain
+        text when the platform refused that.
         """
         ...
 
-    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
+    async def edit(
+        self,
+        target: ReplyTarget,
+        message_id: str,
+        text: str,
+        *,
+        final: bool = False,
+        markup: TextFormat = TextFormat.PLAIN,
+    ) -> None:
         """Replace the text of a message sent earlier."""
         ...
 
@@ -107,7 +131,9 @@ class DraftAdapter(Protocol):
 
     def supports_drafts(self, target: ReplyTarget) -> bool: ...
 
-    async def send_draft(self, target: ReplyTarget, draft_id: int, text: str) -> None: ...
+    async def send_draft(
+        self, target: ReplyTarget, draft_id: int, text: str, *, markup: TextFormat = TextFormat.PLAIN
+    ) -> None: ...
 
 
 ChatT = TypeVar("ChatT")

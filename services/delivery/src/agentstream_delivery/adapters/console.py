@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from agentstream.config import ToolProgress
+from agentstream.config import TextFormat, ToolProgress
 from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import Capabilities
 
@@ -36,7 +36,9 @@ class ConsoleAdapter:
     def redraws(self) -> bool:
         return self.console.is_terminal and not self.console.is_dumb_terminal
 
-    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
+    async def send(
+        self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
+    ) -> str:
         message_id = f"c{next(self._ids)}"
         if final:
             self._print(text)
@@ -46,7 +48,15 @@ class ConsoleAdapter:
             self._live = (message_id, live)
         return message_id
 
-    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
+    async def edit(
+        self,
+        target: ReplyTarget,
+        message_id: str,
+        text: str,
+        *,
+        final: bool = False,
+        markup: TextFormat = TextFormat.PLAIN,
+    ) -> None:
         live = self._live[1] if self._live and self._live[0] == message_id else None
         if live is None:
             if final:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentstream.config import TextFormat
 from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import Capabilities, NotFound, RateLimited, TooLong
 from agentstream_delivery.adapters.http import HttpAdapter, by_status
 
 DEFAULT_API_URL = "https://discord.com/api/v10"
-CAPABILITIES = Capabilities(max_length=2000, buffer_threshold=200, chat_interval=1.0)
+CAPABILITIES = Capabilities(
+    max_length=2000, buffer_threshold=200, chat_interval=1.0, formatting=TextFormat.DISCORD_MARKDOWN
+)
 UNKNOWN_MESSAGE = 10008
 INVALID_FORM_BODY = 50035
 
@@ -21,12 +24,22 @@ class DiscordAdapter(HttpAdapter):
     def __init__(self, token: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:
         super().__init__(api_url, bot=token[-8:], headers={"Authorization": f"Bot {token}"}, **kw)
 
-    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
+    async def send(
+        self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
+    ) -> str:
         channel = target.thread_id or target.chat_id  # a Discord thread is a channel of its own
         data = await self._call("POST", f"/channels/{channel}/messages", {"content": text})
         return str(data["id"])
 
-    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
+    async def edit(
+        self,
+        target: ReplyTarget,
+        message_id: str,
+        text: str,
+        *,
+        final: bool = False,
+        markup: TextFormat = TextFormat.PLAIN,
+    ) -> None:
         channel = target.thread_id or target.chat_id
         await self._call("PATCH", f"/channels/{channel}/messages/{message_id}", {"content": text})
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from agentstream.config import TextFormat
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
@@ -50,10 +51,20 @@ class HttpAdapter(ABC):
         return self.api_url
 
     @abstractmethod
-    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str: ...
+    async def send(
+        self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
+    ) -> str: ...
 
     @abstractmethod
-    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None: ...
+    async def edit(
+        self,
+        target: ReplyTarget,
+        message_id: str,
+        text: str,
+        *,
+        final: bool = False,
+        markup: TextFormat = TextFormat.PLAIN,
+    ) -> None: ...
 
     async def request(self, method: str, url: str, **kw: Any) -> httpx.Response:
         try:

@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from agentstream.config import ToolProgress
+from agentstream.config import TextFormat, ToolProgress
 from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import AdapterError, Capabilities, ChatBounds, InProcessAdapter
 
@@ -52,13 +52,23 @@ class MemoryAdapter(InProcessAdapter[list[MemoryMessage]]):
     def chats(self) -> list[str]:
         return list(self._chats)
 
-    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
+    async def send(
+        self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
+    ) -> str:
         msg = MemoryMessage(f"m{next(self._ids)}", text, final=final, history=[text])
         self._chats.get_or_create(target.chat_id, list).append(msg)
         await self._notify()
         return msg.message_id
 
-    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
+    async def edit(
+        self,
+        target: ReplyTarget,
+        message_id: str,
+        text: str,
+        *,
+        final: bool = False,
+        markup: TextFormat = TextFormat.PLAIN,
+    ) -> None:
         msg = next((m for m in self._chats.get(target.chat_id) or [] if m.message_id == message_id), None)
         if msg is None:
             raise AdapterError(f"message {message_id} not found in chat {target.chat_id}")

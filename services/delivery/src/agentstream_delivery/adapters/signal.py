@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentstream.config import ToolProgress
+from agentstream.config import TextFormat, ToolProgress
 from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import AdapterError, Capabilities
 from agentstream_delivery.adapters.http import HttpAdapter, by_status, raise_if_rate_limited
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
 CAPABILITIES = Capabilities(
-    max_length=2000, measure="utf16", can_edit=False, tool_progress=ToolProgress.OFF, chat_interval=0.5
+    max_length=2000,
+    measure="utf16",
+    can_edit=False,
+    tool_progress=ToolProgress.OFF,
+    chat_interval=0.5,
+    formatting=TextFormat.PLAIN,
 )
 
 
@@ -23,7 +28,9 @@ class SignalAdapter(HttpAdapter):
         super().__init__(api_url, bot=number, **kw)
         self.number = number
 
-    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
+    async def send(
+        self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
+    ) -> str:
         body = {"message": text, "number": self.number, "recipients": [target.chat_id]}
         resp = await self.request("POST", f"{self.api_url}/v2/send", json=body)
         raise_if_rate_limited(resp, "signal: rate limit")
@@ -31,5 +38,13 @@ class SignalAdapter(HttpAdapter):
             raise by_status(resp.status_code, f"signal: {resp.text[:200]}")
         return str(resp.json().get("timestamp", ""))
 
-    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
+    async def edit(
+        self,
+        target: ReplyTarget,
+        message_id: str,
+        text: str,
+        *,
+        final: bool = False,
+        markup: TextFormat = TextFormat.PLAIN,
+    ) -> None:
         raise AdapterError("signal messages cannot be edited")

@@ -2,7 +2,9 @@
 
 Length is counted in UTF-16 code units (4,096 per message). A 429 carries
 `parameters.retry_after`; "message is not modified" means the platform already shows
-the text, which is success. `sendMessageDraft` streams previews of a private chat
+the text, which is success. Formatted text goes as `parse_mode: HTML`; the Bot API
+refuses HTML it cannot parse ("can't parse entities"), which is `FormattingRejected`.
+`sendMessageDraft` streams previews of a private chat
 (positive chat id) into one draft; the final text is a real message.
 """
 
@@ -10,11 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentstream.config import TextFormat
 from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import (
     AdapterError,
     BadFormat,
     Capabilities,
+    FormattingRejected,
     NotFound,
     RateLimited,
     TooLong,
@@ -22,7 +26,9 @@ from agentstream_delivery.adapters.base import (
 from agentstream_delivery.adapters.http import HttpAdapter, by_status
 
 DEFAULT_API_URL = "https://api.telegram.org"
-CAPABILITIES = Capabilities(max_length=4096, measure="utf16", draft_streaming=True, chat_interval=1.0)
+CAPABILITIES = Capabilities(
+    max_length=4096, measure="utf16", draft_streaming=True, chat_interval=1.0, formatting=TextFormat.TELEGRAM_HTML
+)
 
 
 class TelegramAdapter(HttpAdapter):
@@ -40,8 +46,10 @@ class TelegramAdapter(HttpAdapter):
     def supports_drafts(self, target: ReplyTarget) -> bool:
         return self.capabilities.draft_streaming and target.chat_id.isdigit() and int(target.chat_id) > 0
 
-    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
-        body: dict[str, Any] = {"chat_id": target.chat_id, "text": text}
+    async def send(
+        self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
+    ) -> str:
+        body: dict[str, Any] = {"chat_id": target.chat_id, "text": text, **_parse_mode(markup)}
         if target.thread_id:
             body["message_thread_id"] = int(target.thread_id) if target.thread_id.isdigit() else target.thread_id
         if target.reply_to_id:
@@ -50,9 +58,18 @@ class TelegramAdapter(HttpAdapter):
         result = await self._call("sendMessage", body)
         return str(result["message_id"])
 
-    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
+    async def edit(
+        self,
+        target: ReplyTarget,
+        message_id: str,
+        text: str,
+        *,
+        final: bool = False,
+        markup: TextFormat = TextFormat.PLAIN,
+    ) -> None:
         try:
-            await self._call("editMessageText", {"chat_id": target.chat_id, "message_id": message_id, "text": text})
+            body = {"chat_id": target.chat_id, "message_id": message_id, "text": text, **_parse_mode(markup)}
+            await self._call("editMessageText", body)
         except BadFormat as err:
             if "message is not modified" not in str(err):
                 raise  # otherwise: the platform already shows exactly this text
@@ -60,8 +77,11 @@ class TelegramAdapter(HttpAdapter):
     async def delete(self, target: ReplyTarget, message_id: str) -> None:
         await self._call("deleteMessage", {"chat_id": target.chat_id, "message_id": message_id})
 
-    async def send_draft(self, target: ReplyTarget, draft_id: int, text: str) -> None:
-        await self._call("sendMessageDraft", {"chat_id": target.chat_id, "draft_id": draft_id, "text": text})
+    async def send_draft(
+        self, target: ReplyTarget, draft_id: int, text: str, *, markup: TextFormat = TextFormat.PLAIN
+    ) -> None:
+        body = {"chat_id": target.chat_id, "draft_id": draft_id, "text": text, **_parse_mode(markup)}
+        await self._call("sendMessageDraft", body)
 
     async def _call(self, method: str, body: dict[str, Any]) -> Any:
         resp = await self.request("POST", f"{self._base}/{method}", json=body)
@@ -74,12 +94,18 @@ class TelegramAdapter(HttpAdapter):
         raise classify(resp.status_code, data)
 
 
+def _parse_mode(markup: TextFormat) -> dict[str, str]:
+    return {"parse_mode": "HTML"} if markup is TextFormat.TELEGRAM_HTML else {}
+
+
 def classify(status: int, data: dict[str, Any]) -> AdapterError:
     description = str(data.get("description") or f"HTTP {status}")
     code = int(data.get("error_code") or status)
     if code == 429:
         return RateLimited(float((data.get("parameters") or {}).get("retry_after", 1)), description)
     lowered = description.lower()
+    if "can't parse entities" in lowered:
+        return FormattingRejected(description)
     if "too long" in lowered:
         return TooLong(description)
     if "not found" in lowered and code == 400:

@@ -4,6 +4,8 @@
 connection of that chat; a new connection first receives the chat's recent messages,
 so a page opened (or reconnected) mid-stream catches up. Every frame carries the whole
 message text — the page replaces, never appends — so a lost frame is healed by the next.
+The text is the renderer's sanitised HTML (`markup: "html"`, see `formatting.web_html`),
+or plain text the page shows as such.
 The routes live in `web_http`; the page itself in `static/`.
 
 A chat's recent messages are forgotten once it has been idle `ChatBounds.idle_ttl_s` (and the
@@ -20,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 
-from agentstream.config import ToolProgress
+from agentstream.config import TextFormat, ToolProgress
 from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import AdapterError, Capabilities, ChatBounds, InProcessAdapter
 
@@ -34,6 +36,7 @@ class WebFrame:
     text: str
     final: bool
     op: str  # "send" | "edit"
+    markup: str = TextFormat.PLAIN  # "html": the renderer's sanitised HTML; "plain": text for `textContent`
 
     def sse(self) -> bytes:
         return f"data: {json.dumps(asdict(self), ensure_ascii=False)}\n\n".encode()
@@ -50,7 +53,13 @@ class WebAdapter(InProcessAdapter[OrderedDict[str, WebFrame]]):
         self, edit_interval: float = 0.2, keep: int = KEEP_MESSAGES, bounds: ChatBounds = ChatBounds()
     ) -> None:
         super().__init__(
-            Capabilities(max_length=100_000, edit_interval=edit_interval, tool_progress=ToolProgress.OFF), bounds
+            Capabilities(
+                max_length=100_000,
+                edit_interval=edit_interval,
+                tool_progress=ToolProgress.OFF,
+                formatting=TextFormat.HTML,
+            ),
+            bounds,
         )
         self.keep = keep
         self._ids = itertools.count(1)
@@ -64,8 +73,10 @@ class WebAdapter(InProcessAdapter[OrderedDict[str, WebFrame]]):
         chat = self._chats.peek(chat_id)
         return [] if chat is None else list(chat.values())
 
-    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
-        frame = WebFrame(f"w{next(self._ids)}", text, final, "send")
+    async def send(
+        self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
+    ) -> str:
+        frame = WebFrame(f"w{next(self._ids)}", text, final, "send", markup)
         chat = self._chats.get_or_create(target.chat_id, OrderedDict)
         chat[frame.message_id] = frame
         while len(chat) > self.keep:
@@ -73,11 +84,19 @@ class WebAdapter(InProcessAdapter[OrderedDict[str, WebFrame]]):
         self._publish(target.chat_id, frame)
         return frame.message_id
 
-    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
+    async def edit(
+        self,
+        target: ReplyTarget,
+        message_id: str,
+        text: str,
+        *,
+        final: bool = False,
+        markup: TextFormat = TextFormat.PLAIN,
+    ) -> None:
         chat = self._chats.get(target.chat_id)
         if chat is None or message_id not in chat:
             raise AdapterError(f"message {message_id} not found in web chat {target.chat_id}")
-        frame = WebFrame(message_id, text, final, "edit")
+        frame = WebFrame(message_id, text, final, "edit", markup)
         chat[message_id] = frame
         self._publish(target.chat_id, frame)
 

@@ -13,13 +13,16 @@ import json
 import uuid
 from typing import Any
 
-from agentstream.config import ToolProgress
+from agentstream.config import TextFormat, ToolProgress
 from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import AdapterError, Capabilities
 from agentstream_delivery.adapters.http import HttpAdapter, by_status, raise_if_rate_limited
 
 SIGNATURE_HEADER = "X-Agentstream-Signature"
-CAPABILITIES = Capabilities(max_length=100_000, measure="chars", can_edit=False, tool_progress=ToolProgress.OFF)
+# The receiver gets the model's Markdown as written: it knows best how to show it.
+CAPABILITIES = Capabilities(
+    max_length=100_000, measure="chars", can_edit=False, tool_progress=ToolProgress.OFF, formatting=TextFormat.MARKDOWN
+)
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -34,7 +37,9 @@ class WebhookAdapter(HttpAdapter):
         super().__init__(api_url, bot="webhook", **kw)
         self.secret = secret
 
-    async def send(self, target: ReplyTarget, text: str, *, final: bool = False) -> str:
+    async def send(
+        self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
+    ) -> str:
         body = json.dumps(
             {"platform": target.platform, "chat_id": target.chat_id, "thread_id": target.thread_id, "text": text}
         ).encode()
@@ -48,5 +53,13 @@ class WebhookAdapter(HttpAdapter):
         except ValueError:
             return str(uuid.uuid4())
 
-    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False) -> None:
+    async def edit(
+        self,
+        target: ReplyTarget,
+        message_id: str,
+        text: str,
+        *,
+        final: bool = False,
+        markup: TextFormat = TextFormat.PLAIN,
+    ) -> None:
         raise AdapterError("webhook messages cannot be edited")

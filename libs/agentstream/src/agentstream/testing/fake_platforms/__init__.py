@@ -8,7 +8,9 @@
 Each records every call (`calls`), keeps each chat's messages with their edit history
 (`chats`, `messages(chat)`, `texts(chat)`), enforces an optional per-chat rate limit
 (`per_chat_interval`, answered with the platform's own 429 shape and `retry_after`),
-and answers scripted failures (`fail_next(method, Failure(...))`).
+and answers scripted failures (`fail_next(method, Failure(...))`). The fake Telegram parses
+`parse_mode: HTML` as the Bot API does (`telegram_html`) and answers 400 "can't parse
+entities" to markup the real one refuses.
 """
 
 from agentstream.testing.fake_platforms.base import Call, Failure, FakeMessage, FakePlatform

@@ -8,6 +8,9 @@ ids) → `{"ok": true, "result": true}`. Errors are `{"ok": false, "error_code",
 "description"}`; a rate limit is HTTP 429 with `parameters.retry_after` (seconds); an
 edit to the same text is 400 "Bad Request: message is not modified…"; text longer than
 4096 UTF-16 code units is 400 "Bad Request: message is too long"; a wrong token is 401.
+With `parse_mode: "HTML"` the text must be HTML the Bot API accepts (`telegram_html`),
+else 400 "Bad Request: can't parse entities: …"; its length and emptiness are those of
+the text after parsing. Messages keep the text as sent (the HTML, for formatted ones).
 `getMe` → `{"ok": true, "result": {"id", "is_bot", "username"}}` (what `agentstream doctor` asks).
 """
 
@@ -19,6 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from agentstream.testing.fake_platforms.base import FakePlatform
+from agentstream.testing.fake_platforms.telegram_html import TAGS, HtmlRejected, parse
 
 MAX_UTF16 = 4096
 NOT_MODIFIED = (
@@ -41,9 +45,12 @@ def error(status: int, description: str, **parameters: Any) -> JSONResponse:
 class FakeTelegram(FakePlatform):
     name = "telegram"
 
-    def __init__(self, token: str = "123:TEST", *, drafts: bool = True, **kw: Any) -> None:
+    def __init__(
+        self, token: str = "123:TEST", *, drafts: bool = True, html_tags: frozenset[str] = TAGS, **kw: Any
+    ) -> None:
         self.token = token
         self.drafts_enabled = drafts
+        self.html_tags = html_tags  # fewer: a Bot API that predates some tags (refuses them like unknown ones)
         self.drafts: dict[tuple[str, int], list[str]] = {}  # (chat, draft id) → every frame shown
         super().__init__(**kw)
 
@@ -77,9 +84,17 @@ class FakeTelegram(FakePlatform):
     def _apply(self, method: str, chat_id: str, body: dict[str, Any]) -> JSONResponse:
         text = str(body.get("text", ""))
         if method in ("sendMessage", "editMessageText", "sendMessageDraft"):
-            if not text.strip():
+            shown = text
+            if body.get("parse_mode") == "HTML":
+                try:
+                    shown = parse(text, self.html_tags)
+                except HtmlRejected as err:
+                    return error(400, f"Bad Request: can't parse entities: {err}")
+            elif body.get("parse_mode") is not None:
+                return error(400, f"Bad Request: unsupported parse_mode {body.get('parse_mode')!r}")
+            if not shown.strip():
                 return error(400, "Bad Request: message text is empty")
-            if _utf16(text) > MAX_UTF16:
+            if _utf16(shown) > MAX_UTF16:
                 return error(400, "Bad Request: message is too long")
         match method:
             case "sendMessage":

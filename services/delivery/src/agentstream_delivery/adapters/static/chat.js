@@ -47,7 +47,12 @@
       el = bubble("bot", "");
       el.dataset.messageId = frame.message_id;
     }
-    el.textContent = frame.text;
+    // "html" frames are delivery's renderer output: every text the model wrote is escaped in them.
+    if (frame.markup === "html") {
+      el.innerHTML = frame.text;
+    } else {
+      el.textContent = frame.text;
+    }
     el.classList.toggle("streaming", !frame.final);
     el.classList.toggle("final", frame.final);
     list.scrollTop = list.scrollHeight;

@@ -1,0 +1,201 @@
+"""One Markdown parse, walked into a platform's markup by a `Style`.
+
+The model's Markdown is parsed once by markdown-it-py (CommonMark, raw HTML off, plus
+strikethrough and tables); `Writer` walks the syntax tree and asks its `Style` how each
+construct is written. Every construct a style opens it also closes, so any text, a cut
+off prefix of a stream included, renders to complete markup: a fence still open is a
+code block that runs to the end, an emphasis never closed stays literal text.
+Lists, quotes, rules and tables are laid out here, the same on every platform.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+
+from markdown_it import MarkdownIt
+from markdown_it.tree import SyntaxTreeNode
+
+BULLETS = ("•", "◦", "▪")
+RULE = "———"
+MAX_NEST = 3  # lists and quotes nested deeper are not indented further (keeps lines short, lengths bounded)
+
+
+@lru_cache(maxsize=1)
+def parser() -> MarkdownIt:
+    return MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(["strikethrough", "table"])
+
+
+def parse(text: str) -> SyntaxTreeNode:
+    return SyntaxTreeNode(parser().parse(text))
+
+
+class Style:
+    """How one platform writes each construct; the defaults write plain text."""
+
+    def text(self, s: str) -> str:
+        return s
+
+    def wrap(self, kind: str, inner: str) -> str:
+        """`kind` is "strong", "em" or "s" (strikethrough)."""
+        return inner
+
+    def code(self, content: str) -> str:
+        return content
+
+    def link(self, href: str, inner: str, inner_plain: str) -> str:
+        return inner if inner_plain == href or not href else f"{inner} ({href})"
+
+    def heading(self, level: int, inner: str) -> str:
+        return inner
+
+    def code_block(self, lang: str, content: str) -> str:
+        return content.rstrip("\n")
+
+    def quote(self, inner: str) -> str:
+        return "\n".join("> " + line if line else ">" for line in inner.split("\n"))
+
+    def rule(self) -> str:
+        return self.text(RULE)
+
+    def bullet(self, depth: int, number: int | None) -> str:
+        return f"{number}." if number is not None else BULLETS[depth % len(BULLETS)]
+
+
+class Writer:
+    """Walks one parse with a style; knows which inline wraps are open so none is nested in itself."""
+
+    def __init__(self, style: Style) -> None:
+        self.style = style
+        self._open: list[str] = []
+        self._list_depth = 0
+        self._quote_depth = 0
+
+    def render(self, text: str) -> str:
+        return self.blocks(parse(text)).strip("\n")
+
+    # -- blocks --------------------------------------------------------------------
+    def blocks(self, node: SyntaxTreeNode, sep: str = "\n\n") -> str:
+        parts = (self.block(child) for child in node.children)
+        return sep.join(p for p in parts if p)
+
+    def block(self, node: SyntaxTreeNode) -> str:
+        match node.type:
+            case "paragraph":
+                return self.inlines(node)
+            case "heading":  # already bold: a bold run inside adds nothing
+                return self.style.heading(int(node.tag[1:]), self.within("strong", node, self.inlines))
+            case "fence" | "code_block":
+                return self.style.code_block(_language(node.info) if node.type == "fence" else "", node.content)
+            case "blockquote":
+                return self.quote(node)
+            case "bullet_list" | "ordered_list":
+                return self.list(node)
+            case "hr":
+                return self.style.rule()
+            case "table":
+                return self.style.code_block("", _table_grid(node))
+            case "html_block":
+                return self.style.text(node.content.rstrip("\n"))
+        return self.blocks(node)
+
+    def list(self, node: SyntaxTreeNode) -> str:
+        start = int(str(node.attrs.get("start", 1))) if node.type == "ordered_list" else None
+        depth = self._list_depth
+        self._list_depth += 1
+        try:
+            items: list[str] = []
+            for i, item in enumerate(node.children):
+                number = None if start is None else start + i
+                marker = self.style.bullet(depth, number) + " "
+                body = self.blocks(item, "\n" if _tight(item) else "\n\n")
+                lines = body.split("\n")
+                pad = " " * (len(self.style.bullet(depth, number)) + 1) if depth < MAX_NEST else ""
+                items.append("\n".join([marker + lines[0], *(pad + line if line else line for line in lines[1:])]))
+            return "\n".join(items)
+        finally:
+            self._list_depth = depth
+
+    def quote(self, node: SyntaxTreeNode) -> str:
+        self._quote_depth += 1
+        try:
+            inner = self.blocks(node)
+            return self.style.quote(inner) if self._quote_depth <= MAX_NEST else inner
+        finally:
+            self._quote_depth -= 1
+
+    # -- inlines -------------------------------------------------------------------
+    def inlines(self, node: SyntaxTreeNode) -> str:
+        return "".join(self.inline(child) for child in node.children)
+
+    def inline(self, node: SyntaxTreeNode) -> str:
+        match node.type:
+            case "inline":
+                return self.inlines(node)
+            case "text" | "html_inline":
+                return self.style.text(node.content)
+            case "softbreak" | "hardbreak":
+                return "\n"
+            case "code_inline":
+                return self.style.code(node.content)
+            case "strong" | "em" | "s":
+                return self.wrapped(node)
+            case "link" | "image" if "link" in self._open:  # a link cannot hold another one
+                return self.style.text(plain_text(node))
+            case "link":
+                href = str(node.attrs.get("href", ""))  # percent-encoded by markdown-it
+                return self.style.link(href, self.within("link", node, self.inlines), plain_text(node))
+            case "image":
+                src = str(node.attrs.get("src", ""))
+                alt = plain_text(node) or src
+                return self.style.link(src, self.style.text(alt), alt)
+        return self.inlines(node)
+
+    def wrapped(self, node: SyntaxTreeNode) -> str:
+        if node.type in self._open:  # `**a **b** c**`: already bold, the inner one adds nothing
+            return self.inlines(node)
+        return self.style.wrap(node.type, self.within(node.type, node, self.inlines))
+
+    def within(self, kind: str, node: SyntaxTreeNode, render: Callable[[SyntaxTreeNode], str]) -> str:
+        self._open.append(kind)
+        try:
+            return render(node)
+        finally:
+            self._open.pop()
+
+
+def readable_url(href: str) -> str:
+    """A link target as a person reads it (and as the model wrote it): percent-escapes and punycode decoded."""
+    return parser().normalizeLinkText(href)
+
+
+def plain_text(node: SyntaxTreeNode) -> str:
+    """The text of an inline subtree, without any markup."""
+    if node.type in ("text", "code_inline", "html_inline"):
+        return node.content
+    if node.type in ("softbreak", "hardbreak"):
+        return "\n"
+    return "".join(plain_text(child) for child in node.children)
+
+
+def _tight(item: SyntaxTreeNode) -> bool:
+    # markdown-it hides the paragraphs of a tight list's items.
+    return all(child.hidden for child in item.children if child.type == "paragraph")
+
+
+def _language(info: str) -> str:
+    word = info.strip().split(maxsplit=1)[0] if info.strip() else ""
+    return "".join(ch for ch in word if ch.isalnum() or ch in "+#.-_")
+
+
+def _table_grid(table: SyntaxTreeNode) -> str:
+    rows: list[list[str]] = []
+    for section in table.children:
+        for row in section.children:
+            rows.append([plain_text(cell).strip() for cell in row.children])
+    if not rows:
+        return ""
+    widths = [max(len(r[i]) if i < len(r) else 0 for r in rows) for i in range(max(len(r) for r in rows))]
+    lines = [" | ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,51 @@
+"""The web chat page's HTML: markdown-it's own renderer with raw HTML off.
+
+Everything the model wrote is escaped; the only tags are the renderer's (p, strong,
+em, s, code, pre, a, ul, ol, li, blockquote, h1-h6, hr, table, br). Links are kept only
+for schemes a browser may open safely (`styles.openable`); an image becomes a link to it,
+so a page never fetches what a model named.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from agentstream_delivery.formatting.styles import openable
+
+
+def _image_as_link(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    token = tokens[idx]
+    src = str(token.attrGet("src") or "")
+    alt = html.escape(token.content or src)
+    if not openable(src):
+        return alt
+    return f'<a href="{html.escape(src, quote=True)}" rel="noopener noreferrer" target="_blank">{alt}</a>'
+
+
+def _link_open(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    tokens[idx].attrSet("rel", "noopener noreferrer")
+    tokens[idx].attrSet("target", "_blank")
+    return str(self.renderToken(tokens, idx, options, env))
+
+
+class _WebMarkdown(MarkdownIt):
+    def validateLink(self, url: str) -> bool:  # noqa: N802 (markdown-it's name)
+        return openable(url.strip())  # relative and script links stay text
+
+
+@lru_cache(maxsize=1)
+def web_parser() -> MarkdownIt:
+    md = _WebMarkdown("commonmark", {"html": False, "breaks": True}).enable(["strikethrough", "table"])
+    md.add_render_rule("image", _image_as_link)
+    md.add_render_rule("link_open", _link_open)
+    return md
+
+
+def render_html(text: str) -> str:
+    return web_parser().render(text).rstrip("\n")

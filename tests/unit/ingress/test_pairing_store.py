@@ -1,6 +1,7 @@
 """`agentstream pairing approve CODE` against a real (SQLite) database."""
 
 import asyncio
+import json
 
 from typer.testing import CliRunner
 
@@ -29,6 +30,10 @@ def test_approve_lets_the_user_through(tmp_path, monkeypatch):
     runner = CliRunner()
     wrong = runner.invoke(app, ["pairing", "approve", "ZZZZZZZZ"])
     assert wrong.exit_code == 1 and "unknown" in wrong.output
+    wrong_json = runner.invoke(app, ["pairing", "approve", "ZZZZZZZ2", "--json"])
+    assert wrong_json.exit_code == 1
+    doc = json.loads(wrong_json.output)
+    assert doc["outcome"] == "unknown" and doc["user_id"] is None
     ok = runner.invoke(app, ["pairing", "approve", code, "--platform", "telegram"])
     assert ok.exit_code == 0, ok.output
     assert "approved telegram user u-7" in ok.output

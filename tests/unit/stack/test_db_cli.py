@@ -141,3 +141,15 @@ async def test_bad_retention_is_refused_with_the_key_named(db_url: str) -> None:
     result = await cli(db_url, inbound_dedupe_days="0.1")
     assert result.exit_code == 2
     assert "retention.inbound_dedupe_days" in result.output
+
+
+async def test_upgrade_says_where_the_database_is_in_text_and_json(db_url: str) -> None:
+    from agentstream.db.session import head_revisions
+
+    env = {"AGENTSTREAM__DATABASE__URL": db_url, "COLUMNS": "200"}
+    as_json = await asyncio.to_thread(CliRunner().invoke, app, ["db", "upgrade", "--json"], env=env)
+    assert as_json.exit_code == 0, as_json.output
+    doc = json.loads(as_json.output)
+    assert doc["revisions"] == head_revisions() and doc["database"].split("@")[-1] == db_url.split("@")[-1]
+    again = await asyncio.to_thread(CliRunner().invoke, app, ["db", "upgrade"], env=env)
+    assert again.exit_code == 0 and "database at head" in again.output

@@ -1,309 +1,91 @@
-"""The `agentstream` command line."""
+"""The `agentstream` command line: the root group and where each command lives.
+
+Nothing here imports a command: `agentstream --help` lists the commands from `COMMANDS` and the
+module of one command is imported when it runs (cli_lazy.py). To add a command, write its module
+(a function, or a `typer.Typer` of sub-commands, importing the runtime inside its functions or in
+a module of its own) and add one `LazyCommand` line below.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-import sys
-import tempfile
-import time
-import uuid
-from pathlib import Path
 from typing import Annotated
 
-import httpx
 import typer
-from rich.console import Console
 
-from agentstream.config import SERVICES, Settings
-from agentstream.contracts import InboundMessage, RunFinished, RunStatus, User
-from agentstream.host import ServiceHost, install_stop_signals
-from agentstream.kafka import create_topics
-from agentstream.kafka.flavor import resolve_flavor
-from agentstream.observability import configure_logging
-from agentstream_stack.cli_support import ConfigOpt, client_settings, err, load_or_exit, masked, out
-from agentstream_stack.db_cli import db_app
-from agentstream_stack.embedded import embedded_stack, free_ports
-from agentstream_stack.keys_cli import keys_app
-from agentstream_stack.run_follower import RunFollower, StreamPrinter
-from agentstream_stack.runs_cli import runs_app
-from agentstream_stack.services import build_service
+from agentstream_stack.cli_errors import ExitCode
+from agentstream_stack.cli_lazy import LazyCommand, lazy_group
 
-BROKER_DIED_EXIT = 3  # `agentstream up`: the embedded broker died, the stack was stopped
+BROKER_DIED_EXIT = ExitCode.BROKER_DIED
+PACKAGE = "agentstream-stack"  # the distribution whose version `--version` prints
+
+COMMANDS: tuple[LazyCommand, ...] = (
+    LazyCommand(
+        "up",
+        "agentstream_stack.stack_cli:up",
+        "Start the embedded stack (broker, database, five services).",
+    ),
+    LazyCommand(
+        "serve",
+        "agentstream_stack.stack_cli:serve",
+        "Run one service (docker-compose, Kubernetes, own processes).",
+    ),
+    LazyCommand(
+        "send",
+        "agentstream_stack.stack_cli:send",
+        "Send one message and print the streamed reply.",
+    ),
+    LazyCommand(
+        "demo",
+        "agentstream_stack.stack_cli:demo",
+        "Run a scripted conversation on a throwaway embedded stack.",
+    ),
+    LazyCommand(
+        "doctor",
+        "agentstream_stack.doctor_cli:doctor",
+        "Check Kafka, topics, database, connectors and platforms.",
+    ),
+    LazyCommand("top", "agentstream_stack.top_cli:top", "Live view of the stack from the services' /metrics."),
+    LazyCommand("config", "agentstream_stack.config_cli:config_app", "The configuration: check a file."),
+    LazyCommand("topics", "agentstream_stack.topics_cli:topics_app", "Kafka topics."),
+    LazyCommand("db", "agentstream_stack.db_cli:db_app", "The database: migrations, retention purges."),
+    LazyCommand("runs", "agentstream_stack.runs_cli:runs_app", "Stored runs: list, inspect, resume a failed one."),
+    LazyCommand(
+        "keys", "agentstream_stack.keys_cli:keys_app", "API keys for the HTTP endpoints (stored hashed; shown once)."
+    ),
+    LazyCommand(
+        "pairing", "agentstream_stack.pairing_cli:pairing_app", "Pairing codes of unknown users (ingress authz)."
+    ),
+)
 
 app = typer.Typer(
-    help="agentstream: a Kafka-native runtime for AI agents.", no_args_is_help=True, pretty_exceptions_enable=False
+    cls=lazy_group(COMMANDS),
+    help="agentstream: a Kafka-native runtime for AI agents. Every command and exit code: docs/cli.md",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: rich's costs most of a second to import
 )
-topics_app = typer.Typer(help="Kafka topics.", no_args_is_help=True)
-app.add_typer(topics_app, name="topics")
-app.add_typer(db_app, name="db")
-pairing_app = typer.Typer(help="Pairing codes of unknown users (ingress authz).", no_args_is_help=True)
-app.add_typer(pairing_app, name="pairing")
-app.add_typer(runs_app, name="runs")
-app.add_typer(keys_app, name="keys")
 
 
-@app.command()
-def up(
-    config: ConfigOpt = None,
-    broker: Annotated[
-        bool, typer.Option(help="Start the embedded Tansu broker (else use kafka.bootstrap_servers).")
-    ] = True,
-    chat: Annotated[bool | None, typer.Option(help="Chat in this terminal (default: when stdin is a TTY).")] = None,
+def version() -> str:
+    from importlib.metadata import version as installed_version
+
+    return f"agentstream {installed_version(PACKAGE)}"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(version())
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    _version: Annotated[
+        bool,
+        typer.Option("--version", "-V", help="Print the version and exit.", callback=_print_version, is_eager=True),
+    ] = False,
 ) -> None:
-    """Start the embedded stack (broker, database, all five services) in this process."""
-    settings = load_or_exit(config)
-    state_dir = Path(".agentstream")
-    state_dir.mkdir(exist_ok=True)
-    interactive = sys.stdin.isatty() if chat is None else chat
-    log_file = str(state_dir / "agentstream.log") if interactive else None
-    configure_logging(settings.log_level, log_file=log_file, settings=settings)
-
-    async def main() -> int | None:
-        stop = asyncio.Event()
-        install_stop_signals(stop)
-        out.print("[dim]starting the embedded stack (broker, topics, database, 5 services)…[/]")
-        async with embedded_stack(
-            settings,
-            start_broker=broker,
-            console=out,
-            broker_log=state_dir / "broker.log",
-            admin_key=True,
-            secrets_dir=state_dir,
-        ) as stack:
-            d = stack.describe()
-            out.print(
-                f"[green]agentstream is up[/]  kafka [bold]{d['kafka']}[/] (prefix {d['topic_prefix']})"
-                f"  database [bold]{masked(d['database'])}[/]"
-            )
-            for name, url in d["services"].items():
-                out.print(f"  {name:<14} {url}  (/healthz /readyz /metrics)")
-            if log_file:
-                out.print(f"  logs           {log_file}")
-            out.print(
-                "  [dim]credentials    Authorization: Bearer <key> on every route but /healthz /readyz;[/]",
-                soft_wrap=True,
-            )
-            out.print(
-                "  [dim]               /metrics too (the admin key, or a key with metrics:read)[/]", soft_wrap=True
-            )
-            if stack.new_admin_key:
-                # Printed, never logged nor written: the database keeps only its hash.
-                out.print("[bold yellow]admin key[/] (save it; it is not shown again):")
-                out.print(f"  {stack.new_admin_key}", soft_wrap=True, highlight=False)
-            else:
-                out.print(
-                    "  [dim]admin key: the one printed on the first start (`agentstream keys create` makes more)[/]"
-                )
-            out.print(f"  web chat       {stack.web_link()}", soft_wrap=True, highlight=False)
-            out.print('[dim]send from another terminal: agentstream send "calculate 6*7"   ·   Ctrl-C stops[/]')
-            watch = asyncio.create_task(stack.watch_broker(stop), name="embedded-broker-watch")
-            if interactive:
-                from agentstream_stack.console_chat import chat_loop
-
-                await chat_loop(stack.services["ingress"], stack.services["delivery"], out, stop)
-            await stop.wait()
-            watch.cancel()
-            if stack.broker_exit_code is not None:
-                # Never a silent zombie: services without their broker serve nothing. Stop, and say why.
-                err.print(
-                    f"[red bold]the embedded broker exited (code {stack.broker_exit_code}); everything it "
-                    "held (topics, records, offsets) is gone. Stopping the stack; start it again with "
-                    "`agentstream up`.[/]"
-                )
-            out.print("[dim]stopping…[/]")
-        out.print("[green]stopped[/]")
-        return stack.broker_exit_code
-
-    if asyncio.run(main()) is not None:
-        raise typer.Exit(BROKER_DIED_EXIT)
-
-
-@app.command()
-def serve(
-    service: Annotated[str, typer.Argument(help=f"One of: {', '.join(SERVICES)}")],
-    config: ConfigOpt = None,
-    host: Annotated[str | None, typer.Option(help="HTTP bind address (default http.host).")] = None,
-    port: Annotated[int | None, typer.Option(help="HTTP port (default http.<service>).")] = None,
-) -> None:
-    """Run one service (for docker-compose / Kubernetes / separate processes)."""
-    if service not in SERVICES:
-        err.print(f"[red]unknown service {service!r}; choose one of: {', '.join(SERVICES)}[/]")
-        raise typer.Exit(2)
-    settings = load_or_exit(config)
-    configure_logging(settings.log_level, settings=settings)
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        install_stop_signals(stop)
-        if settings.kafka.auto_create_topics:
-            await create_topics(settings.kafka)
-        resolved = settings.model_copy(update={"kafka": await resolve_flavor(settings.kafka)})
-        svc = build_service(service, resolved)
-        ports = {service: port or settings.http.port_for(service)}
-        async with ServiceHost([svc], host or settings.http.host, ports):
-            await stop.wait()
-
-    asyncio.run(main())
-
-
-async def _send(settings: Settings, message: InboundMessage, timeout: float, console: Console) -> RunFinished | None:
-    printer = StreamPrinter(console)
-    async with RunFollower(await resolve_flavor(settings.kafka)) as follower:
-        await follower.send(message)
-        async with asyncio.timeout(timeout):
-            async for event in follower.follow(message):
-                printer(event)
-                if isinstance(event, RunFinished):
-                    return event
-    return None
-
-
-@app.command()
-def send(
-    text: Annotated[str, typer.Argument(help="The message text.")],
-    chat: Annotated[str, typer.Option(help="Chat id.")] = "cli",
-    platform: Annotated[str, typer.Option(help="Platform of the message.")] = "console",
-    user: Annotated[str, typer.Option(help="User id.")] = "cli-user",
-    assistant: Annotated[str | None, typer.Option(help="Assistant id.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 120.0,
-    config: ConfigOpt = None,
-) -> None:
-    """Produce one InboundMessage and print the streamed reply as it arrives."""
-    settings = client_settings(config)
-    msg = InboundMessage(
-        id=str(uuid.uuid4()), platform=platform, chat_id=chat, user=User(id=user), text=text, assistant_id=assistant
-    )
-    try:
-        finished = asyncio.run(_send(settings, msg, timeout, out))
-    except TimeoutError:
-        err.print(f"[red]no answer within {timeout:.0f} s[/]")
-        raise typer.Exit(1) from None
-    except Exception as e:  # e.g. broker unreachable
-        err.print(f"[red]{type(e).__name__}: {e}[/]")
-        raise typer.Exit(1) from None
-    if finished is None or finished.status is not RunStatus.COMPLETED:
-        raise typer.Exit(1)
-
-
-@app.command()
-def demo(config: ConfigOpt = None) -> None:
-    """Start the embedded stack, run one scripted conversation with a tool, show what was stored, stop."""
-    t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="agentstream-demo-") as tmp:
-        settings = load_or_exit(config, database={"url": f"sqlite+aiosqlite:///{tmp}/demo.db"})
-        configure_logging("WARNING", settings=settings)
-
-        async def main() -> RunFinished | None:
-            out.print("[dim]starting the embedded stack…[/]")
-            async with embedded_stack(settings, ports=free_ports(), state_file=None, admin_key=True) as stack:
-                out.print(f"[dim]up in {time.monotonic() - t0:.1f} s; asking the demo assistant[/]")
-                msg = InboundMessage(
-                    id=str(uuid.uuid4()),
-                    platform="memory",
-                    chat_id="demo",
-                    user=User(id="demo-user", name="Demo"),
-                    text="calculate 6*7",
-                )
-                out.print(f"[bold cyan]you>[/] {msg.text}")
-                out.print("[bold green]assistant>[/] ", end="")
-                finished = await _send(stack.settings, msg, 60, out)
-                if finished is None:
-                    return None
-                assert stack.new_admin_key is not None  # the demo's database is new
-                await _print_persisted(stack.urls["persistence"], stack.new_admin_key, finished, msg.conversation_key)
-                return finished
-
-        finished = asyncio.run(main())
-    if finished is None or finished.status is not RunStatus.COMPLETED:
-        err.print("[red]the demo run did not complete[/]")
-        raise typer.Exit(1)
-    out.print(f"[green]demo finished in {time.monotonic() - t0:.1f} s[/]")
-
-
-async def _print_persisted(persistence_url: str, admin_key: str, finished: RunFinished, key: str) -> None:
-    headers = {"Authorization": f"Bearer {admin_key}"}
-    async with httpx.AsyncClient(base_url=persistence_url, timeout=5, headers=headers) as http:
-        for _ in range(100):  # the flush follows run.finished by a few milliseconds
-            resp = await http.get(f"/v1/runs/{finished.root_run_id}")
-            if resp.status_code == 200:
-                break
-            await asyncio.sleep(0.1)
-        resp.raise_for_status()
-        run = resp.json()
-        out.print(
-            f"[bold]persisted run[/] {run['run_id']}: status={run['status']} "
-            f"llm_calls={run['llm_calls']} text={run['text']!r}"
-        )
-        # A fresh demo database: the conversation's messages fit in the first page.
-        messages = (await http.get(f"/v1/conversations/{key}/messages")).json()["items"]
-        for m in messages:
-            out.print(f"  [dim]{m['role']:>9}[/] {m['content']}")
-
-
-@app.command()
-def top(
-    config: ConfigOpt = None,
-    url: Annotated[
-        list[str] | None,
-        typer.Option(help="SERVICE=URL of a service's HTTP port (repeatable); default: every service on http.* ports."),
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="AGENTSTREAM_METRICS_TOKEN",
-            help="Bearer token for /metrics; default: the config's auth.metrics_token_env, then admin_token_env.",
-        ),
-    ] = None,
-    interval: Annotated[float, typer.Option(min=0.05, help="Seconds between two scrapes.")] = 1.0,
-    once: Annotated[bool, typer.Option("--once", help="Print one frame and exit.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one frame's figures as JSON and exit.")] = False,
-) -> None:
-    """Live view of the stack from the services' /metrics: runs per second, active runs, lag, 429s, dead letters."""
-    from agentstream_stack.top import run_top  # lazy: rich Live and the parser only for this command
-
-    settings = load_or_exit(config)
-    host = "127.0.0.1" if settings.http.host in ("0.0.0.0", "::", "") else settings.http.host
-    urls = {s: f"http://{host}:{settings.http.port_for(s)}" for s in SERVICES}
-    if url:
-        urls = {}
-        for item in url:
-            service, sep, target = item.partition("=")
-            if not sep or not target.startswith(("http://", "https://")):
-                err.print(f"[red]--url {item!r}: expected SERVICE=http(s)://host:port[/]")
-                raise typer.Exit(2)
-            urls[service] = target
-    token = token or settings.auth.metrics_token() or settings.auth.admin_token()
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends the live view
-        asyncio.run(run_top(urls, token, interval, once, as_json, out))
-
-
-@topics_app.command("create")
-def topics_create(config: ConfigOpt = None) -> None:
-    """Create every topic with the configured partition count (existing ones are kept)."""
-    settings = load_or_exit(config)
-    created = asyncio.run(create_topics(settings.kafka))
-    out.print(
-        json.dumps({"created": created, "prefix": settings.kafka.topic_prefix, "partitions": settings.kafka.partitions})
-    )
-
-
-@pairing_app.command("approve")
-def pairing_approve(
-    code: Annotated[str, typer.Argument(help="The code the user was given.")],
-    platform: Annotated[str | None, typer.Option(help="Only accept a code issued on this platform.")] = None,
-    config: ConfigOpt = None,
-) -> None:
-    """Let the user who was given CODE through (5 wrong codes lock pairing for an hour)."""
-    from agentstream_ingress.pairing import ApproveOutcome
-    from agentstream_ingress.pairing_store import approve_with_settings
-
-    result = asyncio.run(approve_with_settings(load_or_exit(config), code, platform))
-    if result.outcome is not ApproveOutcome.APPROVED:
-        err.print(f"[red]not approved: {result.outcome.value}[/]")
-        raise typer.Exit(1)
-    out.print(f"approved {result.platform} user {result.user_id}")
+    """The root's own options (`--version`); its help is the Typer's."""
 
 
 def main() -> None:

@@ -1,38 +1,54 @@
-"""What every `agentstream` sub-command shares: the consoles, `--config`, loading settings.
+"""What every `agentstream` sub-command shares: the consoles, `--config`, `--json`, loading settings.
 
-A module of its own so sub-apps (e.g. `runs_cli`) can use it without importing `cli`,
-which imports them.
+Imported by every command module, so it imports nothing heavy at its top (`agentstream --help`
+loads no command module, but a command's own `--help` loads this one).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from agentstream.config import ConfigError, SecurityProtocol, Settings, load_settings
-from agentstream_stack.embedded import read_state
+from agentstream_stack.cli_errors import ExitCode
+
+if TYPE_CHECKING:
+    from agentstream.config import Settings
 
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", "-c", help="YAML config file (or AGENTSTREAM_CONFIG).", exists=False)
 ]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # an error stays one line, however narrow the terminal
+
+
+def print_json(doc: Any) -> None:
+    """One JSON document on stdout, the same shape every time (for scripts)."""
+    typer.echo(json.dumps(doc, indent=2, default=str))
 
 
 def load_or_exit(config: Path | None, **overrides: object) -> Settings:
+    from agentstream.config import ConfigError, load_settings
+
     try:
         return load_settings(config, **overrides)
     except ConfigError as e:
-        err.print(f"[red]{e}[/]")
-        raise typer.Exit(2) from None
+        err.print(f"[red]{escape(str(e))}[/]", highlight=False, soft_wrap=True)
+        err.print("hint: docs/configuration.md describes every key", highlight=False, soft_wrap=True)
+        raise typer.Exit(ExitCode.USAGE) from None
 
 
 def client_settings(config: Path | None) -> Settings:
     """Config/env first; else the running `agentstream up` of this directory."""
+    from agentstream.config import SecurityProtocol
+    from agentstream_stack.embedded import read_state
+
     settings = load_or_exit(config)
     explicit = config or os.environ.get("AGENTSTREAM_CONFIG") or os.environ.get("AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS")
     state = read_state()

@@ -8,7 +8,6 @@ for operators and cron.
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -16,13 +15,14 @@ import typer
 
 from agentstream.config import Settings
 from agentstream.db import create_engine, session_factory, upgrade
+from agentstream.db.session import current_revisions
 from agentstream.retention import PurgePlan, run_purges
 from agentstream_delivery.retention import delivery_purges
 from agentstream_ingress.retention import ingress_purges
 from agentstream_persistence.retention import persistence_purges
-from agentstream_stack.cli_support import ConfigOpt, err, load_or_exit, masked, out
+from agentstream_stack.cli_support import ConfigOpt, JsonOpt, load_or_exit, masked, out, print_json
 
-db_app = typer.Typer(help="The database.", no_args_is_help=True)
+db_app = typer.Typer(no_args_is_help=True, add_completion=False)
 # Ingress first: it forgets the run ids of idle conversations, which frees their runs for persistence's purge.
 PLANS: tuple[PurgePlan, ...] = (ingress_purges, delivery_purges, persistence_purges)
 
@@ -43,28 +43,28 @@ async def purge_all(settings: Settings, dry_run: bool = False) -> dict[str, int]
 
 
 @db_app.command("upgrade")
-def db_upgrade(config: ConfigOpt = None) -> None:
+def db_upgrade(config: ConfigOpt = None, as_json: JsonOpt = False) -> None:
     """Apply every database migration (alembic upgrade head)."""
     settings = load_or_exit(config)
     asyncio.run(upgrade(settings.database.url))
-    out.print(f"database at head: {masked(settings.database.url)}")
+    revisions = asyncio.run(asyncio.to_thread(current_revisions, settings.database.url))
+    if as_json:
+        print_json({"database": masked(settings.database.url), "revisions": revisions})
+        return
+    out.print(f"database at head ({', '.join(revisions)}): {masked(settings.database.url)}", highlight=False)
 
 
 @db_app.command("purge")
 def db_purge(
     config: ConfigOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Count the rows due, delete nothing.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Delete rows past their retention (`retention.*`) now, in batches; print the rows per table."""
     settings = load_or_exit(config)
-    try:
-        counts = asyncio.run(purge_all(settings, dry_run))
-    except Exception as e:  # e.g. the database is unreachable: say so, exit non-zero
-        err.print(f"[red]purge failed: {type(e).__name__}: {e}[/]")
-        raise typer.Exit(1) from None
+    counts = asyncio.run(purge_all(settings, dry_run))  # an unreachable database: the root's one-line error
     if as_json:
-        out.print_json(json.dumps({"dry_run": dry_run, "purged": counts}))
+        print_json({"dry_run": dry_run, "purged": counts})
         return
     verb = "due" if dry_run else "purged"
     out.print(f"database {masked(settings.database.url)}" + (" (dry run: nothing deleted)" if dry_run else ""))

@@ -23,7 +23,7 @@ from agentstream.db import create_engine, session_factory, upgrade
 from agentstream_stack.cli_support import ConfigOpt, err, load_or_exit, out
 
 T = TypeVar("T")
-keys_app = typer.Typer(help="API keys for the HTTP endpoints (stored hashed; shown once).", no_args_is_help=True)
+keys_app = typer.Typer(no_args_is_help=True, add_completion=False)  # its help: the root's COMMANDS
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 

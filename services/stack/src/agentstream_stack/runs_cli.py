@@ -23,6 +23,7 @@ from agentstream.kafka.flavor import resolve_flavor
 from agentstream_persistence.pages import MAX_PAGE_SIZE, InvalidCursor, Key
 from agentstream_persistence.queries import RUNS
 from agentstream_persistence.rows import shorten
+from agentstream_stack.cli_errors import explain
 from agentstream_stack.cli_support import ConfigOpt, client_settings, err, out
 from agentstream_stack.run_follower import RunFollower, StreamPrinter
 from agentstream_stack.runs_store import (
@@ -36,7 +37,7 @@ from agentstream_stack.runs_store import (
 )
 
 T = TypeVar("T")
-runs_app = typer.Typer(help="Stored runs: list, inspect, resume a failed or interrupted one.", no_args_is_help=True)
+runs_app = typer.Typer(no_args_is_help=True, add_completion=False)  # its help: the root's COMMANDS
 
 
 WIDE_TERMINAL, MEDIUM_TERMINAL = 150, 110  # columns
@@ -73,6 +74,8 @@ def _run_or_exit(coro: Coroutine[Any, Any, T]) -> T:
     try:
         return asyncio.run(coro)
     except (RunsUnavailable, AmbiguousRunId) as e:
+        if e.__cause__ is not None and explain(e.__cause__) is not None:
+            raise e.__cause__ from None  # the database is not there: the root's one line, exit 5
         err.print(f"[red]{escape(str(e))}[/]")
         raise typer.Exit(1) from None
 
@@ -293,9 +296,6 @@ def runs_resume(
     except KeyboardInterrupt:
         err.print("[yellow]stopped following; the resume goes on without this command[/]")
         raise typer.Exit(130) from None
-    except Exception as e:  # e.g. broker unreachable
-        err.print(f"[red]{type(e).__name__}: {escape(str(e))}[/]")
-        raise typer.Exit(1) from None
     if not wait:
         return
     if finished is None:  # the events stream ended first (the consumer was stopped)

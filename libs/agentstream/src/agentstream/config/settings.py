@@ -106,6 +106,24 @@ def _describe(err: ValidationError) -> str:
     return "invalid configuration:\n  " + "\n  ".join(lines)
 
 
+def _check_yaml(path: str) -> None:
+    """The file parses, to a mapping of sections: else a `ConfigError` naming the line (not a parser traceback)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err)
+        raise ConfigError(f"invalid configuration:\n  (root): {path} is not valid YAML: {problem}{where}") from None
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(
+            f"invalid configuration:\n  (root): {path} must be a mapping of sections (kafka:, database:, …), "
+            f"not a {type(data).__name__}"
+        )
+
+
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
     """Load settings from the YAML file (argument or ``AGENTSTREAM_CONFIG``) and env.
 
@@ -114,6 +132,8 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
     path = str(config_file) if config_file is not None else os.environ.get(CONFIG_ENV_VAR)
     if path and not Path(path).is_file():
         raise ConfigError(f"config file not found: {path}")
+    if path:
+        _check_yaml(path)
     token = _yaml_path.set(path)
     try:
         return Settings(**overrides)

@@ -95,3 +95,25 @@ def upgrade_sync(url: str, revision: str = "heads") -> None:
 
 async def upgrade(url: str, revision: str = "heads") -> None:
     await asyncio.to_thread(upgrade_sync, url, revision)
+
+
+def head_revisions() -> list[str]:
+    """The revisions `upgrade` brings a database to."""
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return sorted(ScriptDirectory.from_config(cfg).get_heads())
+
+
+def current_revisions(url: str) -> list[str]:
+    """The revisions the database is at (empty: never migrated). Blocking: call it in a thread."""
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy import create_engine as create_sync_engine
+
+    engine = create_sync_engine(sync_url(url))
+    try:
+        with engine.connect() as conn:
+            return sorted(MigrationContext.configure(conn).get_current_heads())
+    finally:
+        engine.dispose()

@@ -204,6 +204,9 @@ class FakeOpenAI(StartStop):
     async def _app(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
+        if scope["method"] == "GET" and scope["path"].endswith("/models"):  # what `agentstream doctor` asks
+            await self._json(send, 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
+            return
         if scope["method"] == "GET" and scope["path"] == "/_fake/requests":
             await self._json(send, 200, {"requests": [r.timings() for r in self.requests]})
             return

@@ -5,7 +5,7 @@
 header `Bot <token>`. Errors: `{"code", "message"}` — 404 `10008 Unknown Message`, 400
 `50035 Invalid Form Body` (content longer than 2,000 characters), 401; a rate limit is
 HTTP 429 with `{"message": "You are being rate limited.", "retry_after": <float
-seconds>, "global": false}`.
+seconds>, "global": false}`. `GET /users/@me` → the bot user (what `agentstream doctor` asks).
 """
 
 from __future__ import annotations
@@ -32,6 +32,12 @@ class FakeDiscord(FakePlatform):
         return JSONResponse(body, 429)  # Discord says how long in the body, in fractional seconds
 
     def routes(self, app: FastAPI) -> None:
+        @app.get("/users/@me")
+        async def me(request: Request) -> Response:
+            if request.headers.get("authorization") != f"Bot {self.token}":
+                return JSONResponse({"code": 0, "message": "401: Unauthorized"}, 401)
+            return JSONResponse({"id": "1", "username": "fake-bot", "bot": True})
+
         @app.post("/channels/{channel_id}/messages")
         async def create(channel_id: str, request: Request) -> Response:
             return await self._handle("create", channel_id, None, request)

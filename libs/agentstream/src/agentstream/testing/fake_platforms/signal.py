@@ -3,7 +3,7 @@
 Body `{"message", "number" (the sending account), "recipients": [..]}` → 201
 `{"timestamp": "<ms>"}`. Signal messages cannot be edited here: every call is a new
 message. Errors: 400 `{"error": "..."}`; a rate limit is 429 `{"error": "rate limit"}`
-with `Retry-After`.
+with `Retry-After`. `GET /v1/accounts` → the registered numbers (what `agentstream doctor` asks).
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ class FakeSignal(FakePlatform):
         super().__init__(**kw)
 
     def routes(self, app: FastAPI) -> None:
+        @app.get("/v1/accounts")
+        async def accounts() -> Response:
+            return JSONResponse([self.number])
+
         @app.post("/v2/send")
         async def send(request: Request) -> Response:
             body: dict[str, Any] = dict(await request.json())

@@ -5,7 +5,8 @@
 "ts", "text"}`. Errors are HTTP 200 with `{"ok": false, "error": "<code>"}`
 (`msg_too_long` past 4,000 characters, `message_not_found`, `channel_not_found`,
 `invalid_auth`); a rate limit is HTTP 429 with a `Retry-After` header (whole seconds)
-and `{"ok": false, "error": "ratelimited"}`.
+and `{"ok": false, "error": "ratelimited"}`. `auth.test` → `{"ok": true, "user", "team", "user_id"}` (what
+`agentstream doctor` asks).
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ class FakeSlack(FakePlatform):
         super().__init__(**kw)
 
     def routes(self, app: FastAPI) -> None:
+        @app.post("/auth.test")
+        async def auth_test(request: Request) -> Response:
+            if request.headers.get("authorization") != f"Bearer {self.token}":
+                return JSONResponse({"ok": False, "error": "invalid_auth"})
+            return JSONResponse({"ok": True, "user": "fake-bot", "team": "fake-team", "user_id": "UFAKE"})
+
         @app.post("/{method}")
         async def api(method: str, request: Request) -> Response:
             body: dict[str, Any] = dict(await request.json())

@@ -11,6 +11,7 @@ edit to the same text is 400 "Bad Request: message is not modified…"; text lon
 With `parse_mode: "HTML"` the text must be HTML the Bot API accepts (`telegram_html`),
 else 400 "Bad Request: can't parse entities: …"; its length and emptiness are those of
 the text after parsing. Messages keep the text as sent (the HTML, for formatted ones).
+`getMe` → `{"ok": true, "result": {"id", "is_bot", "username"}}` (what `agentstream doctor` asks).
 """
 
 from __future__ import annotations
@@ -57,6 +58,13 @@ class FakeTelegram(FakePlatform):
         return error(429, f"Too Many Requests: retry after {retry_after:g}", retry_after=retry_after)
 
     def routes(self, app: FastAPI) -> None:
+        @app.post("/bot{token}/getMe")
+        async def get_me(token: str) -> Response:
+            if token != self.token:
+                return error(401, "Unauthorized")
+            bot_id = int(self.token.split(":", 1)[0])
+            return JSONResponse({"ok": True, "result": {"id": bot_id, "is_bot": True, "username": "fake_bot"}})
+
         @app.post("/bot{token}/{method}")
         async def api(token: str, method: str, request: Request) -> Response:
             body: dict[str, Any] = dict(await request.json())

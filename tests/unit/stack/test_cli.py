@@ -1,0 +1,110 @@
+"""The root command: `--help` lists every command without importing the runtime, `--version`, and
+each registered command loads from where the registry says, with the summary the root lists."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib.metadata import version
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from agentstream_stack.cli import COMMANDS, PACKAGE, app
+from agentstream_stack.cli_lazy import LazyCommand, lazy_group
+
+HEAVY = ("aiokafka", "sqlalchemy", "faststream", "openai", "anthropic", "pydantic", "alembic", "httpx", "fastapi")
+# A fresh interpreter: what `agentstream --help` imports, printed as JSON after the help.
+PROBE = """
+import json, sys
+sys.argv = ["agentstream", "--help"]
+from agentstream_stack.cli import main
+try:
+    main()
+except SystemExit as e:
+    code = e.code
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+
+@pytest.mark.timeout(60)  # a fresh interpreter on a busy machine
+def test_help_lists_every_command_and_imports_nothing_heavy() -> None:
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60, check=False)
+    help_text, _, last = done.stdout.rstrip().rpartition("\n")
+    probe = json.loads(last)
+    assert probe["code"] == 0, done.stderr
+    for command in COMMANDS:
+        assert f"  {command.name} " in help_text and command.summary in help_text
+    loaded = {m.split(".")[0] for m in probe["modules"]}
+    assert not loaded & set(HEAVY), loaded & set(HEAVY)
+    assert not any(m.startswith(("agentstream.", "agentstream_")) and "stack" not in m for m in probe["modules"])
+    assert "agentstream_stack.stack_cli" not in probe["modules"]  # no command module either
+
+
+def test_version_prints_the_installed_version() -> None:
+    for flag in ("--version", "-V"):
+        result = CliRunner().invoke(app, [flag])
+        assert result.exit_code == 0
+        assert result.output.strip() == f"agentstream {version(PACKAGE)}"
+
+
+@pytest.mark.timeout(60)  # imports every command module, the whole runtime
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
+def test_every_command_loads_with_the_summary_the_root_lists(command: LazyCommand) -> None:
+    loaded = command.load()
+    assert loaded.name == command.name
+    assert (loaded.help or "").strip().splitlines()[0] == command.summary
+    result = CliRunner().invoke(app, [command.name, "--help"])
+    assert result.exit_code == 0 and command.summary in " ".join(result.output.split())
+
+
+def greet(name: str = "world") -> None:
+    """Say hello."""
+    typer.echo(f"hello {name}")
+
+
+def test_a_command_is_one_function_and_one_registration() -> None:
+    extra = LazyCommand("greet", f"{__name__}:greet", "Say hello.")
+    root = typer.Typer(cls=lazy_group((extra,)), rich_markup_mode=None)
+
+    @root.callback()
+    def _root() -> None:
+        """A root like agentstream's."""
+
+    listed = CliRunner().invoke(root, ["--help"])
+    assert listed.exit_code == 0 and "greet" in listed.output and "Say hello." in listed.output
+    ran = CliRunner().invoke(root, ["greet", "--name", "you"])
+    assert ran.exit_code == 0 and ran.output == "hello you\n"
+    unknown = CliRunner().invoke(root, ["gret"])
+    assert unknown.exit_code == 2 and "No such command" in unknown.output
+
+
+def noisy() -> None:
+    """Log as the libraries do, then print data."""
+    import logging
+
+    import structlog
+
+    logging.getLogger("aiokafka").warning("Unable connect to somewhere")
+    structlog.get_logger().warning("kafka flavor not detected")
+    typer.echo('{"data": 1}')
+
+
+NOISY = """
+import sys, typer
+from agentstream_stack.cli_lazy import LazyCommand, lazy_group
+root = typer.Typer(cls=lazy_group((LazyCommand("noisy", "tests.unit.stack.test_cli:noisy", "Log, then print."),)))
+root.callback()(lambda: None)
+sys.argv = ["agentstream", "noisy"]
+root()
+"""
+
+
+@pytest.mark.timeout(60)  # a fresh interpreter
+def test_what_libraries_log_stays_out_of_a_commands_output() -> None:
+    done = subprocess.run([sys.executable, "-c", NOISY], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == '{"data": 1}\n'
+    assert done.stderr == ""

@@ -43,6 +43,7 @@ from agentstream.contracts import ToolCallRequest, ToolCallResult  # noqa: E402
 from agentstream.contracts.tools import ToolCallResultAdapter  # noqa: E402
 from agentstream.db import create_engine, session_factory, upgrade  # noqa: E402
 from agentstream.kafka import EmbeddedBroker, create_topics  # noqa: E402
+from agentstream.kafka.flavor import tuning  # noqa: E402
 from agentstream_tools.call_store import ToolCallStore  # noqa: E402
 from bench.ingress_throughput import PG_ADMIN_DEFAULT, PG_ADMIN_ENV, temporary_pg_database  # noqa: E402
 from bench.kafka_baseline import _fresh_topic, measure_baseline, percentile  # noqa: E402
@@ -106,7 +107,7 @@ class ResultReader:
             bootstrap_servers=settings.kafka.bootstrap_servers,
             group_id=None,
             enable_auto_commit=False,
-            fetch_max_wait_ms=settings.kafka.fetch_wait_ms,
+            fetch_max_wait_ms=tuning(settings.kafka).fetch_max_wait_ms,
         )
         self._task: asyncio.Task[None] | None = None
 
@@ -310,7 +311,7 @@ async def run_bench(
     report = Report(raw, database=db_url.split("://", 1)[0])
     report.store_p50_ms, report.store_cpu_ms = await measure_store(db_url, min(calls, 200))
     producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, enable_idempotence=settings.kafka.idempotence, acks="all", linger_ms=0
+        bootstrap_servers=bootstrap, enable_idempotence=tuning(settings.kafka).idempotent, acks="all", linger_ms=0
     )
     reader = ResultReader(settings)
     await producer.start()

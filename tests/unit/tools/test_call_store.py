@@ -116,3 +116,14 @@ async def test_a_failed_transaction_fails_each_of_its_calls_and_the_next_one_wor
     assert [type(o) for o in outcomes] == [ConnectionError, ConnectionError]
     failing[0] = False
     assert await asyncio.gather(store.claim(request("a")), store.claim(request("b"))) == [None, None]
+
+
+async def test_a_caller_cancelled_while_its_batch_is_written_leaves_the_others_their_answers(engine):  # type: ignore[no-untyped-def]
+    store = ToolCallStore(engine)
+    gone = asyncio.create_task(store.claim(request("gone")))
+    kept = asyncio.create_task(store.claim(request("kept")))
+    await asyncio.sleep(0)  # both queued, the writer started
+    gone.cancel()
+    assert await kept is None
+    assert gone.cancelled()
+    assert await store.claim(request("kept")) is ToolCallState.RUNNING

@@ -82,8 +82,8 @@ class ToolCallStore:
         self._queue.append(pending)
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_queued(), name="tool-call-store")
-        # Shielded: a caller cancelled while its row is being written leaves the batch alone.
-        return await asyncio.shield(pending.outcome)
+        # A caller cancelled meanwhile cancels only its own future: the writer skips it.
+        return await pending.outcome
 
     async def _write_queued(self) -> None:
         """Transactions until the queue is empty, each taking everything queued before it began."""

@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:
 from agentstream.config import Settings, load_settings  # noqa: E402
 from agentstream.contracts import ToolCallRequest, ToolCallResult  # noqa: E402
 from agentstream.contracts.tools import ToolCallResultAdapter  # noqa: E402
-from agentstream.db import create_engine, session_factory, upgrade  # noqa: E402
+from agentstream.db import create_engine, upgrade  # noqa: E402
 from agentstream.kafka import EmbeddedBroker, create_topics  # noqa: E402
 from agentstream.kafka.flavor import tuning  # noqa: E402
 from agentstream_tools.call_store import ToolCallStore  # noqa: E402
@@ -51,6 +51,7 @@ from bench.service_process import ServiceProcess  # noqa: E402
 
 FUNCTION_TOOL = "bench__noop"
 MCP_TOOL = "mcp__noop"
+TOOLS = {"function": FUNCTION_TOOL, "mcp": MCP_TOOL}
 TARGET_RATIO = 3.0
 
 
@@ -85,6 +86,9 @@ class Report:
 
     def level(self, tool: str, parallel: int) -> Level:
         return next(lv for lv in self.levels if lv.tool == tool and lv.parallel == parallel)
+
+    def has(self, tool: str) -> bool:
+        return any(lv.tool == tool for lv in self.levels)
 
     def mcp_share(self, parallel: int) -> tuple[float, float]:
         """(p50 round trip of MCP minus that of the function tool, p50 time inside the MCP call)."""
@@ -235,7 +239,7 @@ async def measure_store(db_url: str, calls: int) -> tuple[float, float]:
     """What the executor's at-most-once store costs per call on `db_url`: `claim` then `finish`
     (two transactions), one call at a time, in this process → (p50 ms, CPU ms per call)."""
     engine = create_engine(db_url)
-    store = ToolCallStore(session_factory(engine))
+    store = ToolCallStore(engine)
     samples: list[float] = []
     cpu = time.process_time()
     try:
@@ -295,8 +299,11 @@ async def run_bench(
     warmup: int = 20,
     timeout_s: float = 30.0,
     database_url: str | None = None,
+    tools: Sequence[str] = (FUNCTION_TOOL, MCP_TOOL),
+    profile: Path | None = None,
 ) -> Report:
-    """`database_url`: the executor's `tool_calls` store (default: a new SQLite file, as `agentstream up`)."""
+    """`database_url`: the executor's `tool_calls` store (default: a new SQLite file, as `agentstream up`);
+    `profile`: run the executor under cProfile and write its stats there when it stops."""
     baseline = await measure_baseline(bootstrap, baseline_messages, embedded=embedded)
     raw = {1: (baseline.p50_ms, baseline.p99_ms)}
     for parallel in parallels:
@@ -317,9 +324,11 @@ async def run_bench(
     await producer.start()
     await reader.start()
     try:
-        async with ServiceProcess("tool-executor", config) as executor:
+        serve = ["-m", "agentstream_stack", "serve", "tool-executor"]
+        command = ["-m", "cProfile", "-o", str(profile), *serve] if profile is not None else serve
+        async with ServiceProcess("tool-executor", config, command=command) as executor:
             driver = Driver(settings, producer, reader)
-            for tool in (FUNCTION_TOOL, MCP_TOOL):
+            for tool in tools:
                 await driver.until_served(tool, timeout_s)
                 await driver.level(tool, max(parallels), max(warmup, max(parallels)), timeout_s)  # warm-up
                 for parallel in parallels:
@@ -365,7 +374,8 @@ def format_report(report: Report) -> str:
             f"{lv.p50_ratio:>8.1f}x{lv.p99_ratio:>8.1f}x{lv.executor_p50_ms:>14.2f} ms{lv.executor_cpu_ms:>16.2f} ms"
         )
     lines.append("")
-    for parallel in sorted({lv.parallel for lv in report.levels}):
+    both = report.has(MCP_TOOL) and report.has(FUNCTION_TOOL)
+    for parallel in sorted({lv.parallel for lv in report.levels}) if both else ():
         extra, inside = report.mcp_share(parallel)
         mcp = report.level(MCP_TOOL, parallel)
         lines.append(
@@ -389,7 +399,9 @@ def report_json(report: Report) -> dict[str, Any]:
         "mcp_share": {
             str(p): dict(zip(("extra_p50_ms", "inside_p50_ms"), report.mcp_share(p), strict=True))
             for p in sorted({lv.parallel for lv in report.levels})
-        },
+        }
+        if report.has(MCP_TOOL) and report.has(FUNCTION_TOOL)
+        else {},
         "store": {"database": report.database, "p50_ms": report.store_p50_ms, "cpu_ms": report.store_cpu_ms},
         "target_met": report.target_met,
     }
@@ -406,6 +418,8 @@ async def _run(args: argparse.Namespace) -> Report:
             args.pg, args.database_url = False, url
             return await _run(args)
     options["database_url"] = args.database_url
+    options["tools"] = [TOOLS[t] for t in args.tools]
+    options["profile"] = args.profile
     if args.bootstrap:
         return await run_bench(args.bootstrap, embedded=args.embedded, **options)
     async with EmbeddedBroker() as broker:
@@ -421,6 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--baseline-messages", type=int, default=500, help="raw round trips (default 500)")
     parser.add_argument("--database-url", help="the executor's database (default: a new SQLite file)")
     parser.add_argument("--pg", action="store_true", help=f"a throw-away PostgreSQL database on ${PG_ADMIN_ENV}")
+    parser.add_argument("--tools", nargs="+", choices=sorted(TOOLS), default=list(TOOLS), help="(default: both)")
+    parser.add_argument("--profile", type=Path, help="run the executor under cProfile, its stats written here")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     args = parser.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings and up

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentstream.config import load_settings
 from agentstream.contracts import ToolCallRequest, ToolCallResult
-from agentstream.db import create_engine, session_factory, upgrade
+from agentstream.db import create_engine, upgrade
 from agentstream.db.models_tools import ToolCallState
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 from agentstream_tools.call_store import STOPPED_DURING_CALL, ToolCallStore
@@ -29,18 +29,18 @@ def request(call_id: str = "c1", tool: str = "counter", run_id: str = "r1") -> T
 
 
 @pytest.fixture
-async def sessions(db_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
     await upgrade(db_url)
     engine = create_engine(db_url)
-    yield session_factory(engine)
+    yield engine
     await engine.dispose()
 
 
 class Harness:
     """A tool-executor that is not started: records are handed to `on_call`, results recorded."""
 
-    def __init__(self, db_url: str, sessions: async_sessionmaker[AsyncSession], gate: asyncio.Event | None = None):
-        self.svc = bootstrap_tool_executor(load_settings(database={"url": db_url}), store=ToolCallStore(sessions))
+    def __init__(self, db_url: str, engine: AsyncEngine, gate: asyncio.Event | None = None):
+        self.svc = bootstrap_tool_executor(load_settings(database={"url": db_url}), store=ToolCallStore(engine))
         self.published: list[ToolCallResult] = []
         self.runs = 0
 
@@ -66,15 +66,15 @@ class Harness:
             await asyncio.wait(set(self.svc._tasks))
 
 
-async def test_a_redelivered_done_call_is_replayed_not_run_again(db_url, sessions):  # type: ignore[no-untyped-def]
-    first = Harness(db_url, sessions)
+async def test_a_redelivered_done_call_is_replayed_not_run_again(db_url, engine):  # type: ignore[no-untyped-def]
+    first = Harness(db_url, engine)
     await first.deliver(request(), offset=4)
     await first.settle()
     [answer] = first.published
     assert (first.runs, answer.ok, answer.content) == (1, True, "run 1")
     assert first.svc.commits.points.due() == {0: 5}  # answered: committable
 
-    restarted = Harness(db_url, sessions)  # a crash before the commit: the record comes again
+    restarted = Harness(db_url, engine)  # a crash before the commit: the record comes again
     await restarted.deliver(request(), offset=4)
     await restarted.settle()
     assert restarted.runs == 0 and restarted.published == [answer]
@@ -82,9 +82,9 @@ async def test_a_redelivered_done_call_is_replayed_not_run_again(db_url, session
     assert restarted.svc.commits.points.due() == {0: 5}
 
 
-async def test_a_call_the_executor_died_in_is_answered_as_interrupted(db_url, sessions):  # type: ignore[no-untyped-def]
-    await ToolCallStore(sessions).claim(request())  # what a killed executor left behind
-    restarted = Harness(db_url, sessions)
+async def test_a_call_the_executor_died_in_is_answered_as_interrupted(db_url, engine):  # type: ignore[no-untyped-def]
+    await ToolCallStore(engine).claim(request())  # what a killed executor left behind
+    restarted = Harness(db_url, engine)
     await restarted.deliver(request(), offset=0)
     await restarted.settle()
     [answer] = restarted.published
@@ -92,17 +92,17 @@ async def test_a_call_the_executor_died_in_is_answered_as_interrupted(db_url, se
     assert (answer.ok, answer.retryable, answer.error, answer.call_id) == (False, False, STOPPED_DURING_CALL, "c1")
     assert restarted.svc.replays.labels("stopped")._value.get() == 1
     assert restarted.svc.calls.labels("counter", "failed")._value.get() == 0  # nothing ran
-    row = await ToolCallStore(sessions).get(request().idempotency_key)
+    row = await ToolCallStore(engine).get(request().idempotency_key)
     assert row is not None and row.state == ToolCallState.DONE  # the answer is stored: nothing left running
-    again = Harness(db_url, sessions)
+    again = Harness(db_url, engine)
     await again.deliver(request(), offset=0)
     await again.settle()
     assert again.runs == 0 and again.published == [answer]  # the same answer, the same record
 
 
-async def test_the_commit_waits_for_the_oldest_unanswered_call(db_url, sessions):  # type: ignore[no-untyped-def]
+async def test_the_commit_waits_for_the_oldest_unanswered_call(db_url, engine):  # type: ignore[no-untyped-def]
     gate = asyncio.Event()
-    h = Harness(db_url, sessions, gate)
+    h = Harness(db_url, engine, gate)
     await h.deliver(request("slow"), offset=10)
     await h.deliver(request("fast", tool="calculator"), offset=11)
     await asyncio.sleep(0.3)
@@ -114,9 +114,9 @@ async def test_the_commit_waits_for_the_oldest_unanswered_call(db_url, sessions)
     assert h.svc.commits.points.due() == {0: 12}
 
 
-async def test_a_redelivery_of_a_call_still_running_here_waits_for_it(db_url, sessions):  # type: ignore[no-untyped-def]
+async def test_a_redelivery_of_a_call_still_running_here_waits_for_it(db_url, engine):  # type: ignore[no-untyped-def]
     gate = asyncio.Event()
-    h = Harness(db_url, sessions, gate)
+    h = Harness(db_url, engine, gate)
     await h.deliver(request(), offset=3)
     await asyncio.sleep(0.2)
     await h.deliver(request(), offset=3)  # the partition came back in a rebalance: read again
@@ -128,8 +128,8 @@ async def test_a_redelivery_of_a_call_still_running_here_waits_for_it(db_url, se
     assert h.svc.commits.points.due() == {0: 4}
 
 
-async def test_a_failing_database_is_retried_not_lost(db_url, sessions):  # type: ignore[no-untyped-def]
-    h = Harness(db_url, sessions)
+async def test_a_failing_database_is_retried_not_lost(db_url, engine):  # type: ignore[no-untyped-def]
+    h = Harness(db_url, engine)
     real_finish, failures = h.svc.store.finish, []
 
     async def flaky_finish(call: ToolCallRequest, result: ToolCallResult) -> None:
@@ -142,4 +142,4 @@ async def test_a_failing_database_is_retried_not_lost(db_url, sessions):  # type
     await h.deliver(request(), offset=0)
     await h.settle()
     assert failures == ["c1", "c1"] and h.runs == 1 and len(h.published) == 1
-    assert await ToolCallStore(sessions).claim(request()) == h.published[0]  # stored before it was published
+    assert await ToolCallStore(engine).claim(request()) == h.published[0]  # stored before it was published

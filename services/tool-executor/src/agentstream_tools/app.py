@@ -45,6 +45,7 @@ T = TypeVar("T")
 Origin = tuple[int, int]  # (partition, offset) of a tool-calls record
 DRAIN_S = 5.0  # on stop, calls still running get this long to finish (the broker stop has its own 10 s)
 RETRY_MAX_S = 5.0
+COMMIT_DELAY_S = 0.1
 
 
 def _outcome(result: ToolCallResult) -> str:
@@ -233,7 +234,14 @@ class ToolExecutorService(Service):
             return
         self.commits.points.release(*origin)
         if self._commit_task is None or self._commit_task.done():
-            self._commit_task = asyncio.create_task(self.commit(), name="tool-executor-commits")
+            self._commit_task = asyncio.create_task(self._commit_shortly(), name="tool-executor-commits")
+
+    async def _commit_shortly(self) -> None:
+        """One offset commit for the calls answered within `COMMIT_DELAY_S`: a commit per call
+        cost the broker a request per call and slowed every fetch and produce at 50 in flight.
+        A crash before it only means those calls are read again, and replayed from the store."""
+        await asyncio.sleep(COMMIT_DELAY_S)
+        await self.commit()
 
     async def commit(self) -> None:
         """Commit every partition up to its oldest call not yet answered."""
@@ -256,6 +264,8 @@ class ToolExecutorService(Service):
             await asyncio.wait(set(self._tasks), timeout=DRAIN_S)
         try:
             async with asyncio.timeout(DRAIN_S):
+                if self._commit_task is not None:  # not left to commit on a stopped consumer
+                    await asyncio.wait({self._commit_task})
                 await self.commit()
         except TimeoutError:
             self.log.warning("offsets not committed on stop: the calls answered last are read again")

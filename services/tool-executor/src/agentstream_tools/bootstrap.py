@@ -36,7 +36,7 @@ def bootstrap(
     """`tools` and `store` replace the built-in registry and the database store (tests);
     `service_class` a subclass that changes how it publishes or commits (chaos tests)."""
     infra = Infra.build(settings, ToolExecutorService.name, uses_database=True)
-    assert infra.sessions is not None  # uses_database: the engine is built, lazily connected
+    assert infra.engine is not None  # uses_database: the engine is built, lazily connected
     registry = tools if tools is not None else configured_tools(settings)
     changes = CatalogChanges()
     mcp_servers = McpServers(settings.tools.mcp_servers, registry, changes)
@@ -52,7 +52,7 @@ def bootstrap(
     return service_class(
         infra,
         tools=registry,
-        store=store if store is not None else ToolCallStore(infra.sessions),
+        store=store if store is not None else ToolCallStore(infra.engine),
         options=settings.tools,
         mcp_servers=mcp_servers,
         catalog=catalog,

@@ -4,17 +4,25 @@ A call is claimed (`running`) before its tool runs and its result stored (`done`
 before it is published, so a redelivered request (a crash before the commit) finds
 either the stored result, published again without running the tool, or a claim
 left by an executor that died during the call: that call is not run again.
+
+Writes are group commits: `claim` and `finish` return once their row is committed, but
+the claims and results asked for while a transaction runs all go into the next one (one
+multi-row insert, one batched update). At one call in flight that is one transaction per
+step, as before; at fifty it is a few transactions for the lot, which is what kept the
+executor's CPU busy. A failed transaction fails every call in it (each retries its step).
 """
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import Row, bindparam, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentstream.contracts import ToolCallRequest, ToolCallResult
 from agentstream.db.models_tools import ToolCallRow, ToolCallState
@@ -27,55 +35,125 @@ STOPPED_DURING_CALL = (
     "have had its effect"
 )
 
+Prior = ToolCallResult | ToolCallState | None  # what `claim` found: see its docstring
+
+
+@dataclass
+class _Pending:
+    """A claim (`result` None) or a result to store, and the future its caller awaits."""
+
+    request: ToolCallRequest
+    result: ToolCallResult | None
+    outcome: asyncio.Future[Prior] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
 
 class ToolCallStore:
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
-        self.sessions = sessions
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
+        # One statement each, built once, run with a list of parameter sets: compiled once.
+        # RETURNING, not rowcount: drivers disagree on rowcount for ON CONFLICT DO NOTHING.
+        self._claim_rows = insert(ToolCallRow).on_conflict_do_nothing().returning(ToolCallRow.idempotency_key)
+        self._store_results = (
+            update(ToolCallRow)
+            .where(ToolCallRow.idempotency_key == bindparam("key"))
+            .values(state=ToolCallState.DONE.value, result=bindparam("stored"), finished_at=bindparam("finished"))
+        )
+        self._queue: list[_Pending] = []
+        self._writer: asyncio.Task[None] | None = None
 
-    async def claim(self, request: ToolCallRequest) -> ToolCallResult | ToolCallState | None:
+    async def claim(self, request: ToolCallRequest) -> Prior:
         """None: claimed now, run the tool. Otherwise what an earlier delivery left: its stored
         result (`done`), or `ToolCallState.RUNNING` (it never finished)."""
-        values: dict[str, Any] = {
-            "idempotency_key": request.idempotency_key,
-            "run_id": request.run_id,
-            "call_id": request.call_id,
-            "tool": request.tool,
-            "state": ToolCallState.RUNNING.value,
-            "result": None,
-            "started_at": datetime.now(UTC),
-            "finished_at": None,
-        }
-        async with self.sessions() as s, s.begin():
-            conn = await s.connection()
-            insert = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
-            # RETURNING, not rowcount: drivers disagree on rowcount for ON CONFLICT DO NOTHING.
-            stmt = insert(ToolCallRow).values(**values).on_conflict_do_nothing().returning(ToolCallRow.idempotency_key)
-            if (await conn.execute(stmt)).first() is not None:
-                return None
-            row = (
-                await conn.execute(
-                    select(ToolCallRow.state, ToolCallRow.result).where(
-                        ToolCallRow.idempotency_key == request.idempotency_key
-                    )
-                )
-            ).one()
-        if row.state == ToolCallState.DONE and row.result is not None:
-            return ToolCallResult.model_validate(row.result)
-        return ToolCallState.RUNNING
+        return await self._submit(_Pending(request, None))
 
     async def finish(self, request: ToolCallRequest, result: ToolCallResult) -> None:
-        async with self.sessions() as s, s.begin():
-            await s.execute(
-                update(ToolCallRow)
-                .where(ToolCallRow.idempotency_key == request.idempotency_key)
-                .values(
-                    state=ToolCallState.DONE.value, result=result.model_dump(mode="json"), finished_at=datetime.now(UTC)
-                )
-            )
+        """`result` stored as the call's answer; returns once it is committed."""
+        await self._submit(_Pending(request, result))
 
-    async def get(self, idempotency_key: str) -> ToolCallRow | None:
-        async with self.sessions() as s:
-            return await s.get(ToolCallRow, idempotency_key)
+    async def get(self, idempotency_key: str) -> Row[Any] | None:
+        async with self.engine.connect() as conn:
+            return (
+                await conn.execute(select(ToolCallRow.__table__).where(ToolCallRow.idempotency_key == idempotency_key))
+            ).first()
+
+    # -- group commits -------------------------------------------------------------
+    async def _submit(self, pending: _Pending) -> Prior:
+        self._queue.append(pending)
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_queued(), name="tool-call-store")
+        # A caller cancelled meanwhile cancels only its own future: the writer skips it.
+        return await pending.outcome
+
+    async def _write_queued(self) -> None:
+        """Transactions until the queue is empty, each taking everything queued before it began."""
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                async with self.engine.begin() as conn:
+                    outcomes = await self._write(conn, batch)
+            except Exception as err:  # the database away: every caller retries its own step
+                for pending in batch:
+                    if not pending.outcome.done():
+                        pending.outcome.set_exception(err)
+                continue
+            for pending, outcome in zip(batch, outcomes, strict=True):
+                if not pending.outcome.done():
+                    pending.outcome.set_result(outcome)
+
+    async def _write(self, conn: AsyncConnection, batch: list[_Pending]) -> list[Prior]:
+        """Results first, then claims: a claim after its call's result (a redelivery) finds it."""
+        now = datetime.now(UTC)
+        results = [p for p in batch if p.result is not None]
+        if results:
+            await conn.execute(
+                self._store_results,
+                [
+                    {"key": p.request.idempotency_key, "stored": p.result.model_dump(mode="json"), "finished": now}
+                    for p in results
+                    if p.result is not None
+                ],
+            )
+        claims: dict[str, _Pending] = {}  # the first claim of each key; a second in the same batch finds it running
+        for p in batch:
+            if p.result is None:
+                claims.setdefault(p.request.idempotency_key, p)
+        inserted: set[str] = set()
+        found: dict[str, Row[Any]] = {}
+        if claims:
+            rows = [_claim_row(p.request, now) for p in claims.values()]
+            inserted = set((await conn.execute(self._claim_rows, rows)).scalars())
+            if earlier := [key for key in claims if key not in inserted]:
+                query = select(ToolCallRow.idempotency_key, ToolCallRow.state, ToolCallRow.result).where(
+                    ToolCallRow.idempotency_key.in_(earlier)
+                )
+                found = {row.idempotency_key: row for row in await conn.execute(query)}
+        outcomes: list[Prior] = []
+        for p in batch:
+            key = p.request.idempotency_key
+            if p.result is not None or (key in inserted and claims[key] is p):
+                outcomes.append(None)
+            else:
+                outcomes.append(_prior(found.get(key)))
+        return outcomes
+
+
+def _claim_row(request: ToolCallRequest, now: datetime) -> dict[str, Any]:
+    return {
+        "idempotency_key": request.idempotency_key,
+        "run_id": request.run_id,
+        "call_id": request.call_id,
+        "tool": request.tool,
+        "state": ToolCallState.RUNNING.value,
+        "started_at": now,  # `result` and `finished_at` left out: SQL NULL until it is done
+    }
+
+
+def _prior(row: Row[Any] | None) -> ToolCallResult | ToolCallState:
+    """What an earlier claim left: its stored result, or `running` (also a claim made just now in this batch)."""
+    if row is not None and row.state == ToolCallState.DONE and row.result is not None:
+        return ToolCallResult.model_validate(row.result)
+    return ToolCallState.RUNNING
 
 
 def stopped_during_call(request: ToolCallRequest) -> ToolCallResult:

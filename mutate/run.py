@@ -79,7 +79,11 @@ CORE_MODULES: tuple[CoreModule, ...] = (
         "delivery.ledger",
         DELIVERY,
         "ledger.py",
-        ("tests/unit/delivery/test_ledger.py", "tests/unit/delivery/test_deliverer.py"),
+        (
+            "tests/unit/delivery/test_deliverer.py",
+            "tests/unit/delivery/test_stream_actor.py",
+            "tests/unit/delivery/test_retention.py",
+        ),
     ),
     CoreModule("delivery.deliverer", DELIVERY, "deliverer.py", ("tests/unit/delivery/test_deliverer.py",)),
 )

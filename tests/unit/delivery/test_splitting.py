@@ -58,3 +58,12 @@ def test_fenced_block_across_the_limit_is_closed_and_reopened():
 
 def test_unsplit_of_plain_pieces_is_concatenation():
     assert unsplit(["ab ", "cd"]) == "ab cd"
+
+
+def test_an_answer_that_ends_with_a_code_fence_unsplits_to_itself():
+    code = "\n".join(f"x_{i} = {i}" for i in range(300))
+    answer = "Here:\n\n```py\n" + code + "\n```"
+    pieces = split_text(answer, 1000, len)
+    assert len(pieces) >= 3 and pieces[-1].endswith("```") and pieces[1].startswith("```py\n")
+    assert unsplit(pieces) == answer
+    assert unsplit(["```py\nx = 1\n```"]) == "```py\nx = 1\n```"

@@ -383,3 +383,34 @@ def test_coalesce_keeps_the_newest_frame_and_every_final():
         Edit(1, "xy ▉", False),
     ]
     assert coalesce(ops) == [Send(0, "abc", True), Send(1, "xy ▉", False)]
+
+
+# -- edges -----------------------------------------------------------------------------------
+def test_a_stream_that_starts_with_a_tool_call_shows_the_tool_line_first_then_the_answer():
+    m, ops = feed(model(tool_progress="all"), (0.0, ToolStarted("search")))
+    assert ops == [] and m.state is StreamState.IDLE  # remembered until its round ends
+    m, ops = feed(m, (0.1, Break()), (0.2, ToolStarted("fetch")))
+    assert ops == [
+        Send(0, "🔧 search …", final=True, role="progress"),
+        Edit(0, "🔧 search → fetch …", final=True, role="progress"),
+    ]
+    assert m.state is StreamState.SEALED
+    m, ops = feed(m, (1.0, TextDelta("m1", "Result is 42")), (2.0, Finish("completed")))
+    assert ops == [Send(1, "Result is 42" + CURSOR, final=False), Edit(1, "Result is 42", final=True)]
+    assert m.state is StreamState.DELIVERED
+
+
+def test_progress_lines_are_final_messages_that_an_ending_marks():
+    m, ops = feed(model(tool_progress="all"), (0.0, ToolStarted("search")), (0.1, Break()))
+    assert [(o.role, o.final) for o in ops] == [("progress", True)]  # type: ignore[attr-defined]
+    _, ops = feed(m, (0.5, Finish("interrupted")))
+    assert ops == [Edit(0, "🔧 search … ⏹ stopped", final=True, role="progress")]
+
+
+@pytest.mark.parametrize("pending", ["O", "Ok", "Ok!"])
+def test_an_interrupt_with_a_few_chars_pending_and_no_preview_sends_them_stopped(pending: str):
+    m, ops = feed(model(), (0.0, TextDelta("m1", pending)))
+    assert ops == [] and m.frame is None  # under four visible chars: no preview yet
+    m, ops = feed(m, (0.5, Finish("interrupted")))
+    assert ops == [Send(0, pending + " ⏹ stopped", final=True)]
+    assert m.state is StreamState.INTERRUPTED

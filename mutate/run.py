@@ -223,6 +223,44 @@ def _survivor(stage: Path, core: CoreModule, mutant: str, source_lines: list[str
     return Survivor(mutant, line, old, new, why)
 
 
+def _equivalent_because(core: CoreModule, line: int | None, old: str, new: str) -> str | None:
+    return next(
+        (
+            e["why"]
+            for e in _equivalents()
+            if e["module"] == core.name
+            and e["from"] == old
+            and new in _as_list(e["to"])
+            and e.get("line", line) == line
+        ),
+        None,
+    )
+
+
+def _saved(core: CoreModule) -> Path:
+    return WORK / core.name.split(" ")[0] / "result.json"
+
+
+def save(result: ModuleResult) -> None:
+    fields = {k: v for k, v in vars(result).items() if k not in ("module", "survivors")}
+    survivors = [[s.mutant, s.line, s.removed, s.added] for s in result.survivors]
+    _saved(result.module).parent.mkdir(parents=True, exist_ok=True)
+    _saved(result.module).write_text(json.dumps({**fields, "survivors": survivors}))
+
+
+def load(core: CoreModule) -> ModuleResult:
+    """The module's last measured result (equivalents re-read, so a new entry needs no new run)."""
+    path = _saved(core)
+    if not path.exists():
+        return ModuleResult(core, error="not measured: run it with --only")
+    saved = json.loads(path.read_text())
+    survivors = [
+        Survivor(m, line, old, new, _equivalent_because(core, line, old, new))
+        for m, line, old, new in saved.pop("survivors")
+    ]
+    return ModuleResult(core, survivors=survivors, **saved)
+
+
 def run_module(core: CoreModule, children: int) -> ModuleResult:
     result = ModuleResult(core)
     source_file = REPO / core.package_dir / core.module
@@ -272,7 +310,13 @@ def report(results: list[ModuleResult], command: str) -> str:
     ]
     for r in results:
         if r.missing or r.error:
-            state = "file missing (moved?)" if r.missing else "mutmut failed"
+            state = (
+                "file missing (moved?)"
+                if r.missing
+                else r.error
+                if r.error.startswith("not measured")
+                else "mutmut failed"
+            )
             out.append(f"| {r.module.name} | {state} | | | | | | | |")
             continue
         score = "–" if r.score is None else f"{r.score:.0%}"
@@ -281,7 +325,7 @@ def report(results: list[ModuleResult], command: str) -> str:
         row = [r.mutants, r.killed, survived, equivalent, r.timed_out, r.other, score, f"{r.seconds:.0f}"]
         out.append(f"| {r.module.name} | " + " | ".join(str(v) for v in row) + " |")
     for r in results:
-        if r.error:
+        if r.error and not r.error.startswith("not measured"):
             out += ["", f"## {r.module.name}: mutmut failed", "", "```", r.error, "```"]
         if not r.survivors:
             continue
@@ -305,6 +349,11 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help=f"only {', '.join(SMOKE)}")
     parser.add_argument("--only", nargs="+", metavar="MODULE", help="these core modules (names as in the report)")
     parser.add_argument("--report", type=Path, default=REPO / "mutate" / "report.md")
+    parser.add_argument(
+        "--collect",
+        action="store_true",
+        help="run nothing: report every module's last result (mutate/work/*/result.json)",
+    )
     parser.add_argument("--children", type=int, default=os.cpu_count() or 1, help="mutants run in parallel")
     args = parser.parse_args()
     names = SMOKE if args.smoke else args.only
@@ -313,11 +362,17 @@ def main() -> int:
         parser.error(f"no core module named {names}; known: {[m.name for m in CORE_MODULES]}")
     results = []
     for core in chosen:
+        if args.collect:
+            results.append(load(core))
+            continue
         print(f"mutating {core.name} ...", flush=True)
         result = run_module(core, args.children)
+        save(result)
         results.append(result)
         print(f"  {result.mutants} mutants, {result.killed} killed, {len(result.survivors)} survived", flush=True)
     command = "make mutate-smoke" if args.smoke else "make mutate" if names is None else " ".join(sys.argv)
+    if args.collect:
+        command += " (each module's last run: mutate/run.py --only <module>)"
     args.report.write_text(report(results, command))
     print(f"report: {args.report}")
     failed = [r.module.name for r in results if r.error or r.missing]

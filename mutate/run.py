@@ -62,6 +62,7 @@ CORE_MODULES: tuple[CoreModule, ...] = (
         RUNNER,
         "connectors/retry.py",
         (
+            "tests/unit/runner/connectors/test_retry.py",
             "tests/unit/runner/connectors/test_openai_connector.py",
             "tests/unit/runner/connectors/test_anthropic_connector.py",
         ),

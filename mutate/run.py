@@ -86,7 +86,12 @@ CORE_MODULES: tuple[CoreModule, ...] = (
             "tests/unit/delivery/test_retention.py",
         ),
     ),
-    CoreModule("delivery.deliverer", DELIVERY, "deliverer.py", ("tests/unit/delivery/test_deliverer.py",)),
+    CoreModule(
+        "delivery.deliverer",
+        DELIVERY,
+        "deliverer.py",
+        ("tests/unit/delivery/test_deliverer.py", "tests/unit/delivery/test_stream_actor.py"),
+    ),
 )
 SMOKE = ("ingress.ratelimit",)
 # Every core module must kill at least this share of its non-equivalent mutants, or the run fails.

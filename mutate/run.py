@@ -207,8 +207,30 @@ def _as_list(value: str | list[str]) -> list[str]:
     return [value] if isinstance(value, str) else value
 
 
-def _survivor(stage: Path, core: CoreModule, mutant: str, source_lines: list[str], spans: dict) -> Survivor:
-    diff = _mutmut(stage, "show", mutant).stdout.splitlines()
+# mutmut's own diff of a mutant (what `mutmut show` prints), for many mutants in one process.
+_DIFFS = """
+import json, sys
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+path, names = sys.argv[1], json.loads(sys.stdin.read())
+print(json.dumps({name: get_diff_for_mutant(name, path=path) for name in names}))
+"""
+
+
+def _diffs(stage: Path, core: CoreModule, mutants: list[str]) -> dict[str, str]:
+    if not mutants:
+        return {}
+    path = f"src/{Path(core.package_dir).name}/{core.module}"
+    done = subprocess.run(
+        [sys.executable, "-c", _DIFFS, path], cwd=stage, input=json.dumps(mutants), capture_output=True, text=True
+    )
+    if done.returncode != 0:  # fall back to one `mutmut show` per mutant
+        return {m: _mutmut(stage, "show", m).stdout for m in mutants}
+    diffs: dict[str, str] = json.loads(done.stdout)
+    return diffs
+
+
+def _survivor(core: CoreModule, mutant: str, diff_text: str, source_lines: list[str], spans: dict) -> Survivor:
+    diff = diff_text.splitlines()
     removed = [d[1:].strip() for d in diff if d.startswith("-") and not d.startswith("---")]
     added = [d[1:].strip() for d in diff if d.startswith("+") and not d.startswith("+++")]
     old, new = (removed[0] if removed else ""), (added[0] if added else "")
@@ -284,13 +306,15 @@ def run_module(core: CoreModule, children: int) -> ModuleResult:
     codes: dict[str, int | None] = json.loads(metas[0].read_text())["exit_code_by_key"]
     source = source_file.read_text()
     spans, source_lines = _function_lines(source), source.splitlines()
-    for mutant, code in sorted(codes.items(), key=lambda kv: _mutant_order(kv[0])):
+    ordered = sorted(codes.items(), key=lambda kv: _mutant_order(kv[0]))
+    diffs = _diffs(stage, core, [mutant for mutant, code in ordered if code in SURVIVED_CODES])
+    for mutant, code in ordered:
         if code in KILLED_CODES:
             result.killed += 1
         elif code in TIMEOUT_CODES:
             result.timed_out += 1
         elif code in SURVIVED_CODES:
-            result.survivors.append(_survivor(stage, core, mutant, source_lines, spans))
+            result.survivors.append(_survivor(core, mutant, diffs[mutant], source_lines, spans))
         else:
             result.other += 1  # no tests ran it, skipped or suspicious: neither killed nor survived
     return result

@@ -67,7 +67,12 @@ CORE_MODULES: tuple[CoreModule, ...] = (
             "tests/unit/runner/connectors/test_anthropic_connector.py",
         ),
     ),
-    CoreModule("persistence.buffers", PERSISTENCE, "buffers.py", ("tests/unit/persistence/test_buffers.py",)),
+    CoreModule(
+        "persistence.buffers",
+        PERSISTENCE,
+        "buffers.py",
+        ("tests/unit/persistence/test_buffers.py", "tests/unit/persistence/test_resume_rows.py"),
+    ),
     CoreModule("persistence.flusher", PERSISTENCE, "flusher.py", ("tests/unit/persistence/test_flusher.py",)),
     CoreModule(
         "delivery.stream_machine",

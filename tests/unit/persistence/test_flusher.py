@@ -9,9 +9,9 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import DataError, IntegrityError, InterfaceError, OperationalError, StatementError
 
 from agentstream.contracts import ReplyTarget, RunFinished, RunQueued, ToolCall
-from agentstream_persistence.buffers import BufferSet, Origin
 from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.observability import NotReady
+from agentstream_persistence.buffers import BufferSet, Origin
 from agentstream_persistence.flusher import (
     MAX_LETTER_CHARS,
     Failed,

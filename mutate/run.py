@@ -51,7 +51,16 @@ CORE_MODULES: tuple[CoreModule, ...] = (
     CoreModule("ingress.authz", INGRESS, "authz.py", ("tests/unit/ingress/test_authz.py",)),
     CoreModule("ingress.ratelimit", INGRESS, "ratelimit.py", ("tests/unit/ingress/test_ratelimit.py",)),
     CoreModule("ingress.store (dedupe)", INGRESS, "store.py", ("tests/unit/ingress/test_store.py",)),
-    CoreModule("runner.pipeline", RUNNER, "pipeline.py", ("tests/unit/runner/test_pipeline.py",)),
+    CoreModule(
+        "runner.pipeline",
+        RUNNER,
+        "pipeline.py",
+        (
+            "tests/unit/runner/test_pipeline.py",
+            "tests/unit/runner/test_ending.py",
+            "tests/unit/runner/test_history.py",
+        ),
+    ),
     CoreModule("runner.outcome", RUNNER, "outcome.py", ("tests/unit/runner/test_outcome.py",)),
     CoreModule("runner.conversations.owner", RUNNER, "conversations/owner.py", ("tests/unit/runner/conversations/",)),
     CoreModule(

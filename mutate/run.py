@@ -95,9 +95,9 @@ CORE_MODULES: tuple[CoreModule, ...] = (
         DELIVERY,
         "ledger.py",
         (
+            "tests/unit/delivery/test_ledger.py",
             "tests/unit/delivery/test_deliverer.py",
             "tests/unit/delivery/test_stream_actor.py",
-            "tests/unit/delivery/test_retention.py",
         ),
     ),
     CoreModule(

@@ -10,6 +10,7 @@ parallel, one per core), and the results of every module go to one report.
     uv run python mutate/run.py              # every core module → mutate/report.md
     uv run python mutate/run.py --smoke      # one small module, quick enough for CI
     uv run python mutate/run.py --only ingress.ratelimit runner.outcome
+    uv run python mutate/run.py --collect    # the report from every module's last result, nothing run
 """
 
 from __future__ import annotations

@@ -495,3 +495,10 @@ def test_a_degraded_stream_stays_degraded_across_a_segment_break():
     assert ops == [] and m.state is StreamState.DEGRADED  # the preview covered all of the segment's text
     m, ops = feed(m, (1.0, TextDelta("m2", "Second segment")), (3.0, Tick()))
     assert ops == []  # no previews once degraded
+
+
+def test_a_marker_that_fills_the_message_exactly_still_fits():
+    text = "Partial answ"
+    m, _ = feed(model(max_length=len(text + " ⏹ stopped")), (0.0, TextDelta("m1", text)))
+    _, ops = feed(m, (0.1, Finish("interrupted")))
+    assert ops == [Edit(0, text + " ⏹ stopped", final=True)]

@@ -231,3 +231,18 @@ async def test_claims_of_earlier_batches_stay_claimed_until_recorded_or_released
     assert await store.first_sightings([a]) == {a}
     assert await store.first_sightings([b]) == {b}
     assert await store.first_sightings([a, b]) == set()
+
+
+async def test_the_database_ports_issue_pairing_codes_and_answer_who_is_paired(sessions):
+    from agentstream_ingress.store import DatabasePorts
+
+    ports = DatabasePorts(sessions, PairingSettings())
+    issue = await ports.issue_pairing("telegram", "u1", "chat-1")
+    assert issue.outcome is IssueOutcome.ISSUED and issue.code is not None
+    async with sessions() as s:
+        [row] = (await s.scalars(select(PairingCode))).all()
+    assert (row.platform, row.user_id, row.chat_id) == ("telegram", "u1", "chat-1")
+    assert not await ports.is_paired("telegram", "u1")
+    approved = await ports.pairing.approve(issue.code)
+    assert approved.outcome is ApproveOutcome.APPROVED
+    assert await ports.is_paired("telegram", "u1") and not await ports.is_paired("slack", "u1")

@@ -222,8 +222,8 @@ async def test_unexpected_exception_is_recorded_then_reraised():
     with pytest.raises(RuntimeError, match="boom"):
         await run_pipeline(make_ctx(ports, factories={"scripted": BrokenConnector}), start_run("hi"))
     finished = assert_one_well_formed_stream(ports)
-    assert finished.status == "failed" and "boom" in finished.error
-    assert ports.types[-2] == "step.failed"
+    assert finished.status == "failed" and finished.error.startswith("internal error: RuntimeError: ")
+    assert "boom" in finished.error and ports.types[-2] == "step.failed"
     assert "".join(d.text for d in ports.of(MessageDelta)) == "Hel"  # the first text went out at once
 
 
@@ -310,6 +310,7 @@ async def test_a_resumed_run_continues_its_memory_its_sequence_and_its_usage():
     await run_pipeline(make_ctx(ports), start_run("ignored on resume"), resume)
     assert ports.events[0].seq == 40 and [e.seq for e in ports.events] == list(range(40, 40 + len(ports.events)))
     assert {(e.run_id, e.conversation_key) for e in ports.events} == {("run-1", "web:c1")}
+    assert ports.of(RunStarted)[0].input == []  # nothing new: the memory carries the question
     text = GREETING + "resumed question"
     finished = ports.of(RunFinished)[0]
     assert (finished.status, finished.text) == ("completed", text)

@@ -491,8 +491,8 @@ def test_a_failure_notice_takes_a_message_index_of_its_own():
 
 def test_a_degraded_stream_stays_degraded_across_a_segment_break():
     m, _ = feed(model(), (0.0, TextDelta("m1", "Hello wor")), (0.1, Degrade(shown=len("Hello wor"))))
-    m, ops = feed(m, (0.2, Break()))
-    assert ops == [] and m.state is StreamState.DEGRADED  # the preview covered all of the segment's text
+    m, ops = feed(m, (0.2, TextDelta("m1", "ld")), (0.3, Break()))
+    assert ops == [Send(1, "ld", final=True)] and m.state is StreamState.DEGRADED  # the missing tail, sealed
     m, ops = feed(m, (1.0, TextDelta("m2", "Second segment")), (3.0, Tick()))
     assert ops == []  # no previews once degraded
 

@@ -138,3 +138,43 @@ async def test_a_stored_run_leaves_the_waiting_list_and_is_counted(db_url):
 async def test_without_a_redaction_text_is_stored_raw():
     flusher = Flusher(BrokenSessions(OperationalError("x", {}, Exception("down"))), CollectorRegistry())  # type: ignore[arg-type]
     assert flusher.redact("secret text") == "secret text"
+
+
+def test_a_dead_letter_keeps_non_ascii_text_and_lists_each_events_type_seq_and_id():
+    buf = buffer(json.dumps({"q": "héllo ✓"}, ensure_ascii=False))
+    letter = run_dead_letter(buf, "p.events", "e", "persistence")
+    assert "héllo ✓" in letter.raw_value
+    huge = buffer(json.dumps({"x": "é" * MAX_LETTER_CHARS}, ensure_ascii=False))
+    body = json.loads(run_dead_letter(huge, "p.events", "e", "persistence").raw_value)
+    assert [set(e) for e in body["events"]] == [{"type", "seq", "id"}] * 3
+    assert [e["seq"] for e in body["events"]] == [0, 1, 2]
+
+
+def test_a_dead_letter_of_a_run_read_from_nowhere_has_no_source_coordinates():
+    buf = buffer()
+    buf.origin = None
+    letter = run_dead_letter(buf, "p.events", "e", "persistence")
+    assert (letter.source_partition, letter.source_offset) == (None, None)
+
+
+def test_a_tool_call_without_its_result_is_still_in_the_dead_letter():
+    from agentstream_persistence.buffers import RunBuffer
+
+    buf = RunBuffer("r1", "web:c")
+    buf.add(
+        ToolCall(run_id="r1", root_run_id="r1", conversation_key="web:c", seq=0, call_id="c", tool="t", arguments="{}")
+    )
+    body = json.loads(run_dead_letter(buf, "p.events", "e", "persistence").raw_value)
+    assert [e["type"] for e in body["events"]] == ["tool.call"]
+
+
+async def test_forgetting_a_run_that_was_not_waiting_is_harmless(db_url):
+    await upgrade(db_url)
+    engine = create_engine(db_url)
+    try:
+        flusher = Flusher(session_factory(engine), CollectorRegistry())
+        assert isinstance(await flusher.attempt(buffer()), Stored)  # never waited
+        flusher.dead_lettered("unknown")
+        assert flusher.waiting == {}
+    finally:
+        await engine.dispose()

@@ -322,3 +322,21 @@ async def test_the_permission_notice_is_an_error():
     await run_pipeline(make_ctx(ports), start_run("hi", user=None))
     [notice] = ports.events
     assert notice.level == "error"  # type: ignore[attr-defined]
+
+
+async def test_the_users_role_override_picks_the_connector_of_the_run():
+    from dataclasses import replace
+
+    from tests.unit.runner.runner_harness import FakeRoles
+
+    settings = make_settings(
+        connectors=[
+            {"id": "demo", "type": "scripted", "token_delay_ms": 0},
+            {"id": "mine", "type": "scripted", "token_delay_ms": 0},
+        ],
+        roles={"default": "demo"},
+    )
+    ports = FakePorts()
+    ctx = replace(make_ctx(ports, settings), roles=FakeRoles(user={"default": "mine"}))
+    await run_pipeline(ctx, start_run("hi"))
+    assert ports.of(RunStarted)[0].connector_id == "mine"

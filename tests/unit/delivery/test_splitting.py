@@ -58,3 +58,93 @@ def test_fenced_block_across_the_limit_is_closed_and_reopened():
 
 def test_unsplit_of_plain_pieces_is_concatenation():
     assert unsplit(["ab ", "cd"]) == "ab cd"
+
+
+def test_an_answer_that_ends_with_a_code_fence_unsplits_to_itself():
+    code = "\n".join(f"x_{i} = {i}" for i in range(300))
+    answer = "Here:\n\n```py\n" + code + "\n```"
+    pieces = split_text(answer, 1000, len)
+    assert len(pieces) >= 3 and pieces[-1].endswith("```") and pieces[1].startswith("```py\n")
+    assert unsplit(pieces) == answer
+    assert unsplit(["```py\nx = 1\n```"]) == "```py\nx = 1\n```"
+
+
+def test_utf16_counts_exactly_the_characters_beyond_the_bmp_twice():
+    assert utf16_len("\uffff") == 1 and utf16_len("\U00010000") == 2
+
+
+def test_a_text_that_fills_the_safe_length_exactly_is_not_cut():
+    assert cut("x" * 1000, 1000, len) is None and cut("x" * 1000, 1000, utf16_len) is None
+    assert cut("x" * 1001, 1000, len) is not None
+
+
+def test_a_hard_cut_fills_the_room_left_for_a_fence_closer_in_either_measure():
+    for measure in (len, utf16_len):
+        c = cut("x" * 1500, 1000, measure)
+        assert c is not None and c.head == "x" * 996 and c.consumed == 996
+
+
+def test_a_cut_always_takes_at_least_one_character():
+    c = cut("abc", 2, len)
+    assert c is not None and (c.head, c.consumed) == ("a", 1)
+
+
+def test_a_separator_in_the_first_half_of_the_window_is_not_used():
+    c = cut("a" * 400 + " " + "b" * 1000, 1000, len)
+    assert c is not None and c.head == ("a" * 400 + " " + "b" * 1000)[:996]
+
+
+def test_a_paragraph_beats_a_later_line_and_the_last_space_wins():
+    text = "a" * 600 + "\n\n" + "b" * 100 + "\n" + "c" * 600
+    assert cut(text, 1000, len).head == "a" * 600 + "\n\n"  # type: ignore[union-attr]
+    words = "w" * 598 + " " + "w" * 199 + " " + "w" * 600
+    assert cut(words, 1000, len).head == "w" * 598 + " " + "w" * 199 + " "  # type: ignore[union-attr]
+
+
+def test_a_code_span_across_the_window_is_cut_before_it():
+    text = "w " * 350 + "`" + "code with spaces " * 20 + "`" + " tail" * 100 + "\nmore lines"
+    c = cut(text, 1000, len)
+    assert c is not None and c.head == "w " * 350
+
+
+def test_code_spans_are_counted_on_the_cut_line_only():
+    # an odd backtick ending the previous line does not make the next line a code span
+    text = "say `\n" + "v " * 700
+    c = cut(text, 1000, len)
+    assert c is not None and c.head == text[:996]
+    # two closed spans before the cut leave it outside any span
+    text = "`a` `b` " + "v " * 700
+    assert cut(text, 1000, len).head == text[:996]  # type: ignore[union-attr]
+    # a line that starts with a span
+    text = "intro\n`a` " + "v " * 700
+    assert cut(text, 1000, len).head == text[:996]  # type: ignore[union-attr]
+
+
+def test_backticks_inside_a_fenced_block_are_not_code_spans():
+    text = "```\n" + "x = `a\n" * 200 + "```"
+    c = cut(text, 1000, len)
+    assert c is not None and c.head.endswith("x = `a\n```") and c.carry == "```\n"
+
+
+def test_a_fence_without_a_language_is_reopened_without_one():
+    assert open_fence("```\nword\n") == "" and open_fence("```py\nword\n") == "py"
+
+
+def test_inside_a_fenced_block_only_whole_lines_are_cut():
+    text = "```\n" + "word " * 300 + "\n```"
+    c = cut(text, 1000, len)
+    assert c is not None and c.head == text[:996] + "\n```" and c.consumed == 996 and c.carry == "```\n"
+
+
+def test_split_text_leaves_room_for_the_cursor_it_is_given():
+    assert len(split_text("x" * 3995, 4096, cursor="")) == 1
+    assert len(split_text("x" * 3995, 4096)) == 2
+
+
+def test_an_empty_text_is_one_empty_message():
+    assert split_text("", 4096) == [""]
+
+
+def test_a_genuine_closing_fence_ending_a_message_stays_when_the_next_does_not_reopen_it():
+    assert unsplit(["```\ncode\n```", "more"]) == "```\ncode\n```more"
+    assert unsplit(["intro ```", "```\ncode"]) == "intro ``````\ncode"

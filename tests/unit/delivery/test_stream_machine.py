@@ -384,3 +384,122 @@ def test_coalesce_keeps_the_newest_frame_and_every_final():
         Edit(1, "xy ▉", False),
     ]
     assert coalesce(ops) == [Send(0, "abc", True), Send(1, "xy ▉", False)]
+
+
+# -- edges -----------------------------------------------------------------------------------
+def test_a_stream_that_starts_with_a_tool_call_shows_the_tool_line_first_then_the_answer():
+    m, ops = feed(model(tool_progress="all"), (0.0, ToolStarted("search")))
+    assert ops == [] and m.state is StreamState.IDLE  # remembered until its round ends
+    m, ops = feed(m, (0.1, Break()), (0.2, ToolStarted("fetch")))
+    assert ops == [
+        Send(0, "🔧 search …", final=True, role="progress"),
+        Edit(0, "🔧 search → fetch …", final=True, role="progress"),
+    ]
+    assert m.state is StreamState.SEALED
+    m, ops = feed(m, (1.0, TextDelta("m1", "Result is 42")), (2.0, Finish("completed")))
+    assert ops == [Send(1, "Result is 42" + CURSOR, final=False), Edit(1, "Result is 42", final=True)]
+    assert m.state is StreamState.DELIVERED
+
+
+def test_progress_lines_are_final_messages_that_an_ending_marks():
+    m, ops = feed(model(tool_progress="all"), (0.0, ToolStarted("search")), (0.1, Break()))
+    assert [(o.role, o.final) for o in ops] == [("progress", True)]  # type: ignore[attr-defined]
+    _, ops = feed(m, (0.5, Finish("interrupted")))
+    assert ops == [Edit(0, "🔧 search … ⏹ stopped", final=True, role="progress")]
+
+
+@pytest.mark.parametrize("pending", ["O", "Ok", "Ok!"])
+def test_an_interrupt_with_a_few_chars_pending_and_no_preview_sends_them_stopped(pending: str):
+    m, ops = feed(model(), (0.0, TextDelta("m1", pending)))
+    assert ops == [] and m.frame is None  # under four visible chars: no preview yet
+    m, ops = feed(m, (0.5, Finish("interrupted")))
+    assert ops == [Send(0, pending + " ⏹ stopped", final=True)]
+    assert m.state is StreamState.INTERRUPTED
+
+
+def test_a_text_ending_in_what_could_open_a_think_block_is_held_while_streaming_and_shown_at_the_end():
+    m, ops = feed(model(), (0.0, TextDelta("m1", "Compare a\n<th")))
+    assert ops == [Send(0, "Compare a\n" + CURSOR, final=False)]
+    _, ops = feed(m, (0.1, Break()))
+    assert ops == [Edit(0, "Compare a\n<th", final=True)]
+    m, ops = feed(model(), (0.0, TextDelta("m1", "\n<th")), (0.1, Break()))
+    assert ops == [Send(0, "\n<th", final=True)]  # (nothing visible while streaming; at the break it is text)
+    _, ops = feed(model(), (0.0, TextDelta("m1", "Answer\n<th")), (0.1, Finish("interrupted")))
+    assert ops[-1] == Edit(0, "Answer\n<th ⏹ stopped", final=True)
+
+
+def test_a_seal_resets_the_message_so_the_next_segment_starts_clean():
+    m = model(max_length=1000)
+    code = "```py\n" + "".join(f"x_{i} = {i}\n" for i in range(150))
+    m, _ = feed(m, (0.0, TextDelta("m1", code)))
+    assert m.carry == "```py\n" and m.base > 0  # split inside the fence
+    m, _ = feed(m, (0.1, TextDelta("m1", "```")), (0.2, Break()))
+    assert (m.base, m.carry, m.frame, m.shown, m.sent_at, m.flush_at) == (0, "", None, 0, None, None)
+    msg = m.msg
+    m, ops = feed(m, (5.0, TextDelta("m2", "Next part")))
+    assert ops == [Send(msg, "Next part" + CURSOR, final=False)]
+
+
+def test_a_split_opens_the_next_message_at_once_and_remembers_the_sealed_head():
+    m = model(max_length=1000)
+    m, ops = feed(m, (0.0, TextDelta("m1", "word " * 100)), (0.1, TextDelta("m1", "word " * 120)))
+    heads = [o for o in ops if o.final]  # type: ignore[attr-defined]
+    assert len(heads) == 1 and isinstance(heads[0], Edit) and heads[0].segment == 0
+    assert m.sealed == (0, heads[0].text) and m.msg == 1
+    assert ops[-1] == Send(1, m.frame, final=False) and m.frame.endswith(CURSOR)  # type: ignore[union-attr]
+    assert (m.sent_at, m.flush_at) == (0.1, None)
+
+
+def test_an_edit_remembers_its_frame_and_an_unchanged_frame_clears_the_timer():
+    m, _ = feed(model(), (0.0, TextDelta("m1", "Hello")), (0.2, TextDelta("m1", " there")))
+    assert m.flush_at == INTERVAL and m.frame == "Hello" + CURSOR
+    m, ops = feed(m, (INTERVAL, Tick()))
+    assert ops == [Edit(0, "Hello there" + CURSOR, final=False)]
+    assert (m.frame, m.shown, m.sent_at, m.flush_at) == ("Hello there" + CURSOR, len("Hello there"), INTERVAL, None)
+    m, ops = feed(m, (1.1, TextDelta("m1", "!")))
+    assert ops == [] and m.flush_at == INTERVAL * 2
+    m, ops = feed(m, (1.2, TextCompleted("m1", "Hello there")))  # back to what is shown: nothing is due
+    assert ops == [] and m.flush_at is None
+
+
+def test_a_finished_stream_has_no_open_frame_nor_timer():
+    m, _ = feed(model(), (0.0, TextDelta("m1", "Hello")), (0.2, TextDelta("m1", " there")))
+    assert m.flush_at is not None
+    for status in ("completed", "interrupted", "failed"):
+        end, _ = feed(m, (0.3, Finish(status)))
+        assert (end.frame, end.flush_at) == (None, None)
+
+
+def test_degrade_stops_the_timer_and_keeps_a_reopened_fence_for_the_missing_tail():
+    m, _ = feed(model(), (0.0, TextDelta("m1", "Code:\n```py\nx = 1\n")), (0.2, TextDelta("m1", "y = 2\n")))
+    assert m.flush_at is not None
+    m, ops = feed(m, (0.3, Degrade(shown=len("Code:\n```py\nx = 1\n"))))
+    assert ops == [] and m.flush_at is None and (m.msg, m.carry, m.frame, m.shown) == (1, "```py\n", None, 0)
+    _, ops = feed(m, (1.0, TextDelta("m1", "```")), (2.0, Finish("completed")))
+    assert ops == [Send(1, "```py\ny = 2\n```", final=True)]
+
+
+def test_degrade_of_a_preview_that_never_landed_stops_the_timer():
+    m, _ = feed(model(), (0.0, TextDelta("m1", "Hello")), (0.2, TextDelta("m1", " there")))
+    m, _ = feed(m, (0.3, Degrade(shown=None)))
+    assert (m.flush_at, m.frame, m.shown, m.msg) == (None, None, 0, 0)
+
+
+def test_a_failure_notice_takes_a_message_index_of_its_own():
+    m, ops = feed(model(), (0.0, Finish("failed", error="boom")))
+    assert [o.segment for o in ops] == [0] and m.msg == 1  # type: ignore[attr-defined]
+
+
+def test_a_degraded_stream_stays_degraded_across_a_segment_break():
+    m, _ = feed(model(), (0.0, TextDelta("m1", "Hello wor")), (0.1, Degrade(shown=len("Hello wor"))))
+    m, ops = feed(m, (0.2, TextDelta("m1", "ld")), (0.3, Break()))
+    assert ops == [Send(1, "ld", final=True)] and m.state is StreamState.DEGRADED  # the missing tail, sealed
+    m, ops = feed(m, (1.0, TextDelta("m2", "Second segment")), (3.0, Tick()))
+    assert ops == []  # no previews once degraded
+
+
+def test_a_marker_that_fills_the_message_exactly_still_fits():
+    text = "Partial answ"
+    m, _ = feed(model(max_length=len(text + " ⏹ stopped")), (0.0, TextDelta("m1", text)))
+    _, ops = feed(m, (0.1, Finish("interrupted")))
+    assert ops == [Edit(0, text + " ⏹ stopped", final=True)]

@@ -23,6 +23,11 @@ def test_ci_runs_lint_before_the_suite():
     assert commands.index("make lint") < commands.index("make test")
 
 
+def test_ci_runs_the_mutation_smoke_between_lint_and_the_suite():
+    commands = ci_commands()
+    assert commands.index("make lint") < commands.index("make mutate-smoke") < commands.index("make test")
+
+
 @pytest.fixture(scope="module")
 def lint_recipe() -> list[str]:
     """What `make lint` would run (a dry run: nothing is executed)."""

@@ -19,6 +19,7 @@ class FakePorts:
     roles: dict[str, str | None] = field(default_factory=dict)
     started: list[tuple[str, str]] = field(default_factory=list)
     conversation: ConversationFacts = field(default_factory=ConversationFacts)
+    facts_asked: list[str] = field(default_factory=list)
 
     async def first_sightings(self, idents):  # type: ignore[no-untyped-def]
         fresh = set(idents) - self.seen
@@ -36,6 +37,7 @@ class FakePorts:
         return {k: self.roles[k] for k in keys if k in self.roles}
 
     async def facts(self, key: str) -> ConversationFacts:
+        self.facts_asked.append(key)
         return self.conversation
 
     async def set_role(self, key: str, role: str | None) -> None:

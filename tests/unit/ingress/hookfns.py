@@ -22,3 +22,11 @@ async def no_stop(msg, command):  # type: ignore[no-untyped-def]
 
 def to_text(msg, command):  # type: ignore[no-untyped-def]
     return Rewrite("not a command any more")
+
+
+def answer_nothing(msg):  # type: ignore[no-untyped-def]
+    return Handled("")
+
+
+def name_the_command(msg, command):  # type: ignore[no-untyped-def]
+    return Deny(f"no /{command.name} for you")

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from agentstream.config import load_settings
-from agentstream.contracts import InterruptRun, ResetConversation
+from agentstream.contracts import InterruptRun, NoticeLevel, ReplyTarget, ResetConversation
 from agentstream_ingress.decisions import (
     CommandDecision,
     DeadLetterDecision,
@@ -15,7 +15,7 @@ from agentstream_ingress.decisions import (
     NoticeReason,
     StartDecision,
 )
-from agentstream_ingress.pipeline import Pipeline
+from agentstream_ingress.pipeline import RATE_LIMITED, REFUSED, Pipeline
 
 HOOKS = "tests.unit.ingress.hookfns"
 
@@ -241,3 +241,112 @@ async def test_a_failed_remember_does_not_fail_the_batch_that_started_the_runs(p
     p = pipeline(ports)
     assert isinstance(await p.decide(raw(id="a")), StartDecision)
     assert isinstance(await p.decide(raw(id="b")), StartDecision)
+
+
+def test_every_unknown_profile_of_the_routes_is_named():
+    with pytest.raises(ValueError, match="unknown profiles: other, typo$"):
+        Pipeline(
+            load_settings(
+                routes=[{"platform": "web", "profile": "typo"}, {"platform": "slack", "profile": "other"}],
+            ),
+            None,  # type: ignore[arg-type]
+        )
+
+
+async def test_the_rate_limit_notice_warns_the_sender_in_their_chat(ports, raw):
+    p = pipeline(ports, authz={"rate_limit": {"capacity": 1, "refill_per_s": 0.001}})
+    assert isinstance(await p.decide(raw(id="a", thread_id="7")), StartDecision)
+    d = await p.decide(raw(id="b", thread_id="7", reply_to_id="a"))
+    assert d == NoticeDecision(
+        NoticeReason.RATE_LIMITED,
+        RATE_LIMITED,
+        ReplyTarget(platform="telegram", chat_id="42", thread_id="7", reply_to_id="a"),
+        NoticeLevel.WARNING,
+    )
+    # buckets are per platform and user: the same user id elsewhere is someone else
+    assert isinstance(await p.decide(raw(id="c", platform="slack")), StartDecision)
+
+
+async def test_a_refusal_warns_the_sender_in_their_chat(ports, raw):
+    p = pipeline(ports, authz={"platforms": {"telegram": {"users": ["alice"]}}})
+    d = await p.decide(raw(thread_id="7"))
+    assert d == NoticeDecision(
+        NoticeReason.REFUSED,
+        REFUSED,
+        ReplyTarget(platform="telegram", chat_id="42", thread_id="7"),
+        NoticeLevel.WARNING,
+    )
+
+
+async def test_the_pairing_code_goes_to_the_senders_chat(ports, raw):
+    p = pipeline(ports, authz={"default": {"allow_all": False}})
+    d = await p.decide(raw(chat_id="u-1"))
+    assert isinstance(d, NoticeDecision) and d.target == ReplyTarget(platform="telegram", chat_id="u-1")
+
+
+async def test_naming_another_profile_does_not_escape_the_routed_profiles_deny_list(ports, raw):
+    p = pipeline(
+        ports,
+        profiles={"vip": {"authz": {"deny_users": ["u-1"]}}, "open": {}},
+        routes=[{"platform": "telegram", "profile": "vip"}],
+    )
+    d = await p.decide(raw(profile="open"))
+    assert isinstance(d, NoticeDecision) and d.reason is NoticeReason.REFUSED
+    assert isinstance(await p.decide(raw(id="m-2", user={"id": "u-2"}, profile="open")), StartDecision)
+
+
+async def test_a_broken_hook_is_skipped_and_the_next_hook_still_runs(ports, raw):
+    p = pipeline(ports, ingress={"hooks": {"message_received": [f"{HOOKS}:broken", f"{HOOKS}:receive"]}})
+    d = await p.decide(raw(text="please deny", thread_id="7"))
+    assert d == NoticeDecision(
+        NoticeReason.HOOK_DENIED,
+        "denied by hook",
+        ReplyTarget(platform="telegram", chat_id="42", thread_id="7"),
+        NoticeLevel.WARNING,
+    )
+    d = await p.decide(raw(id="m-2", text="please answer", thread_id="7"))
+    assert d == NoticeDecision(
+        NoticeReason.HOOK_HANDLED, "answered by hook", ReplyTarget(platform="telegram", chat_id="42", thread_id="7")
+    )
+
+
+async def test_a_hook_that_handles_with_an_empty_reply_sends_an_empty_notice(ports, raw):
+    p = pipeline(ports, ingress={"hooks": {"message_received": [f"{HOOKS}:answer_nothing"]}})
+    d = await p.decide(raw())
+    assert isinstance(d, NoticeDecision) and (d.reason, d.text) == (NoticeReason.HOOK_HANDLED, "")
+
+
+async def test_command_hooks_are_named_with_or_without_slash_in_any_case_and_get_the_command(ports, raw):
+    p = pipeline(ports, ingress={"hooks": {"commands": {"/Stop": [f"{HOOKS}:name_the_command"]}}})
+    d = await p.decide(raw(text="/stop"))
+    assert isinstance(d, NoticeDecision) and d.text == "no /stop for you"
+
+
+async def test_a_command_rewritten_to_text_starts_with_the_conversations_model_override(ports, raw):
+    p = pipeline(ports, roles={"smart": "demo"}, ingress={"hooks": {"commands": {"help": [f"{HOOKS}:to_text"]}}})
+    await p.decide(raw(id="a", text="/model smart"))
+    d = await p.decide(raw(id="b", text="/help"))
+    assert isinstance(d, StartDecision) and d.start.options.connector == "use::smart"
+
+
+async def test_a_command_reads_the_facts_of_its_conversation(ports, raw):
+    await pipeline(ports).decide(raw(text="/status", thread_id="7"))
+    assert ports.facts_asked == ["telegram:42:7"]
+
+
+async def test_a_failed_lookup_raises_only_after_the_sightings_are_claimed(ports, raw):
+    import asyncio
+
+    claim = ports.first_sightings
+
+    async def slow_claim(idents):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0.01)
+        return await claim(idents)
+
+    async def broken_roles(keys):  # type: ignore[no-untyped-def]
+        raise RuntimeError("database went away")
+
+    ports.first_sightings, ports.role_overrides = slow_claim, broken_roles
+    with pytest.raises(RuntimeError, match="database went away"):
+        await pipeline(ports).decide_batch([raw()])
+    assert ports.seen == {("kafka", "telegram", "m-1")}

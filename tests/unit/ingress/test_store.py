@@ -167,3 +167,82 @@ async def test_a_batch_whose_output_was_not_acked_is_decided_again(sessions):
     assert await pipeline.decide(raw) == DropDecision(DropReason.DUPLICATE)
     restarted = Pipeline(load_settings(), DatabasePorts(sessions, Pairing()))
     assert await restarted.decide(raw) == DropDecision(DropReason.DUPLICATE)  # for good
+
+
+def _run(run_id: str, status: str, minute: int, key: str = "web:c", parent: str | None = None) -> Run:
+    return Run(
+        run_id=run_id,
+        root_run_id=parent or run_id,
+        parent_run_id=parent,
+        conversation_key=key,
+        status=status,
+        assistant_id=f"assistant-{run_id}",
+        connector_id=f"connector-{run_id}",
+        text="",
+        prompt_tokens=0,
+        completion_tokens=0,
+        llm_calls=0,
+        duration_ms=0.0,
+        finished_at=T0 + timedelta(minutes=minute),
+    )
+
+
+async def test_facts_name_the_newest_root_runs_of_the_conversation_only(sessions):
+    from agentstream_ingress.commands import RunSummary
+
+    store = IngressStore(sessions)
+    async with sessions() as s, s.begin():
+        s.add_all(
+            [
+                _run("run-0", "interrupted", 1),
+                _run("run-1", "failed", 2),
+                _run("run-2", "completed", 3),
+                _run("child", "failed", 4, parent="run-2"),  # a delegated run: not the conversation's
+                _run("other", "failed", 5, key="web:other"),
+            ]
+        )
+    facts = await store.facts("web:c")
+    assert facts.resumable == RunSummary("run-1", "failed", "assistant-run-1", "connector-run-1")
+    assert facts.last_finished == RunSummary("run-2", "completed", "assistant-run-2", "connector-run-2")
+    assert (facts.role_override, facts.last_message, facts.unfinished) == (None, None, ())
+    nothing = await store.facts("web:none")
+    assert (nothing.resumable, nothing.last_finished) == (None, None)
+
+
+async def test_the_runs_started_in_one_batch_are_all_pending_and_only_the_last_twenty_are_kept(sessions):
+    store = IngressStore(sessions)
+    msg = InboundMessage(id="m", platform="web", chat_id="c", user={"id": "u"}, text="hi")
+    other = msg.model_copy(update={"chat_id": "d"})
+    await store.remember_starts([(msg, "a-1"), (other, "b-1"), (msg, "a-2")])
+    assert (await store.facts("web:c")).unfinished == ("a-1", "a-2")
+    assert (await store.facts("web:d")).unfinished == ("b-1",)
+    await store.set_role("web:c", "fast")
+    await store.remember_starts([(msg, f"a-{n}") for n in range(3, 25)])
+    facts = await store.facts("web:c")
+    assert facts.unfinished == tuple(f"a-{n}" for n in range(5, 25))  # the 20 newest
+    assert facts.role_override == "fast"  # remembering runs keeps the conversation's /model choice
+    await store.set_role("web:new", "smart")
+    assert (await store.facts("web:new")).role_override == "smart"
+
+
+async def test_claims_of_earlier_batches_stay_claimed_until_recorded_or_released(sessions):
+    store = IngressStore(sessions)
+    a, b = ("api", "web", "a"), ("api", "web", "b")
+    assert await store.first_sightings([a]) == {a}
+    assert await store.first_sightings([b]) == {b}
+    assert await store.first_sightings([a, b]) == set()
+
+
+async def test_the_database_ports_issue_pairing_codes_and_answer_who_is_paired(sessions):
+    from agentstream_ingress.store import DatabasePorts
+
+    ports = DatabasePorts(sessions, PairingSettings())
+    issue = await ports.issue_pairing("telegram", "u1", "chat-1")
+    assert issue.outcome is IssueOutcome.ISSUED and issue.code is not None
+    async with sessions() as s:
+        [row] = (await s.scalars(select(PairingCode))).all()
+    assert (row.platform, row.user_id, row.chat_id) == ("telegram", "u1", "chat-1")
+    assert not await ports.is_paired("telegram", "u1")
+    approved = await ports.pairing.approve(issue.code)
+    assert approved.outcome is ApproveOutcome.APPROVED
+    assert await ports.is_paired("telegram", "u1") and not await ports.is_paired("slack", "u1")

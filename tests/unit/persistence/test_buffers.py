@@ -173,3 +173,82 @@ def test_skip_history_records_the_run_but_stores_no_messages():
     rows = rows_for(buffered(events))
     assert rows.run["status"] == "completed" and rows.run["text"] == "6*7 = 42"
     assert rows.messages == []
+
+
+def test_a_notice_before_the_run_started_marks_it_refused_one_after_does_not():
+    refused = RunBuffer("r1", KEY)
+    refused.add(Notice(**ids(0), text="who are you?"))
+    assert refused.refused is True and refused.seen == set()
+    shown = RunBuffer("r1", KEY)
+    shown.add(full_run()[1])  # type: ignore[arg-type]
+    shown.add(Notice(**ids(2), text="working on it"))
+    assert shown.refused is False
+
+
+def test_stream_only_events_are_not_kept_but_steps_and_the_ending_are():
+    from agentstream.contracts import MessageStarted, SegmentBreak, StepCompleted
+
+    buf = RunBuffer("r1", KEY)
+    buf.add(MessageStarted(**ids(0), message_id="m1"))
+    buf.add(SegmentBreak(**ids(1), reason="tool"))
+    buf.add(RunHeartbeat(**ids(2)))
+    assert buf.seen == set() and buf.max_seq == 2 and buf.partial == {}
+    step = StepCompleted(**ids(3), step_id="s1", step_type="llm")
+    buf.add(step)
+    assert buf.steps == [step] and buf.state.value == "open"
+    buf.add(RunFinished(**ids(4), status="completed", text="ok"))
+    assert buf.state.value == "finished" and buf.seen == {3, 4}
+
+
+def test_an_incomplete_message_keeps_only_its_answer_text_with_the_first_deltas_ids():
+    from agentstream.contracts import DeltaKind
+
+    buf = RunBuffer("r1", KEY)
+    first = MessageDelta(**ids(0), message_id="m1", text="Hel")
+    buf.add(first)
+    buf.add(MessageDelta(**ids(1), message_id="m1", text="(thinking)", kind=DeltaKind.THINKING))
+    buf.add(MessageDelta(**ids(2), message_id="m1", text="lo"))
+    buf.add(MessageDelta(**ids(3), message_id="m2", text="only thoughts", kind=DeltaKind.THINKING))
+    [merged] = buf.incomplete_messages()
+    assert (merged.text, merged.id, merged.seq, merged.message_id) == ("Hello", first.id, 0, "m1")
+
+
+def test_a_result_goes_to_the_latest_waiting_call_with_its_id():
+    buf = RunBuffer("r1", KEY)
+    for seq in (0, 1):  # a retried call reuses its id
+        buf.add(ToolCall(**ids(seq), call_id="c1", tool="t", arguments="{}"))
+    buf.add(ToolCall(**ids(2), call_id="c2", tool="t", arguments="{}"))
+    buf.add(ToolResult(**ids(3), call_id="c1", tool="t", ok=True, content="second"))
+    buf.add(ToolResult(**ids(4), call_id="c1", tool="t", ok=True, content="first"))
+    buf.add(ToolResult(**ids(5), call_id="zz", tool="t", ok=True, content="nobody's"))
+    assert [(e.call.seq, e.result.content if e.result else None) for e in buf.tools] == [
+        (0, "first"),
+        (1, "second"),
+        (2, None),
+    ]
+
+
+def test_a_buffer_remembers_when_its_last_event_was_sent_and_when_it_arrived():
+    import time
+
+    buffers = BufferSet()
+    queued = full_run()[0]
+    buf = buffers.add(queued, Origin(0, 5), now=12.5)  # type: ignore[arg-type]
+    assert buf is not None and (buf.last_event_at, buf.last_seen_at) == (queued.ts, 12.5)  # type: ignore[attr-defined]
+    before = time.monotonic()
+    buf.add(full_run()[1])  # type: ignore[arg-type]
+    assert before <= buf.last_seen_at <= time.monotonic()
+    buffers.discard("r1")
+    buffers.discard("r1")  # forgetting twice is harmless
+    assert len(buffers) == 0
+
+
+def test_buffers_read_from_given_partitions():
+    buffers = BufferSet()
+    a = buffers.add(RunQueued(**ids(0), assistant_id="x", reply_target=TARGET, text="a"), Origin(0, 1))
+    b = buffers.add(
+        RunQueued(**{**ids(0), "root_run_id": "r2", "run_id": "r2"}, assistant_id="x", reply_target=TARGET, text="b"),
+        Origin(3, 1),
+    )
+    assert buffers.from_partitions({3}) == [b] and buffers.from_partitions({0, 3}) == [a, b]
+    assert buffers.from_partitions({7}) == []

@@ -5,11 +5,22 @@ from __future__ import annotations
 import json
 
 import pytest
+from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import DataError, IntegrityError, InterfaceError, OperationalError, StatementError
 
 from agentstream.contracts import ReplyTarget, RunFinished, RunQueued, ToolCall
+from agentstream.db import create_engine, session_factory, upgrade
+from agentstream.observability import NotReady
 from agentstream_persistence.buffers import BufferSet, Origin
-from agentstream_persistence.flusher import MAX_LETTER_CHARS, is_permanent, run_dead_letter
+from agentstream_persistence.flusher import (
+    MAX_LETTER_CHARS,
+    Failed,
+    Flusher,
+    Stored,
+    Unstorable,
+    is_permanent,
+    run_dead_letter,
+)
 
 
 @pytest.mark.parametrize(
@@ -62,3 +73,108 @@ def test_a_huge_run_is_listed_not_copied():
     body = json.loads(letter.raw_value)
     assert body["truncated"] is True and len(letter.raw_value) <= MAX_LETTER_CHARS
     assert [e["type"] for e in body["events"]] == ["run.queued", "tool.call", "run.finished"]
+
+
+class BrokenSessions:
+    """A session factory whose sessions fail the way a database (or its data) does."""
+
+    def __init__(self, err: BaseException) -> None:
+        self.err = err
+
+    def __call__(self):  # type: ignore[no-untyped-def]
+        raise self.err
+
+
+def counted(registry: CollectorRegistry, outcome: str) -> float:
+    return registry.get_sample_value("agentstream_persistence_flushes_total", {"outcome": outcome}) or 0.0
+
+
+def waiting_gauge(registry: CollectorRegistry) -> float | None:
+    return registry.get_sample_value("agentstream_persistence_flush_retries")
+
+
+async def test_a_database_failure_is_a_failed_attempt_that_waits_and_holds_readiness():
+    registry = CollectorRegistry()
+    flusher = Flusher(BrokenSessions(OperationalError("connect", {}, Exception("connection refused"))), registry)  # type: ignore[arg-type]
+    outcome = await flusher.attempt(buffer())
+    assert isinstance(outcome, Failed) and outcome.reason.startswith(
+        "OperationalError: (builtins.Exception) connection"
+    )
+    assert counted(registry, "error") == 1 and flusher.waiting == {}
+    assert await flusher.ready() is True
+    flusher.wait("r1", outcome.reason)
+    flusher.wait("r2", "later error")
+    assert waiting_gauge(registry) == 2
+    with pytest.raises(NotReady, match=r"^2 finished run\(s\) not stored yet, retrying: OperationalError"):
+        await flusher.ready()
+    flusher.dead_lettered("r1")
+    assert flusher.waiting == {"r2": "later error"} and counted(registry, "dead_letter") == 1
+
+
+async def test_the_runs_own_data_is_unstorable_and_not_counted_as_a_database_error():
+    registry = CollectorRegistry()
+    flusher = Flusher(BrokenSessions(DataError("INSERT", {}, Exception("value too long"))), registry)  # type: ignore[arg-type]
+    outcome = await flusher.attempt(buffer())
+    assert isinstance(outcome, Unstorable) and "value too long" in outcome.reason
+    assert counted(registry, "error") == 0
+
+
+async def test_a_stored_run_leaves_the_waiting_list_and_is_counted(db_url):
+    await upgrade(db_url)
+    engine = create_engine(db_url)
+    try:
+        registry = CollectorRegistry()
+        flusher = Flusher(session_factory(engine), registry, redact=lambda text: text.upper())
+        flusher.wait("r1", "earlier failure")
+        outcome = await flusher.attempt(buffer())
+        assert isinstance(outcome, Stored) and outcome.rows.run["root_run_id"] == "r1"
+        assert outcome.rows.run["text"] == "DONE"  # stored through the redaction it was given
+        assert flusher.waiting == {} and counted(registry, "ok") == 1 and waiting_gauge(registry) == 0
+        assert await flusher.ready() is True
+    finally:
+        await engine.dispose()
+
+
+async def test_without_a_redaction_text_is_stored_raw():
+    flusher = Flusher(BrokenSessions(OperationalError("x", {}, Exception("down"))), CollectorRegistry())  # type: ignore[arg-type]
+    assert flusher.redact("secret text") == "secret text"
+
+
+def test_a_dead_letter_keeps_non_ascii_text_and_lists_each_events_type_seq_and_id():
+    buf = buffer(json.dumps({"q": "héllo ✓"}, ensure_ascii=False))
+    letter = run_dead_letter(buf, "p.events", "e", "persistence")
+    assert "héllo ✓" in letter.raw_value
+    huge = buffer(json.dumps({"x": "é" * MAX_LETTER_CHARS}, ensure_ascii=False))
+    body = json.loads(run_dead_letter(huge, "p.events", "e", "persistence").raw_value)
+    assert [set(e) for e in body["events"]] == [{"type", "seq", "id"}] * 3
+    assert [e["seq"] for e in body["events"]] == [0, 1, 2]
+
+
+def test_a_dead_letter_of_a_run_read_from_nowhere_has_no_source_coordinates():
+    buf = buffer()
+    buf.origin = None
+    letter = run_dead_letter(buf, "p.events", "e", "persistence")
+    assert (letter.source_partition, letter.source_offset) == (None, None)
+
+
+def test_a_tool_call_without_its_result_is_still_in_the_dead_letter():
+    from agentstream_persistence.buffers import RunBuffer
+
+    buf = RunBuffer("r1", "web:c")
+    buf.add(
+        ToolCall(run_id="r1", root_run_id="r1", conversation_key="web:c", seq=0, call_id="c", tool="t", arguments="{}")
+    )
+    body = json.loads(run_dead_letter(buf, "p.events", "e", "persistence").raw_value)
+    assert [e["type"] for e in body["events"]] == ["tool.call"]
+
+
+async def test_forgetting_a_run_that_was_not_waiting_is_harmless(db_url):
+    await upgrade(db_url)
+    engine = create_engine(db_url)
+    try:
+        flusher = Flusher(session_factory(engine), CollectorRegistry())
+        assert isinstance(await flusher.attempt(buffer()), Stored)  # never waited
+        flusher.dead_lettered("unknown")
+        assert flusher.waiting == {}
+    finally:
+        await engine.dispose()

@@ -222,8 +222,8 @@ async def test_unexpected_exception_is_recorded_then_reraised():
     with pytest.raises(RuntimeError, match="boom"):
         await run_pipeline(make_ctx(ports, factories={"scripted": BrokenConnector}), start_run("hi"))
     finished = assert_one_well_formed_stream(ports)
-    assert finished.status == "failed" and "boom" in finished.error
-    assert ports.types[-2] == "step.failed"
+    assert finished.status == "failed" and finished.error.startswith("internal error: RuntimeError: ")
+    assert "boom" in finished.error and ports.types[-2] == "step.failed"
     assert "".join(d.text for d in ports.of(MessageDelta)) == "Hel"  # the first text went out at once
 
 
@@ -295,3 +295,48 @@ async def test_skip_history_is_announced_so_the_run_is_not_stored():
     ports = FakePorts()
     await run_pipeline(make_ctx(ports), start_run("hi"))
     assert ports.of(RunStarted)[0].store_history is True
+
+
+async def test_a_resumed_run_continues_its_memory_its_sequence_and_its_usage():
+    from agentstream.contracts import ChatMessage, Usage
+    from agentstream_runner.pipeline import ResumePoint
+
+    ports = FakePorts()
+    resume = ResumePoint(
+        memory=[ChatMessage(role="user", content="resumed question")],
+        usage=Usage(prompt_tokens=100, completion_tokens=7, llm_calls=2),
+        first_seq=40,
+    )
+    await run_pipeline(make_ctx(ports), start_run("ignored on resume"), resume)
+    assert ports.events[0].seq == 40 and [e.seq for e in ports.events] == list(range(40, 40 + len(ports.events)))
+    assert {(e.run_id, e.conversation_key) for e in ports.events} == {("run-1", "web:c1")}
+    assert ports.of(RunStarted)[0].input == []  # nothing new: the memory carries the question
+    text = GREETING + "resumed question"
+    finished = ports.of(RunFinished)[0]
+    assert (finished.status, finished.text) == ("completed", text)
+    assert (finished.usage.llm_calls, finished.usage.prompt_tokens >= 100) == (3, True)
+
+
+async def test_the_permission_notice_is_an_error():
+    ports = FakePorts()
+    await run_pipeline(make_ctx(ports), start_run("hi", user=None))
+    [notice] = ports.events
+    assert notice.level == "error"  # type: ignore[attr-defined]
+
+
+async def test_the_users_role_override_picks_the_connector_of_the_run():
+    from dataclasses import replace
+
+    from tests.unit.runner.runner_harness import FakeRoles
+
+    settings = make_settings(
+        connectors=[
+            {"id": "demo", "type": "scripted", "token_delay_ms": 0},
+            {"id": "mine", "type": "scripted", "token_delay_ms": 0},
+        ],
+        roles={"default": "demo"},
+    )
+    ports = FakePorts()
+    ctx = replace(make_ctx(ports, settings), roles=FakeRoles(user={"default": "mine"}))
+    await run_pipeline(ctx, start_run("hi"))
+    assert ports.of(RunStarted)[0].connector_id == "mine"

@@ -31,7 +31,8 @@ MeasureName = Literal["chars", "utf16"]
 FENCE = "```"
 FENCE_CLOSE_ROOM = len("\n" + FENCE)
 MIN_SAFE = 500
-_FENCE_LINE = re.compile(r"^\s{0,3}(`{3,}|~{3,})\s*([\w+#.-]*)", re.MULTILINE)
+# Spaces and tabs only: `\s` would run over the line's end and read the code's first word as the language.
+_FENCE_LINE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[ \t]*([\w+#.-]*)", re.MULTILINE)
 
 
 def utf16_len(text: str) -> int:

@@ -148,3 +148,36 @@ async def test_close_closes_the_sdk_http_clients_of_openai_and_anthropic():
     assert not any(client.is_closed() for client in clients)
     await connectors.close()
     assert all(client.is_closed() for client in clients)
+
+
+def test_the_open_connectors_resolve_the_assistants_connector_and_the_users_roles():
+    connectors = Connectors(settings([A, B], roles={"fast": "a"}))
+    assert connectors.resolve(None, "a") is connectors.resolve("a", None)
+    by_user = connectors.resolve(None, "use::fast", RoleOverrides(user={"fast": "b"}))
+    assert by_user is connectors.resolve("b", None)
+
+
+async def test_close_skips_connectors_without_connections():
+    opened: list[Opened] = []
+
+    def factory(_config):
+        opened.append(Opened())
+        return opened[-1]
+
+    connectors = Connectors(
+        settings([A, {**B, "type": "openai"}]), factories={"openai": factory, "scripted": ScriptedConnector}
+    )
+    scripted = connectors.resolve("a", None)
+    assert not hasattr(scripted, "aclose")
+    connectors.resolve("b", None)
+    await connectors.close()
+    assert opened[0].closed and connectors.resolve("a", None) is not scripted
+
+
+def test_preload_imports_the_module_of_each_configured_sdk_connector_type(monkeypatch):
+    from agentstream_runner.connectors import resolve
+
+    imported: list[str] = []
+    monkeypatch.setattr(resolve.importlib, "import_module", imported.append)
+    Connectors(settings([A, {"id": "claude", "type": "anthropic"}, {"id": "gpt", "type": "openai"}])).preload()
+    assert imported == [resolve.PRELOAD["anthropic"], resolve.PRELOAD["openai"]]

@@ -1,0 +1,127 @@
+"""The delivery ledger on SQLite and PostgreSQL: rows per platform message, what they say, the receipts."""
+
+from __future__ import annotations
+
+import pytest
+import structlog
+
+from agentstream.contracts import DeliveryReceipt
+from agentstream.contracts.deliveries import LedgerState
+from agentstream.db import create_engine, session_factory, upgrade
+from agentstream_delivery.ledger import LedgerEntry, LedgerScope, MemoryLedger, ReceiptQueue, SqlLedger, sha256
+
+SCOPE = LedgerScope(platform="telegram", chat_id="42", root_run_id="run-1", conversation_key="telegram:42")
+OTHER_RUN = LedgerScope(platform="telegram", chat_id="42", root_run_id="run-2", conversation_key="telegram:42")
+OTHER_CHAT = LedgerScope(platform="telegram", chat_id="43", root_run_id="run-1", conversation_key="telegram:43")
+OTHER_PLATFORM = LedgerScope(platform="slack", chat_id="42", root_run_id="run-1", conversation_key="slack:42")
+
+
+@pytest.fixture
+async def sessions(db_url):  # type: ignore[no-untyped-def]
+    await upgrade(db_url)
+    engine = create_engine(db_url)
+    yield session_factory(engine)
+    await engine.dispose()
+
+
+def test_an_entry_with_text_records_its_length_and_hash_and_keeps_a_known_message_id():
+    entry = LedgerEntry(0, LedgerState.PENDING, message_id="77", error="earlier failure")
+    sent = entry.with_text(LedgerState.SENT, "héllo", final=True)
+    assert (sent.state, sent.message_id, sent.text_length, sent.text_sha256, sent.final, sent.error) == (
+        LedgerState.SENT,
+        "77",
+        5,
+        sha256("héllo"),
+        True,
+        None,
+    )
+    assert entry.with_text(LedgerState.SENDING, "x", final=False, message_id="78").message_id == "78"
+    assert sent.landed("héllo") and not sent.landed("hello")
+    assert not entry.with_text(LedgerState.UNKNOWN, "héllo", final=True).landed("héllo")  # maybe sent is not landed
+
+
+def test_a_receipt_says_which_message_of_which_run_and_chat_and_its_state():
+    entry = LedgerEntry(2, LedgerState.FAILED, "9", 4, sha256("abcd"), True, "429")
+    receipt = entry.receipt(SCOPE)
+    assert receipt.model_dump(exclude={"id", "ts"}) == DeliveryReceipt(
+        conversation_key="telegram:42",
+        root_run_id="run-1",
+        platform="telegram",
+        chat_id="42",
+        segment=2,
+        state=LedgerState.FAILED,
+        platform_message_id="9",
+        text_length=4,
+        text_sha256=sha256("abcd"),
+        final=True,
+        error="429",
+    ).model_dump(exclude={"id", "ts"})
+
+
+async def test_rows_are_kept_per_platform_chat_run_and_segment_and_updated_in_place(sessions):
+    receipts: list[DeliveryReceipt] = []
+
+    async def sink(receipt: DeliveryReceipt) -> None:
+        receipts.append(receipt)
+
+    ledger = SqlLedger(sessions, sink)
+    pending = LedgerEntry(0, LedgerState.PENDING)
+    await ledger.record(SCOPE, pending)
+    sent = pending.with_text(LedgerState.SENT, "hello", final=False, message_id="m-1")
+    await ledger.record(SCOPE, sent)
+    failed = LedgerEntry(1, LedgerState.FAILED, error="x" * 600, reapply_at=1234.5)
+    await ledger.record(SCOPE, failed)
+    for scope in (OTHER_RUN, OTHER_CHAT, OTHER_PLATFORM):
+        await ledger.record(scope, LedgerEntry(0, LedgerState.SENDING))
+    rows = await SqlLedger(sessions).load(SCOPE)
+    assert rows == {0: sent, 1: LedgerEntry(1, LedgerState.FAILED, error="x" * 500, reapply_at=1234.5)}
+    assert (await ledger.load(OTHER_RUN))[0].state is LedgerState.SENDING
+    assert await ledger.load(LedgerScope("telegram", "42", "run-9", "telegram:42")) == {}
+    assert [(r.root_run_id, r.chat_id, r.platform, r.segment, r.state) for r in receipts] == [
+        ("run-1", "42", "telegram", 0, LedgerState.PENDING),
+        ("run-1", "42", "telegram", 0, LedgerState.SENT),
+        ("run-1", "42", "telegram", 1, LedgerState.FAILED),
+        ("run-2", "42", "telegram", 0, LedgerState.SENDING),
+        ("run-1", "43", "telegram", 0, LedgerState.SENDING),
+        ("run-1", "42", "slack", 0, LedgerState.SENDING),
+    ]
+
+
+async def test_an_empty_error_is_stored_as_none(sessions):
+    ledger = SqlLedger(sessions)
+    await ledger.record(SCOPE, LedgerEntry(0, LedgerState.FAILED, error=""))
+    assert (await ledger.load(SCOPE))[0].error is None
+
+
+async def test_the_memory_ledger_keeps_rows_per_scope_and_publishes_receipts():
+    receipts: list[DeliveryReceipt] = []
+
+    async def sink(receipt: DeliveryReceipt) -> None:
+        receipts.append(receipt)
+
+    ledger = MemoryLedger(sink)
+    await ledger.record(SCOPE, LedgerEntry(0, LedgerState.SENT, "1"))
+    await ledger.record(OTHER_RUN, LedgerEntry(0, LedgerState.PENDING))
+    assert await ledger.load(SCOPE) == {0: LedgerEntry(0, LedgerState.SENT, "1")}
+    assert [r.root_run_id for r in receipts] == ["run-1", "run-2"]
+    assert await MemoryLedger().load(SCOPE) == {}
+
+
+async def test_receipts_are_published_in_order_and_a_failed_publish_does_not_stop_the_rest():
+    import asyncio
+
+    queue = ReceiptQueue()
+    published: list[int] = []
+
+    async def publish(receipt: DeliveryReceipt) -> None:
+        if receipt.segment == 1:
+            raise RuntimeError("kafka down")
+        published.append(receipt.segment)
+
+    for segment in range(3):
+        await queue.put(LedgerEntry(segment, LedgerState.SENT).receipt(SCOPE))
+    drain = asyncio.create_task(queue.drain(publish, structlog.get_logger("test")))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    drain.cancel()
+    assert published == [0, 2]

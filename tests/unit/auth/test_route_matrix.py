@@ -50,6 +50,7 @@ NEEDS: dict[tuple[str, str], frozenset[AuthScope] | str] = {
     ("GET", "/v1/runs/{run_id}/resume-steps"): frozenset({AuthScope.RUNS_RESUME}),
     ("GET", "/v1/web/{chat_id}/events"): SESSION,
     ("POST", "/v1/web/{chat_id}/messages"): SESSION,
+    ("GET", "/v1/web/{chat_id}/history"): SESSION,
     # a messages:write key gets a session for itself; a gateway key only for its own platforms (web:
     # tests/unit/delivery/test_web_http.py), which the matrix's keys do not name
     ("POST", "/v1/web/sessions"): frozenset({AuthScope.MESSAGES_WRITE}),

@@ -8,14 +8,12 @@ from agentstream.contracts import (
     ChatMessage,
     MessageCompleted,
     MessageDelta,
-    MessageStarted,
     Notice,
     ReplyTarget,
     RunFinished,
     RunHeartbeat,
     RunQueued,
     RunStarted,
-    SegmentBreak,
     ToolCall,
     ToolResult,
     Usage,
@@ -175,41 +173,3 @@ def test_skip_history_records_the_run_but_stores_no_messages():
     rows = rows_for(buffered(events))
     assert rows.run["status"] == "completed" and rows.run["text"] == "6*7 = 42"
     assert rows.messages == []
-
-
-def test_the_visible_stream_is_archived_in_seq_order_without_what_a_chat_never_shows():
-    events = full_run()
-    secret = "sk-" + "a" * 24
-    events[8:8] = [
-        SegmentBreak(**ids(10)),  # seqs need not follow arrival: the archive sorts them
-        Notice(**ids(11), text=f"key {secret}", reply_target=TARGET),
-        MessageStarted(**ids(12), message_id="m4"),
-        MessageDelta(**ids(13), message_id="m4", text="half an "),
-        MessageDelta(**ids(14), message_id="m4", text="answer"),
-    ]
-    buf = buffered(events + events[8:13])  # re-read: archived once
-    rows = rows_for(buf, redact=lambda t: t.replace(secret, "***"))
-    assert [(r["seq"], r["type"]) for r in rows.events] == [
-        (1, "run.started"),
-        (3, "message.completed"),
-        (4, "tool.call"),
-        (6, "tool.call"),
-        (7, "message.completed"),
-        (8, "message.completed"),
-        (9, "run.finished"),
-        (10, "segment.break"),
-        (11, "notice"),
-        (12, "message.started"),
-        (13, "message.delta"),
-    ]
-    by_seq = {r["seq"]: r["event"] for r in rows.events}
-    assert by_seq[1]["input"] == [] and by_seq[4]["arguments"] == "{}"  # input and arguments are not shown
-    assert by_seq[11]["text"] == "key ***" and by_seq[13]["text"] == "half an answer"
-    assert by_seq[6]["run_id"] == "child"
-
-
-def test_a_replay_is_marked_and_a_run_that_never_started_archives_nothing():
-    replay = [full_run()[1].model_copy(update={"replay_of": "orig"}), full_run()[-1]]
-    assert buffered(replay).replay and not buffered(full_run()).replay
-    never_started = [full_run()[0], full_run()[-1]]
-    assert rows_for(buffered(never_started)).events == []

@@ -65,7 +65,9 @@ async def load_replay(database_url: str, run_id: str, target: ReplyTarget, repla
     async with open_runs_db(database_url) as sessions, sessions() as session:
         resolved = run_id
         if await session.get(Run, run_id) is None:
-            matches = list(await session.scalars(select(Run.run_id).where(Run.run_id.startswith(run_id)).limit(2)))
+            matches = list(
+                await session.scalars(select(Run.run_id).where(Run.run_id.startswith(run_id, autoescape=True)).limit(2))
+            )
             if len(matches) != 1:
                 raise ReplayError(
                     f"unknown run {run_id}: no stored run has this id"

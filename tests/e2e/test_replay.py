@@ -103,6 +103,11 @@ async def test_a_run_with_a_tool_call_replays_onto_telegram_and_the_console(
             archived = [r.type for r in await _rows(url, RunEventRow, RunEventRow.root_run_id == run_id)]
             assert archived[0] == "run.started" and archived[-1] == "run.finished" and "tool.call" in archived
             assert terminal.getvalue() == ""  # the original was answered in another chat
+            await poll_json(
+                f"{stack.urls['delivery']}/v1/memory/chats/{msg.chat_id}",
+                lambda j: any(m["text"] == DEMO_ANSWER for m in j["messages"]),
+            )
+            await _until(lambda: not stack.services["delivery"].streams.all())  # its ledger rows are final
             original_ledger = await _ledger(url, run_id)
             assert original_ledger and all(row[3] == "sent" for row in original_ledger)
 

@@ -156,3 +156,20 @@ async def test_offsets_are_committed_past_a_stream_only_once_it_closed():
             break
         await asyncio.sleep(0.01)
     assert msg.text == "done" and points.due() == {0: 10}
+
+
+async def test_a_replay_streams_beside_the_chats_current_run_and_is_not_relayed():
+    svc = service()
+    forwarded: list[object] = []
+    svc.relay.forwards = lambda source, event: forwarded.append(event) or []  # type: ignore[method-assign]
+    start = {"assistant_id": "a", "connector_id": "demo", "reply_target": TARGET}
+    await svc.handle(RunStarted(**_ids("live", 1), **start))
+    await svc.handle(MessageDelta(**_ids("live", 2), message_id="live-m", text="live answer"))
+    await svc.handle(RunStarted(**_ids("replay", 1), **start, replay_of="orig"))
+    await svc.handle(MessageCompleted(**_ids("replay", 2), message_id="m", text="replayed answer"))
+    await svc.handle(RunFinished(**_ids("replay", 3), status="completed", text="replayed answer"))
+    await svc.handle(RunFinished(**_ids("live", 3), status="completed", text="live answer"))
+    await svc.memory.wait_for_final("c1", count=2, timeout=3)
+    await asyncio.sleep(0.1)
+    assert sorted(m.text for m in svc.memory.messages("c1")) == ["live answer", "replayed answer"]  # nothing stopped
+    assert [e.root_run_id for e in forwarded] == ["live"]  # type: ignore[attr-defined]

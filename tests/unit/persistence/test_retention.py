@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agentstream.config import load_settings
 from agentstream.db import Message, Run, create_engine, session_factory, upgrade
 from agentstream.db.models_ingress import IngressConversation
-from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
+from agentstream.db.models_persistence import ResumeStep, RunCheckpoint, RunEventRow
 from agentstream.retention import run_purges
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_persistence.retention import persistence_purges
@@ -65,6 +65,9 @@ async def add_run(
             )
             for i in range(messages)
         )
+        s.add_all(  # its archived visible stream
+            RunEventRow(root_run_id=run_id, seq=i, type="message.completed", event={}, created_at=at) for i in range(2)
+        )
         if checkpoint:
             s.add(
                 RunCheckpoint(
@@ -101,6 +104,7 @@ async def stored(sessions: Sessions) -> dict[str, set[str]]:
             "messages": set(await s.scalars(select(Message.root_run_id))),
             "checkpoints": set(await s.scalars(select(RunCheckpoint.root_run_id))),
             "steps": set(await s.scalars(select(ResumeStep.root_run_id))),
+            "events": set(await s.scalars(select(RunEventRow.root_run_id))),
         }
 
 
@@ -114,7 +118,7 @@ async def test_old_history_goes_with_its_resume_state_new_and_remembered_runs_st
     settings = load_settings(retention={"history_days": 30, "batch_size": 3})
     plan = persistence_purges(settings, NOW)
     due = await run_purges(sessions, plan, 3, dry_run=True)
-    assert due == {"resume_steps": 3, "run_checkpoints": 1, "messages": 9, "runs": 1}
+    assert due == {"resume_steps": 3, "run_events": 2, "run_checkpoints": 1, "messages": 9, "runs": 1}
     assert (await stored(sessions))["runs"] == {"old", "remembered", "new"}  # a dry run deletes nothing
 
     assert await run_purges(sessions, plan, 3) == due
@@ -123,8 +127,15 @@ async def test_old_history_goes_with_its_resume_state_new_and_remembered_runs_st
         "messages": {"new"},
         "checkpoints": {"new"},
         "steps": {"new"},
+        "events": {"remembered", "new"},
     }
-    assert await run_purges(sessions, plan, 3) == {"resume_steps": 0, "run_checkpoints": 0, "messages": 0, "runs": 0}
+    assert await run_purges(sessions, plan, 3) == {
+        "resume_steps": 0,
+        "run_events": 0,
+        "run_checkpoints": 0,
+        "messages": 0,
+        "runs": 0,
+    }
 
 
 async def test_resume_state_left_by_an_interrupted_pass_is_found_by_the_next(sessions: Sessions) -> None:
@@ -132,8 +143,15 @@ async def test_resume_state_left_by_an_interrupted_pass_is_found_by_the_next(ses
     async with sessions.begin() as s:  # as if a pass deleted the run but stopped before its steps
         await s.delete(await s.get(Run, "old"))
     plan = persistence_purges(load_settings(retention={"history_days": 30}), NOW)
-    assert (await run_purges(sessions, plan, 100))["resume_steps"] == 3
-    assert await stored(sessions) == {"runs": set(), "messages": set(), "checkpoints": set(), "steps": set()}
+    purged = await run_purges(sessions, plan, 100)
+    assert (purged["resume_steps"], purged["run_events"]) == (3, 2)
+    assert await stored(sessions) == {
+        "runs": set(),
+        "messages": set(),
+        "checkpoints": set(),
+        "steps": set(),
+        "events": set(),
+    }
 
 
 async def test_history_is_kept_forever_by_default(sessions: Sessions) -> None:

@@ -111,6 +111,7 @@ async def test_dry_run_counts_and_deletes_nothing_then_the_purge_deletes(db_url:
         "ingress_conversations": 1,
         "delivery_ledger": 0,
         "resume_steps": 0,
+        "run_events": 0,
         "run_checkpoints": 0,
         "messages": 2,
         "runs": 0,

@@ -92,6 +92,7 @@ class DeliveryService(Service):
         self.web_sessions = web_sessions
         self.streams = StreamRegistry()
         self._ended: OrderedDict[str, list[StreamActor]] = OrderedDict()  # root run id → its closed streams
+        self._replays: set[str] = set()  # open streams that re-project a stored run (`run.started.replay_of`)
         self.finished_listeners: list[FinishedListener] = []
         self._warned_platforms: set[str] = set()
         self._background: set[asyncio.Task[Any]] = set()
@@ -216,6 +217,12 @@ class DeliveryService(Service):
     def _open(self, event: RunStarted, origin: tuple[int, int] | None = None) -> None:
         if event.run_id != event.root_run_id:
             return  # only the root run owns the stream
+        if event.replay_of is not None:  # beside the chat's own runs, never superseding them; not relayed
+            self._replays.add(event.root_run_id)
+            before = {a.key: a for a in self._ended.pop(event.root_run_id, [])}
+            key = StreamKey.of(event.root_run_id, event.reply_target)
+            self._open_target(event, event.reply_target, origin, before.get(key))
+            return
         superseded = self.current_runs.start(event.conversation_key, event.root_run_id, event.seq)
         if superseded is not None:  # a newer run took the conversation: the old stream ends here
             self.log.info("stream superseded by a newer run", root_run_id=superseded, by=event.root_run_id)
@@ -267,7 +274,9 @@ class DeliveryService(Service):
             self._ended[event.root_run_id] = actors
             while len(self._ended) > ENDED_KEPT:
                 self._ended.popitem(last=False)
-        if actors:
+        replay = event.root_run_id in self._replays
+        self._replays.discard(event.root_run_id)
+        if actors and not replay:
             self._spawn(self._forward(actors[0].target, event))
         task = asyncio.create_task(self._after_finish(actors, event))
         self._background.add(task)

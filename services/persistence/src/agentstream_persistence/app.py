@@ -130,6 +130,10 @@ class PersistenceService(Service):
     async def flush(self, buf: RunBuffer) -> bool:
         """Write the run once; True when it is done with (stored or dead-lettered). A failing
         database leaves it buffered and queued for the background retry."""
+        if buf.replay:  # a re-projection of a stored run: the original is the record
+            self.buffers.discard(buf.root_run_id)
+            self.log.info("replay delivered, not stored", root_run_id=buf.root_run_id)
+            return True
         if self.flusher.waiting:  # the database is failing: queue behind the runs already waiting
             if buf.root_run_id not in self.flusher.waiting:
                 self._queue_retry(buf.root_run_id, "queued behind runs waiting for the database")

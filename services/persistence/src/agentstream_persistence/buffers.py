@@ -68,6 +68,8 @@ class RunBuffer:
     # Text streamed by messages that never completed (interrupt, lost runner): kept, not dropped.
     partial: dict[str, list[MessageDelta]] = field(default_factory=dict)
     finished: RunFinished | None = None
+    # The rest of what the chat showed, archived with the run for a replay (`rows.event_rows`).
+    shown: list[ev.MessageStarted | ev.SegmentBreak | ev.Notice] = field(default_factory=list)
     state: BufferState = BufferState.OPEN
     # A notice before any run.started: the runner refused the run (no identity) and
     # will send nothing more. Not a lost run: the watchdog forgets it, nothing is stored.
@@ -90,9 +92,14 @@ class RunBuffer:
                 # Before any run.started: the runner refused the run. After: shown, not stored.
                 if self.started is None:
                     self.refused = True
+                    return
+                self._show(event)
                 return
-            case ev.MessageStarted() | ev.SegmentBreak() | ev.StepStarted() | ev.StepFailed() | ev.RunHeartbeat():
-                return  # what a chat shows while the run streams; a stored run keeps none of it
+            case ev.MessageStarted() | ev.SegmentBreak():
+                self._show(event)  # no rows of their own: kept for the run's archived stream
+                return
+            case ev.StepStarted() | ev.StepFailed() | ev.RunHeartbeat():
+                return  # a stored run keeps none of it
             case ev.ToolHeartbeat():
                 return  # a sign of life only (above): a slow tool call is not a lost run
             case MessageDelta():
@@ -116,6 +123,16 @@ class RunBuffer:
             case unexpected:
                 assert_never(unexpected)
         self.seen.add(event.seq)
+
+    def _show(self, event: ev.MessageStarted | ev.SegmentBreak | ev.Notice) -> None:
+        # By record id, not seq: a notice need not own its seq (ingress's may repeat one).
+        if all(e.id != event.id for e in self.shown):
+            self.shown.append(event)
+
+    @property
+    def replay(self) -> bool:
+        """A replay of another run (`agentstream replay`): delivered, never stored."""
+        return self.started is not None and self.started.replay_of is not None
 
     def mark_lost(self) -> None:
         """OPEN → LOST: the watchdog published its ending; no second one until it is read back."""

@@ -5,7 +5,7 @@ users' history, and deleting it is the operator's decision).
 A run is kept while ingress still remembers its id (the last runs of a conversation, for
 `/status`): a missing run would read as "still queued" there. Ingress forgets them once the
 conversation has been idle that long (its own retention), so idle conversations empty fully.
-Resume steps and checkpoints go with their run, and before it, so a pass that stops half-way
+Resume steps, checkpoints and archived events go with their run, and before it, so a pass that stops half-way
 leaves nothing that the next pass would not find.
 """
 
@@ -18,7 +18,7 @@ from sqlalchemy import ColumnElement, Text, cast, exists, literal, not_, or_, se
 from agentstream.config import Settings
 from agentstream.db import Message, Run
 from agentstream.db.models_ingress import IngressConversation
-from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
+from agentstream.db.models_persistence import ResumeStep, RunCheckpoint, RunEventRow
 from agentstream.retention import Purge, cutoff, table_of
 
 
@@ -37,7 +37,7 @@ def persistence_purges(settings: Settings, now: datetime) -> list[Purge]:
         return []
     before = cutoff(now, days)
     run, message = table_of(Run), table_of(Message)
-    steps, checkpoints = table_of(ResumeStep), table_of(RunCheckpoint)
+    steps, checkpoints, events = table_of(ResumeStep), table_of(RunCheckpoint), table_of(RunEventRow)
     due_runs = select(run.c.run_id).where(_run_due(before))
 
     def of_purged_run(root_run_id: ColumnElement[str]) -> ColumnElement[bool]:
@@ -46,6 +46,7 @@ def persistence_purges(settings: Settings, now: datetime) -> list[Purge]:
 
     return [
         Purge(steps, (steps.c.created_at < before) & of_purged_run(steps.c.root_run_id)),
+        Purge(events, (events.c.created_at < before) & of_purged_run(events.c.root_run_id)),
         Purge(checkpoints, (checkpoints.c.updated_at < before) & of_purged_run(checkpoints.c.root_run_id)),
         Purge(message, message.c.created_at < before),
         Purge(run, _run_due(before)),

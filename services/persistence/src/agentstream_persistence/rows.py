@@ -18,11 +18,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from agentstream.contracts import NOT_RUN_REASONS, ChatMessage, MessageRole, ReplyTarget, RunFinished, RunStatus
+from agentstream.contracts import (
+    NOT_RUN_REASONS,
+    ArchivedEvent,
+    ChatMessage,
+    MessageCompleted,
+    MessageDelta,
+    MessageRole,
+    Notice,
+    ReplyTarget,
+    RunFinished,
+    RunStarted,
+    RunStatus,
+    ToolCall,
+)
 from agentstream_persistence.buffers import RunBuffer, ToolExchange
 
 SUMMARY_LIMIT = 200
@@ -94,6 +107,7 @@ class FlushRows:
     conversation: dict[str, Any]
     # Not completed: the checkpoint to write. Completed: None, and any older checkpoint is deleted.
     checkpoint: CheckpointRows | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)  # the visible stream, for a replay
 
     @property
     def completed(self) -> bool:
@@ -138,6 +152,42 @@ def _user_input(buf: RunBuffer) -> list[tuple[int, int, ChatMessage, datetime]]:
         q = buf.queued
         return [(q.seq, 0, ChatMessage(role=MessageRole.USER, content=q.text), q.ts)]
     return []
+
+
+def _archived(event: ArchivedEvent, redact: Redact) -> ArchivedEvent:
+    """The event as it is kept: text redacted like the messages', what a chat never shows dropped."""
+    match event:
+        case RunStarted():
+            return event.model_copy(update={"input": []})  # the user's input is in the messages
+        case MessageDelta() | MessageCompleted() | Notice():
+            return event.model_copy(update={"text": redact(event.text)})
+        case ToolCall():
+            return event.model_copy(update={"arguments": "{}"})  # a chat shows the tool's name only
+        case RunFinished():
+            error = redact(event.error) if event.error else event.error
+            return event.model_copy(update={"text": redact(event.text), "error": error, "data": {}})
+        case _:
+            return event
+
+
+def event_rows(buf: RunBuffer, redact: Redact = keep) -> list[dict[str, Any]]:
+    """The run's visible stream in seq order (`contracts.replay`): what a replay re-publishes."""
+    fin = buf.finished
+    if fin is None or buf.started is None:
+        return []  # a run that never started showed nothing but notices
+    shown: list[ArchivedEvent] = [buf.started, *buf.shown, *buf.assistant, *buf.incomplete_messages(), fin]
+    shown += [t.call for t in buf.tools]
+    shown.sort(key=lambda e: e.seq)
+    return [
+        {
+            "root_run_id": buf.root_run_id,
+            "seq": e.seq,
+            "type": e.type,
+            "event": _archived(e, redact).model_dump(mode="json"),
+            "created_at": e.ts,
+        }
+        for e in shown
+    ]
 
 
 def rows_for(buf: RunBuffer, redact: Redact = keep) -> FlushRows:
@@ -245,4 +295,6 @@ def rows_for(buf: RunBuffer, redact: Redact = keep) -> FlushRows:
     }
     resumable = fin.status is not RunStatus.COMPLETED and fin.reason not in NOT_RUN_REASONS
     checkpoint = checkpoint_rows(buf, fin) if resumable else None
-    return FlushRows(run=run, messages=messages, conversation=conversation, checkpoint=checkpoint)
+    return FlushRows(
+        run=run, messages=messages, conversation=conversation, checkpoint=checkpoint, events=event_rows(buf, redact)
+    )

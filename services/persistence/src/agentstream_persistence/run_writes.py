@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.contracts import FinishReason, RunStatus
 from agentstream.db import Conversation, Message, Run
-from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
+from agentstream.db.models_persistence import ResumeStep, RunCheckpoint, RunEventRow
 from agentstream_persistence.rows import CheckpointRows, FlushRows
 
 MESSAGE_KEY = ["root_run_id", "seq", "part"]
@@ -87,6 +87,10 @@ async def write_run(sessions: async_sessionmaker[AsyncSession], rows: FlushRows)
         if rows.messages:
             await session.execute(
                 _insert(session, Message).on_conflict_do_nothing(index_elements=MESSAGE_KEY), rows.messages
+            )
+        if rows.events:  # a resumed run adds the events after its first ending
+            await session.execute(
+                _insert(session, RunEventRow).on_conflict_do_nothing(index_elements=["root_run_id", "seq"]), rows.events
             )
         conv = _insert(session, Conversation).values(rows.conversation)
         # A re-flushed older run must not move the conversation back in time.

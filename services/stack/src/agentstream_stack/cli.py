@@ -50,6 +50,11 @@ COMMANDS: tuple[LazyCommand, ...] = (
     LazyCommand("db", "agentstream_stack.db_cli:db_app", "The database: migrations, retention purges."),
     LazyCommand("runs", "agentstream_stack.runs_cli:runs_app", "Stored runs: list, inspect, resume a failed one."),
     LazyCommand(
+        "replay",
+        "agentstream_stack.replay_cli:replay",
+        "Show a finished run again on another chat or platform.",
+    ),
+    LazyCommand(
         "keys", "agentstream_stack.keys_cli:keys_app", "API keys for the HTTP endpoints (stored hashed; shown once)."
     ),
     LazyCommand(

@@ -42,6 +42,7 @@ from agentstream.contracts.events import (
     ToolResult,
 )
 from agentstream.contracts.inbound import Attachment, InboundMessage, KnownPlatform, User, conversation_key
+from agentstream.contracts.replay import ARCHIVED_TYPES, ArchivedEvent, replayed
 from agentstream.contracts.runs import (
     AnswerApproval,
     DoubleTexting,
@@ -58,6 +59,9 @@ from agentstream.contracts.tools import ToolCallRequest, ToolCallResult
 from agentstream.contracts.web_frames import WebEnding, WebFrame, WebFrameAdapter, WebFrameKind, WebFrameOp
 
 __all__ = [
+    "ARCHIVED_TYPES",
+    "ArchivedEvent",
+    "replayed",
     "ARGUMENTS_SHOWN_CHARS",
     "WebEnding",
     "WebFrame",

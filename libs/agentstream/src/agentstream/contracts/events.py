@@ -77,6 +77,11 @@ class RunStarted(EventBase):
     store_history: bool = Field(
         default=True, description="False when the request skipped history: the run is recorded, its messages are not."
     )
+    replay_of: RunId | None = Field(
+        default=None,
+        description="Set on a replay (`agentstream replay`): the root run whose visible stream this re-projects. "
+        "Delivered like any run; persistence stores nothing of it.",
+    )
 
 
 class MessageStarted(EventBase):

@@ -61,3 +61,19 @@ class ChatSession(Base):
     started_at: Mapped[datetime]
     ended_at: Mapped[datetime | None]
     end_reason: Mapped[str | None] = mapped_column(String(64))
+
+
+class RunEventRow(Base):
+    """One event of a run's visible stream, archived at flush (migration `0012_run_events`): what
+    `agentstream replay` re-publishes. Only the events a chat shows (`contracts.replay.ARCHIVED_TYPES`),
+    their text redacted like the messages'."""
+
+    __tablename__ = "run_events"
+    __table_args__ = (UniqueConstraint("root_run_id", "seq", name="uq_run_events_root_seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    root_run_id: Mapped[str] = mapped_column(String(64))
+    seq: Mapped[int] = mapped_column(Integer)
+    type: Mapped[str] = mapped_column(String(32))
+    event: Mapped[dict[str, Any]] = mapped_column(JSON, doc="The event record as on the topic (JSON).")
+    created_at: Mapped[datetime] = mapped_column(index=True)

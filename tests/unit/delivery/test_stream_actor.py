@@ -153,7 +153,7 @@ def gated_actor(memory: TimedMemory, clock: FakeClock) -> StreamActor:
 
 async def until(condition: Callable[[], bool]) -> None:
     async with asyncio.timeout(2):
-        while not condition():
+        while not condition():  # noqa: ASYNC110 - polls state the stream task changes, no event to wait on
             await asyncio.sleep(0.001)
 
 

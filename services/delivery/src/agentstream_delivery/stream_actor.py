@@ -235,7 +235,7 @@ class StreamActor:
         next slot instead of one spacing after them.
         """
         ops = coalesce(ops)
-        while ops and not any(op.final for op in ops):
+        while ops and not any(op.final for op in ops) and not self.model.state.terminal:
             free_at = self.deliverer.gate.free_at(final=False)
             if self.clock() >= free_at:
                 break

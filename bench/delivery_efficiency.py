@@ -3,7 +3,8 @@
     uv run python -m bench.delivery_efficiency                  # 20 streams, 8 s each
     uv run python -m bench.delivery_efficiency --streams 50 --seconds 10 --json
 
-N concurrent model streams (`--rate` deltas per second each, `--seconds` long) are
+N concurrent model streams (`--rate` deltas per second each, `--seconds` long plus up to
+2 s, spread over the streams so the last token falls at every phase of the cadence) are
 delivered into a fake Telegram Bot API (real HTTP on 127.0.0.1) that enforces ~1 call
 per second per chat with 429s carrying `parameters.retry_after`, exactly like the
 platform's flood control. Two consumers run side by side, each against its own fake:
@@ -60,6 +61,12 @@ class ConsumerResult:
 
 def words(i: int, count: int) -> list[str]:
     return [f"w{i}.{k} " for k in range(count)]
+
+
+def stream_length(i: int, streams: int, seconds: float, rate: float) -> int:
+    """Words of stream `i`: `seconds` of deltas plus up to 2 s more, spread evenly over the streams,
+    so the last tokens fall at every phase of the chats' call cadence (not all at the same one)."""
+    return int(seconds * rate) + (i * int(2 * rate)) // max(streams, 1)
 
 
 async def paced(chunks: list[str], rate: float, each: Callable[[str], Awaitable[None] | None]) -> None:
@@ -147,7 +154,7 @@ async def measure(
     name: str, consumer: Consumer, streams: int, seconds: float, rate: float, shown: Callable[[str], str]
 ) -> ConsumerResult:
     chats = [f"-{100 + i}" for i in range(streams)]
-    answers = ["".join(words(i, int(seconds * rate))) for i in range(streams)]
+    answers = ["".join(words(i, stream_length(i, streams, seconds, rate))) for i in range(streams)]
     finished: dict[str, float] = {}
     async with FakeTelegram(per_chat_interval=1.0, retry_after=1.0) as tg:
         await consumer(tg, chats, answers, finished, rate)  # type: ignore[call-arg]

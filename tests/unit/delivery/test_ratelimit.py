@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from agentstream_delivery.ratelimit import ChatGate
+from agentstream_delivery.ratelimit import PREVIEW_RESERVE, ChatGate
 
 
 class FakeClock:
@@ -40,3 +40,16 @@ async def test_gate_schedules_after_retry_after_and_recovers_after_successes(mon
     for _ in range(5):
         gate.succeeded()
     assert gate.strikes == 0 and gate.gap == 1.0
+
+
+async def test_previews_leave_a_reserve_of_the_budget_for_the_final():
+    clock = FakeClock()
+    gate = ChatGate(min_gap=1.0, clock=clock)
+    await gate.acquire()  # a call at 100.0: the chat's next slot is 101.0
+    assert gate.free_at(final=True) == 101.0
+    assert gate.free_at(final=False) == 101.0 + PREVIEW_RESERVE
+    gate.rate_limited(0.5)  # backed off: the spacing doubles, and so does the reserve
+    assert gate.free_at(final=False) - gate.free_at(final=True) == PREVIEW_RESERVE * gate.gap == PREVIEW_RESERVE * 2.0
+    unspaced = ChatGate(min_gap=0.0, clock=clock)
+    await unspaced.acquire()
+    assert unspaced.free_at(final=False) == unspaced.free_at(final=True) == 100.0  # no spacing, no reserve

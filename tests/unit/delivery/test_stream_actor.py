@@ -1,8 +1,10 @@
-"""The stream actor: its timer, its adapter calls, and a stream resumed from its ledger after a crash."""
+"""The stream actor: its timer, its adapter calls, previews held for the chat's budget, and a stream
+resumed from its ledger after a crash."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 
 import structlog
@@ -10,8 +12,9 @@ import structlog
 from agentstream.contracts import LedgerState, ReplyTarget
 from agentstream_delivery.adapters import MemoryAdapter
 from agentstream_delivery.ledger import LedgerEntry, LedgerScope, MemoryLedger, sha256
-from agentstream_delivery.stream_actor import StreamActor, StreamKey
-from agentstream_delivery.stream_inputs import Finish, StreamInput, TextDelta
+from agentstream_delivery.ratelimit import PREVIEW_RESERVE, ChatGate
+from agentstream_delivery.stream_actor import Dispatch, StreamActor, StreamKey
+from agentstream_delivery.stream_inputs import Finish, StreamInput, TextDelta, Tick
 from agentstream_delivery.stream_model import StreamState
 
 TARGET = ReplyTarget(platform="memory", chat_id="c1")
@@ -112,3 +115,76 @@ async def test_pending_row_never_left_and_is_sent_after_restart():
     await replay(memory, ledger, Finish("completed", text="The whole answer"))
     assert [m.text for m in memory.messages("c1")] == ["The whole answer"]
     assert {e.state for e in ledger.rows.values()} == {LedgerState.SENT}
+
+
+# -- the final is not held behind previews ---------------------------------------------------------
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class TimedMemory(MemoryAdapter):
+    """Records when (on the fake clock) each call reached the platform."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(edit_interval=1.0)
+        self.clock = clock
+        self.calls: list[tuple[float, str, bool]] = []
+
+    async def send(self, target: ReplyTarget, text: str, *, final: bool = False, **kw: object) -> str:
+        self.calls.append((self.clock.now, text, final))
+        return await super().send(target, text, final=final)
+
+    async def edit(self, target: ReplyTarget, message_id: str, text: str, *, final: bool = False, **kw: object) -> None:
+        self.calls.append((self.clock.now, text, final))
+        await super().edit(target, message_id, text, final=final)
+
+
+def gated_actor(memory: TimedMemory, clock: FakeClock) -> StreamActor:
+    """A stream to a chat of 1 call/s whose last call left at 100.0: its next slot is at 101.0."""
+    gate = ChatGate(min_gap=1.0, clock=clock, next_at=101.0)
+    a = StreamActor(StreamKey.of("r1", TARGET), TARGET, memory, structlog.get_logger("test"), clock, gate=gate)
+    a.start()
+    return a
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(2):
+        while not condition():  # noqa: ASYNC110 - polls state the stream task changes, no event to wait on
+            await asyncio.sleep(0.001)
+
+
+async def test_final_supersedes_a_held_preview_and_takes_the_chats_next_slot():
+    clock = FakeClock()
+    memory = TimedMemory(clock)
+    a = gated_actor(memory, clock)
+    a.feed(TextDelta("m1", "Hello world"))
+    await until(lambda: a.dispatch is Dispatch.HOLDING)  # previews wait for 101.0 plus the reserve
+    clock.now = 101.0  # the chat's next slot: the final's, not yet a preview's
+    a.feed(Finish("completed"))
+    assert a.task is not None
+    await asyncio.wait_for(a.task, 2)
+    assert memory.calls == [(101.0, "Hello world", True)]  # the preview never left
+    assert [m.text for m in memory.messages("c1")] == ["Hello world"]
+
+
+async def test_preview_leaves_after_the_reserve_and_the_final_at_the_next_slot():
+    clock = FakeClock()
+    memory = TimedMemory(clock)
+    a = gated_actor(memory, clock)
+    a.feed(TextDelta("m1", "Hello world"))
+    await until(lambda: a.dispatch is Dispatch.HOLDING)
+    clock.now = 101.0 + PREVIEW_RESERVE
+    a.feed(Tick())  # the stream's timer: the budget is free for a preview now
+    await until(lambda: len(memory.calls) == 1)
+    assert memory.calls == [(101.0 + PREVIEW_RESERVE, "Hello world ▉", False)]
+    await until(lambda: a.dispatch is Dispatch.WAITING)
+    clock.now = 102.0 + PREVIEW_RESERVE  # one spacing after the preview; a preview would wait the reserve more
+    a.feed(TextDelta("m1", "!"))
+    a.feed(Finish("completed"))
+    assert a.task is not None
+    await asyncio.wait_for(a.task, 2)
+    assert memory.calls[1:] == [(102.0 + PREVIEW_RESERVE, "Hello world!", True)]

@@ -7,6 +7,11 @@ chat or the Kafka consumer. A 429 moves the chat's next slot to `now + retry_aft
 successes brings the spacing back to normal. Consecutive strikes are counted per chat:
 the stream degrades to "final text only" at `DEGRADE_AFTER_STRIKES`.
 
+The final text of a stream must not wait behind previews: a preview may only take a slot
+`PREVIEW_RESERVE` of the spacing after the chat's next one (`free_at`), a final takes the
+next slot itself. So previews leave part of the chat's budget unused, and a final that
+comes while a preview waits for its slot takes the slot instead (`stream_actor.py`).
+
 Gates are forgotten when idle (`GATE_IDLE_TTL_S`, at most `MAX_GATES` kept), never while
 their chat's next slot is still ahead (a 429's `retry_after` holds) and never while a
 stream or notice still holds the gate: those are found again through a weak reference,
@@ -27,6 +32,9 @@ DEGRADE_AFTER_STRIKES = 3
 RECOVER_AFTER_SUCCESSES = 5
 MAX_BACKOFF_SCALE = 8.0
 BACKOFF_BASE_S = 1.0  # spacing used after a strike on platforms that declare no per-chat interval
+# Previews wait this share of the spacing beyond the chat's next slot: the budget kept in
+# reserve for the final (on a 1 call/s chat, previews at most every 1.5 s).
+PREVIEW_RESERVE = 0.5
 MAX_GATES = 10_000
 GATE_IDLE_TTL_S = 600.0
 
@@ -49,6 +57,10 @@ class ChatGate:
         if self.scale == 1.0:
             return self.min_gap
         return max(self.min_gap, BACKOFF_BASE_S) * self.scale
+
+    def free_at(self, *, final: bool) -> float:
+        """When a call of this kind may leave: a final at the chat's next slot, a preview later by the reserve."""
+        return self.next_at if final else self.next_at + PREVIEW_RESERVE * self.gap
 
     async def acquire(self) -> None:
         """Wait for this chat's next slot and take it (the lock keeps two streams from sharing one)."""

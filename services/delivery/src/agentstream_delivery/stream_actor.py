@@ -9,6 +9,21 @@ newest frame instead of a backlog. The inbox wait ends at the model's `flush_at`
 per-stream timer: a frame held back by the edit interval goes out even when no more
 text arrives. A slow platform only delays its own stream, never the Kafka consumer or
 other chats.
+
+What the task does with the platform is its `Dispatch`:
+
+    WAITING   no op to carry out: the inbox or the timer is next
+      ops with a final, or the chat's budget free  → CALLING
+      previews only, the chat's budget not free     → HOLDING
+    HOLDING   previews wait for the chat's budget plus its reserve (`ChatGate.free_at`);
+              input keeps being applied and its ops coalesced with them
+      a final among the ops (it supersedes the preview of its message) → CALLING
+      the budget is free                             → CALLING
+    CALLING   the deliverer carries the ops out; a final leaves at the chat's next slot
+      done                                           → WAITING
+
+So a final never waits behind a preview that has not left yet, and previews leave a
+share of the chat's budget unused for it.
 """
 
 from __future__ import annotations
@@ -18,6 +33,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
+from enum import Enum
 from typing import assert_never
 
 import structlog
@@ -47,6 +63,14 @@ from agentstream_delivery.stream_model import StreamModel, StreamState
 Clock = Callable[[], float]
 # The inline transform hooks (security filter last) applied to every frame before it leaves.
 Outgoing = Callable[[str, TransformContext], Awaitable[str]]
+
+
+class Dispatch(Enum):
+    """What the stream's task is doing with the platform (the module's docstring has its transitions)."""
+
+    WAITING = "waiting"
+    HOLDING = "holding"
+    CALLING = "calling"
 
 
 @dataclass(frozen=True)
@@ -105,6 +129,7 @@ class StreamActor:
         self.closed = asyncio.Event()  # every final op is out; the late-landing re-application may follow
         self._inbox: deque[StreamInput] = deque()
         self._wake = asyncio.Event()
+        self.dispatch = Dispatch.WAITING
         self.task: asyncio.Task[None] | None = None
         # The first attempt's stream of a resumed run: its ending message is re-marked first.
         self.predecessor = predecessor
@@ -152,9 +177,10 @@ class StreamActor:
                 await self._apply_all([mark])
             while not self.model.state.terminal:
                 ops = self._step(await self._next_input())
-                while self._inbox and not self.model.state.terminal:  # what queued up during the last call
-                    ops += self._step(self._inbox.popleft())
-                await self._apply_all(coalesce(ops))
+                ops = await self._hold_for_budget(ops + self._drain())
+                self.dispatch = Dispatch.CALLING
+                await self._apply_all(ops)
+                self.dispatch = Dispatch.WAITING
         finally:
             self.closed.set()
         if self.observe is not None and self._finish_read_at is not None:
@@ -194,6 +220,34 @@ class StreamActor:
                 case _:
                     assert_never(outcome)
 
+    def _drain(self) -> list[Op]:
+        """The ops of every input that queued up (during the last call, or while previews were held)."""
+        ops: list[Op] = []
+        while self._inbox and not self.model.state.terminal:
+            ops += self._step(self._inbox.popleft())
+        return ops
+
+    async def _hold_for_budget(self, ops: list[Op]) -> list[Op]:
+        """HOLDING: previews wait until the chat's budget (and its reserve) allows them.
+
+        They wait here, not at the gate inside the deliverer, so input keeps being applied:
+        a newer frame replaces them, and a final supersedes them and leaves at the chat's
+        next slot instead of one spacing after them.
+        """
+        ops = coalesce(ops)
+        while ops and not any(op.final for op in ops) and not self.model.state.terminal:
+            free_at = self.deliverer.gate.free_at(final=False)
+            if self.clock() >= free_at:
+                break
+            self.dispatch = Dispatch.HOLDING
+            flush_at = self.model.flush_at
+            if flush_at is not None and self.clock() >= flush_at:
+                ops = coalesce(ops + self._step(Tick()))
+                continue
+            await self._wait_for_input(free_at if flush_at is None else min(free_at, flush_at))
+            ops = coalesce(ops + self._drain())
+        return ops
+
     async def _next_input(self) -> StreamInput:
         while True:
             if self._inbox:  # pending inputs first: they may change the frame the timer would send
@@ -201,13 +255,19 @@ class StreamActor:
             flush_at = self.model.flush_at
             if flush_at is not None and self.clock() >= flush_at:
                 return Tick()
-            self._wake.clear()
-            delay = None if flush_at is None else flush_at - self.clock()
-            try:
-                async with asyncio.timeout(delay):
-                    await self._wake.wait()
-            except TimeoutError:
-                pass
+            await self._wait_for_input(flush_at)
+
+    async def _wait_for_input(self, until: float | None) -> None:
+        """Until an input is fed or the clock reaches `until` (None: no deadline)."""
+        if self._inbox:
+            return
+        self._wake.clear()
+        delay = None if until is None else max(0.0, until - self.clock())
+        try:
+            async with asyncio.timeout(delay):
+                await self._wake.wait()
+        except TimeoutError:
+            pass
 
     async def _apply(self, op: Op) -> Outcome:
         text = await self._outgoing_text(op)

@@ -101,9 +101,11 @@ def _sync(model: StreamModel, now: float) -> Step:
     """Text changed or the timer fired: splits, then the first frame or a due edit."""
     if model.live_preview and model.frame is not None and model.sent_at is not None:
         due = model.sent_at + model.capabilities.edit_interval
-        if now < due and len(model.body(final=False)) - model.shown < model.capabilities.buffer_threshold:
+        pending = model.body(final=False)
+        if now < due and len(pending) - model.shown < model.capabilities.buffer_threshold:
             # No frame goes out yet: the length check (which renders the text) waits for the one that will.
-            return replace(model, flush_at=due), []
+            # Back to what is shown, nothing is due at all.
+            return replace(model, flush_at=None if pending + CURSOR == model.frame else due), []
     model, ops = _split_heads(model, final=False)
     if not model.live_preview:
         return model, ops

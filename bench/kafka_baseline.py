@@ -108,7 +108,7 @@ async def _fresh_topic(
 ) -> AsyncIterator[tuple[AIOKafkaProducer, AIOKafkaConsumer, str]]:
     """A new topic with a started producer and a started, unassigned consumer, tuned from
     `KafkaSettings` like the services' clients; all stopped and the topic deleted on exit."""
-    kafka = KafkaSettings(bootstrap_servers=bootstrap, embedded=embedded)
+    kafka = KafkaSettings(bootstrap_servers=bootstrap, in_memory=embedded)
     async with contextlib.AsyncExitStack() as stack:
         topic = await _create_topic(bootstrap, kind, partitions)
         stack.push_async_callback(_delete_topic, bootstrap, topic)

@@ -121,3 +121,9 @@ def test_a_platforms_texts_reach_its_capabilities_and_unset_ones_keep_the_defaul
 def test_an_empty_ending_text_is_refused_with_its_key_path() -> None:
     with pytest.raises(ConfigError, match=r"platforms\.telegram\.texts\.stopped"):
         load_settings(platforms={"telegram": {"texts": {"stopped": ""}}})
+
+
+def test_a_prefix_the_web_page_recognises_texts_by_cannot_be_empty() -> None:
+    for key in ("tool_line_prefix", "failure_prefix"):
+        with pytest.raises(ConfigError, match=rf"platforms\.web\.texts\.{key}"):
+            load_settings(platforms={"web": {"texts": {key: ""}}})

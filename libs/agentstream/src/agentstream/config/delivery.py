@@ -35,8 +35,13 @@ class PlatformTexts(Section):
     """
 
     stopped: str = Field(default="⏹ stopped", min_length=1, description="Appended to a run someone stopped.")
-    tool_line_prefix: str = Field(default="🔧 ", description="Starts the tool progress line (`🔧 search → fetch …`).")
-    failure_prefix: str = Field(default="⚠️ The run failed: ", description="Precedes a failed run's error.")
+    # Never empty: the web page tells tool lines and failures by these prefixes.
+    tool_line_prefix: str = Field(
+        default="🔧 ", min_length=1, description="Starts the tool progress line (`🔧 search → fetch …`)."
+    )
+    failure_prefix: str = Field(
+        default="⚠️ The run failed: ", min_length=1, description="Precedes a failed run's error."
+    )
     runner_lost: str = Field(default="⚠️ The assistant stopped unexpectedly, before finishing its answer.", min_length=1)
     rebalanced: str = Field(
         default="⚠️ The assistant was moved to another worker before finishing its answer.", min_length=1

@@ -104,7 +104,8 @@ class KafkaSettings(Section):
     def _embedded_is_an_alias(self) -> KafkaSettings:
         if self.embedded is None:
             return self
-        warnings.warn(EMBEDDED_DEPRECATED, FutureWarning, stacklevel=2)
+        # Named for the setting, not a line of pydantic's: the operator's file has no line to point at.
+        warnings.warn_explicit(EMBEDDED_DEPRECATED, FutureWarning, "agentstream settings", 0)
         if self.embedded:
             self.in_memory = True
             if self.flavor is KafkaFlavor.AUTO:

@@ -84,7 +84,7 @@ def bench_settings(bootstrap: str, db_url: str, embedded: bool, extra_users: Seq
             "bootstrap_servers": bootstrap,
             "topic_prefix": f"bench{uuid.uuid4().hex[:8]}.",
             "partitions": 1,
-            "embedded": embedded,
+            "in_memory": embedded,
         },
         database={"url": db_url},
         authz={"default": {"allow_all": False, "users": [*USERS, *extra_users]}, "rate_limit": {"enabled": False}},

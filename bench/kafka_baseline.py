@@ -36,7 +36,7 @@ from agentstream.kafka import EmbeddedBroker
 from agentstream.kafka.flavor import tuning
 
 BOOTSTRAP_ENV = "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS"
-EMBEDDED_ENV = "AGENTSTREAM__KAFKA__EMBEDDED"
+EMBEDDED_ENV = "AGENTSTREAM__KAFKA__IN_MEMORY"
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
@@ -108,7 +108,7 @@ async def _fresh_topic(
 ) -> AsyncIterator[tuple[AIOKafkaProducer, AIOKafkaConsumer, str]]:
     """A new topic with a started producer and a started, unassigned consumer, tuned from
     `KafkaSettings` like the services' clients; all stopped and the topic deleted on exit."""
-    kafka = KafkaSettings(bootstrap_servers=bootstrap, embedded=embedded)
+    kafka = KafkaSettings(bootstrap_servers=bootstrap, in_memory=embedded)
     async with contextlib.AsyncExitStack() as stack:
         topic = await _create_topic(bootstrap, kind, partitions)
         stack.push_async_callback(_delete_topic, bootstrap, topic)
@@ -327,7 +327,7 @@ async def _run(args: argparse.Namespace) -> BaselineResult:
     bootstrap = args.bootstrap or os.environ.get(BOOTSTRAP_ENV)
     if bootstrap:
         embedded = (
-            args.embedded or KafkaSettings.model_validate({"embedded": os.environ.get(EMBEDDED_ENV, False)}).embedded
+            args.embedded or KafkaSettings.model_validate({"in_memory": os.environ.get(EMBEDDED_ENV, False)}).in_memory
         )
         print(f"measuring {bootstrap} ...", file=sys.stderr)
         return await measure_baseline(

@@ -325,7 +325,7 @@ class Bench:
             self.settings.kafka.bootstrap_servers,
             events_per_s,
             partitions=self.settings.kafka.partitions,
-            embedded=self.settings.kafka.embedded,
+            embedded=self.settings.kafka.in_memory,
             seconds=2.0,
         )
         return LevelResult(
@@ -351,7 +351,7 @@ def runner_config(bootstrap: str, embedded: bool, db_url: str, model_url: str) -
     return {
         "kafka": {
             "bootstrap_servers": bootstrap,
-            "embedded": embedded,
+            "in_memory": embedded,
             "topic_prefix": f"bench-{uuid.uuid4().hex[:6]}.",
         },
         "database": {"url": db_url},

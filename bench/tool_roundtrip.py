@@ -269,7 +269,7 @@ def executor_config(bootstrap: str, embedded: bool, db_url: str, parallel: int) 
     return {
         "kafka": {
             "bootstrap_servers": bootstrap,
-            "embedded": embedded,
+            "in_memory": embedded,
             "topic_prefix": f"bench-{uuid.uuid4().hex[:6]}.",
         },
         "database": {"url": db_url},

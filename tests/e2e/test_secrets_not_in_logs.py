@@ -77,7 +77,7 @@ async def test_no_service_logs_a_configured_secret(kafka_bootstrap, topic_prefix
             "kafka": {
                 "bootstrap_servers": kafka_bootstrap,
                 "topic_prefix": topic_prefix,
-                "embedded": settings.kafka.embedded,
+                "in_memory": settings.kafka.in_memory,
                 "flavor": settings.kafka.flavor.value,
                 "partitions": settings.kafka.partitions,
             },

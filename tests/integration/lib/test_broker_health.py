@@ -32,7 +32,7 @@ def health_for(bootstrap: str, prefix: str, calls: Calls, auto_create: bool) -> 
         kafka={
             "bootstrap_servers": bootstrap,
             "topic_prefix": prefix,
-            "embedded": True,
+            "in_memory": True,
             "partitions": 2,
             "auto_create_topics": auto_create,
         }

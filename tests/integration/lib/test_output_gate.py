@@ -19,7 +19,7 @@ from agentstream.observability import get_logger
 
 def kafka_settings(bootstrap: str, prefix: str, embedded: bool = True):
     return load_settings(
-        kafka={"bootstrap_servers": bootstrap, "topic_prefix": prefix, "embedded": embedded, "partitions": 2}
+        kafka={"bootstrap_servers": bootstrap, "topic_prefix": prefix, "in_memory": embedded, "partitions": 2}
     ).kafka
 
 

@@ -35,7 +35,7 @@ def closed_port() -> int:
 
 def config_file(tmp_path: Path, bootstrap: str, prefix: str, db_url: str, model_url: str, tg_url: str) -> Path:
     doc: dict[str, Any] = {
-        "kafka": {"bootstrap_servers": bootstrap, "topic_prefix": prefix, "embedded": True, "partitions": 2},
+        "kafka": {"bootstrap_servers": bootstrap, "topic_prefix": prefix, "in_memory": True, "partitions": 2},
         "database": {"url": db_url},
         "connectors": [{"id": "local", "type": "openai", "base_url": model_url, "model": "fake-model"}],
         "platforms": {"telegram": {"api_url": tg_url, "token_env": TOKEN_ENV}},

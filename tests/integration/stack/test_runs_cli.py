@@ -163,7 +163,7 @@ def kafka_env(settings: Settings) -> dict[str, str]:
     return {
         "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
         "AGENTSTREAM__KAFKA__TOPIC_PREFIX": settings.kafka.topic_prefix,
-        "AGENTSTREAM__KAFKA__EMBEDDED": "true",  # Tansu: no idempotent producer
+        "AGENTSTREAM__KAFKA__IN_MEMORY": "true",  # Tansu: no idempotent producer
         "AGENTSTREAM__DATABASE__URL": settings.database.url,
     }
 

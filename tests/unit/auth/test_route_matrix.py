@@ -39,6 +39,7 @@ SESSION = "a web session token of that chat"
 NEEDS: dict[tuple[str, str], frozenset[AuthScope] | str] = {
     ("GET", "/metrics"): frozenset({AuthScope.METRICS_READ}),
     ("GET", "/openapi.json"): ANY,
+    ("GET", "/docs"): ANY,
     # a gateway key is let through only when the body names one of its platforms (test_identity_binding)
     ("POST", "/v1/messages"): frozenset({AuthScope.MESSAGES_WRITE}),
     ("GET", "/v1/streams"): frozenset({AuthScope.ADMIN}),
@@ -49,6 +50,7 @@ NEEDS: dict[tuple[str, str], frozenset[AuthScope] | str] = {
     ("GET", "/v1/conversations/{key:path}/messages"): frozenset({AuthScope.CONVERSATIONS_READ}),
     ("GET", "/v1/runs/{run_id}/resume-steps"): frozenset({AuthScope.RUNS_RESUME}),
     ("GET", "/v1/web/{chat_id}/events"): SESSION,
+    ("GET", "/v1/web/{chat_id}/history"): SESSION,
     ("POST", "/v1/web/{chat_id}/messages"): SESSION,
     ("GET", "/v1/web/{chat_id}/history"): SESSION,
     # a messages:write key gets a session for itself; a gateway key only for its own platforms (web:

@@ -99,6 +99,26 @@ async def test_edit_interval_from_settings_overrides_adapter_default():
     await svc.streams.cancel_all()
 
 
+async def test_the_fixed_texts_a_platform_is_configured_with_are_the_ones_its_chats_get():
+    german = {"stopped": "⏹ gestoppt", "runner_lost": "⚠️ Abgebrochen.", "resumed": "⤵ Unten fortgesetzt."}
+    svc = service(platforms={"memory": {"texts": german}})
+    start = {"assistant_id": "a", "connector_id": "demo", "reply_target": TARGET}
+    await svc.handle(RunStarted(**_ids("s", 1), **start))
+    await svc.handle(MessageDelta(**_ids("s", 2), message_id="m1", text="Halb"))
+    await svc.handle(RunFinished(**_ids("s", 3), status="interrupted", reason="user"))
+    await svc.handle(RunStarted(**_ids("r", 1), **start))
+    await svc.handle(MessageDelta(**_ids("r", 2), message_id="m1", text="Erster Versuch"))
+    await svc.handle(RunFinished(**_ids("r", 3), status="failed", reason="runner_lost"))
+    await svc.handle(RunStarted(**_ids("r", 4), **start))
+    await svc.handle(RunFinished(**_ids("r", 5), status="completed", text="Fertig"))
+    msgs = await svc.memory.wait_for(
+        "c1", lambda ms: len(ms) == 3 and all(m.final for m in ms) and "Unten" in ms[1].text, timeout=3
+    )
+    assert msgs[0].text == "Halb ⏹ gestoppt"
+    assert msgs[1].history[-2:] == ["Erster Versuch\n\n⚠️ Abgebrochen.", "Erster Versuch\n\n⤵ Unten fortgesetzt."]
+    assert msgs[2].text == "Fertig"
+
+
 # -- stale runs in the service ------------------------------------------------------------------
 def _ids(run: str, seq: int) -> dict[str, object]:
     return {"run_id": run, "root_run_id": run, "conversation_key": "memory:c1", "seq": seq}

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 import structlog
 
-from agentstream.config import TextFormat, load_settings
+from agentstream.config import ConfigError, TextFormat, load_settings
+from agentstream.contracts import FinishReason, RunStatus
 from agentstream_delivery.adapters import SignalAdapter, TelegramAdapter, WebhookAdapter
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
 from agentstream_delivery.platforms import PLATFORMS, Adapters, build_adapters, late_landing
+from agentstream_delivery.render import DEFAULT_TEXTS
 
 LOG = structlog.get_logger("test")
 
@@ -88,3 +91,39 @@ def test_late_landing_is_the_client_timeout_plus_a_margin_unless_set(monkeypatch
     adapter = PLATFORMS["telegram"].build(conf)
     assert adapter is not None and late_landing(adapter, conf) == 9.0
     assert late_landing(adapter, conf.model_copy(update={"late_landing_s": 30.0})) == 30.0
+
+
+def test_the_platform_http_timeout_is_the_adapters_client_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "1:x")
+    default = PLATFORMS["telegram"].build(load_settings(platforms={"telegram": {}}).platforms["telegram"])
+    slow = PLATFORMS["telegram"].build(load_settings(platforms={"telegram": {"timeout_s": 2.5}}).platforms["telegram"])
+    assert default is not None and default.client.timeout == httpx.Timeout(10.0)
+    assert slow is not None and slow.client.timeout == httpx.Timeout(2.5) and slow.timeout == 2.5
+
+
+def test_a_platforms_texts_reach_its_capabilities_and_unset_ones_keep_the_defaults(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "1:x")
+    texts = {"stopped": "⏹ arrêté", "tool_line_prefix": "⚙ ", "failure_prefix": "Échec : "}
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-1")
+    settings = load_settings(platforms={"telegram": {"texts": texts}, "slack": {}})
+    adapters = Adapters.build(settings, LOG).enabled
+    french = adapters["telegram"].capabilities.texts
+    assert french.tool_line(("search", "fetch")) == "⚙ search → fetch …"
+    assert french.ending(RunStatus.INTERRUPTED, FinishReason.USER, None).marker == " ⏹ arrêté"
+    assert french.ending(RunStatus.FAILED, FinishReason.ERROR, "boom").notice == "Échec : boom"
+    assert french.endings == DEFAULT_TEXTS.endings  # not configured: the defaults
+    assert adapters["slack"].capabilities.texts == DEFAULT_TEXTS
+    assert settings.platforms["telegram"].texts.shutdown == DEFAULT_TEXTS.endings[FinishReason.SHUTDOWN]
+
+
+def test_an_empty_ending_text_is_refused_with_its_key_path() -> None:
+    with pytest.raises(ConfigError, match=r"platforms\.telegram\.texts\.stopped"):
+        load_settings(platforms={"telegram": {"texts": {"stopped": ""}}})
+
+
+def test_a_prefix_the_web_page_recognises_texts_by_cannot_be_empty() -> None:
+    for key in ("tool_line_prefix", "failure_prefix"):
+        with pytest.raises(ConfigError, match=rf"platforms\.web\.texts\.{key}"):
+            load_settings(platforms={"web": {"texts": {key: ""}}})

@@ -9,11 +9,19 @@ import pytest
 import structlog
 from aiokafka.errors import KafkaTimeoutError
 
+from agentstream.config import PlatformTexts
 from agentstream.contracts import ReplyTarget, WebEnding, WebFrame
 from agentstream_delivery.adapters.base import DELIVERING_RUN, Transient
 from agentstream_delivery.adapters.web import FrameId, WebAdapter
 from agentstream_delivery.adapters.web_endings import ending_of, visible_text
-from agentstream_delivery.render import ENDING_TEXTS, RESUMED_NOTICE, failure_text, stopped_frame, tool_line
+from agentstream_delivery.render import (
+    ENDING_TEXTS,
+    RESUMED_NOTICE,
+    FixedTexts,
+    failure_text,
+    stopped_frame,
+    tool_line,
+)
 from agentstream_delivery.stream_actor import StreamActor, StreamKey
 from agentstream_delivery.stream_inputs import Finish, TextDelta
 
@@ -146,3 +154,11 @@ def test_html_frames_are_recognised_by_what_they_show() -> None:
     assert ending_of(visible_text(html)) is WebEnding.FAILED
     assert ending_of(visible_text("<p>an answer &lt;b&gt; ⏹ stopped</p>")) is WebEnding.STOPPED
     assert ending_of(visible_text("<p>an answer</p>")) is None
+
+
+def test_the_web_pages_endings_are_read_in_the_texts_it_is_configured_with() -> None:
+    texts = FixedTexts.of(PlatformTexts(stopped="⏹ angehalten", shutdown="⏸ Neu gestartet.", failure_prefix="Fehler: "))
+    assert ending_of("Antwort ⏹ angehalten", texts) is WebEnding.STOPPED
+    assert ending_of("Antwort\n\n⏸ Neu gestartet.", texts) is WebEnding.PAUSED
+    assert ending_of("Antwort\n\nFehler: boom", texts) is WebEnding.FAILED
+    assert ending_of(stopped_frame("answer"), texts) is None  # the default words are not this page's

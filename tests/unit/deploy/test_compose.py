@@ -119,7 +119,7 @@ def test_compose_environment_is_real_config(compose: dict[str, Any], monkeypatch
 
     settings = load_settings()
     assert settings.kafka.bootstrap_servers == "kafka:9092"
-    assert settings.kafka.embedded is False
+    assert settings.kafka.in_memory is False
     assert tuning(settings.kafka).idempotent is True
     assert settings.http.host == "0.0.0.0"
     assert settings.database.url.startswith("postgresql+psycopg://")

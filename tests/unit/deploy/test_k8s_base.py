@@ -73,7 +73,7 @@ def test_k8s_pods_read_the_generated_config(manifests: Manifests, kustomization:
 def test_k8s_config_file_is_valid_settings(kustomization: dict[str, Any]) -> None:
     source = kustomization["configMapGenerator"][0]["files"][0].split("=")[-1]
     settings = load_settings(BASE / source)
-    assert settings.kafka.embedded is False
+    assert settings.kafka.in_memory is False
     assert tuning(settings.kafka).idempotent is True
     assert settings.http.host == "0.0.0.0"
 

@@ -102,7 +102,7 @@ def test_overlays_point_at_a_strimzi_bootstrap_service(tmp_path: Path) -> None:
     for overlay in OVERLAYS:
         kafka = overlay_config(overlay, tmp_path).kafka
         assert kafka.bootstrap_servers == f"{strimzi_cluster(kafka)}-kafka-bootstrap:9092"
-        assert kafka.embedded is False and kafka.auto_create_topics is False
+        assert kafka.in_memory is False and kafka.auto_create_topics is False
 
 
 def test_every_overlay_file_is_listed() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from agentstream.config import KafkaFlavor, load_settings
@@ -49,9 +51,29 @@ def test_tansu_listed_end_falls_inside_the_last_batch_so_its_records_count() -> 
     assert chosen.within_end(12, listed_end=10)
 
 
-def test_auto_is_tansu_when_embedded_and_kafka_otherwise() -> None:
-    assert tuning(kafka_settings(embedded=True)).flavor is KafkaFlavor.TANSU
+def test_auto_is_tansu_when_the_broker_is_in_memory_and_kafka_otherwise() -> None:
+    assert tuning(kafka_settings(in_memory=True)).flavor is KafkaFlavor.TANSU
     assert tuning(kafka_settings()).flavor is KafkaFlavor.KAFKA
+
+
+def test_the_deprecated_embedded_key_warns_and_means_a_tansu_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.warns(FutureWarning, match=r"kafka\.embedded is deprecated.*kafka\.flavor: tansu"):
+        kafka = kafka_settings(embedded=True)
+    assert (kafka.flavor, kafka.in_memory, kafka.embedded) == (KafkaFlavor.TANSU, True, None)
+    with pytest.warns(FutureWarning):
+        explicit = kafka_settings(embedded=True, flavor="kafka")  # an explicit flavor stays
+    assert (explicit.flavor, explicit.in_memory) == (KafkaFlavor.KAFKA, True)
+    monkeypatch.setenv("AGENTSTREAM__KAFKA__EMBEDDED", "false")
+    with pytest.warns(FutureWarning):
+        off = load_settings().kafka
+    assert (off.flavor, off.in_memory) == (KafkaFlavor.AUTO, False)
+
+
+def test_an_external_tansu_needs_only_its_flavor() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kafka = kafka_settings(bootstrap_servers="tansu:9092", flavor="tansu")
+    assert tuning(kafka).idempotent is False and kafka.in_memory is False
 
 
 def test_explicit_settings_override_the_flavor() -> None:
@@ -71,12 +93,12 @@ def test_api_versions_tell_tansu_from_kafka() -> None:
     assert flavor_of_api_keys(KAFKA_API_KEYS) is KafkaFlavor.KAFKA
 
 
-async def test_resolve_keeps_an_explicit_flavor_and_takes_embedded_as_tansu() -> None:
+async def test_resolve_keeps_an_explicit_flavor_and_takes_in_memory_as_tansu() -> None:
     # Port 1 refuses connections: neither case may ask the broker.
     explicit = kafka_settings(bootstrap_servers="127.0.0.1:1", flavor="tansu")
     assert (await resolve_flavor(explicit)).flavor is KafkaFlavor.TANSU
-    embedded = kafka_settings(bootstrap_servers="127.0.0.1:1", embedded=True)
-    assert (await resolve_flavor(embedded)).flavor is KafkaFlavor.TANSU
+    in_memory = kafka_settings(bootstrap_servers="127.0.0.1:1", in_memory=True)
+    assert (await resolve_flavor(in_memory)).flavor is KafkaFlavor.TANSU
 
 
 async def test_resolve_falls_back_to_kafka_when_no_broker_answers() -> None:

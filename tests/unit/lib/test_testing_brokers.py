@@ -55,10 +55,10 @@ def test_tansu_never_needs_docker(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_test_settings_follow_the_broker_under_test(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(brokers.TEST_BROKER_ENV, "kafka")
     kafka = make_test_settings("127.0.0.1:9092", "t.", "sqlite+aiosqlite:///:memory:").kafka
-    assert (kafka.flavor, kafka.embedded) == (KafkaFlavor.KAFKA, False)
+    assert (kafka.flavor, kafka.in_memory) == (KafkaFlavor.KAFKA, False)
     monkeypatch.setenv(brokers.TEST_BROKER_ENV, "tansu")
     kafka = make_test_settings("127.0.0.1:9092", "t.", "sqlite+aiosqlite:///:memory:").kafka
-    assert (kafka.flavor, kafka.embedded) == (KafkaFlavor.TANSU, True)
+    assert (kafka.flavor, kafka.in_memory) == (KafkaFlavor.TANSU, True)
 
 
 def test_containers_use_the_images_of_docker_compose() -> None:

@@ -15,10 +15,11 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import structlog
-from fastapi import Depends, FastAPI, Response
-from fastapi.responses import JSONResponse
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.responses import HTMLResponse, JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
+from agentstream.api_docs import docs_page
 from agentstream.auth import AUTH_RESPONSES, Authenticator, Principal, Scope, authenticate, requires
 from agentstream.logthrottle import ThrottleFilter
 from agentstream.secrets_mask import mask_secrets, register_settings_secrets
@@ -154,7 +155,7 @@ def http_app(service: str, registry: CollectorRegistry, checks: dict[str, ReadyC
     """The operational endpoints; services add their own routes to the returned app.
 
     Only `/healthz` and `/readyz` answer without a credential: `/metrics` needs the scrape token
-    or a key with `metrics:read`, the OpenAPI document any valid credential.
+    or a key with `metrics:read`, the OpenAPI document and its `/docs` page any valid credential.
     """
     app = FastAPI(title=f"agentstream {service}", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.auth = auth
@@ -162,6 +163,10 @@ def http_app(service: str, registry: CollectorRegistry, checks: dict[str, ReadyC
     @app.get("/openapi.json", include_in_schema=False)
     async def openapi(_: Principal = Depends(authenticate)) -> JSONResponse:
         return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs(request: Request, _: Principal = Depends(authenticate)) -> HTMLResponse:
+        return HTMLResponse(docs_page(app.openapi(), str(request.base_url)))
 
     @app.get("/healthz", tags=["ops"])
     async def healthz() -> dict[str, str]:

@@ -140,6 +140,7 @@ class DeliveryService(Service):
             ConversationHistory(
                 self._local_url(web_conf.history_url if web_conf else None, self.settings.http.persistence),
                 web_conf.history_key_env if web_conf is not None else None,
+                texts=self.web.capabilities.texts,
             ),
         )
         # Frames go out on `web-frames`; every replica's reader serves its own pages from there.

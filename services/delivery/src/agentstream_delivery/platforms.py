@@ -36,6 +36,7 @@ from agentstream_delivery.adapters.base import Capabilities
 from agentstream_delivery.adapters.http import HttpAdapter
 from agentstream_delivery.adapters.web import WebAdapter
 from agentstream_delivery.deliverer import DEFAULT_LATE_LANDING_S
+from agentstream_delivery.render import FixedTexts
 
 T = TypeVar("T")
 LATE_LANDING_MARGIN_S = 5.0  # how long after its client gave up a platform may still apply a request
@@ -131,6 +132,7 @@ def with_settings(caps: Capabilities, conf: PlatformSettings) -> Capabilities:
         chat_interval=_set_or(conf.chat_interval, caps.chat_interval),
         draft_streaming=_set_or(conf.drafts, caps.draft_streaming),
         formatting=_set_or(conf.formatting, caps.formatting),
+        texts=FixedTexts.of(conf.texts),
     )
 
 

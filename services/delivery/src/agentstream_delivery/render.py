@@ -1,33 +1,22 @@
 """What a frame looks like: pure text helpers shared by the stream state machine.
 
 How a run that did not complete ends on the platform (docs/delivery.md lists every
-text): the ending's words are appended to the last message that showed the run's
-text, or, when nothing was shown (or that message cannot take them), they are a
-message of their own. A resumed run replaces them with the resumed marker.
+text; `platforms.<name>.texts` changes them per platform): the ending's words are
+appended to the last message that showed the run's text, or, when nothing was shown
+(or that message cannot take them), they are a message of their own. A resumed run replaces them with the resumed marker.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agentstream.config import PlatformTexts
 from agentstream.contracts import FinishReason, RunStatus
 
 CURSOR = " ▉"
-STOPPED_MARKER = " ⏹ stopped"
-TOOL_LINE_PREFIX = "🔧 "
 FIRST_SEND_MIN_CHARS = 4
 ENDING_SEPARATOR = "\n\n"
-RESUMED_MARKER = ENDING_SEPARATOR + "⤵ Cut off here; the answer was resumed below."
-RESUMED_NOTICE = "⤵ The assistant was interrupted; its answer was resumed below."
-FAILURE_PREFIX = "⚠️ The run failed: "
 
-# One fixed text per reason; a failed run's own error is shown for any other reason.
-ENDING_TEXTS: dict[FinishReason, str] = {
-    FinishReason.RUNNER_LOST: "⚠️ The assistant stopped unexpectedly, before finishing its answer.",
-    FinishReason.REBALANCED: "⚠️ The assistant was moved to another worker before finishing its answer.",
-    FinishReason.SHUTDOWN: "⏸ The assistant was restarted before finishing its answer.",
-    FinishReason.ABORTED: "⚠️ The answer ended unexpectedly.",
-}
 # Stops someone asked for: the short stopped marker; nothing at all when no text was shown.
 USER_STOPS = frozenset({FinishReason.USER, FinishReason.RESET, FinishReason.DOUBLE_TEXTING})
 
@@ -41,17 +30,66 @@ class Ending:
 
     @staticmethod
     def of(status: RunStatus, reason: FinishReason | None, error: str | None) -> Ending:
-        if status is RunStatus.INTERRUPTED and (reason is None or reason in USER_STOPS):
-            return Ending(STOPPED_MARKER, None)
-        if reason is not None and (fixed := ENDING_TEXTS.get(reason)) is not None:
-            return Ending(ENDING_SEPARATOR + fixed, fixed)
-        text = failure_text(error)
-        return Ending(ENDING_SEPARATOR + text, text)
+        """The ending in the default texts (a platform's own: `FixedTexts.ending`)."""
+        return DEFAULT_TEXTS.ending(status, reason, error)
 
     @property
     def follow_up(self) -> str:
         """The text as a message of its own below the run's text (a platform that cannot edit)."""
         return self.marker.strip()
+
+
+@dataclass(frozen=True)
+class FixedTexts:
+    """The words delivery adds to a platform's messages, from `platforms.<name>.texts`."""
+
+    stopped_marker: str
+    tool_line_prefix: str
+    failure_prefix: str
+    resumed_marker: str
+    resumed_notice: str
+    endings: dict[FinishReason, str]  # one fixed text per reason; a failed run's own error for any other
+
+    @classmethod
+    def of(cls, conf: PlatformTexts) -> FixedTexts:
+        return cls(
+            stopped_marker=" " + conf.stopped,
+            tool_line_prefix=conf.tool_line_prefix,
+            failure_prefix=conf.failure_prefix,
+            resumed_marker=ENDING_SEPARATOR + conf.resumed,
+            resumed_notice=conf.resumed_notice,
+            endings={
+                FinishReason.RUNNER_LOST: conf.runner_lost,
+                FinishReason.REBALANCED: conf.rebalanced,
+                FinishReason.SHUTDOWN: conf.shutdown,
+                FinishReason.ABORTED: conf.aborted,
+            },
+        )
+
+    def ending(self, status: RunStatus, reason: FinishReason | None, error: str | None) -> Ending:
+        if status is RunStatus.INTERRUPTED and (reason is None or reason in USER_STOPS):
+            return Ending(self.stopped_marker, None)
+        if reason is not None and (fixed := self.endings.get(reason)) is not None:
+            return Ending(ENDING_SEPARATOR + fixed, fixed)
+        text = self.failure_text(error)
+        return Ending(ENDING_SEPARATOR + text, text)
+
+    def failure_text(self, error: str | None) -> str:
+        return f"{self.failure_prefix}{error or 'unknown error'}"
+
+    def tool_line(self, tools: tuple[str, ...]) -> str:
+        """The one tool progress line of a tool phase: every tool shown, in call order."""
+        return self.tool_line_prefix + " → ".join(tools) + " …"
+
+
+DEFAULT_TEXTS = FixedTexts.of(PlatformTexts())
+# The default texts by name, for code that has no platform at hand.
+STOPPED_MARKER = DEFAULT_TEXTS.stopped_marker
+TOOL_LINE_PREFIX = DEFAULT_TEXTS.tool_line_prefix
+FAILURE_PREFIX = DEFAULT_TEXTS.failure_prefix
+RESUMED_MARKER = DEFAULT_TEXTS.resumed_marker
+RESUMED_NOTICE = DEFAULT_TEXTS.resumed_notice
+ENDING_TEXTS = DEFAULT_TEXTS.endings
 
 
 def visible_chars(text: str) -> int:
@@ -69,9 +107,8 @@ def stopped_frame(text: str) -> str:
 
 
 def failure_text(error: str | None) -> str:
-    return f"{FAILURE_PREFIX}{error or 'unknown error'}"
+    return DEFAULT_TEXTS.failure_text(error)
 
 
 def tool_line(tools: tuple[str, ...]) -> str:
-    """The one tool progress line of a tool phase: every tool shown, in call order."""
-    return TOOL_LINE_PREFIX + " → ".join(tools) + " …"
+    return DEFAULT_TEXTS.tool_line(tools)

@@ -43,10 +43,7 @@ from agentstream_delivery.platform_ops import Edit, Op, OpRole, Send
 from agentstream_delivery.render import (
     CURSOR,
     FIRST_SEND_MIN_CHARS,
-    RESUMED_MARKER,
-    RESUMED_NOTICE,
     Ending,
-    tool_line,
     visible_chars,
 )
 from agentstream_delivery.splitting import cut, fits, open_fence
@@ -207,7 +204,7 @@ def _tool(model: StreamModel, inp: StreamInput, now: float) -> Step:
 def _progress_line(model: StreamModel) -> Step:
     if not model.tools or not model.live_preview:
         return model, []
-    text = tool_line(model.tools)
+    text = model.capabilities.texts.tool_line(model.tools)
     if model.progress is None:
         return replace(model, progress=(model.msg, text), msg=model.msg + 1), [
             Send(model.msg, text, final=True, role="progress")
@@ -241,7 +238,7 @@ def _finish(model: StreamModel, inp: StreamInput, now: float) -> Step:
             model = replace(model, segment=Segment((("final", inp.text),)))  # nothing streamed: the answer itself
         model, ops = _finalize(model)
     else:
-        model, ops = _end_visibly(model, Ending.of(inp.status, inp.reason, inp.error))
+        model, ops = _end_visibly(model, model.capabilities.texts.ending(inp.status, inp.reason, inp.error))
     return replace(model, state=END_STATE[inp.status], frame=None, flush_at=None), ops
 
 
@@ -283,12 +280,13 @@ def _resumable(model: StreamModel, marked: Edit, marker: str) -> StreamModel:
     replaces the ending's words, so the partial attempt never stands unmarked above the answer."""
     if not model.capabilities.can_edit:
         return model
+    texts = model.capabilities.texts
     if marked.role == "notice":
-        return replace(model, on_resume=replace(marked, text=RESUMED_NOTICE))
+        return replace(model, on_resume=replace(marked, text=texts.resumed_notice))
     base = marked.text[: len(marked.text) - len(marker)] if marker else marked.text
-    if not _fits(model, base + RESUMED_MARKER):
+    if not _fits(model, base + texts.resumed_marker):
         return model
-    return replace(model, on_resume=replace(marked, text=base + RESUMED_MARKER))
+    return replace(model, on_resume=replace(marked, text=base + texts.resumed_marker))
 
 
 Handler = Callable[[StreamModel, StreamInput, float], Step]

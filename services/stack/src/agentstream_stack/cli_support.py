@@ -46,7 +46,7 @@ def load_or_exit(config: Path | None, **overrides: object) -> Settings:
 
 def client_settings(config: Path | None) -> Settings:
     """Config/env first; else the running `agentstream up` of this directory."""
-    from agentstream.config import SecurityProtocol
+    from agentstream.config import KafkaFlavor, SecurityProtocol
     from agentstream_stack.embedded import read_state
 
     settings = load_or_exit(config)
@@ -56,7 +56,8 @@ def client_settings(config: Path | None) -> Settings:
         kafka = settings.kafka.model_copy(
             update={
                 "bootstrap_servers": state["kafka"],
-                "embedded": True,
+                "in_memory": True,
+                "flavor": KafkaFlavor.TANSU,
                 "topic_prefix": state["topic_prefix"],
                 "security_protocol": SecurityProtocol.PLAINTEXT,
             }

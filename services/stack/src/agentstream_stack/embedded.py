@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agentstream.auth import DEFAULT_TENANT
-from agentstream.config import SERVICES, SecurityProtocol, Settings
+from agentstream.config import SERVICES, KafkaFlavor, SecurityProtocol, Settings
 from agentstream.config.delivery import PlatformSettings
 from agentstream.db import upgrade
 from agentstream.host import ServiceHost
@@ -73,7 +73,12 @@ class RunningStack:
 def _with_broker(settings: Settings, bootstrap: str) -> Settings:
     # The embedded broker listens in plaintext on loopback only.
     kafka = settings.kafka.model_copy(
-        update={"bootstrap_servers": bootstrap, "embedded": True, "security_protocol": SecurityProtocol.PLAINTEXT}
+        update={
+            "bootstrap_servers": bootstrap,
+            "in_memory": True,
+            "flavor": KafkaFlavor.TANSU,
+            "security_protocol": SecurityProtocol.PLAINTEXT,
+        }
     )
     return settings.model_copy(update={"kafka": kafka})
 

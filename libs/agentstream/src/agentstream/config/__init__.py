@@ -13,7 +13,7 @@ from agentstream.config.core import (
     Section,
     SecurityProtocol,
 )
-from agentstream.config.delivery import PlatformSettings, TextFormat, ToolProgress
+from agentstream.config.delivery import PlatformSettings, PlatformTexts, TextFormat, ToolProgress
 from agentstream.config.runner import DEFAULT_CAPABILITIES, Capability, ConnectorSettings, RunnerSettings
 from agentstream.config.settings import CONFIG_ENV_VAR, SERVICES, ConfigError, Settings, load_settings
 from agentstream.config.tracing import TracingSettings
@@ -30,6 +30,7 @@ __all__ = [
     "KafkaFlavor",
     "KafkaSettings",
     "PlatformSettings",
+    "PlatformTexts",
     "RunnerSettings",
     "SaslMechanism",
     "Section",

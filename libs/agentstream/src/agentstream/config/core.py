@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -40,9 +41,15 @@ class KafkaFlavor(StrEnum):
     """Which broker implementation is behind `bootstrap_servers`; the producer and consumer
     settings that differ between them are chosen in `agentstream.kafka.flavor`."""
 
-    AUTO = "auto"  # tansu when embedded, else read off the broker's ApiVersions at start
+    AUTO = "auto"  # tansu when in_memory, else read off the broker's ApiVersions at start
     TANSU = "tansu"
     KAFKA = "kafka"
+
+
+EMBEDDED_DEPRECATED = (
+    "kafka.embedded is deprecated: for a Tansu broker set kafka.flavor: tansu (or leave auto, which detects it), "
+    "and kafka.in_memory: true if it keeps its topics in memory"
+)
 
 
 class KafkaSettings(Section):
@@ -50,9 +57,18 @@ class KafkaSettings(Section):
     topic_prefix: str = Field(default="agentstream.", description="Prefix of every topic name.")
     partitions: int = Field(default=4, ge=1, description="Partitions of every co-partitioned topic.")
     replication_factor: int = Field(default=1, ge=1)
-    embedded: bool = Field(default=False, description="True when talking to the embedded Tansu broker.")
+    in_memory: bool = Field(
+        default=False,
+        description="The broker keeps its topics in memory and forgets them when it restarts (a Tansu with "
+        "memory storage, like the embedded one): services hold their output while it is away.",
+    )
+    embedded: bool | None = Field(
+        default=None,
+        description="Deprecated: true means `flavor: tansu` and `in_memory: true`. It never started a broker "
+        "(`agentstream up` does, unless --no-broker).",
+    )
     flavor: KafkaFlavor = Field(
-        default=KafkaFlavor.AUTO, description="tansu, kafka, or auto (tansu when embedded, else detected)."
+        default=KafkaFlavor.AUTO, description="tansu, kafka, or auto (tansu when in_memory, else detected)."
     )
     enable_idempotence: bool | None = Field(
         default=None, description="Idempotent producer; default from the flavor (on for Kafka, off for Tansu)."
@@ -83,6 +99,19 @@ class KafkaSettings(Section):
     ssl_certfile: str | None = Field(default=None, description="SSL/SASL_SSL: client certificate (PEM), for mTLS.")
     ssl_keyfile: str | None = Field(default=None, description="SSL/SASL_SSL: the client certificate's key (PEM).")
     ssl_check_hostname: bool = Field(default=True, description="SSL/SASL_SSL: the broker certificate names its host.")
+
+    @model_validator(mode="after")
+    def _embedded_is_an_alias(self) -> KafkaSettings:
+        if self.embedded is None:
+            return self
+        # Named for the setting, not a line of pydantic's: the operator's file has no line to point at.
+        warnings.warn_explicit(EMBEDDED_DEPRECATED, FutureWarning, "agentstream settings", 0)
+        if self.embedded:
+            self.in_memory = True
+            if self.flavor is KafkaFlavor.AUTO:
+                self.flavor = KafkaFlavor.TANSU
+        self.embedded = None  # said once: a copy of these settings does not warn again
+        return self
 
     @model_validator(mode="after")
     def _security_is_consistent(self) -> KafkaSettings:

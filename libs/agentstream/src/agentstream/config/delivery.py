@@ -28,6 +28,38 @@ class TextFormat(StrEnum):
     HTML = "html"  # the web chat page (sanitised: only the renderer's own tags)
 
 
+class PlatformTexts(Section):
+    """The fixed texts delivery writes into a platform's messages (`platforms.<name>.texts`).
+
+    Each unset field keeps its default (English); a platform per language is how a locale is served.
+    """
+
+    stopped: str = Field(default="⏹ stopped", min_length=1, description="Appended to a run someone stopped.")
+    # Never empty: the web page tells tool lines and failures by these prefixes.
+    tool_line_prefix: str = Field(
+        default="🔧 ", min_length=1, description="Starts the tool progress line (`🔧 search → fetch …`)."
+    )
+    failure_prefix: str = Field(
+        default="⚠️ The run failed: ", min_length=1, description="Precedes a failed run's error."
+    )
+    runner_lost: str = Field(default="⚠️ The assistant stopped unexpectedly, before finishing its answer.", min_length=1)
+    rebalanced: str = Field(
+        default="⚠️ The assistant was moved to another worker before finishing its answer.", min_length=1
+    )
+    shutdown: str = Field(default="⏸ The assistant was restarted before finishing its answer.", min_length=1)
+    aborted: str = Field(default="⚠️ The answer ended unexpectedly.", min_length=1)
+    resumed: str = Field(
+        default="⤵ Cut off here; the answer was resumed below.",
+        min_length=1,
+        description="Appended to an interrupted answer once its run is resumed.",
+    )
+    resumed_notice: str = Field(
+        default="⤵ The assistant was interrupted; its answer was resumed below.",
+        min_length=1,
+        description="A message of its own when the interrupted answer cannot take `resumed`.",
+    )
+
+
 class PlatformSettings(Section):
     """One chat platform (`platforms.<name>`); unset fields take the adapter's defaults."""
 
@@ -70,6 +102,7 @@ class PlatformSettings(Section):
         description="How long a call of unknown outcome may still land on the platform; "
         "the message's final text is re-applied once it has passed (default timeout_s + 5).",
     )
+    texts: PlatformTexts = Field(default_factory=PlatformTexts, description="The fixed texts of this platform.")
 
 
 # -- hooks (delivery's lifecycle hooks; see docs/configuration.md § hooks) ---------------

@@ -12,7 +12,7 @@ Tansu (the embedded broker) and Apache Kafka answer the same protocol but not th
   batch's base offset + 1, inside that batch: a reader "up to the end" keeps the whole batch
   it fetched rather than cutting at the listed offset (`within_end`).
 
-`kafka.flavor: auto` is Tansu when `kafka.embedded`, else read off the broker's ApiVersions
+`kafka.flavor: auto` is Tansu when `kafka.in_memory`, else read off the broker's ApiVersions
 when a service starts (`resolve_flavor`): every Apache Kafka broker since 0.11 answers
 OffsetForLeaderEpoch (it keeps leader epochs for replication); Tansu does not.
 `kafka.enable_idempotence` and `kafka.fetch_max_wait_ms` still override the flavor's choice.
@@ -66,10 +66,10 @@ FLAVORS: dict[KafkaFlavor, BrokerTuning] = {
 
 def assumed_flavor(kafka: KafkaSettings) -> KafkaFlavor:
     """The flavor without asking the broker: the configured one; `auto` is Tansu when
-    embedded, else Kafka (what `resolve_flavor` would find on any broker but Tansu)."""
+    in memory, else Kafka (what `resolve_flavor` would find on any broker but Tansu)."""
     if kafka.flavor is not KafkaFlavor.AUTO:
         return kafka.flavor
-    return KafkaFlavor.TANSU if kafka.embedded else KafkaFlavor.KAFKA
+    return KafkaFlavor.TANSU if kafka.in_memory else KafkaFlavor.KAFKA
 
 
 def tuning(kafka: KafkaSettings) -> BrokerTuning:
@@ -110,11 +110,11 @@ async def detect_flavor(kafka: KafkaSettings, timeout_s: float = DETECT_TIMEOUT_
 
 
 async def resolve_flavor(kafka: KafkaSettings) -> KafkaSettings:
-    """`kafka` with a concrete flavor: `auto` is detected unless embedded. A broker that does
+    """`kafka` with a concrete flavor: `auto` is detected unless in memory. A broker that does
     not answer leaves Kafka's settings (the deployed broker's), with a warning."""
     if kafka.flavor is not KafkaFlavor.AUTO:
         return kafka
-    if kafka.embedded:
+    if kafka.in_memory:
         return kafka.model_copy(update={"flavor": KafkaFlavor.TANSU})
     try:
         flavor = await detect_flavor(kafka)

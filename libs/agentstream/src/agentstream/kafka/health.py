@@ -66,7 +66,7 @@ class BrokerHealth:
     ) -> None:
         self.kafka = kafka
         # Only a broker that forgets its topics on a restart needs the producer held.
-        self.output = output if kafka.embedded else None
+        self.output = output if kafka.in_memory else None
         self.on_new_cluster = on_new_cluster
         self.on_lost = on_lost
         self.on_back = on_back

@@ -162,7 +162,7 @@ def make_test_settings(bootstrap: str, prefix: str, db_url: str, **overrides: An
     kafka = {
         "bootstrap_servers": bootstrap,
         "topic_prefix": prefix,
-        "embedded": flavor is KafkaFlavor.TANSU,
+        "in_memory": flavor is KafkaFlavor.TANSU,
         "flavor": flavor.value,
         "partitions": 2,
     }
@@ -177,7 +177,7 @@ def kafka_env(settings: Settings) -> dict[str, str]:
     return {
         "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
         "AGENTSTREAM__KAFKA__TOPIC_PREFIX": kafka.topic_prefix,
-        "AGENTSTREAM__KAFKA__EMBEDDED": str(kafka.embedded).lower(),
+        "AGENTSTREAM__KAFKA__IN_MEMORY": str(kafka.in_memory).lower(),
         "AGENTSTREAM__KAFKA__FLAVOR": kafka.flavor.value,
         "AGENTSTREAM__KAFKA__PARTITIONS": str(kafka.partitions),
     }

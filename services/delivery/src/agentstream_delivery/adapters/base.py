@@ -17,6 +17,7 @@ from agentstream.bounded import BoundedMap
 from agentstream.config import TextFormat, ToolProgress
 from agentstream.contracts import ReplyTarget
 from agentstream_delivery.formatting import Measure, measurer
+from agentstream_delivery.render import DEFAULT_TEXTS, FixedTexts
 from agentstream_delivery.splitting import MEASURES, MeasureName
 
 
@@ -36,6 +37,7 @@ class Capabilities:
     tool_progress: ToolProgress = ToolProgress.NEW
     chat_interval: float = 0.0  # minimum seconds between two calls to one chat (the platform's budget)
     formatting: TextFormat = TextFormat.MARKDOWN  # the markup the model's Markdown is rendered to
+    texts: FixedTexts = DEFAULT_TEXTS  # stopped marker, tool line, endings
 
     def length(self) -> Measure:
         """How long a Markdown text is once rendered, as the platform counts (splitting measures with it)."""

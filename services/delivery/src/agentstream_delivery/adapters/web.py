@@ -42,7 +42,6 @@ from agentstream_delivery.adapters.base import (
     Transient,
 )
 from agentstream_delivery.adapters.web_endings import ending_of, visible_text
-from agentstream_delivery.render import TOOL_LINE_PREFIX
 
 KEEP_MESSAGES = 200  # per chat, for pages that connect late
 SUBSCRIBER_QUEUE = 1000  # frames a slow browser may lag behind before it is disconnected
@@ -145,6 +144,7 @@ class WebAdapter(InProcessAdapter[OrderedDict[str, Shown]]):
         self, target: ReplyTarget, message_id: str, text: str, final: bool, op: WebFrameOp, markup: TextFormat
     ) -> WebFrame:
         words = visible_text(text) if markup == TextFormat.HTML else text  # the tool line and endings as shown
+        texts = self.capabilities.texts
         return WebFrame(
             chat_id=target.chat_id,
             message_id=message_id,
@@ -153,8 +153,8 @@ class WebAdapter(InProcessAdapter[OrderedDict[str, Shown]]):
             text=text,
             markup=markup,
             final=final,
-            kind=WebFrameKind.TOOL if words.startswith(TOOL_LINE_PREFIX) else WebFrameKind.TEXT,
-            ending=ending_of(words) if final else None,
+            kind=WebFrameKind.TOOL if words.startswith(texts.tool_line_prefix) else WebFrameKind.TEXT,
+            ending=ending_of(words, texts) if final else None,
         )
 
     async def _emit(self, frame: WebFrame) -> None:

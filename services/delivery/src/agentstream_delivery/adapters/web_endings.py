@@ -11,34 +11,23 @@ import html
 import re
 
 from agentstream.contracts import FinishReason, WebEnding
-from agentstream_delivery.render import (
-    ENDING_SEPARATOR,
-    ENDING_TEXTS,
-    FAILURE_PREFIX,
-    RESUMED_MARKER,
-    RESUMED_NOTICE,
-    STOPPED_MARKER,
-)
-
-_FIXED: dict[str, WebEnding] = {
-    text: WebEnding.PAUSED if reason is FinishReason.SHUTDOWN else WebEnding.FAILED
-    for reason, text in ENDING_TEXTS.items()
-}
+from agentstream_delivery.render import DEFAULT_TEXTS, ENDING_SEPARATOR, FixedTexts
 
 _TAG = re.compile(r"<[^>]*>")
 
 
-def ending_of(text: str) -> WebEnding | None:
-    """The ending a message's final text shows, if any."""
-    if text.endswith(STOPPED_MARKER.strip()):  # stripped: an HTML frame's visible text lost the spacing
+def ending_of(text: str, texts: FixedTexts = DEFAULT_TEXTS) -> WebEnding | None:
+    """The ending a message's final text shows, if any, in the web platform's `texts`."""
+    if text.endswith(texts.stopped_marker.strip()):  # stripped: an HTML frame's visible text lost the spacing
         return WebEnding.STOPPED
-    if text.endswith(RESUMED_MARKER.strip()) or text == RESUMED_NOTICE:
+    if text.endswith(texts.resumed_marker.strip()) or text == texts.resumed_notice:
         return WebEnding.RESUMED
+    fixed = {t: WebEnding.PAUSED if r is FinishReason.SHUTDOWN else WebEnding.FAILED for r, t in texts.endings.items()}
     # Markdown keeps the separator; an HTML frame's visible text has one line break per paragraph.
     for last in (text.rsplit(ENDING_SEPARATOR, 1)[-1], text.rsplit("\n", 1)[-1]):
-        if last in _FIXED:
-            return _FIXED[last]
-        if last.startswith(FAILURE_PREFIX):
+        if last in fixed:
+            return fixed[last]
+        if last.startswith(texts.failure_prefix):
             return WebEnding.FAILED
     return None
 

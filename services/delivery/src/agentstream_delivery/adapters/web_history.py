@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from agentstream.contracts import FinishReason, KnownPlatform, MessageRole, RunStatus, WebEnding, conversation_key
 from agentstream_delivery.adapters.web_endings import ending_of
-from agentstream_delivery.render import Ending
+from agentstream_delivery.render import DEFAULT_TEXTS, FixedTexts
 
 KEEP_ITEMS = 200  # the page shows the conversation's last items
 PAGE_SIZE = 1000
@@ -50,6 +50,7 @@ class ConversationHistory:
     base_url: str
     key_env: str | None
     timeout_s: float = 10.0
+    texts: FixedTexts = DEFAULT_TEXTS  # the web platform's, so stored endings read as live ones do
 
     async def read(self, chat_id: str, tenant_id: str) -> History | HistoryUnavailable:
         key = os.environ.get(self.key_env) if self.key_env else None
@@ -69,7 +70,7 @@ class ConversationHistory:
             return HistoryUnavailable(502, f"persistence answered {err.response.status_code} to delivery's read")
         except httpx.HTTPError as err:
             return HistoryUnavailable(502, f"persistence unreachable: {err!r}")
-        return History(items=_items(runs, messages, tenant_id)[-KEEP_ITEMS:])
+        return History(items=_items(runs, messages, tenant_id, self.texts)[-KEEP_ITEMS:])
 
 
 async def _all(http: httpx.AsyncClient, url: str) -> list[dict[str, Any]]:
@@ -87,7 +88,9 @@ async def _all(http: httpx.AsyncClient, url: str) -> list[dict[str, Any]]:
     return items
 
 
-def _items(runs: list[dict[str, Any]], messages: list[dict[str, Any]], tenant_id: str) -> list[HistoryItem]:
+def _items(
+    runs: list[dict[str, Any]], messages: list[dict[str, Any]], tenant_id: str, texts: FixedTexts = DEFAULT_TEXTS
+) -> list[HistoryItem]:
     # Chat ids are the gateway's: another tenant's chat of the same id is not this session's.
     mine = {r["run_id"]: r for r in runs if r.get("tenant_id") in (tenant_id, None)}
     items: list[HistoryItem] = []
@@ -99,8 +102,9 @@ def _items(runs: list[dict[str, Any]], messages: list[dict[str, Any]], tenant_id
             return
         reason = str(run.get("reason"))
         known = FinishReason(reason) if reason in FinishReason._value2member_map_ else None
-        text = Ending.of(RunStatus(run["status"]), known, run.get("error")).follow_up
-        items.append(HistoryItem(role=MessageRole.ASSISTANT, text=text, run_id=run["run_id"], ending=ending_of(text)))
+        text = texts.ending(RunStatus(run["status"]), known, run.get("error")).follow_up
+        ending = ending_of(text, texts)
+        items.append(HistoryItem(role=MessageRole.ASSISTANT, text=text, run_id=run["run_id"], ending=ending))
 
     for m in messages:
         run_id = m["root_run_id"]

@@ -52,7 +52,6 @@ NEEDS: dict[tuple[str, str], frozenset[AuthScope] | str] = {
     ("GET", "/v1/web/{chat_id}/events"): SESSION,
     ("GET", "/v1/web/{chat_id}/history"): SESSION,
     ("POST", "/v1/web/{chat_id}/messages"): SESSION,
-    ("GET", "/v1/web/{chat_id}/history"): SESSION,
     # a messages:write key gets a session for itself; a gateway key only for its own platforms (web:
     # tests/unit/delivery/test_web_http.py), which the matrix's keys do not name
     ("POST", "/v1/web/sessions"): frozenset({AuthScope.MESSAGES_WRITE}),

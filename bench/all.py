@@ -31,7 +31,16 @@ if __package__ in (None, ""):  # run as a file (`python bench/all.py`): make `be
 
 from agentstream.kafka import EmbeddedBroker  # noqa: E402
 from bench import cli_startup, delivery_efficiency, formatting, run_overhead, tool_roundtrip  # noqa: E402
-from bench.ingress_throughput import PG_ADMIN_DEFAULT, PG_ADMIN_ENV, measure_ingress, temporary_pg_database  # noqa: E402
+from bench.ingress_http import TARGET_RATIO as HTTP_TARGET  # noqa: E402
+from bench.ingress_http import measure_http  # noqa: E402
+from bench.ingress_throughput import (  # noqa: E402
+    PG_ADMIN_DEFAULT,
+    PG_ADMIN_ENV,
+    USERS,
+    bench_settings,
+    measure_ingress,
+    temporary_pg_database,
+)
 from bench.kafka_baseline import BaselineResult, measure_baseline  # noqa: E402
 from bench.report import Curve, Figure, Report, Series, write  # noqa: E402
 
@@ -54,11 +63,12 @@ class Sizes:
     tool_calls: int
     formatting_chars: int
     cli_processes: int
+    http_requests: int = 0  # ingress over HTTP, per round and side (0: not in this mode)
 
 
 SIZES = {
     "full": Sizes(
-        2000, (1, 10, 50, 100, 200, 500), 100, 100.0, 20, 200, (5, 20, 50), 8.0, 20.0, 5000, (1, 50), 500, 4000, 9
+        2000, (1, 10, 50, 100, 200, 500), 100, 100.0, 20, 200, (5, 20, 50), 8.0, 20.0, 5000, (1, 50), 500, 4000, 9, 600
     ),
     "quick": Sizes(1000, (1, 20, 100), 50, 100.0, 10, 200, (5, 20), 2.0, 5.0, 1000, (1, 10), 100, 4000, 3),
     "smoke": Sizes(30, (1, 3), 5, 200.0, 2, 40, (2, 3), 0.6, 5.0, 40, (1, 2), 5, 400, 1),
@@ -273,7 +283,35 @@ async def ingress(ctx: Context, report: Report) -> None:
             r.ratio,
             "raw throughput",
         ),
-        Figure("ingress_throughput", "ingress CPU per record", r.cpu_us_per_msg or 0.0, "µs"),
+    )
+    if r.cpu_us_per_msg is not None:  # None: ingress ran inside this process
+        report.add(Figure("ingress_throughput", "ingress CPU per record", r.cpu_us_per_msg, "µs"))
+
+
+async def ingress_http(ctx: Context, report: Report) -> None:
+    """POST /v1/messages with the credential check beside the same without it (full mode only)."""
+    if not ctx.sizes.http_requests:
+        return
+    async with temporary_pg_database(os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)) as db_url:
+        r = await measure_http(
+            lambda extra: bench_settings(ctx.bootstrap, db_url, True, extra),
+            db_url,
+            USERS,
+            requests=ctx.sizes.http_requests,
+        )
+    if r.failed:
+        raise RuntimeError(f"{r.failed} requests were not accepted: the figures mean nothing")
+    report.add(
+        Figure(
+            "ingress_http",
+            "POST /v1/messages accepted, credential checked",
+            r.rate(True),
+            "req/s",
+            f"≥ {HTTP_TARGET:.0%} of unchecked",
+            r.ratio,
+            "the same without the check",
+        ),
+        Figure("ingress_http", "POST /v1/messages accepted, unchecked", r.rate(False), "req/s"),
     )
 
 
@@ -347,6 +385,7 @@ BENCHES: dict[str, Bench] = {
     "run_overhead": overhead,
     "delivery_efficiency": delivery,
     "ingress_throughput": ingress,
+    "ingress_http": ingress_http,
     "tool_roundtrip": tools,
     "formatting": render,
     "cli_startup": cli,

@@ -14,7 +14,7 @@ ROOT = str(Path(__file__).resolve().parents[3])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.soak import LIMITS, Limit, grows, slope, soak, write_report  # noqa: E402
+from bench.soak import LIMITS, Limit, Samples, grows, slope, soak, write_report  # noqa: E402
 
 
 @pytest.mark.integration
@@ -30,6 +30,8 @@ async def test_soak_smoke_samples_every_series_and_writes_the_report(tmp_path: P
         assert len(ys) == len(samples.t) and all(math.isfinite(y) and y >= 0 for y in ys), name
     assert min(samples.series["stack RSS (MiB)"]) > 20  # five services in one interpreter
     assert {v.series for v in result.verdicts} == set(LIMITS)
+    assert samples.lag and all(len(ys) == len(samples.t) for ys in samples.lag.values())
+    assert any(group.endswith(".persistence") for group in samples.lag)
 
     text = write_report(result, tmp_path).read_text()
     assert (tmp_path / "soak.png").read_bytes().startswith(b"\x89PNG")
@@ -55,3 +57,14 @@ def test_steady_growth_fails_and_noise_or_warm_up_passes() -> None:
     # Small series are judged against the floor, not against a mean near zero.
     assert not grows("buffers", ts, [float(rng.randint(0, 5)) for _ in ts], Limit(0.5, 20.0)).failed
     assert grows("buffers", ts, [t / 10 for t in ts], Limit(0.5, 20.0)).failed
+    # A series shown but not judged grows without failing the soak.
+    shown = grows("broker", ts, leaking, Limit(0.1, 16.0, judged=False))
+    assert shown.grew and not shown.failed
+
+
+def test_lag_by_group_keeps_one_value_per_sample_for_late_and_vanished_groups() -> None:
+    samples = Samples()
+    for t, lag in enumerate([{"a": 1.0}, {"a": 2.0, "b": 5.0}, {"b": 6.0}]):
+        samples.t.append(float(t))
+        samples.add_lag(lag)
+    assert samples.lag == {"a": [1.0, 2.0, 0.0], "b": [0.0, 5.0, 6.0]}

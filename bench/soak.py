@@ -260,12 +260,20 @@ async def sample_once(
     http: httpx.AsyncClient, urls: list[str], pids: tuple[int, int], token: str
 ) -> tuple[dict[str, float], dict[str, float]]:
     """(the sampled series, the consumer lag by group)."""
-    answers = await asyncio.gather(
-        *(http.get(f"{u}/metrics", headers={"Authorization": f"Bearer {token}"}) for u in urls), return_exceptions=True
-    )
-    texts = [a.text for a in answers if isinstance(a, httpx.Response) and a.status_code == 200]
-    if len(texts) < len(urls):
-        raise RuntimeError(f"only {len(texts)} of {len(urls)} /metrics answered: {answers}")
+
+    async def scrape(url: str) -> str:
+        for attempt in range(3):  # a busy service may drop one request; three misses in a row end the soak
+            try:
+                answer = await http.get(f"{url}/metrics", headers={"Authorization": f"Bearer {token}"})
+                answer.raise_for_status()
+                return answer.text
+            except httpx.HTTPError:
+                if attempt == 2:
+                    raise
+                await asyncio.sleep(0.5)
+        raise AssertionError("unreachable")
+
+    texts = await asyncio.gather(*(scrape(u) for u in urls))
     values = metric_values(texts)
     sums = {name: sum(by_labels.values()) for name, by_labels in values.items()}
     return {
@@ -294,7 +302,9 @@ async def soak(
                 tasks.append(asyncio.create_task(traffic.count_finished()))
                 samples = Samples()
                 try:
-                    async with httpx.AsyncClient(timeout=10) as http:
+                    # No keep-alive: a pooled connection the server closes between samples fails the next one.
+                    limits = httpx.Limits(max_keepalive_connections=0)
+                    async with httpx.AsyncClient(timeout=10, limits=limits) as http:
                         while (now := time.monotonic()) < until + sample_s / 2:
                             figures, lag = await sample_once(http, urls, (pid, state["broker_pid"]), metrics_token)
                             samples.t.append(now - start)

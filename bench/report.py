@@ -46,6 +46,7 @@ class Curve:
     x_label: str
     panels: list[tuple[str, list[Series]]]
     log_x: bool = False
+    columns: int = 3  # panels per row
 
 
 @dataclass
@@ -85,9 +86,13 @@ def table(figures: Sequence[Figure]) -> str:
 
 
 def plot(curve: Curve, directory: Path) -> Path:
-    panels = len(curve.panels)
-    fig, axes = plt.subplots(1, panels, figsize=(6 * panels, 4.2), squeeze=False)
-    for ax, (y_label, series) in zip(axes[0], curve.panels, strict=True):
+    columns = min(len(curve.panels), curve.columns)
+    rows = -(-len(curve.panels) // columns)
+    fig, grid = plt.subplots(rows, columns, figsize=(6 * columns, 4.2 * rows), squeeze=False)
+    axes = list(grid.flat)
+    for ax in axes[len(curve.panels) :]:
+        ax.set_visible(False)
+    for ax, (y_label, series) in zip(axes, curve.panels, strict=False):
         for s in series:
             (line,) = ax.plot(s.x, s.y, marker="o", label=s.label)
             hot = [(x, y) for x, y, m in zip(s.x, s.y, s.marked, strict=False) if m]

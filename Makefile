@@ -1,7 +1,7 @@
 # The two commands for a fresh machine: `make run` and `make test`.
 UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 
-.PHONY: setup run test test-kafka test-fast lint demo docs k8s bench mutate mutate-smoke clean
+.PHONY: setup run test test-kafka test-fast lint demo docs k8s bench bench-quick soak mutate mutate-smoke clean
 
 setup:  ## install uv if missing, then the locked environment
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
@@ -35,8 +35,14 @@ docs: setup  ## regenerate docs/asyncapi.json from the contracts and docs/metric
 k8s: setup  ## regenerate the generated k8s files (overlays' KafkaTopics and ScaledObjects, the PrometheusRule)
 	$(UV) run python -m agentstream.deploy
 
-bench: setup  ## the raw-Kafka baseline every other benchmark is compared to
-	$(UV) run python bench/kafka_baseline.py
+bench: setup  ## every benchmark, each beside the raw-Kafka baseline of the same run → bench/results/<date>/report.md + plots (long)
+	$(UV) run python -m bench.all
+
+bench-quick: setup  ## a ~2-minute subset of `make bench`
+	$(UV) run python -m bench.all --quick
+
+soak: setup  ## the embedded stack under 100 conversations for 10 minutes; fails if memory, lag or buffers creep
+	$(UV) run python -m bench.soak
 
 mutate: setup  ## mutation testing of the core modules, each against its own unit tests → mutate/report.md (long)
 	$(UV) run python mutate/run.py

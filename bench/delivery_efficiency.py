@@ -179,18 +179,38 @@ async def measure(
         )
 
 
-async def run(streams: int, seconds: float, rate: float) -> dict[str, object]:
+@dataclass(frozen=True)
+class Comparison:
+    streams: int
+    seconds: float
+    deltas_per_second: float
+    agentstream: ConsumerResult
+    naive: ConsumerResult
+
+    @property
+    def call_reduction(self) -> float:
+        """How many times more API calls the naive consumer made."""
+        return round(self.naive.api_calls / max(self.agentstream.api_calls, 1), 1)
+
+
+async def compare(streams: int, seconds: float, rate: float) -> Comparison:
+    """Both consumers, side by side in the same run, each against its own fake Telegram."""
     ours, naive = await asyncio.gather(
         measure("agentstream", agentstream_consumer, streams, seconds, rate, as_telegram_html),
         measure("naive", naive_consumer, streams, seconds, rate, as_sent),
     )
+    return Comparison(streams, seconds, rate, ours, naive)
+
+
+async def run(streams: int, seconds: float, rate: float) -> dict[str, object]:
+    result = await compare(streams, seconds, rate)
     return {
         "streams": streams,
         "seconds": seconds,
         "deltas_per_second": rate,
-        "agentstream": asdict(ours),
-        "naive": asdict(naive),
-        "call_reduction": round(naive.api_calls / max(ours.api_calls, 1), 1),
+        "agentstream": asdict(result.agentstream),
+        "naive": asdict(result.naive),
+        "call_reduction": result.call_reduction,
     }
 
 

@@ -101,6 +101,9 @@ class Runners:
     def cpu_seconds(self) -> float:
         return sum(p.cpu_seconds() for p in self.processes)
 
+    def rss_bytes(self) -> int:
+        return sum(p.rss_bytes() for p in self.processes)
+
 
 @dataclass
 class RunTimes:
@@ -128,6 +131,7 @@ class LevelResult:
     runners: int = 1  # runner processes sharing the partitions
     tokens_per_s: float = 0.0  # tokens the model streamed per second during the level
     machine_busy: float = 0.0  # the whole machine's CPU use during the level (1.0 = every core busy)
+    runner_rss_mb: float = 0.0  # the runner processes' resident memory at its highest during the level
 
     @property
     def busy(self) -> float:
@@ -311,7 +315,19 @@ class Bench:
             self.watch.total_records,
             machine_cpu(),
         )
-        run_ids = [r for ids in await asyncio.gather(*(client(i) for i in range(concurrency))) for r in ids]
+        peak_rss = [self.runner.rss_bytes()]
+
+        async def sample_rss() -> None:
+            while True:
+                await asyncio.sleep(0.25)
+                peak_rss.append(self.runner.rss_bytes())
+
+        sampler = asyncio.create_task(sample_rss())
+        try:
+            run_ids = [r for ids in await asyncio.gather(*(client(i) for i in range(concurrency))) for r in ids]
+        finally:
+            sampler.cancel()
+        peak_rss.append(self.runner.rss_bytes())
         cpu, wall, machine_busy = (
             self.runner.cpu_seconds() - cpu,
             time.monotonic() - wall,
@@ -343,6 +359,7 @@ class Bench:
             self.runner.count,
             tokens_per_s,
             machine_busy,
+            max(peak_rss) / 2**20,
         )
 
 

@@ -31,6 +31,16 @@ from agentstream.kafka import free_port
 from agentstream.lifecycle import StartStop
 
 
+def rss_bytes(pid: int) -> int:
+    """Resident memory of process `pid` (`VmRSS` in `/proc/<pid>/status`); 0 once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    line = next((line for line in status.splitlines() if line.startswith("VmRSS:")), "VmRSS: 0 kB")
+    return int(line.split()[1]) * 1024
+
+
 class ServiceProcess(StartStop):
     def __init__(
         self,
@@ -88,6 +98,11 @@ class ServiceProcess(StartStop):
         assert self._process is not None
         fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the service process now (Linux `/proc`)."""
+        assert self._process is not None
+        return rss_bytes(self._process.pid)
 
     def log_tail(self, lines: int = 30) -> str:
         try:

@@ -1,0 +1,440 @@
+"""Every benchmark in one go: one report with every figure, its target and its ratio to the
+baseline of the same run, and one plot per curve.
+
+    uv run python -m bench.all            # everything, full sizes (make bench); tens of minutes
+    uv run python -m bench.all --quick    # a ~2-minute subset
+    uv run python -m bench.all --smoke    # tiny sizes, seconds: the suite runs this
+
+One embedded Tansu broker carries every Kafka benchmark; the raw baseline (`bench.kafka_baseline`)
+is measured on it first and every broker figure is shown as a ratio to it. Writes
+`bench/results/<date>[-quick|-smoke]/report.md` and its PNGs (`--out DIR` elsewhere). A benchmark
+that fails is listed under "Not measured" and the exit status is 1; the others still run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import os
+import sys
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+if __package__ in (None, ""):  # run as a file (`python bench/all.py`): make `bench` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agentstream.kafka import EmbeddedBroker  # noqa: E402
+from bench import cli_startup, delivery_efficiency, formatting, run_overhead, tool_roundtrip  # noqa: E402
+from bench.ingress_http import TARGET_RATIO as HTTP_TARGET  # noqa: E402
+from bench.ingress_http import measure_http  # noqa: E402
+from bench.ingress_throughput import (  # noqa: E402
+    PG_ADMIN_DEFAULT,
+    PG_ADMIN_ENV,
+    USERS,
+    bench_settings,
+    measure_ingress,
+    temporary_pg_database,
+)
+from bench.kafka_baseline import BaselineResult, measure_baseline  # noqa: E402
+from bench.report import Curve, Figure, Report, Series, write  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    baseline_messages: int
+    levels: tuple[int, ...]  # concurrent runs
+    tokens: int  # per run
+    token_rate: float
+    min_runs: int
+    long_tokens: int
+    streams: tuple[int, ...]  # delivery: concurrent streams
+    stream_seconds: float
+    delta_rate: float
+    ingress_messages: int
+    tool_parallels: tuple[int, ...]
+    tool_calls: int
+    formatting_chars: int
+    cli_processes: int
+    http_requests: int = 0  # ingress over HTTP, per round and side (0: not in this mode)
+
+
+SIZES = {
+    "full": Sizes(
+        2000, (1, 10, 50, 100, 200, 500), 100, 100.0, 20, 200, (5, 20, 50), 8.0, 20.0, 5000, (1, 50), 500, 4000, 9, 600
+    ),
+    "quick": Sizes(1000, (1, 20, 100), 50, 100.0, 10, 200, (5, 20), 2.0, 5.0, 1000, (1, 10), 100, 4000, 3),
+    "smoke": Sizes(30, (1, 3), 5, 200.0, 2, 40, (2, 3), 0.6, 5.0, 40, (1, 2), 5, 400, 1),
+}
+
+
+@dataclass(frozen=True)
+class Context:
+    bootstrap: str
+    baseline: BaselineResult
+    sizes: Sizes
+
+
+async def kafka_baseline(ctx: Context, report: Report) -> None:
+    b = ctx.baseline
+    report.add(
+        Figure("kafka_baseline", "raw round trip p50", b.p50_ms, "ms", ratio=1.0, versus="itself"),
+        Figure("kafka_baseline", "raw round trip p99", b.p99_ms, "ms", ratio=b.p99_ms / b.p50_ms, versus="raw p50"),
+        Figure("kafka_baseline", "raw throughput", b.msgs_per_s, "msg/s", ratio=1.0, versus="itself"),
+    )
+
+
+async def overhead(ctx: Context, report: Report) -> None:
+    s = ctx.sizes
+    result = await run_overhead.run_bench(
+        ctx.bootstrap,
+        levels=s.levels,
+        tokens=s.tokens,
+        rate=s.token_rate,
+        long_tokens=s.long_tokens,
+        min_runs=s.min_runs,
+        baseline_messages=s.baseline_messages,
+    )
+    raw = ctx.baseline.p50_ms
+    for lv in result.levels:
+        note = f"SATURATED: one runner ≈ {lv.tokens_per_core_s:,.0f} tokens/s" if lv.saturated else ""
+        at = f"{lv.concurrency} concurrent"
+        report.add(
+            Figure(
+                "run_overhead",
+                f"first token p50, {at}",
+                lv.first_p50_ms,
+                "ms",
+                "≤ 3× raw",
+                lv.first_p50_ms / raw,
+                "raw round trip p50",
+                note,
+            ),
+            Figure(
+                "run_overhead",
+                f"first token p50 vs loaded raw, {at}",
+                lv.first_p50_ms,
+                "ms",
+                "≤ 3× raw",
+                lv.first_p50_ms / lv.loaded_p50_ms if lv.loaded_p50_ms else None,
+                f"raw p50 at {lv.events_per_s:,.0f} rec/s",
+                note,
+            ),
+            Figure(
+                "run_overhead",
+                f"last token p50, {at}",
+                lv.last_p50_ms,
+                "ms",
+                "≤ 3× raw",
+                lv.last_p50_ms / raw,
+                "raw round trip p50",
+                note,
+            ),
+            Figure(
+                "run_overhead",
+                f"StartRun → model request p50, {at}",
+                lv.start_p50_ms,
+                "ms",
+                ratio=lv.start_p50_ms / raw,
+                versus="raw round trip p50",
+                note=note,
+            ),
+            Figure("run_overhead", f"runner CPU per token, {at}", lv.runner_cpu_us_per_token, "µs", note=note),
+            Figure("run_overhead", f"runner RSS peak, {at}", lv.runner_rss_mb, "MiB"),
+            Figure("run_overhead", f"machine busy, {at}", lv.machine_busy * 100, "%", "< 85%"),
+        )
+    report.add(
+        Figure(
+            "run_overhead",
+            f"records per token ({result.token_rate:g} tokens/s)",
+            result.records_per_token,
+            "",
+            "≤ 0.25",
+        )
+    )
+    xs = [float(lv.concurrency) for lv in result.levels]
+    hot = [lv.saturated for lv in result.levels]
+    report.curves += [
+        Curve(
+            "overhead_vs_concurrency.png",
+            "Run overhead vs concurrent runs (× = SATURATED)",
+            "concurrent runs",
+            [
+                (
+                    "p50 (ms)",
+                    [
+                        Series("first token", xs, [lv.first_p50_ms for lv in result.levels], hot),
+                        Series("last token", xs, [lv.last_p50_ms for lv in result.levels], hot),
+                        Series("raw round trip at the same load", xs, [lv.loaded_p50_ms for lv in result.levels]),
+                    ],
+                ),
+                (
+                    "× raw round trip (idle)",
+                    [
+                        Series("first token", xs, [lv.first_p50_ms / raw for lv in result.levels], hot),
+                        Series("target 3×", xs, [3.0] * len(xs)),
+                    ],
+                ),
+            ],
+            log_x=True,
+        ),
+        Curve(
+            "cpu_per_token_vs_concurrency.png",
+            "Runner CPU per token vs concurrent runs",
+            "concurrent runs",
+            [
+                (
+                    "µs CPU per token",
+                    [Series("agent-runner", xs, [lv.runner_cpu_us_per_token for lv in result.levels], hot)],
+                ),
+                (
+                    "share of one core",
+                    [
+                        Series("agent-runner", xs, [lv.runner_cpu_share for lv in result.levels], hot),
+                        Series("machine (all cores)", xs, [lv.machine_busy for lv in result.levels]),
+                    ],
+                ),
+            ],
+            log_x=True,
+        ),
+        Curve(
+            "rss_vs_streams.png",
+            "Agent-runner resident memory vs concurrent streams",
+            "concurrent runs (streams)",
+            [("peak RSS (MiB)", [Series("agent-runner", xs, [lv.runner_rss_mb for lv in result.levels])])],
+            log_x=True,
+        ),
+    ]
+
+
+async def delivery(ctx: Context, report: Report) -> None:
+    s = ctx.sizes
+    results = [await delivery_efficiency.compare(n, s.stream_seconds, s.delta_rate) for n in s.streams]
+    for r in results:
+        ours, naive = r.agentstream, r.naive
+        at = f"{r.streams} streams"
+        report.add(
+            Figure(
+                "delivery_efficiency",
+                f"API calls per message, {at}",
+                ours.calls_per_message,
+                "",
+                "≥ 10× fewer than naive",
+                ours.calls_per_message / max(naive.calls_per_message, 0.01),
+                "naive consumer",
+            ),
+            Figure(
+                "delivery_efficiency",
+                f"429 answers, {at}",
+                ours.rate_limited,
+                "",
+                "0",
+                None,
+                f"naive: {naive.rate_limited}",
+            ),
+            Figure(
+                "delivery_efficiency", f"run.finished → final visible p50, {at}", ours.final_p50_ms, "ms", "≤ 800 ms"
+            ),
+            Figure("delivery_efficiency", f"exact finals, {at}", ours.exact_finals_pct, "%", "100%"),
+        )
+    xs = [float(r.streams) for r in results]
+    report.curves.append(
+        Curve(
+            "delivery_vs_streams.png",
+            f"Delivery into a fake Telegram (1 call/s per chat), {s.delta_rate:g} deltas/s for {s.stream_seconds:g} s",
+            "concurrent streams",
+            [
+                (
+                    "API calls per chat",
+                    [
+                        Series("agentstream", xs, [r.agentstream.calls_per_message for r in results]),
+                        Series("naive", xs, [r.naive.calls_per_message for r in results]),
+                    ],
+                ),
+                (
+                    "run.finished → final visible p50 (ms)",
+                    [Series("agentstream", xs, [r.agentstream.final_p50_ms for r in results])],
+                ),
+            ],
+        )
+    )
+
+
+async def ingress(ctx: Context, report: Report) -> None:
+    admin = os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)
+    async with temporary_pg_database(admin) as db_url:
+        r = await measure_ingress(
+            ctx.bootstrap, db_url, ctx.sizes.ingress_messages, embedded=True, baseline=ctx.baseline
+        )
+    report.add(
+        Figure(
+            "ingress_throughput",
+            "inbound → runs (PostgreSQL, dedupe, authz)",
+            r.msgs_per_s,
+            "msg/s",
+            "≥ 50% of raw",
+            r.ratio,
+            "raw throughput",
+        ),
+    )
+    if r.cpu_us_per_msg is not None:  # None: ingress ran inside this process
+        report.add(Figure("ingress_throughput", "ingress CPU per record", r.cpu_us_per_msg, "µs"))
+
+
+async def ingress_http(ctx: Context, report: Report) -> None:
+    """POST /v1/messages with the credential check beside the same without it (full mode only)."""
+    if not ctx.sizes.http_requests:
+        return
+    async with temporary_pg_database(os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)) as db_url:
+        r = await measure_http(
+            lambda extra: bench_settings(ctx.bootstrap, db_url, True, extra),
+            db_url,
+            USERS,
+            requests=ctx.sizes.http_requests,
+        )
+    if r.failed:
+        raise RuntimeError(f"{r.failed} requests were not accepted: the figures mean nothing")
+    report.add(
+        Figure(
+            "ingress_http",
+            "POST /v1/messages accepted, credential checked",
+            r.rate(True),
+            "req/s",
+            f"≥ {HTTP_TARGET:.0%} of unchecked",
+            r.ratio,
+            "the same without the check",
+        ),
+        Figure("ingress_http", "POST /v1/messages accepted, unchecked", r.rate(False), "req/s"),
+    )
+
+
+async def tools(ctx: Context, report: Report) -> None:
+    s = ctx.sizes
+    r = await tool_roundtrip.run_bench(
+        ctx.bootstrap, parallels=s.tool_parallels, calls=s.tool_calls, baseline_messages=s.baseline_messages
+    )
+    for lv in r.levels:
+        name = "function" if lv.tool == tool_roundtrip.FUNCTION_TOOL else "MCP stdio"
+        target = f"≤ {tool_roundtrip.TARGET_RATIO:g}× raw" if lv.tool == tool_roundtrip.FUNCTION_TOOL else ""
+        report.add(
+            Figure(
+                "tool_roundtrip",
+                f"{name} p50, {lv.parallel} in flight",
+                lv.p50_ms,
+                "ms",
+                target,
+                lv.p50_ratio,
+                f"raw p50, {lv.parallel} in flight",
+            ),
+            Figure(
+                "tool_roundtrip", f"{name} executor CPU per call, {lv.parallel} in flight", lv.executor_cpu_ms, "ms"
+            ),
+        )
+    report.add(Figure("tool_roundtrip", f"at-most-once store claim + finish p50 ({r.database})", r.store_p50_ms, "ms"))
+
+
+async def render(ctx: Context, report: Report) -> None:
+    r = formatting.measure(ctx.sizes.formatting_chars)
+    report.add(
+        Figure(
+            "formatting",
+            "state machine per delta, Telegram HTML",
+            r.per_delta_us_telegram_html,
+            "µs",
+            ratio=r.ratio,
+            versus="Markdown passed through",
+        ),
+        Figure(
+            "formatting", "state machine per delta, Markdown passed through", r.per_delta_us_markdown_passthrough, "µs"
+        ),
+        *(
+            Figure("formatting", f"one {r.chars}-char frame rendered, {markup}", ms, "ms")
+            for markup, ms in r.render_ms.items()
+        ),
+    )
+
+
+async def cli(ctx: Context, report: Report) -> None:
+    n = ctx.sizes.cli_processes
+    base, _ = await asyncio.to_thread(cli_startup.medians_s, cli_startup.CASES["baseline: python -c pass"], n)
+    help_s, help_cpu = await asyncio.to_thread(cli_startup.medians_s, cli_startup.CASES["agentstream --help"], n)
+    report.add(
+        Figure(
+            "cli_startup",
+            "agentstream --help wall",
+            help_s * 1000,
+            "ms",
+            f"< {cli_startup.TARGET_S * 1000:.0f} ms",
+            help_s / base,
+            "python -c pass",
+        ),
+        Figure("cli_startup", "agentstream --help CPU", help_cpu * 1000, "ms"),
+    )
+
+
+Bench = Callable[[Context, Report], Awaitable[None]]
+BENCHES: dict[str, Bench] = {
+    "kafka_baseline": kafka_baseline,
+    "run_overhead": overhead,
+    "delivery_efficiency": delivery,
+    "ingress_throughput": ingress,
+    "ingress_http": ingress_http,
+    "tool_roundtrip": tools,
+    "formatting": render,
+    "cli_startup": cli,
+}
+
+
+async def run_all(mode: str, only: list[str] | None = None) -> Report:
+    sizes = SIZES[mode]
+    report = Report(f"agentstream benchmarks — {mode}, {datetime.datetime.now():%Y-%m-%d %H:%M}")
+    load = os.getloadavg()[0]
+    report.lines.append(
+        f"Machine: {os.cpu_count()} cores, load average {load:.1f} at the start; embedded Tansu broker. "
+        "Every ratio is to a baseline measured in this run."
+    )
+    async with EmbeddedBroker() as broker:
+        baseline = await measure_baseline(broker.bootstrap_servers, sizes.baseline_messages, embedded=True)
+        ctx = Context(broker.bootstrap_servers, baseline, sizes)
+        for name, bench in BENCHES.items():
+            if only and name not in only:
+                continue
+            started = time.monotonic()
+            print(f"[bench.all] {name} ...", file=sys.stderr, flush=True)
+            try:
+                await bench(ctx, report)
+            except Exception as exc:  # one benchmark's failure is reported; the others still run
+                traceback.print_exc()
+                report.errors.append(f"{name}: {type(exc).__name__}: {exc}".splitlines()[0])
+            print(f"[bench.all] {name} done in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.all", description=__doc__.splitlines()[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="a ~2-minute subset")
+    mode.add_argument("--smoke", action="store_true", help="tiny sizes (seconds): that every benchmark runs")
+    parser.add_argument("--only", nargs="+", choices=list(BENCHES), help="these benchmarks only")
+    parser.add_argument("--out", type=Path, help="report directory (default bench/results/<date>[-mode])")
+    args = parser.parse_args(argv)
+    name = "quick" if args.quick else "smoke" if args.smoke else "full"
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings and up
+    report = asyncio.run(run_all(name, args.only))
+    suffix = "" if name == "full" else f"-{name}"
+    out = args.out or RESULTS / f"{datetime.date.today():%Y-%m-%d}{suffix}"
+    path = write(report, out)
+    print(path.read_text())
+    print(f"report: {path}", file=sys.stderr)
+    return 1 if report.errors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

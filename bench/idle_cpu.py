@@ -188,7 +188,11 @@ async def first_token_ms(kafka: KafkaSettings, timeout_s: float = 60.0) -> float
     from agentstream_stack.run_follower import RunFollower  # the CLI's own client, imported late
 
     message = InboundMessage(
-        id=str(uuid.uuid4()), platform="memory", chat_id=f"idle-{uuid.uuid4().hex[:8]}", user=User(id="bench"), text="hi"
+        id=str(uuid.uuid4()),
+        platform="memory",
+        chat_id=f"idle-{uuid.uuid4().hex[:8]}",
+        user=User(id="bench"),
+        text="hi",
     )
     async with RunFollower(kafka) as follower:
         sent_at = time.monotonic()

@@ -31,6 +31,7 @@ from agentstream.contracts import DeadLetter
 from agentstream.db import create_engine, session_factory
 from agentstream.kafka import Topics, consumer_options, make_broker
 from agentstream.kafka.commits import CommitPoints
+from agentstream.kafka.end_watch import watch_ends
 from agentstream.kafka.flavor import tuning
 from agentstream.kafka.guard import failure_reason, handler_guard, records_of
 from agentstream.kafka.health import BrokerHealth
@@ -169,6 +170,7 @@ class Service:
         self._lag_task: asyncio.Task[None] | None = None
         self._idle_tasks: list[asyncio.Task[None]] = []
         self.idle_gates: list[IdleFetchGate] = []  # one per subscriber, against Tansu
+        self._unwatch: Callable[[], Awaitable[None]] | None = None
         self._abandoned: set[asyncio.Task[Any]] = set()  # old consumers still stopping
         # Subclasses may add checks in their `__init__`; `/readyz` reads this dict on every request.
         self.ready_checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
@@ -219,6 +221,9 @@ class Service:
                 await asyncio.wait({task})
         self._idle_tasks.clear()
         self.idle_gates.clear()
+        if self._unwatch is not None:
+            unwatch, self._unwatch = self._unwatch, None
+            await unwatch()
         if self._lag is not None:
             await self._lag.close()
         try:
@@ -284,6 +289,10 @@ class Service:
             gate = IdleFetchGate(functools.partial(consumers_of, sub), topics, pacing)
             self.idle_gates.append(gate)
             self._idle_tasks.append(asyncio.create_task(gate.run(), name=f"{self.name}-idle-fetch"))
+        if self.idle_gates and pacing.watch_s is not None:
+            self._unwatch = watch_ends(
+                self.settings.kafka, {t for gate in self.idle_gates for t in gate.topics}, pacing.watch_s
+            )
 
     async def final_step(self, step: Awaitable[object], what: str) -> None:
         """A commit or flush on the way out: bounded by FINAL_STEP_TIMEOUT_S, skipped while Kafka is

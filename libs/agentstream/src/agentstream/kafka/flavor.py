@@ -10,8 +10,8 @@ Tansu (the embedded broker) and Apache Kafka answer the same protocol but not th
   expires, so the wait is per-hop latency: 10 ms.
 - **Idle consumers.** Kafka: nothing to do (a parked fetch costs nothing). Tansu: a 10 ms wait
   is 100 fetches a second per consumer, records or not; a subscriber's consumer is paused after
-  0.5 s without records and probes every 0.5 s, or wakes at once when this process writes to
-  its topics (`agentstream.kafka.idle`).
+  0.5 s without records and wakes at once when this process writes to its topics, or within
+  0.1 s when another process does (`agentstream.kafka.idle`, `agentstream.kafka.end_watch`).
 - **End offsets.** Kafka's ListOffsets answers the log end. Tansu's answers the last record
   batch's base offset + 1, inside that batch: a reader "up to the end" keeps the whole batch
   it fetched rather than cutting at the listed offset (`within_end`).
@@ -60,9 +60,10 @@ class BrokerTuning:
         return offset < listed_end or not self.end_offset_is_log_end
 
 
-# Measured on the embedded stack (bench/idle_cpu.py): 1.0 s / 0.25 s left ~11 % of a core,
-# 0.5 s / 0.5 s ~7.5 %; a record from another process waits at most `poll_s` on its first hop.
-TANSU_IDLE = IdlePacing(after_s=0.5, poll_s=0.5)
+# Measured on the embedded stack (bench/idle_cpu.py): probing each consumer every 0.25 s left
+# ~11 % of a core, every 0.5 s ~7.5 %; one end-offsets reader per process every 0.1 s instead
+# bounds what a record from another process waits on its first hop to 0.1 s.
+TANSU_IDLE = IdlePacing(after_s=0.5, poll_s=5.0, watch_s=0.1)
 
 FLAVORS: dict[KafkaFlavor, BrokerTuning] = {
     KafkaFlavor.KAFKA: BrokerTuning(

@@ -11,9 +11,12 @@ once nothing arrived for `IdlePacing.after_s`, and while paused:
 - resumes them at once when this process queues a record for one of their topics: every
   producer a service owns rings the process-wide `DOORBELL`. In the embedded stack every hop
   after the first is produced in the same process, so those records see no added latency;
-- every `IdlePacing.poll_s`, resumes them for one fetch round (a probe) and pauses them again
-  when it brought nothing: records written by another process (`agentstream send`, another
-  deployment's service) wait at most that long extra on their first hop after an idle spell.
+- when one client per process, reading the end offsets of every paused consumer's topics
+  every `IdlePacing.watch_s` (agentstream.kafka.end_watch), sees a topic's end move: records
+  written by another process (`agentstream send`, another deployment's service) wait at most
+  that long extra on their first hop after an idle spell;
+- every `IdlePacing.poll_s`, resumes them for one fetch round (a probe, should the watcher
+  fail) and pauses them again when it brought nothing.
 
 A pause drops nothing: records fetched but not yet handed over are fetched again from the
 consumer's position. Kafka wakes parked fetches on produce, so it gets no gate
@@ -40,7 +43,8 @@ class IdlePacing:
     """How an idle consumer is paced (see the module docstring)."""
 
     after_s: float  # this long without a record (or a doorbell ring): pause
-    poll_s: float  # while paused: one probe fetch round this often
+    poll_s: float  # while paused: one probe fetch round this often (a fallback: see watch_s)
+    watch_s: float | None = None  # end offsets of paused consumers' topics read this often, per process
     probe_timeout_s: float = 2.0  # a probe whose fetch does not come back by then counts as empty
 
 

@@ -10,7 +10,7 @@ Tansu (the embedded broker) and Apache Kafka answer the same protocol but not th
   expires, so the wait is per-hop latency: 10 ms.
 - **Idle consumers.** Kafka: nothing to do (a parked fetch costs nothing). Tansu: a 10 ms wait
   is 100 fetches a second per consumer, records or not; a subscriber's consumer is paused after
-  0.5 s without records and wakes at once when this process writes to its topics, or within
+  0.25 s without records and wakes at once when this process writes to its topics, or within
   0.1 s when another process does (`agentstream.kafka.idle`, `agentstream.kafka.end_watch`).
 - **End offsets.** Kafka's ListOffsets answers the log end. Tansu's answers the last record
   batch's base offset + 1, inside that batch: a reader "up to the end" keeps the whole batch
@@ -62,8 +62,9 @@ class BrokerTuning:
 
 # Measured on the embedded stack (bench/idle_cpu.py): probing each consumer every 0.25 s left
 # ~11 % of a core, every 0.5 s ~7.5 %; one end-offsets reader per process every 0.1 s instead
-# bounds what a record from another process waits on its first hop to 0.1 s.
-TANSU_IDLE = IdlePacing(after_s=0.5, poll_s=5.0, watch_s=0.1)
+# bounds what a record from another process waits on its first hop to 0.1 s; pausing after 0.25 s
+# (not 0.5 s) keeps the runner's catalog consumer, woken by each catalog refresh, awake half as long.
+TANSU_IDLE = IdlePacing(after_s=0.25, poll_s=5.0, watch_s=0.1)
 
 FLAVORS: dict[KafkaFlavor, BrokerTuning] = {
     KafkaFlavor.KAFKA: BrokerTuning(

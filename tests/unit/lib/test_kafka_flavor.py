@@ -104,3 +104,11 @@ async def test_resolve_keeps_an_explicit_flavor_and_takes_in_memory_as_tansu() -
 async def test_resolve_falls_back_to_kafka_when_no_broker_answers() -> None:
     unreachable = kafka_settings(bootstrap_servers="127.0.0.1:1")
     assert (await resolve_flavor(unreachable)).flavor is KafkaFlavor.KAFKA
+
+
+def test_only_tansu_pauses_idle_consumers() -> None:
+    assert tuning(kafka_settings(flavor="kafka")).idle is None  # Kafka wakes parked fetches itself
+    pacing = tuning(kafka_settings(flavor="tansu")).idle
+    assert pacing is not None and 0 < pacing.after_s <= 1.0
+    # a record written by another process waits at most this long on its first hop after idle
+    assert pacing.watch_s is not None and 0 < pacing.watch_s <= 0.1 < pacing.poll_s

@@ -10,6 +10,7 @@ and keeps handlers thin.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
@@ -30,14 +31,17 @@ from agentstream.contracts import DeadLetter
 from agentstream.db import create_engine, session_factory
 from agentstream.kafka import Topics, consumer_options, make_broker
 from agentstream.kafka.commits import CommitPoints
+from agentstream.kafka.end_watch import watch_ends
 from agentstream.kafka.flavor import tuning
 from agentstream.kafka.guard import failure_reason, handler_guard, records_of
 from agentstream.kafka.health import BrokerHealth
+from agentstream.kafka.idle import DOORBELL, IdleFetchGate
 from agentstream.kafka.internals import (
     consumers_of,
     detach_consumer,
     has_consumer_subgroup,
     hold_commits,
+    on_append,
     producer_of,
     release_commits,
 )
@@ -164,6 +168,9 @@ class Service:
         self.lag_metrics = LagMetrics(self.registry)  # read from `start` on, every `kafka.lag_interval_s`
         self._lag: ConsumerLag | None = None
         self._lag_task: asyncio.Task[None] | None = None
+        self._idle_tasks: list[asyncio.Task[None]] = []
+        self.idle_gates: list[IdleFetchGate] = []  # one per subscriber, against Tansu
+        self._unwatch: Callable[[], Awaitable[None]] | None = None
         self._abandoned: set[asyncio.Task[Any]] = set()  # old consumers still stopping
         # Subclasses may add checks in their `__init__`; `/readyz` reads this dict on every request.
         self.ready_checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
@@ -197,6 +204,7 @@ class Service:
         await self.broker_health.check()
         self._health_task = asyncio.create_task(self.broker_health.run(), name=f"{self.name}-kafka-health")
         self._start_lag()
+        self._start_idle_gate()
         freeze_startup_objects()
         self.started = True
         self.log.info(
@@ -207,10 +215,15 @@ class Service:
 
     async def stop(self) -> None:
         self.started = False
-        for task in (self._health_task, self._lag_task):
+        for task in (self._health_task, self._lag_task, *self._idle_tasks):
             if task is not None:
                 task.cancel()
                 await asyncio.wait({task})
+        self._idle_tasks.clear()
+        self.idle_gates.clear()
+        if self._unwatch is not None:
+            unwatch, self._unwatch = self._unwatch, None
+            await unwatch()
         if self._lag is not None:
             await self._lag.close()
         try:
@@ -260,6 +273,26 @@ class Service:
             client_id=f"{self.settings.kafka.client_id}-{self.name}-lag",
         )
         self._lag_task = asyncio.create_task(self._lag.run(), name=f"{self.name}-consumer-lag")
+
+    def _start_idle_gate(self) -> None:
+        """Against a broker that does not wake parked fetches, idle consumers are paused
+        (agentstream.kafka.idle), each subscriber's on its own; every record this service
+        queues wakes the paused consumers of its topic in this process."""
+        pacing = tuning(self.settings.kafka).idle
+        if pacing is None:
+            return
+        on_append(producer_of(self.broker), DOORBELL.ring)
+        for sub in self.broker.subscribers:
+            topics = tuple(getattr(sub, "topic_names", ()))
+            if not topics:
+                continue
+            gate = IdleFetchGate(functools.partial(consumers_of, sub), topics, pacing)
+            self.idle_gates.append(gate)
+            self._idle_tasks.append(asyncio.create_task(gate.run(), name=f"{self.name}-idle-fetch"))
+        if self.idle_gates and pacing.watch_s is not None:
+            self._unwatch = watch_ends(
+                self.settings.kafka, {t for gate in self.idle_gates for t in gate.topics}, pacing.watch_s
+            )
 
     async def final_step(self, step: Awaitable[object], what: str) -> None:
         """A commit or flush on the way out: bounded by FINAL_STEP_TIMEOUT_S, skipped while Kafka is

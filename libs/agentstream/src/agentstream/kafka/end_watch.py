@@ -1,0 +1,106 @@
+"""One cheap watcher per process for the paused consumers of every service in it.
+
+A paused consumer (agentstream.kafka.idle) wakes at once for records this process writes, but
+a record from another process (`agentstream send`, another deployment's service) is only seen
+when someone asks the broker. Instead of each consumer probing with fetches, one client per
+process and broker asks for the end offsets of every watched topic (one ListOffsets request, no
+record data) every `interval_s` and rings the doorbell of each topic whose end moved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import Awaitable, Callable, Collection
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from agentstream.config import KafkaSettings
+from agentstream.kafka.idle import DOORBELL, Doorbell
+from agentstream.kafka.security import client_security
+from agentstream.observability import get_logger
+
+RETRY_S = 1.0
+
+log = get_logger("agentstream.kafka")
+
+
+def moved_topics(before: dict[TopicPartition, int], now: dict[TopicPartition, int]) -> set[str]:
+    """Topics with a partition whose end differs from the previous reading (a new partition is
+    no move: its first reading is the baseline)."""
+    return {tp.topic for tp, end in now.items() if tp in before and before[tp] != end}
+
+
+class EndWatcher:
+    """Rings `doorbell` for every watched topic whose end offsets moved; `run` is its task."""
+
+    def __init__(self, kafka: KafkaSettings, interval_s: float, doorbell: Doorbell = DOORBELL) -> None:
+        self.kafka = kafka
+        self.interval_s = interval_s
+        self.doorbell = doorbell
+        self.topics: Counter[str] = Counter()  # watched topic -> services watching it
+        self.task: asyncio.Task[None] | None = None
+
+    async def run(self) -> None:
+        while True:
+            consumer = AIOKafkaConsumer(
+                bootstrap_servers=self.kafka.bootstrap_servers,
+                client_id=f"{self.kafka.client_id}-end-watch",
+                group_id=None,
+                enable_auto_commit=False,
+                **client_security(self.kafka),
+            )
+            try:
+                await consumer.start()
+                await self._watch(consumer)
+            except asyncio.CancelledError:
+                raise
+            except Exception as err:  # the type only: an exception's text may name hosts
+                log.warning("end offsets not read; paused consumers rely on their own probes", error=type(err).__name__)
+            finally:
+                with contextlib.suppress(Exception):
+                    await consumer.stop()
+            await asyncio.sleep(RETRY_S)
+
+    async def _watch(self, consumer: AIOKafkaConsumer) -> None:
+        before: dict[TopicPartition, int] = {}
+        while True:
+            tps = [
+                TopicPartition(topic, p)
+                for topic in sorted(self.topics)
+                for p in sorted(consumer.partitions_for_topic(topic) or ())
+            ]
+            if len({tp.topic for tp in tps}) < len(self.topics):
+                await consumer.topics()  # refreshes the partitions of every topic
+            if tps:
+                now = await consumer.end_offsets(tps)
+                for topic in moved_topics(before, now):
+                    self.doorbell.ring(topic)
+                before = now
+            await asyncio.sleep(self.interval_s)
+
+
+_WATCHERS: dict[str, EndWatcher] = {}
+
+
+def watch_ends(kafka: KafkaSettings, topics: Collection[str], interval_s: float) -> Callable[[], Awaitable[None]]:
+    """Watch `topics` on `kafka`'s brokers (one watcher per process and broker); the returned
+    callable stops watching them, and the watcher once nothing is watched."""
+    watcher = _WATCHERS.get(kafka.bootstrap_servers)
+    if watcher is None:
+        watcher = _WATCHERS[kafka.bootstrap_servers] = EndWatcher(kafka, interval_s)
+    watcher.topics.update(topics)
+    if watcher.task is None:
+        watcher.task = asyncio.create_task(watcher.run(), name="kafka-end-watch")
+
+    async def unwatch() -> None:
+        watcher.topics.subtract(topics)
+        watcher.topics += Counter()  # drops the topics nobody watches any more
+        if not watcher.topics and watcher.task is not None:
+            task, watcher.task = watcher.task, None
+            _WATCHERS.pop(kafka.bootstrap_servers, None)
+            task.cancel()
+            await asyncio.wait({task})
+
+    return unwatch

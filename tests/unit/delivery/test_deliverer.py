@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import structlog
 from prometheus_client import CollectorRegistry
+from structlog.testing import capture_logs
 
 from agentstream.config import TextFormat
 from agentstream.contracts import DeliveryReceipt, LedgerState, Notice, ReplyTarget
@@ -30,6 +31,7 @@ from agentstream_delivery.adapters.base import (
 )
 from agentstream_delivery.adapters.telegram import classify
 from agentstream_delivery.deliverer import (
+    REAPPLY_ROUNDS,
     ChatStatus,
     Dead,
     Degraded,
@@ -87,6 +89,7 @@ class Scripted:
         self.outcomes = list(outcomes)
         self.calls: list[tuple[str, str]] = []
         self.markups: list[TextFormat] = []  # what each call's text was written in
+        self.targets: list[ReplyTarget] = []
 
     async def _next(self, kind: str, text: str) -> str:
         self.calls.append((kind, text))
@@ -99,6 +102,7 @@ class Scripted:
         self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
     ) -> str:
         self.markups.append(markup)
+        self.targets.append(target)
         return await self._next("send", text)
 
     async def edit(
@@ -111,6 +115,7 @@ class Scripted:
         markup: TextFormat = TextFormat.PLAIN,
     ) -> None:
         self.markups.append(markup)
+        self.targets.append(target)
         await self._next("edit", text)
 
     async def close(self) -> None:
@@ -417,6 +422,7 @@ async def test_an_edit_of_unknown_outcome_is_repeated_and_reapplied_after_the_la
     await d.settle()
     assert time.monotonic() - started >= 0.5
     assert adapter.calls[-1] == ("edit", "ab") and len(adapter.calls) == 4
+    assert adapter.runs == ["r"] * 4  # the re-application is the run's call too
     assert d.entries[0] == LedgerEntry(0, SENT, "id1", 2, sha256("ab"), True)
     await d.settle()  # the last word was said
     assert len(adapter.calls) == 4
@@ -510,6 +516,11 @@ async def test_recover_of_a_cut_off_edit_without_a_due_time_sets_one():
     d = watched(Scripted(), ledger, wall=Wall(10.0), late_landing_s=15.0)
     await d.recover()
     assert d.entries[0].reapply_at == 25.0
+    early = MemoryLedger()
+    early.rows[("scripted", "c", "r", 0)] = LedgerEntry(0, SENDING, "id0", 2, sha256("ab"), True)
+    d = watched(Scripted(), early, wall=Wall(0.0), late_landing_s=0.5)
+    await d.recover()
+    assert d.entries[0].reapply_at == 0.5
 
 
 async def test_a_replay_of_a_shown_text_is_skipped_and_still_reapplied_after_the_window():
@@ -574,6 +585,7 @@ class Drafting(Scripted):
         self, target: ReplyTarget, draft_id: int, text: str, *, markup: TextFormat = TextFormat.PLAIN
     ) -> None:
         self.drafts.append((draft_id, text, markup))
+        self.targets.append(target)
         if self.draft_outcomes and isinstance(err := self.draft_outcomes.pop(0), Exception):
             raise err
 
@@ -591,6 +603,7 @@ async def test_previews_in_a_private_chat_are_drafts_and_the_final_is_a_message(
         (zlib.crc32(b"r:1"), "b ▉", TextFormat.MARKDOWN),
     ]
     assert adapter.calls == [] and receipts.states == []  # a draft is no message: no ledger row
+    assert adapter.targets == [TARGET, TARGET]
     assert calls(registry, "draft", "ok") == 2 and timed(registry, "draft") == 0
     assert await d.deliver(Edit(0, "ab", True), "ab") == Delivered()
     assert adapter.calls == [("send", "ab")] and len(adapter.drafts) == 2
@@ -646,7 +659,13 @@ def notice(text: str) -> Notice:
 
 
 async def test_a_notice_is_one_final_message_sent_exactly_once():
-    ledger = MemoryLedger()
+    sent: list[DeliveryReceipt] = []
+
+    async def sink(receipt: DeliveryReceipt) -> None:
+        if receipt.state == SENT:
+            sent.append(receipt)
+
+    ledger = MemoryLedger(sink)
     adapter = Drafting("id1")  # even where previews are drafts, a notice is a message
     n = notice("Started a new conversation.")
     observe, registry = metrics()
@@ -655,6 +674,9 @@ async def test_a_notice_is_one_final_message_sent_exactly_once():
     out = await deliver_notice(n, TARGET, n.text, adapter, ChatGate(0.0), ledger, log, observe, late_landing_s=late)
     assert out == Delivered()
     assert adapter.calls == [("send", n.text)] and adapter.drafts == []
+    assert adapter.targets == [TARGET] and adapter.asked == [TARGET]
+    [receipt] = sent
+    assert (receipt.conversation_key, receipt.root_run_id, receipt.segment) == ("k", n.id, 0)
     entry = ledger.rows[("scripted", "c", n.id, 0)]
     assert entry == LedgerEntry(0, SENT, "id1", len(n.text), sha256(n.text), True)
     assert calls(registry, "send", "ok") == 1
@@ -679,7 +701,44 @@ async def test_a_notice_cut_off_mid_call_is_reapplied_after_the_late_landing_win
 async def test_a_notice_that_fails_is_reported_failed():
     n = notice("x")
     adapter = Scripted(TooLong("too long"))
-    out = await deliver_notice(
-        n, TARGET, "x", adapter, ChatGate(0.0), MemoryLedger(), structlog.get_logger("t"), late_landing_s=1.0
-    )
+    with capture_logs() as logs:
+        out = await deliver_notice(
+            n, TARGET, "x", adapter, ChatGate(0.0), MemoryLedger(), structlog.get_logger("t"), late_landing_s=1.0
+        )
     assert out == Failed()
+    [warning] = [e for e in logs if e["event"] == "notice not delivered"]
+    assert (warning["notice_id"], warning["platform"], warning["chat_id"]) == (n.id, "scripted", "c")
+
+
+async def test_reapplications_that_keep_timing_out_stop_after_a_bounded_number_of_rounds():
+    wall = Wall(1000.0)
+    adapter = Scripted("id1", *[OutcomeUnknown("timeout"), "ok"] * 10)
+    d = watched(adapter, MemoryLedger(), wall=wall, late_landing_s=0.01)
+    await d.deliver(Send(0, "a ▉", False), "a ▉")
+    await d.deliver(Edit(0, "ab", True), "ab")
+    assert len(adapter.calls) == 3
+    await d.settle()
+    assert len(adapter.calls) == 3 + 2 * REAPPLY_ROUNDS  # each round: a timeout and its repeat
+    assert d.entries[0].state == SENT and d.entries[0].reapply_at is not None
+
+
+async def test_a_message_deleted_before_its_reapplication_is_posted_again_in_its_segment():
+    adapter = Scripted("id1", OutcomeUnknown("timeout"), "ok", NotFound("gone"), "id2")
+    d = watched(adapter, MemoryLedger(), wall=Wall(1000.0), late_landing_s=0.01)
+    await d.deliver(Send(0, "a ▉", False), "a ▉")
+    await d.deliver(Edit(0, "ab", True), "ab")
+    await d.settle()
+    assert adapter.calls[-2:] == [("edit", "ab"), ("send", "ab")]
+    assert list(d.entries) == [0] and d.message_id(0) == "id2" and d.entries[0].final
+
+
+class DraftingHtml(Drafting):
+    capabilities = Capabilities(edit_interval=1.0, formatting=TextFormat.TELEGRAM_HTML)
+
+
+async def test_a_draft_is_rendered_as_a_preview_with_its_dangling_markup_closed():
+    adapter = DraftingHtml()
+    d = watched(adapter, MemoryLedger())
+    assert await d.deliver(Send(0, "**bo ▉", False), "**bo ▉") == Delivered()
+    [(_, text, markup)] = adapter.drafts
+    assert (text, markup) == ("<b>bo</b> ▉", TextFormat.TELEGRAM_HTML)

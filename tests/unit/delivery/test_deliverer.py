@@ -90,6 +90,7 @@ class Scripted:
         self.calls: list[tuple[str, str]] = []
         self.markups: list[TextFormat] = []  # what each call's text was written in
         self.targets: list[ReplyTarget] = []
+        self.finals: list[bool] = []
 
     async def _next(self, kind: str, text: str) -> str:
         self.calls.append((kind, text))
@@ -103,6 +104,7 @@ class Scripted:
     ) -> str:
         self.markups.append(markup)
         self.targets.append(target)
+        self.finals.append(final)
         return await self._next("send", text)
 
     async def edit(
@@ -116,6 +118,7 @@ class Scripted:
     ) -> None:
         self.markups.append(markup)
         self.targets.append(target)
+        self.finals.append(final)
         await self._next("edit", text)
 
     async def close(self) -> None:
@@ -280,6 +283,8 @@ async def test_a_delivered_send_writes_pending_then_sending_then_sent():
     assert d.message_id(0) == "id1" and d.message_id(1) is None
     assert d.shown() == {0: len("hi")}
     assert calls(registry, "send", "ok") == 1 and timed(registry, "send") == 1
+    seconds = {"platform": "scripted", "op": "send"}
+    assert 0 <= (registry.get_sample_value("agentstream_delivery_platform_call_seconds_sum", seconds) or -1) < 5
     assert writes(registry, "pending") == writes(registry, "sending") == writes(registry, "sent") == 1
     # the final edit: the same message, its full text shown
     assert await d.deliver(Edit(0, "hi there", True), "hi there") == Delivered()
@@ -742,3 +747,24 @@ async def test_a_draft_is_rendered_as_a_preview_with_its_dangling_markup_closed(
     assert await d.deliver(Send(0, "**bo ▉", False), "**bo ▉") == Delivered()
     [(_, text, markup)] = adapter.drafts
     assert (text, markup) == ("<b>bo</b> ▉", TextFormat.TELEGRAM_HTML)
+
+
+async def test_a_repeat_leaving_right_at_the_end_of_a_zero_window_needs_no_reapplication():
+    adapter = Scripted("id1", OutcomeUnknown("timeout"), "ok")
+    d = watched(adapter, MemoryLedger(), wall=Wall(1000.0), late_landing_s=0.0)
+    await d.deliver(Send(0, "a ▉", False), "a ▉")
+    await d.deliver(Edit(0, "ab", True), "ab")
+    assert d.entries[0].reapply_at is None
+    await d.settle()
+    assert len(adapter.calls) == 3
+
+
+async def test_a_final_keeps_its_markup_as_written_and_a_refused_edit_is_edited_again_as_plain_text():
+    adapter = ScriptedTelegramHtml("id1", FormattingRejected("can't parse entities"), "ok")
+    d = watched(adapter, MemoryLedger())
+    # a final is rendered as it is: only a preview's dangling markup is closed
+    assert await d.deliver(Send(0, "2 **bo", True), "2 **bo") == Delivered()
+    assert adapter.calls == [("send", "2 **bo")]
+    assert await d.deliver(Edit(0, "*x*", True), "*x*") == Delivered()
+    assert adapter.calls[1:] == [("edit", "<i>x</i>"), ("edit", "x")]
+    assert adapter.finals == [True, True, True] and d.message_id(0) == "id1"

@@ -282,8 +282,7 @@ async def test_every_timestamp_written_is_utc_whatever_the_hosts_time_zone(sessi
     msg = InboundMessage(id="m", platform="web", chat_id="c", user={"id": "u"}, text="hi")
     await store.record_sightings([("api", "web", "m")])
     await store.set_role("web:new", "smart")
-    await store.remember_starts([(msg, "run-1")])
-    await store.set_role("web:c", "fast")
+    await store.remember_starts([(msg, "run-1")])  # a row of its own: set_role would stamp it again
     async with sessions() as s:
         stamps = [*(await s.scalars(select(InboundDedupe.received_at))).all()]
         stamps += (await s.scalars(select(IngressConversation.updated_at))).all()

@@ -1,6 +1,7 @@
 """The ingress tables on SQLite and PostgreSQL: dedupe, pairing, conversation memory."""
 
 import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -9,7 +10,7 @@ from sqlalchemy import select, text
 from agentstream.config.ingress import PairingSettings
 from agentstream.contracts import InboundMessage
 from agentstream.db import Run, create_engine, session_factory, upgrade
-from agentstream.db.models_ingress import PairingCode
+from agentstream.db.models_ingress import InboundDedupe, IngressConversation, PairingCode
 from agentstream_ingress.pairing import ALPHABET, CODE_LENGTH, ApproveOutcome, IssueOutcome, hash_code
 from agentstream_ingress.pairing_store import PairingStore
 from agentstream_ingress.store import IngressStore
@@ -246,3 +247,60 @@ async def test_the_database_ports_issue_pairing_codes_and_answer_who_is_paired(s
     approved = await ports.pairing.approve(issue.code)
     assert approved.outcome is ApproveOutcome.APPROVED
     assert await ports.is_paired("telegram", "u1") and not await ports.is_paired("slack", "u1")
+
+
+async def test_each_batch_adds_its_runs_to_those_already_pending_and_replaces_the_last_message(sessions):
+    store = IngressStore(sessions)
+    first = InboundMessage(id="m1", platform="web", chat_id="c", user={"id": "u"}, text="first")
+    await store.set_role("web:c", "fast")  # the row exists, with no runs remembered yet
+    await store.remember_starts([(first, "run-1")])
+    await store.remember_starts([(first.model_copy(update={"id": "m2", "text": "second"}), "run-2")])
+    facts = await store.facts("web:c")
+    assert facts.unfinished == ("run-1", "run-2")
+    assert facts.last_message is not None and (facts.last_message.id, facts.last_message.text) == ("m2", "second")
+    assert facts.role_override == "fast"
+    await store.remember_starts([(first, f"run-{n}") for n in range(3, 22)])
+    assert (await store.facts("web:c")).unfinished == tuple(f"run-{n}" for n in range(2, 22))  # the 20 newest
+
+
+@pytest.fixture
+def far_from_utc(monkeypatch):  # type: ignore[no-untyped-def]
+    """The host's local time zone 5:45 ahead of UTC, for the one test."""
+    monkeypatch.setenv("TZ", "Asia/Kathmandu")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def _utc(at: datetime) -> datetime:
+    return at.astimezone(UTC) if at.tzinfo else at.replace(tzinfo=UTC)  # SQLite gives the stored fields back naive
+
+
+async def test_every_timestamp_written_is_utc_whatever_the_hosts_time_zone(sessions, far_from_utc):
+    store = IngressStore(sessions)
+    msg = InboundMessage(id="m", platform="web", chat_id="c", user={"id": "u"}, text="hi")
+    await store.record_sightings([("api", "web", "m")])
+    await store.set_role("web:new", "smart")
+    await store.remember_starts([(msg, "run-1")])  # a row of its own: set_role would stamp it again
+    async with sessions() as s:
+        stamps = [*(await s.scalars(select(InboundDedupe.received_at))).all()]
+        stamps += (await s.scalars(select(IngressConversation.updated_at))).all()
+    assert len(stamps) == 3
+    now = datetime.now(UTC)
+    for at in stamps:
+        assert abs(_utc(at) - now) < timedelta(minutes=5), at
+
+
+async def test_a_remembered_conversation_is_updated_in_place_each_time(sessions):
+    store = IngressStore(sessions)
+    msg = InboundMessage(id="m", platform="web", chat_id="c", user={"id": "u"}, text="hi")
+    await store.remember_starts([(msg, "run-1")])
+    async with sessions() as s:
+        first = await s.scalar(select(IngressConversation.updated_at))
+    await asyncio.sleep(0.01)
+    await store.remember_starts([(msg, "run-2")])
+    async with sessions() as s:
+        rows = (await s.execute(select(IngressConversation.key, IngressConversation.updated_at))).all()
+    [(key, updated_at)] = rows
+    assert key == "web:c" and first is not None and updated_at > first

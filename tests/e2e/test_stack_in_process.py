@@ -15,6 +15,7 @@ from agentstream.contracts import DeadLetter, RunFinished, ToolCall, ToolResult
 from agentstream.db import Message, Run, create_engine, session_factory
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import produce_raw, read_until
+from agentstream_delivery.adapters.web_endings import visible_text
 from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.run_follower import send_and_follow
 from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
@@ -142,6 +143,12 @@ async def test_ops_endpoints_and_readyz_fails_without_broker(settings_factory):
             assert (await http.get(f"{url}/healthz")).status_code == 200, name
 
 
+def shown(frame: dict[str, object]) -> str:
+    """What the page shows of a frame: delivery renders the web's answers to HTML."""
+    text = str(frame["text"])
+    return visible_text(text) if frame.get("markup") == "html" else text
+
+
 async def test_the_web_link_chats_through_the_whole_stack(settings_factory):
     """The link `agentstream up` prints: its token opens the stream and posts; delivery's own key reaches ingress."""
     settings = settings_factory()
@@ -163,7 +170,7 @@ async def test_the_web_link_chats_through_the_whole_stack(settings_factory):
                 async for line in events.aiter_lines():
                     if line.startswith("data: "):
                         frames.append(json.loads(line.removeprefix("data: ")))
-                        if frames[-1]["final"] and frames[-1]["text"] == DEMO_ANSWER:
+                        if frames[-1]["final"] and shown(frames[-1]) == DEMO_ANSWER:
                             break
         runs = await poll_json(
             f"{stack.urls['persistence']}/v1/conversations/web:local/runs", lambda j: len(j["items"]) == 1

@@ -57,6 +57,7 @@ if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `benc
 
     _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
 from bench.kafka_baseline import measure_baseline, measure_loaded_round_trip, percentile  # noqa: E402
+from bench.sdk_reader import sdk_cpu_per_token  # noqa: E402
 from bench.service_process import ServiceProcess  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -132,6 +133,13 @@ class LevelResult:
     tokens_per_s: float = 0.0  # tokens the model streamed per second during the level
     machine_busy: float = 0.0  # the whole machine's CPU use during the level (1.0 = every core busy)
     runner_rss_mb: float = 0.0  # the runner processes' resident memory at its highest during the level
+    sdk_cpu_us_per_token: float = 0.0  # the bare SDK reading the same streams (bench.sdk_reader), same pacing
+    reader_cpu_us_per_token: float = 0.0  # the runner's own connector reading them, and nothing else
+
+    @property
+    def sdk_ratio(self) -> float:
+        """The runner's CPU per token over the bare SDK's: what sits between the chunk and the record."""
+        return self.runner_cpu_us_per_token / self.sdk_cpu_us_per_token if self.sdk_cpu_us_per_token else 0.0
 
     @property
     def busy(self) -> float:
@@ -336,6 +344,9 @@ class Bench:
         events_per_s = (self.watch.total_records - records) / wall
         first, last, start = await self.overheads(run_ids)
         tokens_per_s = len(run_ids) * tokens / wall
+        # The yardstick of the CPU per token: the SDK alone reading as many streams at the same pace.
+        sdk = await sdk_cpu_per_token(self.fake.base_url, concurrency, rounds, tokens, rate)
+        reader = await sdk_cpu_per_token(self.fake.base_url, concurrency, rounds, tokens, rate, reader="connector")
         # The same broker, the same record rate, no agentstream: what Kafka alone costs at this load.
         loaded = await measure_loaded_round_trip(
             self.settings.kafka.bootstrap_servers,
@@ -360,6 +371,8 @@ class Bench:
             tokens_per_s,
             machine_busy,
             max(peak_rss) / 2**20,
+            sdk,
+            reader,
         )
 
 
@@ -443,7 +456,7 @@ def format_report(report: OverheadReport) -> str:
         "(shared with the model server, the broker and this reader)",
         "",
         f"{'concurrent':>10} {'runs':>5}  {'first token p50/p99 (ms)':>26}  {'last token p50/p99 (ms)':>26}"
-        f"  {'runner CPU':>34}",
+        f"  {'runner CPU':>34}  {'bare SDK CPU':>23}",
     ]
     for r in report.levels:
         first = f"{r.first_p50_ms:.1f}/{r.first_p99_ms:.1f} ({report.ratio(r.first_p50_ms):.1f}x)"
@@ -451,7 +464,9 @@ def format_report(report: OverheadReport) -> str:
         cpu = f"{r.runner_cpu_us_per_token:.0f} us/token, {r.runner_cpu_share:.0%}, machine {r.machine_busy:.0%}" + (
             " SATURATED" if r.saturated else ""
         )
-        lines.append(f"{r.concurrency:>10} {r.runs:>5}  {first:>26}  {last:>26}  {cpu:>34}")
+        sdk = f"{r.sdk_cpu_us_per_token:.0f} us/token, {r.sdk_ratio:.2f}x" if r.sdk_cpu_us_per_token else "-"
+        sdk += f" (runner's reader {r.reader_cpu_us_per_token:.0f})" if r.reader_cpu_us_per_token else ""
+        lines.append(f"{r.concurrency:>10} {r.runs:>5}  {first:>26}  {last:>26}  {cpu:>34}  {sdk:>23}")
     lines += [
         "",
         "the same levels against the raw round trip at the same broker load (paced probes while as many",
@@ -484,7 +499,9 @@ def format_report(report: OverheadReport) -> str:
         + ", ".join(
             f"{k.removeprefix('long_run.')} {int(v)}" for k, v in report.extras.items() if k.startswith("long_run.")
         ),
-        "targets: p50 overhead <= 3x the raw round trip; <= 0.25 records per token",
+        "targets: p50 overhead <= 3x the raw round trip; <= 0.25 records per token; runner CPU per token",
+        "<= 1.5x the bare SDK's (bench.sdk_reader: the same streams read with the openai SDK, nothing else;",
+        "the runner's reader: its connector reading them, nothing else — the rest is coalescing, events, Kafka)",
     ]
     return "\n".join(lines)
 
@@ -493,7 +510,12 @@ def report_json(report: OverheadReport) -> dict[str, Any]:
     """The report as JSON, each level with its derived figures (busy, saturated, capacity)."""
     out = asdict(report)
     for level, data in zip(report.levels, out["levels"], strict=True):
-        data.update(busy=level.busy, saturated=level.saturated, tokens_per_core_s=level.tokens_per_core_s)
+        data.update(
+            busy=level.busy,
+            saturated=level.saturated,
+            tokens_per_core_s=level.tokens_per_core_s,
+            sdk_ratio=level.sdk_ratio,
+        )
     return out
 
 

@@ -36,6 +36,11 @@ async def test_run_overhead_smoke(kafka_bootstrap: str) -> None:
     assert "raw Kafka round trip" in text and "records per generated token" in text
     assert report.levels[0].runners == 1 and report.levels[0].tokens_per_s > 0
     assert 0 < report.levels[0].machine_busy <= 1
+    # Beside each level, the bare SDK and the runner's own reader read the same streams.
+    for lvl in report.levels:
+        assert lvl.sdk_cpu_us_per_token > 0 and lvl.reader_cpu_us_per_token > 0
+        assert lvl.sdk_ratio == pytest.approx(lvl.runner_cpu_us_per_token / lvl.sdk_cpu_us_per_token)
+    assert "bare SDK CPU" in text and all(isinstance(lv["sdk_ratio"], float) for lv in report_json(report)["levels"])
 
 
 def test_a_saturated_level_is_marked_and_the_capacity_of_one_runner_is_given() -> None:
@@ -52,5 +57,7 @@ def test_a_saturated_level_is_marked_and_the_capacity_of_one_runner_is_given() -
     assert "8,000 tokens/s" in text
     levels = report_json(OverheadReport(1.5, 3.0, [calm, busy], 200, 100.0, 0.235, {}))["levels"]
     assert [(lv["saturated"], round(lv["tokens_per_core_s"])) for lv in levels] == [(False, 1000), (True, 8000)]
+    assert LevelResult(1, 1, 1, 1, 1, 1, runner_cpu_us_per_token=90.0, sdk_cpu_us_per_token=60.0).sdk_ratio == 1.5
+    assert calm.sdk_ratio == 0.0  # not measured: no ratio
     # The machine out of CPU is saturation too, whatever each runner's own share.
     assert LevelResult(50, 50, 9.0, 20.0, 9.0, 20.0, runner_cpu_share=0.5, machine_busy=0.9).saturated

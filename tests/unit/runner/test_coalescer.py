@@ -91,3 +91,49 @@ async def test_sender_drops_buffer_when_the_block_fails():
             raise asyncio.CancelledError
     await asyncio.sleep(0.08)
     assert sent == ["a"]  # the timer was stopped too
+
+
+async def test_text_pushed_while_a_send_is_under_way_goes_out_after_it():
+    sent: list[str] = []
+    sending = asyncio.Event()
+    release = asyncio.Event()
+
+    async def send(text: str) -> None:
+        sending.set()
+        await release.wait()  # a publish stuck on the broker
+        sent.append(text)
+
+    async with CoalescingSender(0, send) as sender:  # no window: every push is a send
+        first = asyncio.create_task(sender.push("a"))
+        await sending.wait()
+        second = asyncio.create_task(sender.push("b"))
+        await asyncio.sleep(0.01)
+        assert sent == [] and not second.done()  # queued behind the send under way
+        release.set()
+        await asyncio.gather(first, second)
+    assert sent == ["a", "b"]
+
+
+async def test_pushes_that_only_buffer_do_not_yield_to_the_event_loop():
+    sent: list[str] = []
+    ticks = 0
+
+    async def send(text: str) -> None:
+        sent.append(text)
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0)
+
+    async with CoalescingSender(10.0, send) as sender:
+        await sender.push("a")  # sent at once
+        counting = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        before = ticks
+        for word in "bcdef":
+            await sender.push(word)
+        assert ticks == before  # buffering never gave the loop a turn
+        counting.cancel()
+    assert sent == ["a", "bcdef"]

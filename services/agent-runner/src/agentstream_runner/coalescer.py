@@ -81,12 +81,30 @@ class CoalescingSender:
     async def push(self, text: str) -> None:
         if not text:
             return
-        async with self._lock:
-            out = self._core.push(text, self._clock())
-            if out:
+        if self._lock.locked():  # a send is under way: queue behind it, text order kept
+            async with self._lock:
+                await self._push(text)
+            return
+        # Most pushes only buffer: no lock to take, nothing to await. The lock is free, so
+        # acquiring it below does not yield either unless the timer is queued for it — and then
+        # nothing was buffered (this text went out at once), so the timer has nothing to send first.
+        out = self._core.push(text, self._clock())
+        if out:
+            async with self._lock:
                 await self._send(out)
-            elif self._timer is None or self._timer.done():
-                self._timer = asyncio.create_task(self._flush_when_due())
+        else:
+            self._arm_timer()
+
+    async def _push(self, text: str) -> None:
+        out = self._core.push(text, self._clock())
+        if out:
+            await self._send(out)
+        else:
+            self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        if self._timer is None or self._timer.done():
+            self._timer = asyncio.create_task(self._flush_when_due())
 
     async def _flush_when_due(self) -> None:
         while (deadline := self._core.deadline) is not None:

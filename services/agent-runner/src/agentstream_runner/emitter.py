@@ -18,6 +18,7 @@ then `step.completed` (with a memory snapshot for resume) or `step.failed`.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -41,14 +42,20 @@ class _Sequence:
     def __init__(self, first: int) -> None:
         self.next = first
         self.lock = asyncio.Lock()
-        self.unconfirmed: list[Ack] = []
+        self.unconfirmed: deque[Ack] = deque()
 
     def check_acks(self) -> None:
-        """Forget the stored events; raise the error of one the broker refused (once)."""
-        refused = [a for a in self.unconfirmed if a.done() and not a.cancelled() and a.exception() is not None]
-        self.unconfirmed = [a for a in self.unconfirmed if not a.done()]
-        if refused:
-            raise refused[0].exception()  # type: ignore[misc]
+        """Forget the stored events; raise the error of one the broker refused (once).
+
+        A root run's events share a key, hence a partition, whose acks come in send order:
+        the done ones are at the front, so an emit looks at them only, not at every ack."""
+        unconfirmed, refused = self.unconfirmed, None
+        while unconfirmed and unconfirmed[0].done():
+            ack = unconfirmed.popleft()
+            if refused is None and not ack.cancelled():
+                refused = ack.exception()
+        if refused is not None:
+            raise refused
 
 
 class RunEmitter:

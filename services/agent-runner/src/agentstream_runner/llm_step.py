@@ -73,7 +73,8 @@ async def stream_completion(
         async for chunk in chunks:
             match chunk:
                 case TextDelta(text=text) if text:
-                    await start_message()
+                    if not started:
+                        await start_message()
                     text_parts.append(text)
                     if thoughts.pending:  # reasoning precedes the answer it led to
                         await thoughts.flush()

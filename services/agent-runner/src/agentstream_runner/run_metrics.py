@@ -14,6 +14,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -130,6 +131,7 @@ class RunMetrics:
             ["type"],
             registry=registry,
         )
+        self._events_by_type: dict[str, Any] = {}  # the `events` child of each type, looked up once
         Gauge("agentstream_runner_active_runs", "Runs started and not yet finished", registry=registry).set_function(
             lambda: len(self._runs)
         )
@@ -149,7 +151,14 @@ class RunMetrics:
         self.llm_retries.labels(connector, self.model_of(connector)).inc()
 
     def observe(self, event: EventBase) -> None:
-        self.events.labels(event.type).inc()  # type: ignore[attr-defined]
+        kind: str = event.type  # type: ignore[attr-defined]
+        counter = self._events_by_type.get(kind)
+        if counter is None:
+            counter = self._events_by_type[kind] = self.events.labels(kind)
+        counter.inc()
+        if type(event) is MessageDelta:  # most events: checked before the rest of the match
+            self._delta(event)
+            return
         match event:
             case RunStarted():
                 self._started(event)

@@ -35,7 +35,8 @@ def encode_record(record: BaseModel, key: str) -> tuple[bytes, bytes, Headers]:
         headers = _HEADERS[kind] = [("content-type", JSON), ("type", kind.encode())]
     if tracing.context_headers is not None:
         headers = [*headers, *tracing.context_headers()]
-    return key.encode(), record.model_dump_json().encode(), headers
+    # The serializer's bytes as they are: `model_dump_json` is the same call, decoded to str.
+    return key.encode(), record.__pydantic_serializer__.to_json(record), headers
 
 
 class OutputHeld(NotReady):

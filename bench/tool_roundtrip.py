@@ -260,6 +260,7 @@ async def measure_store(db_url: str, calls: int) -> tuple[float, float]:
             elif i >= 0:
                 samples.append((time.perf_counter() - started) * 1000)
     finally:
+        await store.close()
         await engine.dispose()
     return percentile(samples, 50), (time.process_time() - cpu) * 1000 / calls
 

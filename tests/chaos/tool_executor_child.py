@@ -2,9 +2,9 @@
 
 Its calculator writes one line per execution to `CHAOS_TOOL_LOG` (a file, so the count
 survives `kill -9`) and then sleeps `CHAOS_TOOL_DELAY_S` (a call held in flight). With
-`CHAOS_MODE=hold_publish` results are stored but never published; with
-`CHAOS_MODE=no_commit` results are published but offsets never committed: the two
-points between "result stored" and "offset committed" where a kill can land.
+`CHAOS_MODE=hold_store` results are published but never stored; with
+`CHAOS_MODE=no_commit` results are published and stored but offsets never committed: the
+two points between "result published" and "offset committed" where a kill can land.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import os
 import sys
 from dataclasses import replace
 from typing import Any
-
-from pydantic import BaseModel
 
 from agentstream.config import load_settings
 from agentstream.host import ServiceHost, install_stop_signals
@@ -30,11 +28,6 @@ MODE = os.environ.get("CHAOS_MODE", "normal")
 
 
 class ChaosExecutor(ToolExecutorService):
-    async def publish(self, topic: str, record: BaseModel, key: str) -> None:
-        if MODE == "hold_publish" and topic == self.topics.tool_results:
-            await asyncio.Event().wait()  # stored, never published: the kill lands here
-        await super().publish(topic, record, key)
-
     async def commit(self) -> None:
         if MODE != "no_commit":
             await super().commit()
@@ -64,6 +57,12 @@ async def main(port: int) -> None:
     install_stop_signals(stop)
     tools = ToolRegistry(counted(t) if t.name == "calculator" else t for t in builtin_tools())
     svc = bootstrap(settings, tools=tools, service_class=ChaosExecutor)
+    if MODE == "hold_store":
+
+        async def never_stored(*_: Any) -> None:
+            await asyncio.Event().wait()  # published, never stored: the kill lands here
+
+        svc.store.finish = never_stored  # type: ignore[method-assign]
     async with ServiceHost([svc], "127.0.0.1", {svc.name: port}):
         await stop.wait()
 

@@ -142,4 +142,26 @@ async def test_a_failing_database_is_retried_not_lost(db_url, engine):  # type: 
     await h.deliver(request(), offset=0)
     await h.settle()
     assert failures == ["c1", "c1"] and h.runs == 1 and len(h.published) == 1
-    assert await ToolCallStore(engine).claim(request()) == h.published[0]  # stored before it was published
+    assert await ToolCallStore(engine).claim(request()) == h.published[0]  # stored once published
+
+
+async def test_the_result_is_published_before_it_is_stored_and_committed_after(db_url, engine):  # type: ignore[no-untyped-def]
+    h = Harness(db_url, engine)
+    storing, stored, release, real_finish = asyncio.Event(), asyncio.Event(), asyncio.Event(), h.svc.store.finish
+
+    async def slow_finish(call: ToolCallRequest, result: ToolCallResult) -> None:
+        storing.set()
+        await release.wait()
+        await real_finish(call, result)
+        stored.set()
+
+    h.svc.store.finish = slow_finish  # type: ignore[method-assign]
+    await h.deliver(request(), offset=7)
+    await asyncio.wait_for(storing.wait(), 5)
+    assert [r.content for r in h.published] == ["run 1"]  # out before its store finished
+    assert h.svc.commits.points.due() == {0: 7}  # but not committable: a crash now must read it again
+    assert await ToolCallStore(engine).claim(request()) is ToolCallState.RUNNING  # what that redelivery finds
+    release.set()
+    await h.settle()
+    assert stored.is_set() and h.svc.commits.points.due() == {0: 8}
+    assert await ToolCallStore(engine).claim(request()) == h.published[0]

@@ -65,10 +65,10 @@ def result_of(call: ToolCallRequest, content: str = "ok") -> ToolCallResult:
     )
 
 
-def count_commits(engine: AsyncEngine) -> list[int]:
+def count_commits(store: ToolCallStore) -> list[int]:
     commits = [0]
 
-    @event.listens_for(engine.sync_engine, "commit")
+    @event.listens_for(store.writes, "commit")
     def counted(_conn):  # type: ignore[no-untyped-def]
         commits[0] += 1
 
@@ -78,7 +78,7 @@ def count_commits(engine: AsyncEngine) -> list[int]:
 async def test_calls_claimed_and_finished_together_share_their_transactions(engine):  # type: ignore[no-untyped-def]
     store = ToolCallStore(engine)
     calls = [request(call_id=f"c{i}", run_id="batch") for i in range(50)]
-    commits = count_commits(engine)
+    commits = count_commits(store)
     assert await asyncio.gather(*(store.claim(c) for c in calls)) == [None] * 50
     assert 1 <= commits[0] <= 2  # the first claim's transaction, then the 49 queued meanwhile
     commits[0] = 0
@@ -107,7 +107,7 @@ async def test_a_failed_transaction_fails_each_of_its_calls_and_the_next_one_wor
     store = ToolCallStore(engine)
     failing = [True]
 
-    @event.listens_for(engine.sync_engine, "before_cursor_execute")
+    @event.listens_for(store.writes, "before_cursor_execute")
     def away(*_args):  # type: ignore[no-untyped-def]
         if failing[0] and "tool_calls" in str(_args[2]):
             raise ConnectionError("database away")

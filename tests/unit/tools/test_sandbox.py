@@ -142,13 +142,16 @@ async def test_no_network(tools):
 
 
 async def test_huge_output_is_cut_with_a_marker(tmp_path):
-    # A generous wall timeout for the finite command: on a loaded machine 5 MB through a pipe can take seconds.
-    patient = ToolRegistry(workspace_tools(settings(tmp_path / "ws", output_max_chars=1000, wall_timeout_s=30)))
+    # Generous limits for the finite command: on a loaded machine 5 MB through a pipe can take seconds.
+    patient = ToolRegistry(
+        workspace_tools(settings(tmp_path / "ws", output_max_chars=1000, wall_timeout_s=30, cpu_s=10))
+    )
     result = await call(patient, "shell", command="head -c 5000000 /dev/zero | tr '\\0' a")
     assert result.ok and result.content.startswith("exit status 0\n" + "a" * 100)
     assert "[output truncated: 5000000 bytes in all, the first 1000 characters shown]" in result.content
     assert len(result.content) < 1200
-    tools = ToolRegistry(workspace_tools(settings(tmp_path / "ws", output_max_chars=1000)))
+    # The CPU limit above the wall timeout: `yes` would spend 2 s of CPU before 5 s of wall time.
+    tools = ToolRegistry(workspace_tools(settings(tmp_path / "ws", output_max_chars=1000, cpu_s=60)))
     endless = await call(tools, "shell", command="yes")
     assert endless.ok and endless.content.startswith("killed: still running after the wall timeout of 5 s")
     assert "[output truncated:" in endless.content and len(endless.content) < 1300

@@ -5,10 +5,12 @@ semaphore bounds how many tools run at once. The result goes to `tool-results`
 keyed by the request's conversation key (co-partitioned with the runner's `runs`).
 
 Nothing lost, nothing run twice: offsets are committed by hand (`AckPolicy.MANUAL`),
-a partition only up to its oldest call whose result Kafka has not acked yet, and each
-`(run_id, call_id)` is claimed in `tool_calls` before its tool runs (call_store.py). A call
-redelivered after a crash replays the stored result, or, when the executor died during
-the call, answers with a non-retryable error instead of running the tool again.
+a partition only up to its oldest call whose result is not yet both acked by Kafka and
+stored, and each `(run_id, call_id)` is claimed in `tool_calls` before its tool runs
+(call_store.py). The result is published first and stored after, off the call's latency. A
+call redelivered after a crash replays the stored result, or, when the executor died during
+the call or before storing its published result, answers with a non-retryable error instead
+of running the tool again (the runner takes a call's first result and ignores a later one).
 
 While a call runs, `tool.heartbeat`s go to `events` (call_heartbeats.py): persistence's watchdog
 never takes a slow call for a lost run, and a call past its timeout is answered as a tool error.
@@ -156,13 +158,18 @@ class ToolExecutorService(Service):
             with self.infra.tracing.span(
                 f"tool {request.tool}", {"gen_ai.tool.name": request.tool, "gen_ai.tool.call.id": request.call_id}
             ) as span:
-                result = await self._answer(request)
+                result, unstored = await self._answer(request)
                 span.set_attribute("agentstream.tool.ok", result.ok)
                 await self._retrying(
                     "publish the result",
                     request,
                     lambda: self.publish(self.topics.tool_results, result, request.conversation_key),
                 )
+                # Stored after its publication, before its offset is committed: a crash between
+                # leaves the claim `running`, so the redelivery answers "stopped", which the runner
+                # ignores: it has this result already (same partition, earlier offset).
+                if unstored:
+                    await self._retrying("store the result", request, lambda: self.store.finish(request, result))
         except Exception as err:  # stopping, or a bug: the call stays uncommitted and is read again
             self.log.error(
                 "tool result not published", call=request.idempotency_key, tool=request.tool, error=repr(err)
@@ -171,7 +178,8 @@ class ToolExecutorService(Service):
         self._done(origin)
         return True
 
-    async def _answer(self, request: ToolCallRequest) -> ToolCallResult:
+    async def _answer(self, request: ToolCallRequest) -> tuple[ToolCallResult, bool]:
+        """The call's result, and whether it is still to be stored (not a replay)."""
         store = self.store
         async with self._slots:  # claimed only when it can run: a call queued here never ran
             prior = await self._retrying("claim the call", request, lambda: store.claim(request))
@@ -180,7 +188,7 @@ class ToolExecutorService(Service):
                 self.log.info(
                     "tool call replayed from its stored result", call=request.idempotency_key, tool=request.tool
                 )
-                return prior
+                return prior, False
             if prior is ToolCallState.RUNNING:
                 self.replays.labels("stopped").inc()
                 self.log.warning(
@@ -189,9 +197,7 @@ class ToolExecutorService(Service):
                     tool=request.tool,
                 )
                 # Stored like any result: a later redelivery replays this very answer.
-                stopped = stopped_during_call(request)
-                await self._retrying("store the result", request, lambda: store.finish(request, stopped))
-                return stopped
+                return stopped_during_call(request), True
             async with heartbeats(request, self._publish_beat, self.options.heartbeat_interval_s):
                 result = await execute(self.tools, request, self.settings.runner.tool_timeout_s)
         self.calls.labels(request.tool, _outcome(result)).inc()
@@ -204,8 +210,7 @@ class ToolExecutorService(Service):
             retryable=result.retryable,
             duration_ms=round(result.duration_ms, 1),
         )
-        await self._retrying("store the result", request, lambda: store.finish(request, result))
-        return result
+        return result, True
 
     async def _publish_beat(self, beat: ToolHeartbeat) -> None:
         ack = await self.publish_nowait(self.topics.events, beat, beat.conversation_key)
@@ -279,3 +284,4 @@ class ToolExecutorService(Service):
         if self._tasks:
             await asyncio.wait(set(self._tasks))
         await self.mcp_servers.stop()
+        await self.store.close()

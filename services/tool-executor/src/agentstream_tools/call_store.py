@@ -10,22 +10,29 @@ the claims and results asked for while a transaction runs all go into the next o
 multi-row insert, one batched update). At one call in flight that is one transaction per
 step, as before; at fifty it is a few transactions for the lot, which is what kept the
 executor's CPU busy. A failed transaction fails every call in it (each retries its step).
+
+On SQLite a transaction is one hop to a thread of the store's own, which runs it whole through
+the blocking driver: aiosqlite hops to its thread for every step (cursor, execute, fetch, close,
+commit, the pool's reset: six per claim), and the hops were most of a lone call's claim.
 """
 
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Row, bindparam, select, update
+from sqlalchemy import Connection, Engine, Row, bindparam, select, update
+from sqlalchemy import create_engine as create_blocking_engine
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentstream.contracts import ToolCallRequest, ToolCallResult
 from agentstream.db.models_tools import ToolCallRow, ToolCallState
+from agentstream.db.session import sqlite_pragmas, sync_url
 from agentstream_tools.executor import answer
 
 # What the model reads for a call the executor died in: the tool may or may not have done
@@ -61,6 +68,13 @@ class ToolCallStore:
         )
         self._queue: list[_Pending] = []
         self._writer: asyncio.Task[None] | None = None
+        # The engine the writes go through (SQLite: the blocking driver, on `_thread` only).
+        self.writes: Engine = engine.sync_engine
+        self._thread: ThreadPoolExecutor | None = None
+        if engine.dialect.name == "sqlite":
+            self.writes = create_blocking_engine(sync_url(engine.url.render_as_string(hide_password=False)))
+            sqlite_pragmas(self.writes)
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="tool-call-store")
 
     async def claim(self, request: ToolCallRequest) -> Prior:
         """None: claimed now, run the tool. Otherwise what an earlier delivery left: its stored
@@ -70,6 +84,14 @@ class ToolCallStore:
     async def finish(self, request: ToolCallRequest, result: ToolCallResult) -> None:
         """`result` stored as the call's answer; returns once it is committed."""
         await self._submit(_Pending(request, result))
+
+    async def close(self) -> None:
+        """After the last write (bounded): the SQLite thread and its connection are let go."""
+        if self._writer is not None and not self._writer.done():
+            await asyncio.wait({self._writer}, timeout=5.0)
+        if self._thread is not None:
+            self._thread.shutdown(wait=False)
+            self.writes.dispose()
 
     async def get(self, idempotency_key: str) -> Row[Any] | None:
         async with self.engine.connect() as conn:
@@ -90,8 +112,7 @@ class ToolCallStore:
         while self._queue:
             batch, self._queue = self._queue, []
             try:
-                async with self.engine.begin() as conn:
-                    outcomes = await self._write(conn, batch)
+                outcomes = await self._transaction(batch)
             except Exception as err:  # the database away: every caller retries its own step
                 for pending in batch:
                     if not pending.outcome.done():
@@ -101,12 +122,22 @@ class ToolCallStore:
                 if not pending.outcome.done():
                     pending.outcome.set_result(outcome)
 
-    async def _write(self, conn: AsyncConnection, batch: list[_Pending]) -> list[Prior]:
+    async def _transaction(self, batch: list[_Pending]) -> list[Prior]:
+        if self._thread is None:  # PostgreSQL: asyncpg needs no thread
+            async with self.engine.begin() as conn:
+                return await conn.run_sync(self._write, batch)
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._write_blocking, batch)
+
+    def _write_blocking(self, batch: list[_Pending]) -> list[Prior]:
+        with self.writes.begin() as conn:
+            return self._write(conn, batch)
+
+    def _write(self, conn: Connection, batch: list[_Pending]) -> list[Prior]:
         """Results first, then claims: a claim after its call's result (a redelivery) finds it."""
         now = datetime.now(UTC)
         results = [p for p in batch if p.result is not None]
         if results:
-            await conn.execute(
+            conn.execute(
                 self._store_results,
                 [
                     {"key": p.request.idempotency_key, "stored": p.result.model_dump(mode="json"), "finished": now}
@@ -122,12 +153,12 @@ class ToolCallStore:
         found: dict[str, Row[Any]] = {}
         if claims:
             rows = [_claim_row(p.request, now) for p in claims.values()]
-            inserted = set((await conn.execute(self._claim_rows, rows)).scalars())
+            inserted = set(conn.execute(self._claim_rows, rows).scalars())
             if earlier := [key for key in claims if key not in inserted]:
                 query = select(ToolCallRow.idempotency_key, ToolCallRow.state, ToolCallRow.result).where(
                     ToolCallRow.idempotency_key.in_(earlier)
                 )
-                found = {row.idempotency_key: row for row in await conn.execute(query)}
+                found = {row.idempotency_key: row for row in conn.execute(query)}
         outcomes: list[Prior] = []
         for p in batch:
             key = p.request.idempotency_key

@@ -29,7 +29,7 @@ from agentstream.tools_catalog import ToolSpec, source_tool_name
 from agentstream_tools.registry import Tool
 from agentstream_tools.validation import ArgumentError
 
-log = get_logger("agentstream.tool-executor.functions")
+LOGGER = "agentstream.tool-executor.functions"
 
 SECTION = re.compile(r"^\s*(Args|Arguments|Parameters|Returns|Raises|Yields|Examples?|Notes?):\s*$")
 GOOGLE_PARAM = re.compile(r"^\s+(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
@@ -135,5 +135,8 @@ def load_function_tools(groups: dict[str, list[str]]) -> tuple[list[Tool], list[
                 tools.append(tool)
             except Exception as err:  # an import error, a syntax error in the module, a bad signature
                 problems.append(LoadProblem(path, f"{type(err).__name__}: {err}"))
-                log.error("function tool not loaded", group=group, path=path, error=f"{type(err).__name__}: {err}")
+                # A logger of the moment, not a module-level one: loading runs once, at start.
+                get_logger(LOGGER).error(
+                    "function tool not loaded", group=group, path=path, error=f"{type(err).__name__}: {err}"
+                )
     return tools, problems

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import event
+from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 
@@ -29,18 +29,22 @@ def create_engine(url: str, echo: bool = False) -> AsyncEngine:
     # A SQLite file has no connection to lose: no pre-ping round trip per checkout.
     engine = create_async_engine(url, echo=echo, pool_pre_ping=not url.startswith("sqlite"))
     if engine.dialect.name == "sqlite":
-
-        @event.listens_for(engine.sync_engine, "connect")
-        def _pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
-            cur = dbapi_conn.cursor()
-            cur.execute("PRAGMA journal_mode=WAL")  # readers do not block the writer
-            cur.execute("PRAGMA busy_timeout=5000")
-            # WAL's recommended level: a commit does not wait for fsync (an OS crash may lose the
-            # last commits, a process crash loses nothing). It made a run's start ~10x faster.
-            cur.execute("PRAGMA synchronous=NORMAL")
-            cur.close()
-
+        sqlite_pragmas(engine.sync_engine)
     return engine
+
+
+def sqlite_pragmas(engine: Engine) -> None:
+    """Every new connection of `engine` (a SQLite one) set up as the services use SQLite."""
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")  # readers do not block the writer
+        cur.execute("PRAGMA busy_timeout=5000")
+        # WAL's recommended level: a commit does not wait for fsync (an OS crash may lose the
+        # last commits, a process crash loses nothing). It made a run's start ~10x faster.
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker:  # type: ignore[type-arg]

@@ -10,8 +10,6 @@ import pytest
 from structlog.testing import capture_logs
 
 from agentstream.contracts import ToolCallRequest, ToolCallResult
-from agentstream.observability import get_logger
-from agentstream_tools import function_tools
 from agentstream_tools.executor import execute
 from agentstream_tools.function_tools import load_function_tools
 from agentstream_tools.registry import ToolRegistry
@@ -69,9 +67,6 @@ def modules(tmp_path, monkeypatch):
     (tmp_path / "weather_tools.py").write_text(textwrap.dedent(WEATHER))
     (tmp_path / "broken_tools.py").write_text("def oops(:\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    # A fresh logger: the module's own may be cached by structlog with the processors of an
-    # earlier test, and then `capture_logs` would not see what it logs.
-    monkeypatch.setattr(function_tools, "log", get_logger("agentstream.tool-executor.functions"))
     return tmp_path
 
 

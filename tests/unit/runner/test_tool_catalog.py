@@ -137,3 +137,11 @@ def test_a_tool_needs_approval_while_any_executor_entry_says_so_even_a_silent_on
     catalog.apply(entry("files__rm", "ex-1", at=clock.now, requires_approval=True))
     catalog.forget("files__rm")
     assert not catalog.requires_approval("files__rm")
+
+
+def test_configured_approval_holds_before_any_executor_and_past_its_word():
+    catalog = ToolCatalog(Clock(), approval_selectors=("calculator", "files__*"))
+    assert catalog.requires_approval("calculator") and catalog.requires_approval("files__delete")
+    assert not catalog.requires_approval("clock")
+    catalog.apply(entry("calculator", "x1"))  # an executor that publishes no flag lifts nothing
+    assert catalog.requires_approval("calculator")

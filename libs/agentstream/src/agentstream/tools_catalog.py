@@ -8,9 +8,12 @@ Tools of MCP servers and function groups are named `<source>__<tool>` (docs/tool
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from agentstream.config.tools import ToolsSettings
 
 
 class ToolSpec(BaseModel):
@@ -106,3 +109,11 @@ def selects(selector: str, name: str) -> bool:
     parts = split_source_tool_name(selector)
     named = split_source_tool_name(name)
     return parts is not None and named is not None and parts[1] == ALL_OF_SOURCE and parts[0] == named[0]
+
+
+def approval_selectors(tools: ToolsSettings) -> tuple[str, ...]:
+    """The tools `tools` marks `requires_approval`, as selectors: `tools.requires_approval` and
+    every tool (`<server>__*`) of an MCP server with `requires_approval`. The executor publishes the
+    flag from them; the runner holds to them before any executor is heard from."""
+    servers = [f"{name}__{ALL_OF_SOURCE}" for name, server in tools.mcp_servers.items() if server.requires_approval]
+    return (*tools.requires_approval, *servers)

@@ -13,6 +13,7 @@ from typing import Any
 
 from agentstream.config import Settings
 from agentstream.service import Infra
+from agentstream.tools_catalog import approval_selectors
 from agentstream_runner.app import AgentRunnerService
 from agentstream_runner.assistant_files import load_assistants_dir
 from agentstream_runner.assistants import Assistants
@@ -42,7 +43,7 @@ def bootstrap(settings: Settings, *, connectors: Connectors | None = None) -> Ag
     metrics = RunMetrics(infra.registry, {c.id: c.model for c in settings.connectors})
     connectors = connectors or Connectors(settings, on_retry=metrics.llm_retry)
     waiters = ToolWaiters()
-    tool_catalog = ToolCatalog()
+    tool_catalog = ToolCatalog(approval_selectors=approval_selectors(settings.tools))
     launcher = RunLauncher(
         BrokerRunPorts(infra, waiters, metrics),
         connectors,

@@ -29,8 +29,11 @@ class LiveEntry:
 
 
 class ToolCatalog:
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time, approval_selectors: Iterable[str] = ()) -> None:
         self._clock = clock  # wall clock: expiry is measured from the executor's `ts`
+        # What this runner's own config says needs approval: in force before any executor is heard
+        # from (built-ins are offered then), so the catalogue can only add to it, never lift it.
+        self._configured_approval = tuple(approval_selectors)
         self._by_tool: dict[str, dict[str, LiveEntry]] = {}  # tool → executor id → its latest word
         # tool → executors whose latest word says it needs approval; kept past heartbeat expiry, so
         # an executor's silence never lifts it (only its `available=false` or a tombstone does).
@@ -85,8 +88,9 @@ class ToolCatalog:
         return {e for e, live in self._by_tool.get(tool, {}).items() if live.expires_at > now}
 
     def requires_approval(self, tool: str) -> bool:
-        """Whether a call of `tool` waits for a person's approval: some executor's latest entry says so."""
-        return tool in self._approval
+        """Whether a call of `tool` waits for a person's approval: the config selects it, or some
+        executor's latest entry says so."""
+        return tool in self._approval or any(selects(s, tool) for s in self._configured_approval)
 
     def offered(self, selectors: Iterable[str]) -> tuple[ToolSpec, ...]:
         """The specs a model gets for an assistant's `tools` list: built-ins always, any other

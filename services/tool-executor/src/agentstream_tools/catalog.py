@@ -21,9 +21,9 @@ from agentstream.kafka.internals import producer_of
 from agentstream.kafka.producer import encode_record
 from agentstream.service import Infra
 from agentstream.tools_catalog import (
-    ALL_OF_SOURCE,
     BUILTIN_TOOL_SPECS,
     WORKSPACE_TOOL_SPECS,
+    approval_selectors,
     selects,
     split_source_tool_name,
 )
@@ -66,8 +66,7 @@ class ApprovalPolicy:
 
     @classmethod
     def of(cls, tools: ToolsSettings) -> ApprovalPolicy:
-        servers = [f"{name}__{ALL_OF_SOURCE}" for name, server in tools.mcp_servers.items() if server.requires_approval]
-        return cls((*tools.requires_approval, *servers), tools.sandbox.requires_approval)
+        return cls(approval_selectors(tools), tools.sandbox.requires_approval)
 
     def requires(self, name: str, kind: ToolKind) -> bool:
         if kind is ToolKind.WORKSPACE and self.workspace:

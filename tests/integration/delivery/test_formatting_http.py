@@ -26,7 +26,8 @@ QUOTED = "> **Note** the quote\n\nThen a list:\n\n1. one\n2. two"
 async def test_every_frame_reaches_telegram_as_html_it_accepts():
     async with FakeTelegram() as tg:
         adapter = TelegramAdapter(tg.token, api_url=tg.url)
-        await stream(actor(adapter, "-10"), [*deltas(ANSWER, 9), Finish("completed", text=ANSWER)], pause=0.05)
+        # Long enough for previews between the first frame and the final (a preview keeps half a spacing in reserve).
+        await stream(actor(adapter, "-10"), [*deltas(ANSWER, 9), Finish("completed", text=ANSWER)], pause=0.3)
         await adapter.close()
     calls = tg.calls_to("-10", "sendMessage", "editMessageText")
     assert len(calls) >= 3 and all(c.status == 200 and c.body["parse_mode"] == "HTML" for c in calls)

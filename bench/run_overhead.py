@@ -58,7 +58,7 @@ if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `benc
     _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
 from bench.kafka_baseline import measure_baseline, measure_loaded_round_trip, percentile  # noqa: E402
 from bench.sdk_reader import sdk_cpu_per_token  # noqa: E402
-from bench.service_process import ServiceProcess  # noqa: E402
+from bench.service_process import ServiceProcess, base_config  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SATURATED = 0.85  # busy share (of each runner process, or of the machine) above which latency is queueing
@@ -378,14 +378,7 @@ class Bench:
 
 def runner_config(bootstrap: str, embedded: bool, db_url: str, model_url: str) -> dict[str, Any]:
     """The agent-runner's config file: the fake model as the only connector."""
-    return {
-        "kafka": {
-            "bootstrap_servers": bootstrap,
-            "in_memory": embedded,
-            "topic_prefix": f"bench-{uuid.uuid4().hex[:6]}.",
-        },
-        "database": {"url": db_url},
-        "log_level": "WARNING",
+    return base_config(bootstrap, embedded, db_url) | {
         "default_connector": "fake",
         "connectors": [{"id": "fake", "type": "openai", "base_url": model_url, "model": "bench"}],
     }

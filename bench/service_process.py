@@ -20,6 +20,7 @@ import os
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,19 @@ import yaml
 
 from agentstream.kafka import free_port
 from agentstream.lifecycle import StartStop
+
+
+def base_config(bootstrap: str, embedded: bool, db_url: str) -> dict[str, Any]:
+    """What every benchmarked service's config file holds: its broker, fresh topics, its database, quiet logs."""
+    return {
+        "kafka": {
+            "bootstrap_servers": bootstrap,
+            "in_memory": embedded,
+            "topic_prefix": f"bench-{uuid.uuid4().hex[:6]}.",
+        },
+        "database": {"url": db_url},
+        "log_level": "WARNING",
+    }
 
 
 def rss_bytes(pid: int) -> int:

@@ -47,7 +47,7 @@ from agentstream.kafka.flavor import tuning  # noqa: E402
 from agentstream_tools.call_store import ToolCallStore  # noqa: E402
 from bench.ingress_throughput import PG_ADMIN_DEFAULT, PG_ADMIN_ENV, temporary_pg_database  # noqa: E402
 from bench.kafka_baseline import _fresh_topic, measure_baseline, percentile  # noqa: E402
-from bench.service_process import ServiceProcess  # noqa: E402
+from bench.service_process import ServiceProcess, base_config  # noqa: E402
 
 FUNCTION_TOOL = "bench__noop"
 MCP_TOOL = "mcp__noop"
@@ -267,14 +267,7 @@ async def measure_store(db_url: str, calls: int) -> tuple[float, float]:
 
 def executor_config(bootstrap: str, embedded: bool, db_url: str, parallel: int) -> dict[str, Any]:
     """The tool-executor's config file: the no-op as a function tool and behind an MCP server."""
-    return {
-        "kafka": {
-            "bootstrap_servers": bootstrap,
-            "in_memory": embedded,
-            "topic_prefix": f"bench-{uuid.uuid4().hex[:6]}.",
-        },
-        "database": {"url": db_url},
-        "log_level": "WARNING",
+    return base_config(bootstrap, embedded, db_url) | {
         "tools": {
             "max_concurrency": max(16, parallel),
             "functions": {"bench": ["bench.noop_tools:noop"]},

@@ -31,7 +31,9 @@ async def test_tool_roundtrip_smoke(kafka_bootstrap: str) -> None:
     for lv in report.levels:
         assert 0 < lv.p50_ms <= lv.p99_ms < 30_000
         assert math.isfinite(lv.p50_ratio) and lv.p50_ratio > 0
-        assert 0 <= lv.executor_p50_ms < lv.p50_ms and lv.executor_cpu_ms > 0
+        assert (
+            0 <= lv.executor_p50_ms < lv.p50_ms and lv.executor_cpu_ms >= 0
+        )  # /proc counts in 10 ms ticks: a few fast calls may read 0
     for parallel in (1, 3):
         extra, inside = report.mcp_share(parallel)
         assert math.isfinite(extra) and inside > 0

@@ -66,12 +66,17 @@ class Stack:
 
     async def wait(self, ready: bool, timeout: float) -> dict[str, dict[str, Any]]:
         """Until every service's `/readyz` says `ready`; returns the last answers."""
-        async with httpx.AsyncClient(timeout=5) as http, asyncio.timeout(timeout):
-            while True:
-                states = await self.readiness(http)
-                if all(s["ready"] is ready for s in states.values()):
-                    return states
-                await asyncio.sleep(0.2)
+        states: dict[str, dict[str, Any]] = {}
+        try:
+            async with httpx.AsyncClient(timeout=5) as http, asyncio.timeout(timeout):
+                while True:
+                    states = await self.readiness(http)
+                    if all(s["ready"] is ready for s in states.values()):
+                        return states
+                    await asyncio.sleep(0.2)
+        except TimeoutError:
+            # Which service never got there, and why: the bare timeout said nothing.
+            raise TimeoutError(f"not ready={ready} after {timeout} s: {states}") from None
 
     def log_sizes(self) -> dict[str, int]:
         return {name: self.log(name).stat().st_size for name in self.ports}

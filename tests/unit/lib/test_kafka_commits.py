@@ -121,6 +121,22 @@ async def test_a_failed_commit_is_left_to_the_next_round() -> None:
     assert consumer.commits == [{0: 2}]
 
 
+async def test_a_commit_that_never_ends_gives_way_after_its_timeout() -> None:
+    """A commit to a lost (or restarted) broker is retried by aiokafka forever; the round must end,
+    or the rebalance callback of the next consumer, which commits too, waits on it for good."""
+    consumer = RecordingConsumer({0})
+    consumer.gate.clear()  # the broker never answers
+    committer = committer_for(consumer, timeout_s=0.05)
+    committer.points.read(0, 1)
+    async with asyncio.timeout(2):
+        await committer.commit()
+    assert consumer.commits == [] and committer.points.due() == {0: 2}
+    consumer.gate.set()
+    async with asyncio.timeout(2):
+        await committer.flush()  # the lock was given back: the next round commits
+    assert consumer.commits == [{0: 2}]
+
+
 async def test_one_round_at_a_time_and_flush_waits_for_the_background_round() -> None:
     consumer = RecordingConsumer({0})
     consumer.gate.clear()

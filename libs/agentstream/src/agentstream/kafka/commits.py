@@ -22,6 +22,11 @@ from aiokafka import TopicPartition
 
 OldestOf = Callable[[int], int | None]
 
+# aiokafka retries a commit's retriable errors forever: against a lost broker, or a restarted
+# one whose coordinator answers "not available", a round would never end and would hold the
+# lock that a rebalance callback (a new consumer's first join included) waits for.
+COMMIT_TIMEOUT_S = 5.0
+
 
 class CommitPoints:
     """Per partition: the offset after the last record read, what was committed, and the holds."""
@@ -80,8 +85,9 @@ class OffsetCommitter:
 
     One commit at a time (a lock): a round commits every partition due, forgetting those no
     longer assigned to this consumer (their new owner continues from the last commit). A
-    failed commit (e.g. a rebalance in progress) is logged and left to the next round. Rounds
-    come from the owner (`commit`, `commit_soon`) or from a periodic loop (`run`).
+    failed commit (e.g. a rebalance in progress) is logged and left to the next round, and so
+    is one that takes longer than `timeout_s`. Rounds come from the owner (`commit`,
+    `commit_soon`) or from a periodic loop (`run`).
     """
 
     def __init__(
@@ -91,8 +97,10 @@ class OffsetCommitter:
         log: Any,
         oldest_of: OldestOf | None = None,
         on_forget: Callable[[set[int]], None] | None = None,
+        timeout_s: float = COMMIT_TIMEOUT_S,
     ) -> None:
         self.topic = topic
+        self.timeout_s = timeout_s
         self.consumer = consumer  # the aiokafka consumer of `topic` now; None before it started
         self.log = log
         self.oldest_of = oldest_of  # in-memory units held outside `points` (persistence's buffers)
@@ -113,8 +121,9 @@ class OffsetCommitter:
                     self.forget(gone)
                     continue
                 try:
-                    await consumer.commit({TopicPartition(self.topic, p): offset for p, offset in due.items()})
-                except Exception as err:  # e.g. a rebalance in progress: the next round commits again
+                    async with asyncio.timeout(self.timeout_s):
+                        await consumer.commit({TopicPartition(self.topic, p): offset for p, offset in due.items()})
+                except Exception as err:  # a rebalance in progress, a lost broker: the next round commits again
                     self.log.warning("offset commit failed", topic=self.topic, points=due, error=repr(err))
                     return
                 self.points.committed(due)

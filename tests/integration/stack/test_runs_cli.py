@@ -42,12 +42,11 @@ from agentstream_persistence.pages import MAX_PAGE_SIZE
 from agentstream_persistence.rows import CheckpointRows, FlushRows
 from agentstream_persistence.run_writes import write_run
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
-from agentstream_stack import cli_support  # noqa: F401 - see below
 from agentstream_stack.cli import app
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
-# The CLI's consoles read COLUMNS when they are made, and a command module is imported when it first
-# runs: imported here, before any invocation sets COLUMNS, they read it per invocation (as a process does).
+# The CLI's consoles are made before any invocation sets COLUMNS (tests/conftest.py): they read it
+# per invocation, as a process does.
 
 pytestmark = pytest.mark.integration
 

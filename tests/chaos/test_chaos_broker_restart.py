@@ -23,10 +23,12 @@ import os
 import signal
 import time
 import uuid
+from pathlib import Path
 
 import httpx
 import pytest
 
+from agentstream.config import KafkaFlavor, Settings
 from agentstream.kafka import EmbeddedBroker, create_topics, free_port
 from agentstream.testing.fixtures import make_test_settings
 from tests.chaos.broker_stack import Stack, chat_texts, post, restart_broker
@@ -51,6 +53,17 @@ async def answered(http: httpx.AsyncClient, stack: Stack, chats: list[str], time
         await asyncio.sleep(0.3)
 
 
+def tansu_settings(broker: EmbeddedBroker, tmp_path: Path) -> Settings:
+    """Settings for the Tansu this test owns, whichever broker the rest of the run is on
+    (`AGENTSTREAM_TEST_BROKER=kafka` would give Kafka's idempotent producers, which Tansu refuses)."""
+    return make_test_settings(
+        broker.bootstrap_servers,
+        f"bl{uuid.uuid4().hex[:6]}.",
+        f"sqlite+aiosqlite:///{tmp_path / 'stack.db'}",
+        kafka={"flavor": KafkaFlavor.TANSU.value, "in_memory": True},
+    )
+
+
 def tally_of(chats: dict[str, list[str]]) -> dict[str, int]:
     """runs, exact finals, failed visibly (a notice, no answer), duplicates, lost (nothing shown)."""
     return {
@@ -66,9 +79,7 @@ async def test_broker_killed_and_restarted_mid_traffic(tmp_path):
     port = free_port()
     broker = EmbeddedBroker(port=port, log_file=tmp_path / "broker-1.log")
     await asyncio.to_thread(broker.start)
-    settings = make_test_settings(
-        broker.bootstrap_servers, f"bl{uuid.uuid4().hex[:6]}.", f"sqlite+aiosqlite:///{tmp_path / 'stack.db'}"
-    )
+    settings = tansu_settings(broker, tmp_path)
     await create_topics(settings.kafka)
     stack = Stack(settings, tmp_path)
     stack.start()
@@ -161,9 +172,7 @@ async def test_sigterm_while_broker_down_exits_within_10s(tmp_path):
     """The services that used to hang (commits and flushes on stop with no bound) stop in time."""
     broker = EmbeddedBroker(log_file=tmp_path / "broker.log")
     await asyncio.to_thread(broker.start)
-    settings = make_test_settings(
-        broker.bootstrap_servers, f"bl{uuid.uuid4().hex[:6]}.", f"sqlite+aiosqlite:///{tmp_path / 'stack.db'}"
-    )
+    settings = tansu_settings(broker, tmp_path)
     await create_topics(settings.kafka)
     stack = Stack(settings, tmp_path, services=("ingress", "persistence", "delivery", "agent-runner"))
     stack.start()

@@ -1,4 +1,4 @@
-"""Acceptance 14: `kill -9` of persistence during a burst of 50 runs.
+"""`kill -9` of persistence during a burst of 50 runs.
 
 persistence commits a partition only up to its oldest unflushed run, so after a
 restart it re-reads what was only in memory: every run is stored, each message once.

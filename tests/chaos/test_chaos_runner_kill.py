@@ -1,4 +1,4 @@
-"""Acceptance 13: `kill -9` of agent-runner during a slow stream.
+"""`kill -9` of agent-runner during a slow stream.
 
 persistence's watchdog ends the run `failed(runner_lost)` (a short `stale_after`), and
 with `resume.auto` the run completes on a restarted runner; the fake LLM server's

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-SOURCE_TREES = ("libs", "services", "bench")
+SOURCE_TREES = ("libs", "services", "bench", "mutate", "tests")
 
 NUMBERED = re.compile(r"\bissues?\s*#?\d+|\bacceptance\s*#?\d+", re.IGNORECASE)
 # In capitals: the design file that lived outside the repository (docs/architecture.md is the one to cite).
@@ -58,6 +58,7 @@ def test_the_source_trees_are_scanned() -> None:
     assert "libs/agentstream/src/agentstream/service.py" in files
     assert any(f.startswith("services/agent-runner/") for f in files)
     assert any(f.startswith("bench/") for f in files)
+    assert any(f.startswith("tests/chaos/") for f in files)
 
 
 def test_no_comment_cites_an_issue_an_acceptance_item_or_the_outside_design() -> None:

@@ -221,3 +221,16 @@ def test_crd_schemas_catch_a_misspelt_field(manifests: Manifests) -> None:
     monitor = manifests[("ServiceMonitor", "agentstream")]
     bad = {**monitor, "spec": {**monitor["spec"], "endpoint": monitor["spec"]["endpoints"]}}
     assert any("endpoint" in e for e in crd_errors(bad))
+
+
+def test_k8s_service_monitor_names_jobs_as_compose_prometheus_and_the_alerts_do(manifests: Manifests) -> None:
+    monitor = manifests[("ServiceMonitor", "agentstream")]
+    job_label = monitor["spec"]["jobLabel"]
+    k8s_jobs = {manifests[("Service", f"agentstream-{s}")]["metadata"]["labels"][job_label] for s in SERVICES}
+    compose = yaml.safe_load((ROOT / "monitoring" / "prometheus.yml").read_text())
+    assert k8s_jobs == {job["job_name"] for job in compose["scrape_configs"]}
+    rules = yaml.safe_load((ROOT / "monitoring" / "alerts.yml").read_text())
+    alert_jobs = {
+        m for group in rules["groups"] for rule in group["rules"] for m in re.findall(r'job="([^"]+)"', rule["expr"])
+    }
+    assert alert_jobs and alert_jobs <= k8s_jobs

@@ -62,3 +62,51 @@ def test_every_panel_reads_the_provisioned_data_source() -> None:
     assert panels and all(p["datasource"]["uid"] == uid for p in panels)
     assert all(p["targets"] and all(t["expr"] for t in p["targets"]) for p in panels)
     assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+
+
+def _lag_rule_test(tmp_path: Path, replicas: int, lag: int) -> subprocess.CompletedProcess[str]:
+    """`promtool test rules`: `replicas` processes of one group each export the same partition's lag
+    (every replica reports the group's figure), from `lag` − 20 growing by one a minute."""
+    shutil.copy(MONITORING / "alerts.yml", tmp_path / "alerts.yml")
+    series = [
+        {
+            "series": f'agentstream_consumer_lag{{group="agentstream.delivery",topic="agentstream.events",'
+            f'partition="0",instance="delivery-{i}"}}',
+            "values": f"{lag - 20}+1x40",
+        }
+        for i in range(replicas)
+    ]
+    rules = yaml.safe_load((MONITORING / "alerts.yml").read_text())["groups"][0]["rules"]
+    rule = next(r for r in rules if r["alert"] == "AgentstreamConsumerLagGrowing")
+    alert = {
+        "exp_labels": {"severity": "warning", "group": "agentstream.delivery", "topic": "agentstream.events"},
+        # The figure in the summary is the partition's lag at 30 m, once: (lag − 20) + 30.
+        "exp_annotations": {
+            "summary": f"agentstream.delivery falls behind on agentstream.events ({lag + 10} records)",
+            "description": rule["annotations"]["description"],
+        },
+    }
+    expected = [alert] if lag > 100 else []
+    case = {
+        "rule_files": ["alerts.yml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": "30m", "alertname": "AgentstreamConsumerLagGrowing", "exp_alerts": expected}
+                ],
+            }
+        ],
+    }
+    (tmp_path / "lag_test.yml").write_text(yaml.safe_dump(case))
+    return _promtool("test", "rules", str(tmp_path / "lag_test.yml"))
+
+
+@needs_promtool
+@pytest.mark.parametrize(("replicas", "lag"), [(1, 150), (3, 60), (3, 150)])
+def test_lag_alert_counts_a_partition_once_whatever_the_replicas(tmp_path: Path, replicas: int, lag: int) -> None:
+    # Three replicas at 60 each is a lag of 60, not 180: the alert must stay quiet.
+    result = _lag_rule_test(tmp_path, replicas, lag)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import time
 from collections.abc import Callable
 
 import pytest
@@ -18,6 +19,8 @@ from agentstream.config import Settings
 from agentstream.contracts import WebFrame, WebFrameOp
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
+from agentstream.kafka.flavor import tuning
+from agentstream.kafka.idle import GateState
 from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_delivery import bootstrap
 
@@ -63,3 +66,27 @@ async def test_replicas_read_every_chat_from_before_their_start_and_dead_letter_
     letters = [json.loads(r.value or b"") for r in dead]
     assert len(letters) == 2 and {letter["source_topic"] for letter in letters} == {topic}
     assert all("not a WebFrame" in letter["error"] and "message_id" in letter["error"] for letter in letters)
+
+
+@pytest.mark.timeout(60)
+async def test_an_idle_reader_stops_fetching_and_still_serves_frames_from_another_process(
+    settings_factory: Callable[..., Settings], topics_created: str
+) -> None:
+    settings = settings_factory()
+    if tuning(settings.kafka).idle is None:
+        pytest.skip("the broker wakes parked fetches: the reader is never paused")
+    bootstrap_servers, topic = settings.kafka.bootstrap_servers, f"{topics_created}web-frames"
+    replica = bootstrap(settings, console=Console(file=io.StringIO()))
+    async with ServiceHost([replica], "127.0.0.1", {"delivery": free_port()}):
+        reader = replica.web_reader
+        assert reader is not None
+        await asyncio.wait_for(reader.ready.wait(), 30)
+        await wait_for(lambda: reader.idle_gate is not None and reader.idle_gate.state is GateState.PAUSED)
+        # produced by another client: no doorbell in this process, the end-offsets watcher wakes it
+        sent = time.monotonic()
+        await produce_raw(bootstrap_servers, topic, frame("outside", "m1", "from another replica"), b"outside")
+        await wait_for(lambda: bool(replica.web.messages("outside")), timeout=5)
+        took = time.monotonic() - sent
+        assert [m.text for m in replica.web.messages("outside")] == ["from another replica"]
+        await wait_for(lambda: reader.idle_gate is not None and reader.idle_gate.state is GateState.PAUSED)
+        assert took < 2.0, took  # a watcher round (0.1 s) plus the hops, not a probe (5 s)

@@ -1,6 +1,7 @@
 """What agentstream.kafka.internals reaches in aiokafka and FastStream is still there and still
 behaves as assumed: each test fails if an upgrade renames or changes what it relies on."""
 
+import asyncio
 import inspect
 from collections.abc import AsyncIterator, Callable
 from types import SimpleNamespace
@@ -27,6 +28,7 @@ from agentstream.kafka.internals import (
     hold_commits,
     on_append,
     partition_of_key,
+    poll_when,
     producer_of,
     record_batch,
     refresh_metadata,
@@ -274,3 +276,36 @@ async def test_repeated_commits_are_skipped_only_while_nothing_moved() -> None:
     await commit(None, {a: 2, b: 1})
     assert sent == [{a: 1, b: 1}, {a: 2}]
     assert hasattr(GroupCoordinator, "_do_commit_offsets")  # the reach
+
+
+async def test_a_gated_consume_loop_polls_only_while_ready() -> None:
+    broker = KafkaBroker(UNREACHABLE)
+    subscriber: Any = broker.subscriber("t", group_id="g", batch=True, batch_timeout_ms=1)
+    polls: list[int] = []
+
+    async def getmany(timeout_ms: int = 0, max_records: int | None = None) -> dict[Any, Any]:
+        polls.append(timeout_ms)
+        return {}
+
+    consumer = SimpleNamespace(getmany=getmany)
+    ready = asyncio.Event()
+    poll_when(subscriber, ready.wait)
+    poll_when(subscriber, ready.wait)  # wrapped once, whatever the calls
+    subscriber.running = True
+    loop = asyncio.create_task(subscriber._run_consume_loop(consumer))
+    try:
+        await asyncio.sleep(0.05)
+        assert polls == []  # FastStream's own loop goes through get_msg: nothing polled while not ready
+        ready.set()
+        await asyncio.sleep(0.05)
+        assert len(polls) > 3
+        ready.clear()
+        await asyncio.sleep(0.01)
+        before = len(polls)
+        await asyncio.sleep(0.05)
+        assert len(polls) == before
+    finally:
+        subscriber.running = False
+        ready.set()
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)

@@ -42,6 +42,7 @@ from agentstream.kafka.internals import (
     has_consumer_subgroup,
     hold_commits,
     on_append,
+    poll_when,
     producer_of,
     release_commits,
 )
@@ -287,6 +288,7 @@ class Service:
             if not topics:
                 continue
             gate = IdleFetchGate(functools.partial(consumers_of, sub), topics, pacing)
+            poll_when(sub, gate.awake.wait)
             self.idle_gates.append(gate)
             self._idle_tasks.append(asyncio.create_task(gate.run(), name=f"{self.name}-idle-fetch"))
         if self.idle_gates and pacing.watch_s is not None:

@@ -10,9 +10,10 @@ while it runs. A record that is not a `WebFrame` goes to `dlq` with the reason.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -22,6 +23,9 @@ from pydantic import ValidationError
 from agentstream.config import KafkaSettings
 from agentstream.contracts import WebFrameAdapter
 from agentstream.kafka.decoding import describe_validation_error
+from agentstream.kafka.end_watch import watch_ends
+from agentstream.kafka.flavor import CONSUMER_TIMEOUT_MS, tuning
+from agentstream.kafka.idle import IdleFetchGate, IdlePacing
 from agentstream.kafka.security import client_security
 from agentstream_delivery.adapters.web import FrameId, WebAdapter
 
@@ -47,6 +51,7 @@ class WebFramesReader:
         self.lookback_s = lookback_s
         self.ready = asyncio.Event()  # every partition assigned and positioned
         self.position: dict[int, int] = {}  # partition → offset of the last record read
+        self.idle_gate: IdleFetchGate | None = None  # against Tansu: pauses the reader while idle
 
     async def run(self) -> None:
         """Read until cancelled; a failed consumer is replaced, going on after the last frame read."""
@@ -60,25 +65,48 @@ class WebFramesReader:
                 await asyncio.sleep(1.0)
 
     async def _read_all(self) -> None:
+        broker = tuning(self.kafka)
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self.kafka.bootstrap_servers,
             client_id=f"{self.kafka.client_id}-web-frames",
             group_id=None,
             enable_auto_commit=False,
-            fetch_max_wait_ms=100,
+            fetch_max_wait_ms=broker.fetch_max_wait_ms,
+            consumer_timeout_ms=CONSUMER_TIMEOUT_MS,
             **client_security(self.kafka),
         )
         await consumer.start()
         try:
             await self._position(consumer)
             self.ready.set()
-            while True:
-                batches = await consumer.getmany(timeout_ms=1000)
-                for records in batches.values():
-                    for record in records:
-                        await self._read(record)
+            async with self._paced_when_idle(consumer, broker.idle):
+                while True:
+                    batches = await consumer.getmany(timeout_ms=1000)
+                    for records in batches.values():
+                        for record in records:
+                            await self._read(record)
         finally:
             await consumer.stop()
+
+    @contextlib.asynccontextmanager
+    async def _paced_when_idle(self, consumer: AIOKafkaConsumer, pacing: IdlePacing | None) -> AsyncIterator[None]:
+        """Against a broker that does not wake parked fetches (Tansu), the reader pauses once no
+        frame came for a while, like the services' own consumers (agentstream.kafka.idle): a
+        frame this process publishes rings the doorbell, one from another replica is seen by the
+        end-offsets watcher. Without it an idle stack fetched `web-frames` ten times a second."""
+        if pacing is None:
+            yield
+            return
+        gate = self.idle_gate = IdleFetchGate(lambda: [consumer], (self.topic,), pacing)
+        task = asyncio.create_task(gate.run(), name="web-frames-idle-fetch")
+        unwatch = watch_ends(self.kafka, (self.topic,), pacing.watch_s) if pacing.watch_s is not None else None
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            if unwatch is not None:
+                await unwatch()
 
     async def _position(self, consumer: AIOKafkaConsumer) -> None:
         partitions: set[int] | None = None

@@ -23,7 +23,7 @@ from faststream.kafka.prometheus import KafkaPrometheusMiddleware
 from prometheus_client import CollectorRegistry
 
 from agentstream.config import KafkaSettings
-from agentstream.kafka.flavor import tuning
+from agentstream.kafka.flavor import CONSUMER_TIMEOUT_MS, tuning
 from agentstream.kafka.security import broker_security
 
 FASTSTREAM_LOGGER = logging.getLogger("faststream")
@@ -71,5 +71,6 @@ def consumer_options(kafka: KafkaSettings) -> dict[str, Any]:
     """Keyword arguments every subscriber of ours passes to `broker.subscriber`."""
     return {
         "fetch_max_wait_ms": tuning(kafka).fetch_max_wait_ms,
+        "consumer_timeout_ms": CONSUMER_TIMEOUT_MS,
         "auto_offset_reset": "earliest",
     }

@@ -128,6 +128,8 @@ class IdleFetchGate:
         self.positions = positions
         self.state = GateState.ACTIVE
         self.pauses = 0  # times the consumers were paused (probes that found nothing included)
+        self.awake = asyncio.Event()  # clear while PAUSED: a consume loop need not poll then
+        self.awake.set()
 
     def _mark(self) -> tuple[tuple[Any, ...] | None, int]:
         consumers = self.consumers()
@@ -182,6 +184,7 @@ class IdleFetchGate:
 
     def _pause(self) -> None:
         self.pauses += 1
+        self.awake.clear()
         for consumer in self.consumers():
             with contextlib.suppress(Exception):  # unassigned meanwhile: nothing to pause
                 consumer.pause(*consumer.assignment())
@@ -190,6 +193,7 @@ class IdleFetchGate:
         for consumer in self.consumers():
             with contextlib.suppress(Exception):
                 consumer.resume(*consumer.paused())
+        self.awake.set()
 
 
 PROBE_CHECK_S = 0.005

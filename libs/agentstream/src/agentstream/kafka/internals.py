@@ -8,7 +8,7 @@ real classes, before it breaks a service. Pinned versions: see uv.lock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -223,3 +223,21 @@ async def refresh_metadata(consumer: AIOKafkaConsumer) -> None:
     """Ask the broker for fresh metadata now (a consumer without a group never does by itself
     before its first assignment)."""
     await consumer._client.force_metadata_update()
+
+
+def poll_when(subscriber: Any, ready: Callable[[], Awaitable[object]]) -> None:
+    """Make a FastStream subscriber's consume loop await `ready()` before each poll (the last
+    call wins; the loop is wrapped once). FastStream's batch loop polls with `batch_timeout_ms`
+    and sleeps as long after an empty poll, so a paused consumer still woke the event loop every
+    2 × batch_timeout_ms (ingress: 50 times a second) for records that could not come."""
+    subscriber.agentstream_poll_when = ready
+    if getattr(subscriber, "agentstream_polls_gated", False):
+        return
+    poll = subscriber.get_msg
+
+    async def get_msg(consumer: AIOKafkaConsumer) -> Any:
+        await subscriber.agentstream_poll_when()
+        return await poll(consumer)
+
+    subscriber.get_msg = get_msg
+    subscriber.agentstream_polls_gated = True

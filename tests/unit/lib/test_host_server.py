@@ -1,0 +1,34 @@
+"""The host's uvicorn server ticks once a second when idle, and still stops at once when told to."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import uvicorn
+from fastapi import FastAPI
+
+from agentstream.host import TICK_S, _QuietServer
+from agentstream.kafka import free_port
+from agentstream.lifecycle import serve_until_started
+
+
+async def test_an_idle_server_ticks_once_a_second_and_exits_at_once() -> None:
+    server = _QuietServer(uvicorn.Config(FastAPI(), host="127.0.0.1", port=free_port(), log_config=None))
+    ticks: list[int] = []
+    on_tick = server.on_tick
+
+    async def counting(counter: int) -> bool:
+        ticks.append(counter)
+        return await on_tick(counter)
+
+    server.on_tick = counting  # type: ignore[method-assign]
+    task = await serve_until_started(server, "http-test")
+    await asyncio.sleep(2.5 * TICK_S)
+    # uvicorn's own loop would have ticked ~25 times; every tick refreshes the Date header
+    assert 2 <= len(ticks) <= 4 and all(t % 10 == 0 for t in ticks), ticks
+    asked = time.monotonic()
+    server.should_exit = True
+    await asyncio.wait_for(task, 5)
+    assert time.monotonic() - asked < 0.5 * TICK_S
+    assert server.should_exit

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
 from agentstream.contracts import (
     EventBase,
@@ -31,6 +31,7 @@ from agentstream.contracts import (
 )
 from agentstream.contracts.endings import RunStatus
 from agentstream.contracts.events import StepType
+from agentstream.metrics.declare import counter, gauge, histogram
 
 # Runs followed at once; beyond it the oldest is forgotten (a run whose finish was never emitted).
 MAX_TRACKED_RUNS = 10_000
@@ -38,6 +39,7 @@ NO_REASON = "none"  # `run.finished` without a reason: it simply answered
 UNKNOWN = "unknown"  # a run that finished without a `run.started` from this runner
 RUN_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 FIRST_TOKEN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
+MODEL_LABELS = ("connector", "model")
 
 
 class CallOutcome(StrEnum):
@@ -69,70 +71,71 @@ class RunMetrics:
         self._clock = clock
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._llm_steps: dict[tuple[str, str], str] = {}  # (run id, step id) → connector
-        self.started = Counter(
-            "agentstream_runs_started_total",
-            "Runs started (root and delegated), by connector",
-            ["connector"],
-            registry=registry,
+        self.started = counter(
+            registry, "agentstream_runs_started_total", "Runs started (root and delegated), by connector", "connector"
         )
-        self.finished = Counter(
+        self.finished = counter(
+            registry,
             "agentstream_runs_finished_total",
             "Root runs finished, by status and reason (reason `none`: it answered)",
-            ["status", "reason"],
-            registry=registry,
+            "status",
+            "reason",
         )
-        self.duration = Histogram(
+        self.duration = histogram(
+            registry,
             "agentstream_run_duration_seconds",
             "Root run duration from `run.started` to `run.finished`, by connector",
-            ["connector"],
+            "connector",
             buckets=RUN_BUCKETS,
-            registry=registry,
         )
-        self.first_token = Histogram(
+        self.first_token = histogram(
+            registry,
             "agentstream_run_first_token_seconds",
             "Time from `run.started` to the run's first streamed text, by connector",
-            ["connector"],
+            "connector",
             buckets=FIRST_TOKEN_BUCKETS,
-            registry=registry,
         )
-        self.llm_calls = Counter(
+        self.llm_calls = counter(
+            registry,
             "agentstream_llm_calls_total",
             "Model calls (one `llm` step each, after the connector's own retries), by outcome",
-            ["connector", "model", "outcome"],
-            registry=registry,
+            *MODEL_LABELS,
+            "outcome",
         )
-        self.llm_tokens = Counter(
+        self.llm_tokens = counter(
+            registry,
             "agentstream_llm_tokens_total",
             "Tokens the model servers reported, by kind (prompt, completion)",
-            ["connector", "model", "kind"],
-            registry=registry,
+            *MODEL_LABELS,
+            "kind",
         )
-        self.llm_retries = Counter(
+        self.llm_retries = counter(
+            registry,
             "agentstream_llm_retries_total",
             "Model requests sent again after a transient failure (429, 5xx, timeout), by connector",
-            ["connector", "model"],
-            registry=registry,
+            *MODEL_LABELS,
         )
-        self.tool_calls = Counter(
+        self.tool_calls = counter(
+            registry,
             "agentstream_runner_tool_calls_total",
             "Tool results the runs received, by tool and outcome",
-            ["tool", "outcome"],
-            registry=registry,
+            "tool",
+            "outcome",
         )
-        self.tool_retries = Counter(
+        self.tool_retries = counter(
+            registry,
             "agentstream_runner_tool_retries_total",
             "Tool calls asked again after a retryable failure, by tool",
-            ["tool"],
-            registry=registry,
+            "tool",
         )
-        self.events = Counter(
+        self.events = counter(
+            registry,
             "agentstream_runner_events_total",
             "Events the runs emitted, by type (message.delta per completion token: records per token)",
-            ["type"],
-            registry=registry,
+            "type",
         )
         self._events_by_type: dict[str, Any] = {}  # the `events` child of each type, looked up once
-        Gauge("agentstream_runner_active_runs", "Runs started and not yet finished", registry=registry).set_function(
+        gauge(registry, "agentstream_runner_active_runs", "Runs started and not yet finished").set_function(
             lambda: len(self._runs)
         )
         # Every series an alert or a panel divides by exists from the start, at zero.

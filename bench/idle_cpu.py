@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -47,16 +46,11 @@ if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `benc
 
     _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
 from bench.kafka_baseline import percentile  # noqa: E402
+from bench.service_process import child_env, cpu_seconds, log_tail, terminate  # noqa: E402
 
 TARGET_IDLE_SHARE = 0.05  # of one core, the whole stack
 SETTLE_S = 3.0  # after ready: group joins and first fetches finish
 WARMUP_MESSAGES = 2
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds process `pid` has used so far (Linux `/proc`)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class StackProcess:
@@ -77,7 +71,7 @@ class StackProcess:
             "http": {"host": "127.0.0.1", **{name.replace("-", "_"): port for name, port in self.ports.items()}},
         }
         (self.dir / "config.yaml").write_text(yaml.safe_dump(config))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSTREAM__")}
+        env = child_env()
         with self.log_path.open("wb") as log:
             self.process = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -133,20 +127,12 @@ class StackProcess:
         )
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log_path, lines)
 
     async def __aexit__(self, *exc: object) -> None:
         process, self.process = self.process, None
-        if process is not None and process.returncode is None:
-            process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), 20)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        if process is not None:
+            await terminate(process, 20)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -45,6 +45,37 @@ def base_config(bootstrap: str, embedded: bool, db_url: str) -> dict[str, Any]:
     }
 
 
+def child_env() -> dict[str, str]:
+    """This environment without `AGENTSTREAM__*`: a child reads its settings from its config file alone."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("AGENTSTREAM__")}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process `pid` has used so far (Linux `/proc`)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last `lines` of a child's log, for an error that says why it did not start."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+async def terminate(process: asyncio.subprocess.Process, grace_s: float) -> None:
+    """SIGTERM, and SIGKILL if it has not exited within `grace_s`."""
+    if process.returncode is not None:
+        return
+    process.terminate()
+    try:
+        await asyncio.wait_for(process.wait(), grace_s)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+
+
 def rss_bytes(pid: int) -> int:
     """Resident memory of process `pid` (`VmRSS` in `/proc/<pid>/status`); 0 once it is gone."""
     try:
@@ -77,7 +108,7 @@ class ServiceProcess(StartStop):
     async def start(self) -> None:
         config_path = self._dir / "config.yaml"
         config_path.write_text(yaml.safe_dump(self.config))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSTREAM__")}
+        env = child_env()
         with self.log_path.open("wb") as log:
             self._process = await asyncio.create_subprocess_exec(
                 sys.executable,
@@ -110,8 +141,7 @@ class ServiceProcess(StartStop):
     def cpu_seconds(self) -> float:
         """User + system CPU time the service process has used so far (Linux `/proc`)."""
         assert self._process is not None
-        fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self._process.pid)
 
     def rss_bytes(self) -> int:
         """Resident memory of the service process now (Linux `/proc`)."""
@@ -119,18 +149,9 @@ class ServiceProcess(StartStop):
         return rss_bytes(self._process.pid)
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log_path, lines)
 
     async def stop(self) -> None:
         process, self._process = self._process, None
-        if process is None or process.returncode is not None:
-            return
-        process.terminate()
-        try:
-            await asyncio.wait_for(process.wait(), 15)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
+        if process is not None:
+            await terminate(process, 15)

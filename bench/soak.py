@@ -44,7 +44,7 @@ from agentstream.contracts import InboundMessage, User  # noqa: E402
 from agentstream.testing.fake_platforms import FakeTelegram  # noqa: E402
 from bench.report import Curve, Series, plot  # noqa: E402
 from bench.run_overhead import REPO_ROOT, FakeModelProcess  # noqa: E402
-from bench.service_process import rss_bytes  # noqa: E402
+from bench.service_process import rss_bytes, terminate  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TOKEN_ENV, METRICS_ENV = "SOAK_TELEGRAM_TOKEN", "SOAK_METRICS_TOKEN"
@@ -205,13 +205,7 @@ async def stack_process(
             await asyncio.sleep(0.2)
         yield process.pid, json.loads(state.read_text())
     finally:
-        if process.returncode is None:
-            process.terminate()
-            try:
-                await asyncio.wait_for(process.wait(), 30)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
+        await terminate(process, 30)
 
 
 class Traffic:

@@ -252,18 +252,7 @@ def _survivor(core: CoreModule, mutant: str, diff_text: str, source_lines: list[
     function = mutant.rsplit(".", 1)[-1].split("__mutmut_")[0]
     first, last = spans.get(function, (1, len(source_lines)))
     line = next((n for n in range(first, last + 1) if old and source_lines[n - 1].strip() == old), None)
-    why = next(
-        (
-            e["why"]
-            for e in _equivalents()
-            if e["module"] == core.name
-            and e["from"] == old
-            and new in _as_list(e["to"])
-            and e.get("line", line) == line
-        ),
-        None,
-    )
-    return Survivor(mutant, line, old, new, why)
+    return Survivor(mutant, line, old, new, _equivalent_because(core, line, old, new))
 
 
 def _equivalent_because(core: CoreModule, line: int | None, old: str, new: str) -> str | None:

@@ -1,12 +1,16 @@
 """The runner's metrics read off the events of a run: starts, endings, durations, first token,
 model calls and tokens, tool results and retries — labelled by connector, never by run."""
 
+from typing import get_args
+
 import pytest
 from prometheus_client import CollectorRegistry
 
 from agentstream.config import load_settings
 from agentstream.contracts import (
+    AnyRunEvent,
     ChatMessage,
+    EventBase,
     MessageDelta,
     ReplyTarget,
     RunFinished,
@@ -15,6 +19,8 @@ from agentstream.contracts import (
     StepFailed,
     StepStarted,
     ToolCall,
+    ToolCatalogEntry,
+    ToolKind,
     ToolResult,
 )
 from agentstream.contracts.endings import FinishReason, RunStatus
@@ -23,6 +29,7 @@ from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.connectors.base import LLMRequest, TextDelta
 from agentstream_runner.connectors.resolve import Connectors
 from agentstream_runner.run_metrics import RunMetrics
+from agentstream_runner.tool_catalog import ToolCatalog
 
 
 class Clock:
@@ -116,3 +123,44 @@ async def test_a_model_request_sent_again_is_counted_per_connector() -> None:
             await connectors.close()
     assert "".join(c.text for c in chunks if isinstance(c, TextDelta)) == "finally"
     assert _value(registry, "agentstream_llm_retries_total", connector="gpt", model="m") == 1
+
+
+def _tool_samples(registry: CollectorRegistry) -> set[str]:
+    names = ("agentstream_runner_tool_calls_total", "agentstream_runner_tool_retries_total")
+    return {
+        sample.labels["tool"]
+        for family in registry.collect()
+        for sample in family.samples
+        if sample.name in names and "tool" in sample.labels
+    }
+
+
+def test_a_tool_name_the_runner_does_not_know_is_labelled_unknown() -> None:
+    catalog = ToolCatalog()
+    served = ToolCatalogEntry(
+        tool="docs__search", kind=ToolKind.MCP, source="docs", executor_id="ex1", available=True, heartbeat_s=30
+    )
+    catalog.apply(served)
+    registry = CollectorRegistry()
+    metrics = RunMetrics(registry, {"main": None}, tools=catalog)
+    for tool in ("calculator", "shell", "docs__search", "made up by the model", "docs__other"):
+        metrics.observe(ToolCall(**IDS, call_id=tool, tool=tool, arguments="{}", attempt=2))
+        metrics.observe(ToolResult(**IDS, call_id=tool, tool=tool, ok=True))
+    assert _tool_samples(registry) == {"calculator", "shell", "docs__search", "unknown"}
+    assert _value(registry, "agentstream_runner_tool_calls_total", tool="unknown", outcome="ok") == 2
+    assert _value(registry, "agentstream_runner_tool_retries_total", tool="unknown") == 2
+
+
+def test_without_a_catalogue_only_the_tools_every_runner_knows_are_labelled() -> None:
+    metrics, registry, _ = _metrics()
+    metrics.observe(ToolResult(**IDS, call_id="c1", tool="docs__search", ok=True))
+    metrics.observe(ToolResult(**IDS, call_id="c2", tool="clock", ok=True))
+    assert _tool_samples(registry) == {"unknown", "clock"}
+
+
+def test_every_event_class_is_a_member_of_the_union_the_metrics_match_over() -> None:
+    def leaves(cls: type) -> set[type]:
+        return {cls} | {leaf for sub in cls.__subclasses__() for leaf in leaves(sub)}
+
+    concrete = {c for c in leaves(EventBase) if c is not EventBase}
+    assert concrete == set(get_args(AnyRunEvent))

@@ -40,10 +40,10 @@ def bootstrap(settings: Settings, *, connectors: Connectors | None = None) -> Ag
     """The runner for `settings`; `connectors` replaces the configured ones (tests: fake models)."""
     infra = Infra.build(settings, AgentRunnerService.name, uses_database=AgentRunnerService.uses_database)
     assistants = load_assistants(settings, infra.log)
-    metrics = RunMetrics(infra.registry, {c.id: c.model for c in settings.connectors})
+    tool_catalog = ToolCatalog(approval_selectors=approval_selectors(settings.tools))
+    metrics = RunMetrics(infra.registry, {c.id: c.model for c in settings.connectors}, tools=tool_catalog)
     connectors = connectors or Connectors(settings, on_retry=metrics.llm_retry)
     waiters = ToolWaiters()
-    tool_catalog = ToolCatalog(approval_selectors=approval_selectors(settings.tools))
     launcher = RunLauncher(
         BrokerRunPorts(infra, waiters, metrics),
         connectors,

@@ -4,7 +4,8 @@ Every event of every run leaves through `BrokerRunPorts.publish_event`, which ha
 `RunMetrics.observe`: runs started and finished, run duration and time to first token, model
 calls and tokens (from the `llm` steps), tool calls and retries — with no counter threaded
 through the pipeline. Labels are bounded: connector ids and models come from the configuration,
-tools from the catalogue, statuses and reasons are the contracts' enums; never a run, chat or user.
+tools the runner knows (any other name the model gives is `unknown`), statuses and reasons the
+contracts' enums; never a run, chat or user.
 """
 
 from __future__ import annotations
@@ -14,23 +15,33 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol, assert_never, cast
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
 from agentstream.contracts import (
+    AnyRunEvent,
     EventBase,
+    MessageCompleted,
     MessageDelta,
+    MessageStarted,
+    Notice,
     RunFinished,
+    RunHeartbeat,
+    RunQueued,
     RunStarted,
+    SegmentBreak,
     StepCompleted,
     StepFailed,
     StepStarted,
     ToolCall,
+    ToolHeartbeat,
     ToolResult,
 )
 from agentstream.contracts.endings import RunStatus
 from agentstream.contracts.events import StepType
+from agentstream.metrics.declare import counter, gauge, histogram
+from agentstream.tools_catalog import tool_spec
 
 # Runs followed at once; beyond it the oldest is forgotten (a run whose finish was never emitted).
 MAX_TRACKED_RUNS = 10_000
@@ -38,6 +49,7 @@ NO_REASON = "none"  # `run.finished` without a reason: it simply answered
 UNKNOWN = "unknown"  # a run that finished without a `run.started` from this runner
 RUN_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 FIRST_TOKEN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
+MODEL_LABELS = ("connector", "model")
 
 
 class CallOutcome(StrEnum):
@@ -48,6 +60,17 @@ class CallOutcome(StrEnum):
 class TokenKind(StrEnum):
     PROMPT = "prompt"
     COMPLETION = "completion"
+
+
+class ServedTools(Protocol):
+    """The tools some executor serves now (the runner's `ToolCatalog`)."""
+
+    def executors(self, tool: str) -> set[str]: ...
+
+
+class _NoExecutors:
+    def executors(self, tool: str) -> set[str]:
+        return set()
 
 
 @dataclass
@@ -63,76 +86,80 @@ class RunMetrics:
         registry: CollectorRegistry,
         models: Mapping[str, str | None],
         clock: Callable[[], float] = time.monotonic,
+        tools: ServedTools | None = None,
     ) -> None:
-        """`models`: each configured connector id → its model (None: the connector's default)."""
+        """`models`: each configured connector id → its model (None: the connector's default);
+        `tools`: what the tool labels are bounded by, beside the tools every runner knows."""
         self._models = dict(models)
+        self._tools: ServedTools = tools if tools is not None else _NoExecutors()
         self._clock = clock
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._llm_steps: dict[tuple[str, str], str] = {}  # (run id, step id) → connector
-        self.started = Counter(
-            "agentstream_runs_started_total",
-            "Runs started (root and delegated), by connector",
-            ["connector"],
-            registry=registry,
+        self.started = counter(
+            registry, "agentstream_runs_started_total", "Runs started (root and delegated), by connector", "connector"
         )
-        self.finished = Counter(
+        self.finished = counter(
+            registry,
             "agentstream_runs_finished_total",
             "Root runs finished, by status and reason (reason `none`: it answered)",
-            ["status", "reason"],
-            registry=registry,
+            "status",
+            "reason",
         )
-        self.duration = Histogram(
+        self.duration = histogram(
+            registry,
             "agentstream_run_duration_seconds",
             "Root run duration from `run.started` to `run.finished`, by connector",
-            ["connector"],
+            "connector",
             buckets=RUN_BUCKETS,
-            registry=registry,
         )
-        self.first_token = Histogram(
+        self.first_token = histogram(
+            registry,
             "agentstream_run_first_token_seconds",
             "Time from `run.started` to the run's first streamed text, by connector",
-            ["connector"],
+            "connector",
             buckets=FIRST_TOKEN_BUCKETS,
-            registry=registry,
         )
-        self.llm_calls = Counter(
+        self.llm_calls = counter(
+            registry,
             "agentstream_llm_calls_total",
             "Model calls (one `llm` step each, after the connector's own retries), by outcome",
-            ["connector", "model", "outcome"],
-            registry=registry,
+            *MODEL_LABELS,
+            "outcome",
         )
-        self.llm_tokens = Counter(
+        self.llm_tokens = counter(
+            registry,
             "agentstream_llm_tokens_total",
             "Tokens the model servers reported, by kind (prompt, completion)",
-            ["connector", "model", "kind"],
-            registry=registry,
+            *MODEL_LABELS,
+            "kind",
         )
-        self.llm_retries = Counter(
+        self.llm_retries = counter(
+            registry,
             "agentstream_llm_retries_total",
             "Model requests sent again after a transient failure (429, 5xx, timeout), by connector",
-            ["connector", "model"],
-            registry=registry,
+            *MODEL_LABELS,
         )
-        self.tool_calls = Counter(
+        self.tool_calls = counter(
+            registry,
             "agentstream_runner_tool_calls_total",
             "Tool results the runs received, by tool and outcome",
-            ["tool", "outcome"],
-            registry=registry,
+            "tool",
+            "outcome",
         )
-        self.tool_retries = Counter(
+        self.tool_retries = counter(
+            registry,
             "agentstream_runner_tool_retries_total",
             "Tool calls asked again after a retryable failure, by tool",
-            ["tool"],
-            registry=registry,
+            "tool",
         )
-        self.events = Counter(
+        self.events = counter(
+            registry,
             "agentstream_runner_events_total",
             "Events the runs emitted, by type (message.delta per completion token: records per token)",
-            ["type"],
-            registry=registry,
+            "type",
         )
         self._events_by_type: dict[str, Any] = {}  # the `events` child of each type, looked up once
-        Gauge("agentstream_runner_active_runs", "Runs started and not yet finished", registry=registry).set_function(
+        gauge(registry, "agentstream_runner_active_runs", "Runs started and not yet finished").set_function(
             lambda: len(self._runs)
         )
         # Every series an alert or a panel divides by exists from the start, at zero.
@@ -159,6 +186,11 @@ class RunMetrics:
         if type(event) is MessageDelta:  # most events: checked before the rest of the match
             self._delta(event)
             return
+        # The runner publishes `EventBase`; every subclass of it is a member of the union
+        # (test_run_metrics checks it), so the match below names any event type added later.
+        self._follow(cast(AnyRunEvent, event))
+
+    def _follow(self, event: AnyRunEvent) -> None:
         match event:
             case RunStarted():
                 self._started(event)
@@ -174,14 +206,34 @@ class RunMetrics:
             case StepFailed(step_type=StepType.LLM):
                 connector = self._llm_steps.pop((event.run_id, event.step_id), UNKNOWN)
                 self.llm_calls.labels(connector, self.model_of(connector), CallOutcome.ERROR).inc()
-            case ToolCall() if event.attempt > 1:
-                self.tool_retries.labels(event.tool).inc()
+            case ToolCall():
+                if event.attempt > 1:
+                    self.tool_retries.labels(self.tool_label(event.tool)).inc()
             case ToolResult():
-                self.tool_calls.labels(event.tool, CallOutcome.OK if event.ok else CallOutcome.ERROR).inc()
+                outcome = CallOutcome.OK if event.ok else CallOutcome.ERROR
+                self.tool_calls.labels(self.tool_label(event.tool), outcome).inc()
             case RunFinished():
                 self._finished(event)
+            case (
+                StepStarted()
+                | StepCompleted()
+                | StepFailed()
+                | RunQueued()
+                | MessageStarted()
+                | MessageCompleted()
+                | SegmentBreak()
+                | RunHeartbeat()
+                | ToolHeartbeat()
+                | Notice()
+            ):
+                pass  # steps of other types, queueing, messages, heartbeats and notices: not counted
             case _:
-                pass
+                assert_never(event)
+
+    def tool_label(self, tool: str) -> str:
+        """`tool` if this runner knows it (a built-in or workspace tool, or one some executor
+        serves); else `unknown`: the name comes from the model, never a label as it is."""
+        return tool if tool_spec(tool) is not None or self._tools.executors(tool) else UNKNOWN
 
     def _started(self, event: RunStarted) -> None:
         self.started.labels(event.connector_id).inc()

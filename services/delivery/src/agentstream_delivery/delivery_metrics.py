@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import StrEnum
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
 
 from agentstream.contracts import LedgerState
+from agentstream.metrics.declare import counter, histogram
 
 CALL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10)
 VISIBLE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60)
@@ -36,37 +37,40 @@ class CallOutcome(StrEnum):
 
 class DeliveryMetrics:
     def __init__(self, registry: CollectorRegistry, platforms: Iterable[str] = ()) -> None:
-        self.calls = Counter(
+        self.calls = counter(
+            registry,
             "agentstream_delivery_platform_calls_total",
             "Platform API calls, by platform, op (send, edit, draft) and outcome (rate_limited: a 429)",
-            ["platform", "op", "outcome"],
-            registry=registry,
+            "platform",
+            "op",
+            "outcome",
         )
-        self.call_seconds = Histogram(
+        self.call_seconds = histogram(
+            registry,
             "agentstream_delivery_platform_call_seconds",
             "Platform API call latency (edit: the edit latency a streamed answer sees), by platform and op",
-            ["platform", "op"],
+            "platform",
+            "op",
             buckets=CALL_BUCKETS,
-            registry=registry,
         )
-        self.visible_seconds = Histogram(
+        self.visible_seconds = histogram(
+            registry,
             "agentstream_delivery_visible_seconds",
             "From reading a run's `run.finished` to its final text delivered (the stream closed), by platform",
-            ["platform"],
+            "platform",
             buckets=VISIBLE_BUCKETS,
-            registry=registry,
         )
-        self.degraded = Counter(
+        self.degraded = counter(
+            registry,
             "agentstream_delivery_degraded_streams_total",
             "Streams degraded to the final text only after repeated 429s, by platform",
-            ["platform"],
-            registry=registry,
+            "platform",
         )
-        self.ledger_writes = Counter(
+        self.ledger_writes = counter(
+            registry,
             "agentstream_delivery_ledger_writes_total",
             "Ledger rows written, by the state they record (unknown: a call that may have landed)",
-            ["state"],
-            registry=registry,
+            "state",
         )
         # Every series a panel or alert divides by exists from the start, at zero.
         for platform in platforms:

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
 from agentstream.config import KafkaSettings
 from agentstream.kafka.flavor import tuning
 from agentstream.kafka.security import client_security
+from agentstream.metrics.declare import counter, gauge
 
 END_FETCH_TIMEOUT_S = 2.0
 
@@ -40,29 +41,30 @@ class Subscription:
 
 class LagMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.lag = Gauge(
+        at = ("group", "topic", "partition")
+        self.lag = gauge(
+            registry,
             "agentstream_consumer_lag",
             "Records not yet committed by the group: end offset minus committed offset",
-            ["group", "topic", "partition"],
-            registry=registry,
+            *at,
         )
-        self.committed = Gauge(
+        self.committed = gauge(
+            registry,
             "agentstream_consumer_committed_offset",
             "The group's committed offset (the next record it reads)",
-            ["group", "topic", "partition"],
-            registry=registry,
+            *at,
         )
-        self.end = Gauge(
+        self.end = gauge(
+            registry,
             "agentstream_topic_end_offset",
             "The partition's end offset (the offset its next record gets)",
-            ["topic", "partition"],
-            registry=registry,
+            *at[1:],
         )
-        self.polls = Counter(
+        self.polls = counter(
+            registry,
             "agentstream_consumer_lag_polls_total",
             "Lag readings by outcome (failed: the broker did not answer; the previous values stay)",
-            ["outcome"],
-            registry=registry,
+            "outcome",
         )
 
 

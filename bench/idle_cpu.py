@@ -123,7 +123,7 @@ class StackProcess:
 
     def kafka(self) -> KafkaSettings:
         return KafkaSettings(
-            bootstrap_servers=self.state["kafka"], topic_prefix=self.state["topic_prefix"], embedded=True
+            bootstrap_servers=self.state["kafka"], topic_prefix=self.state["topic_prefix"], in_memory=True
         )
 
     def log_tail(self, lines: int = 30) -> str:

@@ -15,6 +15,7 @@ from agentstream.config import Settings
 from agentstream.contracts import DeadLetter
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
+from agentstream.metrics import DeadLetterReason
 from agentstream.service import Infra, Service
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 
@@ -46,6 +47,14 @@ class CarelessBatch(Careless):
     batch: ClassVar[bool] = True
 
 
+def dead_letter_counts(svc: Service, topic: str) -> dict[DeadLetterReason, float | None]:
+    labels = {"service": svc.name, "topic": topic}
+    return {
+        reason: svc.registry.get_sample_value("agentstream_dead_letters_total", {**labels, "reason": reason.value})
+        for reason in DeadLetterReason
+    }
+
+
 def letters(records: list[RawRecord]) -> list[DeadLetter]:
     return [DeadLetter.model_validate_json(r.value or b"") for r in records]
 
@@ -59,6 +68,7 @@ async def test_an_exception_in_a_handler_is_logged_and_dead_lettered_and_the_nex
     with capture_logs() as logs:
         svc = service(settings)
         async with ServiceHost([svc], "127.0.0.1", {svc.name: free_port()}):
+            before = dead_letter_counts(svc, f"{prefix}inbound")
             await produce_raw(bootstrap, f"{prefix}inbound", b"[" * 5000, key=b"k")
             dlq = await read_until(bootstrap, f"{prefix}dlq", lambda rs: len(rs) >= 1)
             await produce_raw(bootstrap, f"{prefix}inbound", b'{"n": 7}', key=b"k")
@@ -68,6 +78,9 @@ async def test_an_exception_in_a_handler_is_logged_and_dead_lettered_and_the_nex
                         break
                     await asyncio.sleep(0.05)
     [letter] = letters(dlq)
+    # Every series exists at 0 from the start, so a rate over it sees the first dead letter.
+    assert before == dict.fromkeys(DeadLetterReason, 0.0)
+    assert dead_letter_counts(svc, f"{prefix}inbound") == {**before, DeadLetterReason.HANDLER_ERROR: 1.0}
     source = await read_until(bootstrap, f"{prefix}inbound", lambda rs: len(rs) >= 2)
     poison = next(r for r in source if r.value == b"[" * 5000)
     assert (letter.source_topic, letter.source_partition, letter.source_offset) == (

@@ -48,7 +48,7 @@ from agentstream.kafka.internals import (
 )
 from agentstream.kafka.producer import OutputGate, encode_record
 from agentstream.kafka.topics import consumer_group
-from agentstream.metrics import dead_letter_reason, new_registry
+from agentstream.metrics import DeadLetterReason, dead_letter_reason, new_registry
 from agentstream.metrics.lag import ConsumerLag, LagMetrics, Subscription
 from agentstream.observability import (
     NotReady,
@@ -202,6 +202,7 @@ class Service:
     async def start(self) -> None:
         await self.on_start()
         await self.broker.start()
+        self._zero_dead_letters()
         await self.broker_health.check()
         self._health_task = asyncio.create_task(self.broker_health.run(), name=f"{self.name}-kafka-health")
         self._start_lag()
@@ -260,6 +261,14 @@ class Service:
             if group:
                 topics.setdefault(group, []).extend(getattr(sub, "topic_names", ()))
         return [Subscription(group, tuple(dict.fromkeys(names))) for group, names in topics.items() if names]
+
+    def _zero_dead_letters(self) -> None:
+        """Every (topic read, reason) series exists from the start at 0: a rate over a series that
+        appears with its first dead letter misses that letter, and the alert would stay quiet."""
+        for subscription in self.subscriptions():
+            for topic in subscription.topics:
+                for reason in DeadLetterReason:
+                    self.dead_letters.labels(self.name, topic, reason.value)
 
     def _start_lag(self) -> None:
         interval = self.settings.kafka.lag_interval_s

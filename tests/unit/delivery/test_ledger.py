@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime, timedelta
+
 import pytest
 import structlog
+from sqlalchemy import select
 
 from agentstream.contracts import DeliveryReceipt
 from agentstream.contracts.deliveries import LedgerState
 from agentstream.db import create_engine, session_factory, upgrade
+from agentstream.db.models_delivery import DeliveryLedger
 from agentstream_delivery.ledger import LedgerEntry, LedgerScope, MemoryLedger, ReceiptQueue, SqlLedger, sha256
 
 SCOPE = LedgerScope(platform="telegram", chat_id="42", root_run_id="run-1", conversation_key="telegram:42")
@@ -91,6 +96,19 @@ async def test_an_empty_error_is_stored_as_none(sessions):
     ledger = SqlLedger(sessions)
     await ledger.record(SCOPE, LedgerEntry(0, LedgerState.FAILED, error=""))
     assert (await ledger.load(SCOPE))[0].error is None
+
+
+async def test_a_row_is_stamped_in_utc_whatever_the_host_timezone(sessions, monkeypatch):
+    monkeypatch.setenv("TZ", "Etc/GMT-10")  # ten hours east of UTC: a local stamp would look ten hours newer
+    time.tzset()
+    try:
+        await SqlLedger(sessions).record(SCOPE, LedgerEntry(0, LedgerState.SENT))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    async with sessions() as session:
+        stamped = (await session.scalars(select(DeliveryLedger.updated_at))).one()
+    assert abs(stamped.replace(tzinfo=UTC) - datetime.now(UTC)) < timedelta(minutes=5)
 
 
 async def test_the_memory_ledger_keeps_rows_per_scope_and_publishes_receipts():

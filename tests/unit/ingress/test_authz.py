@@ -30,6 +30,13 @@ def test_authorize(rule, profile, verdict):
     assert authorize(msg(), rule, profile) is verdict
 
 
+def test_a_bypassed_profile_still_denies_its_denied_users_and_teams_but_allows_no_one():
+    allow_all = AuthzRule(allow_all=True)
+    assert authorize(msg(), allow_all, None, deny_only=AuthzRule(deny_users=["u"])) is Verdict.DENIED
+    assert authorize(msg(), allow_all, None, deny_only=AuthzRule(deny_teams=["T1"])) is Verdict.DENIED
+    assert authorize(msg(), AuthzRule(), None, deny_only=AuthzRule(users=["u"], allow_all=True)) is Verdict.UNKNOWN
+
+
 def test_direct_chat_and_self_echo():
     assert is_direct_chat(msg(metadata={"chat_type": "im"}))
     assert is_direct_chat(msg(chat_id="u"))

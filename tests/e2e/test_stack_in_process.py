@@ -1,5 +1,5 @@
 """The embedded stack in one process on the real broker: a message answered, streamed and stored; raw Kafka
-producers; dead letters; the ops endpoints; the web chat link."""
+producers; dead letters; the ops endpoints; the web chat link; `agentstream send --json`."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ import re
 import httpx
 from aiokafka import AIOKafkaProducer
 from sqlalchemy import select
+from typer.testing import CliRunner
 
 from agentstream.contracts import DeadLetter, RunFinished, ToolCall, ToolResult
 from agentstream.db import Message, Run, create_engine, session_factory
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_delivery.adapters.web_endings import visible_text
+from agentstream_stack.cli import app
 from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.run_follower import send_and_follow
 from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
@@ -181,3 +183,25 @@ async def test_the_web_link_chats_through_the_whole_stack(settings_factory):
         assert history.status_code == 200, history.text
         sides = [(item["role"], item["text"]) for item in history.json()["items"]]
         assert sides[0] == ("user", "calculate 6*7") and ("assistant", DEMO_ANSWER) in sides
+
+
+async def test_send_json_prints_the_runs_outcome_as_one_document(settings_factory):
+    settings = settings_factory()
+    async with embedded_stack(settings, start_broker=False, ports=free_ports(), state_file=None) as stack:
+        kafka = stack.settings.kafka
+        env = {
+            "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+            "AGENTSTREAM__KAFKA__TOPIC_PREFIX": kafka.topic_prefix,
+            "AGENTSTREAM__KAFKA__IN_MEMORY": "true",
+        }
+        args = ["send", "calculate 6*7", "--platform", "memory", "--chat", "json-chat", "--json"]
+        result = await asyncio.to_thread(CliRunner().invoke, app, args, env=env)
+    assert result.exit_code == 0, result.output
+    # CliRunner captures the whole process's stdout: the services' log lines are not the document's.
+    document, _ = json.JSONDecoder().raw_decode(result.output[result.output.index("{\n") :])
+    assert document["conversation_key"] == "memory:json-chat" and document["message_id"]
+    assert (document["status"], document["reason"], document["error"]) == ("completed", None, None)
+    assert document["text"] == DEMO_ANSWER and document["run_id"]
+    assert document["tools"] == [{"tool": "calculator", "ok": True, "error": None}]
+    assert document["notices"] == [] and document["usage"]["llm_calls"] == 2
+    assert document["duration_ms"] > 0

@@ -1,20 +1,29 @@
 """Formatted answers through the real adapters to the fake platforms, which check markup as the real APIs do.
 
 The fake Bot API parses every `parse_mode: HTML` text and answers 400 "can't parse
-entities" to markup it refuses; delivery then sends that frame as plain text.
+entities" to markup it refuses; delivery then sends that frame as plain text. Generated
+Markdown streamed over HTTP is never refused: every frame, split part and final is HTML
+the Bot API takes.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from agentstream.config import TextFormat
 from agentstream.testing.fake_platforms import FakeDiscord, FakeSlack, FakeTelegram, telegram_html
 from agentstream_delivery.adapters import DiscordAdapter, SlackAdapter, TelegramAdapter
 from agentstream_delivery.formatting import plain, render
 from agentstream_delivery.ledger import MemoryLedger
+from agentstream_delivery.render import visible_chars
 from agentstream_delivery.stream_inputs import Finish
 from tests.integration.delivery.test_adapters_http import actor, deltas, stream
+from tests.unit.delivery.formatting.test_frames import markdown
 
 ANSWER = (
     "## Result\n\nThe **fastest** way is _usually_ `sort -u` (see [the manual](https://man7.org/sort.1?x=1&y=2)):\n\n"
@@ -80,3 +89,28 @@ async def test_slack_with_formatting_off_gets_plain_text_its_control_characters_
         await adapter.close()
     assert slack.texts("C8") == ["Ping &lt;!channel&gt; &amp; everyone"]
     assert all(c.body["mrkdwn"] is False for c in slack.calls_to("C8"))
+
+
+@pytest.mark.timeout(120)  # each example streams over HTTP, a frame every 20 ms
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(markdown, min_size=15, max_size=40).map("\n\n".join), st.integers(15, 60))
+def test_generated_markdown_streamed_to_telegram_is_never_refused(text: str, chunk: int) -> None:
+    assume(visible_chars(text))
+    asyncio.run(stream_generated(text, chunk))
+
+
+async def stream_generated(text: str, chunk: int) -> None:
+    async with FakeTelegram() as tg:
+        adapter = TelegramAdapter(tg.token, api_url=tg.url)
+        # Every frame due at once and a small limit: many previews, and answers split into several messages.
+        adapter.capabilities = replace(
+            adapter.capabilities, chat_interval=0.0, edit_interval=0.01, buffer_threshold=10, max_length=620
+        )
+        await stream(actor(adapter, "-12"), [*deltas(text, chunk), Finish("completed", text=text)], pause=0.02)
+        await adapter.close()
+    calls = tg.calls_to("-12", "sendMessage", "editMessageText")
+    assert calls and all(c.body.get("parse_mode") == "HTML" for c in calls)
+    refused = [(c.status, c.body["text"]) for c in calls if c.status != 200]
+    assert refused == [], refused
+    for message in tg.messages("-12"):
+        assert all(telegram_html.parse(frame) for frame in message.history)

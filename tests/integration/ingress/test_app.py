@@ -1,4 +1,4 @@
-"""ingress on the real broker: bad records to the dlq, the service keeps serving."""
+"""ingress on the real broker: bad records to the dlq, the sender told in the platform's words, the service keeps serving."""
 
 import json
 
@@ -10,7 +10,7 @@ from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 
 
 async def test_bad_records_go_to_dlq_and_next_message_is_queued(settings_factory, topics_created):
-    settings = settings_factory()
+    settings = settings_factory(ingress={"texts": {"web": {"invalid_message": "Nicht verarbeitet: {error}"}}})
     svc = bootstrap_ingress(settings)
     bootstrap, t = settings.kafka.bootstrap_servers, svc.topics
     async with ServiceHost([svc], "127.0.0.1", {"ingress": free_port()}):
@@ -42,4 +42,5 @@ async def test_bad_records_go_to_dlq_and_next_message_is_queued(settings_factory
     notices = [e for e in evs if isinstance(e, Notice)]
     queued = [e for e in evs if isinstance(e, RunQueued)]
     assert len(notices) == 1 and "user" in notices[0].text and notices[0].reply_target.chat_id == "c1"
+    assert notices[0].text.startswith("Nicht verarbeitet: ")  # the platform's own words
     assert len(queued) == 1 and queued[0].run_id == starts[0].run_id

@@ -366,10 +366,16 @@ async def test_resume_no_wait_produces_resume_run_keyed_by_conversation(settings
     result = await cli("runs", "resume", "run-stop-3", "--no-wait", env=env)
     assert result.exit_code == 0, result.output
     assert "resume requested: run run-stop-3" in result.output
-    records = await read_until(settings.kafka.bootstrap_servers, runs_topic, lambda rs: len(rs) >= 1, timeout=10)
-    [(key, command)] = on_runs(records)  # the refusals produced nothing
-    assert key == KEY_B
-    assert (command.type, command.run_id, command.conversation_key) == ("run.resume", "run-stop-3", KEY_B)
+    as_json = await cli("runs", "resume", "run-stop-3", "--no-wait", "--json", env=env)
+    assert as_json.exit_code == 0, as_json.output
+    document = json.loads(without_logs(as_json.output))
+    assert (document["run_id"], document["conversation_key"], document["waited"]) == ("run-stop-3", KEY_B, False)
+    assert document["status"] is None and document["text"] == ""  # not followed
+    records = await read_until(settings.kafka.bootstrap_servers, runs_topic, lambda rs: len(rs) >= 2, timeout=10)
+    resumes = on_runs(records)  # the refusals produced nothing
+    assert [key for key, _ in resumes] == [KEY_B, KEY_B]
+    for _, command in resumes:
+        assert (command.type, command.run_id, command.conversation_key) == ("run.resume", "run-stop-3", KEY_B)
 
 
 def finished(records: list[RawRecord], run_id: str) -> list[RunFinished]:

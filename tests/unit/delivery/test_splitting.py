@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from agentstream_delivery.splitting import cut, open_fence, safe_limit, split_text, unsplit, utf16_len
+from agentstream_delivery.splitting import (
+    cut,
+    open_fence,
+    safe_limit,
+    split_text,
+    unsplit,
+    utf16_len,
+    whole_character_start,
+)
 
 
 def test_utf16_counts_astral_characters_twice():
@@ -148,3 +156,30 @@ def test_an_empty_text_is_one_empty_message():
 def test_a_genuine_closing_fence_ending_a_message_stays_when_the_next_does_not_reopen_it():
     assert unsplit(["```\ncode\n```", "more"]) == "```\ncode\n```more"
     assert unsplit(["intro ```", "```\ncode"]) == "intro ``````\ncode"
+
+
+def test_a_hard_cut_never_splits_a_character_the_reader_sees_as_one():
+    # Flags (two regional indicators), skin tones, ZWJ families, combining accents: each stays whole.
+    for unit in (
+        "🇩🇪",
+        "👍🏽",
+        "👨\u200d👩\u200d👧",
+        "e\u0301",
+        "❤\ufe0f",
+        "🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f",
+    ):
+        for lead in ("", "a", "ab", "abc"):
+            text = lead + unit * 400
+            for measure in (len, utf16_len):
+                pieces = split_text(text, 600, measure)
+                assert len(pieces) >= 2 and "".join(pieces) == text
+                for piece in pieces[1:]:
+                    assert piece.startswith(unit), (unit, lead, measure, piece[:8])
+
+
+def test_whole_character_start_backs_off_to_the_start_of_the_cluster():
+    text = "a🇩🇪🇩🇪b"
+    assert [whole_character_start(text, i) for i in range(len(text) + 1)] == [0, 1, 1, 3, 3, 5, 6]
+    assert whole_character_start("👍🏽", 1) == 1  # a cut that cannot keep it whole takes the first part
+    assert whole_character_start("x👨\u200d👩", 3) == 1 and whole_character_start("x👨\u200d👩", 2) == 1
+    assert whole_character_start("ab", 1) == 1 and whole_character_start("", 0) == 0

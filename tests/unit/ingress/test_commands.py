@@ -142,3 +142,32 @@ def test_an_admin_of_the_platform_or_the_default_rule_answers_as_admin():
     elsewhere = load_settings(authz={"platforms": {"telegram": {"admins": ["u"]}}, "default": {"admins": []}})
     [answer] = handle(Command("deny", ""), MSG, ROUTED, ConversationFacts(), elsewhere).commands  # type: ignore[union-attr]
     assert answer.admin is False
+
+
+def test_command_replies_speak_the_platforms_texts():
+    texts = {
+        "new_conversation": "Neues Gespräch.",
+        "nothing_to_resume": "Nichts fortzusetzen.",
+        "resuming": "Setze Lauf {run} fort ({status}).",
+        "nothing_to_retry": "Nichts zu wiederholen.",
+        "queue_usage": "Aufruf: /queue <Text>",
+        "unknown_command": "Unbekannt: /{command}.",
+    }
+    settings = load_settings(ingress={"texts": {"web": texts}})
+
+    def reply(text: str, facts: ConversationFacts | None = None) -> str:
+        cmd = parse_command(text)
+        assert cmd is not None
+        d = handle(cmd, MSG, ROUTED, facts or ConversationFacts(), settings)
+        assert isinstance(d, NoticeDecision | CommandDecision)
+        return (d.text if isinstance(d, NoticeDecision) else d.notice) or ""
+
+    assert reply("/new") == "Neues Gespräch."
+    assert reply("/resume") == "Nichts fortzusetzen."
+    assert reply("/resume", ConversationFacts(resumable=RunSummary("r-12345678-x", "failed"))) == (
+        "Setze Lauf r-123456 fort (failed)."
+    )
+    assert reply("/retry") == "Nichts zu wiederholen."
+    assert reply("/queue") == "Aufruf: /queue <Text>"
+    assert reply("/frobnicate").startswith("Unbekannt: /frobnicate.\nCommands:")
+    assert run("/new").notice == "Started a new conversation."  # other platforms keep the defaults

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from agentstream.config import load_settings
+from agentstream.config import IngressTexts, load_settings
 from agentstream.contracts import InterruptRun, NoticeLevel, ReplyTarget, ResetConversation
 from agentstream_ingress.decisions import (
     CommandDecision,
@@ -15,7 +15,7 @@ from agentstream_ingress.decisions import (
     NoticeReason,
     StartDecision,
 )
-from agentstream_ingress.pipeline import RATE_LIMITED, REFUSED, Pipeline
+from agentstream_ingress.pipeline import Pipeline
 
 HOOKS = "tests.unit.ingress.hookfns"
 
@@ -259,7 +259,7 @@ async def test_the_rate_limit_notice_warns_the_sender_in_their_chat(ports, raw):
     d = await p.decide(raw(id="b", thread_id="7", reply_to_id="a"))
     assert d == NoticeDecision(
         NoticeReason.RATE_LIMITED,
-        RATE_LIMITED,
+        IngressTexts().rate_limited,
         ReplyTarget(platform="telegram", chat_id="42", thread_id="7", reply_to_id="a"),
         NoticeLevel.WARNING,
     )
@@ -272,10 +272,27 @@ async def test_a_refusal_warns_the_sender_in_their_chat(ports, raw):
     d = await p.decide(raw(thread_id="7"))
     assert d == NoticeDecision(
         NoticeReason.REFUSED,
-        REFUSED,
+        IngressTexts().refused,
         ReplyTarget(platform="telegram", chat_id="42", thread_id="7"),
         NoticeLevel.WARNING,
     )
+
+
+async def test_the_notices_speak_the_platforms_texts(ports, raw):
+    texts = {
+        "default": {"refused": "Nicht erlaubt.", "rate_limited": "Langsamer, bitte."},
+        "slack": {"refused": "Not for you."},
+    }
+    p = pipeline(
+        ports,
+        authz={"default": {"users": ["alice"]}, "rate_limit": {"capacity": 1, "refill_per_s": 0.001}},
+        ingress={"texts": texts},
+    )
+    refused = [await p.decide(raw(id=f"r{n}", platform=platform)) for n, platform in enumerate(["telegram", "slack"])]
+    assert [d.text for d in refused] == ["Nicht erlaubt.", "Not for you."]  # type: ignore[union-attr]
+    assert isinstance(await p.decide(raw(id="a", user={"id": "alice"})), StartDecision)
+    d = await p.decide(raw(id="b", user={"id": "alice"}))
+    assert isinstance(d, NoticeDecision) and d.text == "Langsamer, bitte."
 
 
 async def test_the_pairing_code_goes_to_the_senders_chat(ports, raw):

@@ -4,7 +4,8 @@ A message longer than the platform allows is cut before
 `safe = max(500, limit - len(cursor) - 100)` so an intermediate frame with its cursor
 always fits. The cut prefers a paragraph, then a line, then a space (each in the
 second half of the window, so no message ends up tiny), and is never placed inside an
-inline code span. A fenced code block cut in two is closed at the end of the first
+inline code span, nor inside a character the reader sees as one (a flag, a skin tone,
+an emoji joined by ZWJ, a letter with its combining accent). A fenced code block cut in two is closed at the end of the first
 message and reopened, with its language, at the start of the next one; `unsplit`
 undoes exactly that, so the joined platform messages equal the original text.
 
@@ -20,6 +21,7 @@ that only closes past the cut renders differently) is cut again, shorter.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -98,6 +100,43 @@ def _fit(text: str, room: int, measure: Measure) -> int:
     return lo
 
 
+def _extends(ch: str) -> bool:
+    """A character that belongs to the one before it: a combining mark, a variation selector, a skin tone, ZWJ, a tag."""
+    cp = ord(ch)
+    return (
+        unicodedata.category(ch) in ("Mn", "Me", "Mc")
+        or cp == 0x200D
+        or 0xFE00 <= cp <= 0xFE0F
+        or 0x1F3FB <= cp <= 0x1F3FF
+        or 0xE0020 <= cp <= 0xE007F
+    )
+
+
+def _regional(ch: str) -> bool:
+    return 0x1F1E6 <= ord(ch) <= 0x1F1FF
+
+
+def whole_character_start(text: str, pos: int) -> int:
+    """`pos`, or the start of the character as the reader sees it (a grapheme cluster) that `pos` falls inside.
+
+    Never below 1 while `pos` is: a cut that cannot keep a cluster whole takes its first part.
+    """
+    at = pos
+    while 0 < at < len(text):
+        if _extends(text[at]) or text[at - 1] == "\u200d":
+            at -= 1
+        elif _regional(text[at]) and _regional(text[at - 1]):
+            run = at
+            while run > 0 and _regional(text[run - 1]):
+                run -= 1
+            if (at - run) % 2 == 0:  # `at` starts a pair
+                break
+            at -= 1
+        else:
+            break
+    return at if at > 0 or pos == 0 else pos
+
+
 def _cut_point(text: str, hard: int, in_fence: Callable[[int], bool]) -> int:
     floor = hard // 2
     candidates: list[int] = []
@@ -112,7 +151,7 @@ def _cut_point(text: str, hard: int, in_fence: Callable[[int], bool]) -> int:
             pos = text.rfind(sep, floor, pos)
         if candidates:
             return candidates[0]
-    return hard
+    return whole_character_start(text, hard)
 
 
 def cut(text: str, safe: int, measure: Measure) -> Cut | None:

@@ -151,7 +151,8 @@ class IngressService(Service):
                 key = record.key.decode("utf-8", "replace") if isinstance(record.key, bytes) else ""
                 out: Outgoing = [(self.topics.dlq, self.letter(record, key, error))]
                 if target is not None:
-                    out.append(self.notice(target, f"Your message could not be processed: {error}", NoticeLevel.ERROR))
+                    text = self.settings.ingress.texts_for(target.platform).fill("invalid_message", error=error)
+                    out.append(self.notice(target, text, NoticeLevel.ERROR))
                 self.count("dead_letter", "invalid")
                 self.log.warning(
                     "dead letter", topic=record.topic, partition=record.partition, offset=record.offset, error=error

@@ -91,6 +91,7 @@ def handle(
     cmd: Command, msg: InboundMessage, routed: Routed, facts: ConversationFacts, settings: Settings
 ) -> Decision | RoleDecision:
     key, target = msg.conversation_key, target_of(msg)
+    texts = settings.ingress.texts_for(msg.platform)
 
     def say(text: str) -> NoticeDecision:
         return NoticeDecision(NoticeReason.COMMAND, text, target, command=cmd.name)
@@ -98,7 +99,7 @@ def handle(
     match cmd.name:
         case "new" | "reset":
             return CommandDecision(
-                (ResetConversation(conversation_key=key),), target, "Started a new conversation.", command=cmd.name
+                (ResetConversation(conversation_key=key),), target, texts.new_conversation, command=cmd.name
             )
         case "stop":
             # Always sent: the runner knows best whether something runs (a no-op if not).
@@ -107,17 +108,17 @@ def handle(
             )
         case "resume":
             if facts.resumable is None:
-                return say("There is no failed or interrupted run to resume.")
+                return say(texts.nothing_to_resume)
             run_id = facts.resumable.run_id
             return CommandDecision(
                 (ResumeRun(conversation_key=key, run_id=run_id),),
                 target,
-                f"Resuming the {facts.resumable.status} run {run_id[:8]}.",
+                texts.fill("resuming", status=facts.resumable.status, run=run_id[:8]),
                 command=cmd.name,
             )
         case "retry":
             if facts.last_message is None:
-                return say("There is no earlier message to retry.")
+                return say(texts.nothing_to_retry)
             return build_start(facts.last_message, routed, facts.role_override, settings)
         case "status":
             return say(status_text(msg, routed, facts, settings))
@@ -125,7 +126,7 @@ def handle(
             return model(cmd.args, facts, settings, say)
         case "queue":
             if not cmd.args:
-                return say("Usage: /queue <text>")
+                return say(texts.queue_usage)
             queued = msg.model_copy(update={"text": cmd.args})
             return build_start(queued, routed, facts.role_override, settings, DoubleTexting.ENQUEUE)
         case "approve" | "deny":
@@ -133,7 +134,7 @@ def handle(
         case "help":
             return say(help_text())
         case _:
-            return say(help_text(f"Unknown command /{cmd.name}.\n"))
+            return say(help_text(texts.fill("unknown_command", command=cmd.name) + "\n"))
 
 
 def is_admin(msg: InboundMessage, settings: Settings) -> bool:

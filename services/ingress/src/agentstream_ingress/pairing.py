@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from agentstream.config.ingress import PairingSettings
+from agentstream.config.ingress import IngressTexts, PairingSettings
 
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 CODE_LENGTH = 8
@@ -70,15 +70,11 @@ def may_issue(
     return IssueOutcome.ISSUED
 
 
-def notice_text(issue: Issue, settings: PairingSettings) -> str:
+def notice_text(issue: Issue, settings: PairingSettings, texts: IngressTexts) -> str:
     match issue.outcome:
         case IssueOutcome.ISSUED:
-            minutes = round(settings.code_ttl_s / 60)
-            return (
-                f"You are not authorized yet. Your pairing code is {issue.code} (valid {minutes} min). "
-                f"Ask the operator to run: agentstream pairing approve {issue.code}"
-            )
+            return texts.fill("pairing_code", code=issue.code, minutes=round(settings.code_ttl_s / 60))
         case IssueOutcome.TOO_SOON:
-            return "You are not authorized yet. A pairing code was sent recently; ask the operator to approve it."
+            return texts.pairing_pending
         case IssueOutcome.LOCKED:
-            return "You are not authorized, and pairing is temporarily locked. Try again later."
+            return texts.pairing_locked

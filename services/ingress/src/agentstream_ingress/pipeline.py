@@ -37,8 +37,6 @@ from agentstream_ingress.ratelimit import RateLimiter
 from agentstream_ingress.routing import Routed, route
 from agentstream_ingress.starting import build_start
 
-REFUSED = "You are not authorized to use this assistant."
-RATE_LIMITED = "You are sending messages too fast; please wait a moment."
 log = structlog.get_logger("agentstream.ingress.hooks")
 store_log = structlog.get_logger("agentstream.ingress")
 
@@ -145,7 +143,8 @@ class Pipeline:
         if refusal is not None:
             return refusal
         if not self.limiter.allow(msg.platform, msg.user.id):
-            return NoticeDecision(NoticeReason.RATE_LIMITED, RATE_LIMITED, target_of(msg), NoticeLevel.WARNING)
+            rate_limited = self.settings.ingress.texts_for(msg.platform).rate_limited
+            return NoticeDecision(NoticeReason.RATE_LIMITED, rate_limited, target_of(msg), NoticeLevel.WARNING)
         hooked = await self.run_hooks(self.receive_hooks, msg)
         if not isinstance(hooked, InboundMessage):
             return hooked
@@ -160,14 +159,15 @@ class Pipeline:
         verdict = authorize(msg, self.settings.authz.rule_for(msg.platform), routed.profile.authz, bypassed)
         if verdict is Verdict.ALLOWED:
             return None
+        texts = self.settings.ingress.texts_for(msg.platform)
         if verdict is Verdict.UNKNOWN:
             if await self.ports.is_paired(msg.platform, msg.user.id):
                 return None
             pairing = self.settings.authz.pairing
             if pairing.enabled and is_direct_chat(msg):
                 issue = await self.ports.issue_pairing(msg.platform, msg.user.id, msg.chat_id)
-                return NoticeDecision(NoticeReason.PAIRING, notice_text(issue, pairing), target_of(msg))
-        return NoticeDecision(NoticeReason.REFUSED, REFUSED, target_of(msg), NoticeLevel.WARNING)
+                return NoticeDecision(NoticeReason.PAIRING, notice_text(issue, pairing, texts), target_of(msg))
+        return NoticeDecision(NoticeReason.REFUSED, texts.refused, target_of(msg), NoticeLevel.WARNING)
 
     async def run_hooks(self, hooks: list[Hook], msg: InboundMessage, *extra: object) -> InboundMessage | Decision:
         for hook in hooks:

@@ -2,7 +2,8 @@
 
 `RunFollower` is a plain Kafka client with no consumer group (manual assignment of every `events`
 partition, positioned at the end before producing), so it starts in milliseconds and commits
-nothing; `StreamPrinter` prints the events as a person would like to read them.
+nothing; `StreamPrinter` prints the events as a person would like to read them, `RunRecorder`
+collects what `--json` prints.
 """
 
 from __future__ import annotations
@@ -186,3 +187,42 @@ class StreamPrinter:
                 pass  # the text streamed already; steps and heartbeats are the services' business
             case unexpected:
                 assert_never(unexpected)
+
+
+class RunRecorder:
+    """What `--json` prints of a followed run: collected from its events, one document at the end."""
+
+    def __init__(self) -> None:
+        self.run_id: str | None = None
+        self.notices: list[dict[str, str]] = []
+        self.tools: list[dict[str, object]] = []
+        self.finished: ev.RunFinished | None = None
+
+    def __call__(self, event: ev.RunEvent) -> None:
+        match event:
+            case ev.RunQueued() | ev.RunStarted() if self.run_id is None:
+                self.run_id = event.root_run_id
+            case ev.ToolResult(tool=tool, ok=ok, error=error):
+                self.tools.append({"tool": tool, "ok": ok, "error": error})
+            case ev.Notice(text=text, level=level):
+                self.notices.append({"level": str(level), "text": text})
+            case ev.RunFinished() if event.run_id == event.root_run_id:  # the root run's, not a sub-agent's
+                self.finished = event
+                self.run_id = event.root_run_id
+            case _:
+                pass
+
+    def document(self, **head: object) -> dict[str, object]:
+        done = self.finished
+        return {
+            **head,
+            "run_id": self.run_id,
+            "status": None if done is None else str(done.status),
+            "reason": None if done is None or done.reason is None else str(done.reason),
+            "error": None if done is None else done.error,
+            "text": "" if done is None else done.text,
+            "tools": self.tools,
+            "notices": self.notices,
+            "usage": None if done is None else done.usage.model_dump(mode="json"),
+            "duration_ms": None if done is None else done.duration_ms,
+        }

@@ -25,7 +25,7 @@ from agentstream_persistence.queries import RUNS
 from agentstream_persistence.rows import shorten
 from agentstream_stack.cli_errors import explain
 from agentstream_stack.cli_support import ConfigOpt, client_settings, err, out
-from agentstream_stack.run_follower import RunFollower, StreamPrinter
+from agentstream_stack.run_follower import RunFollower, RunRecorder, StreamPrinter
 from agentstream_stack.runs_store import (
     AmbiguousRunId,
     RunDetail,
@@ -236,22 +236,31 @@ def _print_detail(detail: RunDetail) -> None:
 
 
 async def _resume(
-    kafka: KafkaSettings, command: ResumeRun, after_seq: int, wait: bool, timeout: float
+    kafka: KafkaSettings,
+    command: ResumeRun,
+    after_seq: int,
+    wait: bool,
+    timeout: float,
+    recorder: RunRecorder | None = None,
 ) -> RunFinished | None:
+    """Request the resume and follow it: printed as it streams, or only into `recorder` (--json)."""
     async with RunFollower(
         await resolve_flavor(kafka)
     ) as follower:  # positioned on `events` before the command goes out
         await follower.resume(command)
-        out.print(
-            f"resume requested: run [bold]{escape(command.run_id)}[/] (conversation {escape(command.conversation_key)})",
-            highlight=False,
-        )
+        if recorder is None:
+            out.print(
+                f"resume requested: run [bold]{escape(command.run_id)}[/] "
+                f"(conversation {escape(command.conversation_key)})",
+                highlight=False,
+            )
         if not wait:
             return None
-        printer = StreamPrinter(out)
+        printer = recorder if recorder is not None else StreamPrinter(out)
         # Until the runner starts it (a resume waits for the conversation's current run).
         waiting = out.status(f"waiting for an agent-runner to resume run {escape(command.run_id)}…")
-        waiting.start()
+        if recorder is None:
+            waiting.start()
         try:
             async with asyncio.timeout(timeout):
                 async for event in follower.follow_resumed(command, after_seq):
@@ -271,6 +280,9 @@ def runs_resume(
         bool, typer.Option("--wait/--no-wait", help="Follow the run to its end (default) or only request the resume.")
     ] = True,
     timeout: Annotated[float, typer.Option(help="Seconds to follow the run.")] = 300.0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document (the resumed run's outcome) instead.")
+    ] = False,
     config: ConfigOpt = None,
 ) -> None:
     """Continue a failed or interrupted run from its checkpoint: completed LLM and tool steps are not repeated."""
@@ -285,8 +297,9 @@ def runs_resume(
         )
         raise typer.Exit(1)
     command = ResumeRun(conversation_key=cp.conversation_key, run_id=run.run_id)
+    recorder = RunRecorder() if as_json else None
     try:
-        finished = asyncio.run(_resume(settings.kafka, command, cp.last_seq, wait, timeout))
+        finished = asyncio.run(_resume(settings.kafka, command, cp.last_seq, wait, timeout, recorder))
     except TimeoutError:
         err.print(
             f"[red]run {escape(run.run_id)} did not finish within {timeout:.0f} s; it may still be running: "
@@ -296,12 +309,16 @@ def runs_resume(
     except KeyboardInterrupt:
         err.print("[yellow]stopped following; the resume goes on without this command[/]")
         raise typer.Exit(130) from None
+    if recorder is not None:
+        document = {**recorder.document(conversation_key=command.conversation_key), "run_id": run.run_id}
+        typer.echo(json.dumps({**document, "waited": wait}, ensure_ascii=False, indent=2))
     if not wait:
         return
     if finished is None:  # the events stream ended first (the consumer was stopped)
         err.print(f"[red]lost sight of run {escape(run.run_id)}: agentstream runs show {escape(run.run_id)}[/]")
         raise typer.Exit(1)
-    style = STATUS_STYLE.get(finished.status, "white")
-    out.print(f"[{style}]run {escape(run.run_id)} resumed: {finished.status}[/]", highlight=False)
+    if recorder is None:
+        style = STATUS_STYLE.get(finished.status, "white")
+        out.print(f"[{style}]run {escape(run.run_id)} resumed: {finished.status}[/]", highlight=False)
     if finished.status is not RunStatus.COMPLETED:
         raise typer.Exit(1)

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import httpx
 import typer
-from rich.console import Console
 
 from agentstream.config import SERVICES, Settings
-from agentstream.contracts import InboundMessage, RunFinished, RunStatus, User
+from agentstream.contracts import InboundMessage, RunEvent, RunFinished, RunStatus, User
 from agentstream.host import ServiceHost, install_stop_signals
 from agentstream.kafka import create_topics
 from agentstream.kafka.flavor import resolve_flavor
@@ -23,7 +24,7 @@ from agentstream.observability import configure_logging
 from agentstream_stack.cli_errors import ExitCode
 from agentstream_stack.cli_support import ConfigOpt, client_settings, err, load_or_exit, masked, out
 from agentstream_stack.embedded import embedded_stack, free_ports
-from agentstream_stack.run_follower import RunFollower, StreamPrinter
+from agentstream_stack.run_follower import RunFollower, RunRecorder, StreamPrinter
 from agentstream_stack.services import build_service
 
 
@@ -132,8 +133,9 @@ def serve(
     asyncio.run(main())
 
 
-async def _send(settings: Settings, message: InboundMessage, timeout: float, console: Console) -> RunFinished | None:
-    printer = StreamPrinter(console)
+async def _send(
+    settings: Settings, message: InboundMessage, timeout: float, printer: Callable[[RunEvent], None]
+) -> RunFinished | None:
     async with RunFollower(await resolve_flavor(settings.kafka)) as follower:
         await follower.send(message)
         async with asyncio.timeout(timeout):
@@ -151,21 +153,27 @@ def send(
     user: Annotated[str, typer.Option(help="User id.")] = "cli-user",
     assistant: Annotated[str | None, typer.Option(help="Assistant id.")] = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 120.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document when the run ends instead.")] = False,
     config: ConfigOpt = None,
 ) -> None:
     """Send one message and print the streamed reply.
 
-    Produces one InboundMessage on `inbound` and prints the run's events as they arrive.
+    Produces one InboundMessage on `inbound` and prints the run's events as they arrive
+    (with --json: the run's outcome, answer, tool results and notices, once it ended).
     """
     settings = client_settings(config)
     msg = InboundMessage(
         id=str(uuid.uuid4()), platform=platform, chat_id=chat, user=User(id=user), text=text, assistant_id=assistant
     )
+    recorder = RunRecorder()
     try:
-        finished = asyncio.run(_send(settings, msg, timeout, out))
+        finished = asyncio.run(_send(settings, msg, timeout, recorder if as_json else StreamPrinter(out)))
     except TimeoutError:
         err.print(f"[red]no answer within {timeout:.0f} s[/]")
         raise typer.Exit(ExitCode.FAILED) from None
+    if as_json:
+        document = recorder.document(message_id=msg.id, conversation_key=msg.conversation_key)
+        typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
     if finished is None or finished.status is not RunStatus.COMPLETED:
         raise typer.Exit(ExitCode.FAILED)
 
@@ -193,7 +201,7 @@ def demo(config: ConfigOpt = None) -> None:
                 )
                 out.print(f"[bold cyan]you>[/] {msg.text}")
                 out.print("[bold green]assistant>[/] ", end="")
-                finished = await _send(stack.settings, msg, 60, out)
+                finished = await _send(stack.settings, msg, 60, StreamPrinter(out))
                 if finished is None:
                     return None
                 assert stack.new_admin_key is not None  # the demo's database is new

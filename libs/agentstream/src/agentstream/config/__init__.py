@@ -14,6 +14,7 @@ from agentstream.config.core import (
     SecurityProtocol,
 )
 from agentstream.config.delivery import PlatformSettings, PlatformTexts, TextFormat, ToolProgress
+from agentstream.config.ingress import IngressTexts
 from agentstream.config.runner import DEFAULT_CAPABILITIES, Capability, ConnectorSettings, RunnerSettings
 from agentstream.config.settings import CONFIG_ENV_VAR, SERVICES, ConfigError, Settings, load_settings
 from agentstream.config.tracing import TracingSettings
@@ -27,6 +28,7 @@ __all__ = [
     "ConnectorSettings",
     "DatabaseSettings",
     "HttpSettings",
+    "IngressTexts",
     "KafkaFlavor",
     "KafkaSettings",
     "PlatformSettings",

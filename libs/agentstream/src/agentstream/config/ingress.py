@@ -8,9 +8,10 @@ environment variable that holds them (`secret_env`, `signing_secret_env`).
 from __future__ import annotations
 
 import os
-from typing import Any
+import string
+from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from agentstream.config.core import Section
 from agentstream.contracts.runs import DoubleTexting
@@ -113,9 +114,79 @@ class WebhookSettings(Section):
     slack: SlackWebhook | None = None
 
 
+class IngressTexts(Section):
+    """The fixed texts ingress answers with (`ingress.texts.<platform>`, or `ingress.texts.default`).
+
+    The texts of `PLACEHOLDERS` are templates: `{name}` is filled in (`{{`, `}}` write a brace), each
+    may use only its own names. The others are shown as written. None may be empty.
+    """
+
+    PLACEHOLDERS: ClassVar[dict[str, frozenset[str]]] = {
+        "pairing_code": frozenset({"code", "minutes"}),
+        "invalid_message": frozenset({"error"}),
+        "resuming": frozenset({"status", "run"}),
+        "unknown_command": frozenset({"command"}),
+    }
+
+    refused: str = Field(default="You are not authorized to use this assistant.", min_length=1)
+    rate_limited: str = Field(default="You are sending messages too fast; please wait a moment.", min_length=1)
+    pairing_code: str = Field(
+        default=(
+            "You are not authorized yet. Your pairing code is {code} (valid {minutes} min). "
+            "Ask the operator to run: agentstream pairing approve {code}"
+        ),
+        min_length=1,
+    )
+    pairing_pending: str = Field(
+        default="You are not authorized yet. A pairing code was sent recently; ask the operator to approve it.",
+        min_length=1,
+    )
+    pairing_locked: str = Field(
+        default="You are not authorized, and pairing is temporarily locked. Try again later.", min_length=1
+    )
+    invalid_message: str = Field(default="Your message could not be processed: {error}", min_length=1)
+    new_conversation: str = Field(default="Started a new conversation.", min_length=1)
+    nothing_to_resume: str = Field(default="There is no failed or interrupted run to resume.", min_length=1)
+    resuming: str = Field(default="Resuming the {status} run {run}.", min_length=1)
+    nothing_to_retry: str = Field(default="There is no earlier message to retry.", min_length=1)
+    queue_usage: str = Field(default="Usage: /queue <text>", min_length=1)
+    unknown_command: str = Field(default="Unknown command /{command}.", min_length=1)
+
+    @model_validator(mode="after")
+    def _known_placeholders(self) -> IngressTexts:
+        for name, allowed in self.PLACEHOLDERS.items():
+            try:
+                used = {field for _, field, _, _ in string.Formatter().parse(getattr(self, name)) if field is not None}
+            except ValueError as err:  # a lone `{` or `}`
+                raise ValueError(f"{name}: {err} (write {{{{ and }}}} for braces)") from None
+            unknown = sorted(used - allowed)
+            if unknown:
+                known = ", ".join(f"{{{a}}}" for a in sorted(allowed))
+                raise ValueError(f"{name}: unknown placeholder {{{unknown[0]}}} (this text has {known})")
+        return self
+
+    def fill(self, name: str, **values: object) -> str:
+        """The template `name` with its placeholders filled in."""
+        template: str = getattr(self, name)
+        return template.format(**values)
+
+
 class IngressSettings(Section):
     hooks: IngressHooks = Field(default_factory=IngressHooks)
     webhooks: WebhookSettings = Field(default_factory=WebhookSettings)
     max_body_bytes: int = Field(default=256 * 1024, ge=1024, description="Larger HTTP bodies get 413.")
     publish_timeout_s: float = Field(default=5.0, gt=0, description="HTTP answers 503 when Kafka is slower.")
     max_text_chars: int = Field(default=32_000, ge=1, description="Longer inbound texts are dead letters.")
+    texts: dict[str, IngressTexts] = Field(
+        default_factory=dict,
+        description="platform → the texts ingress answers with; `default` for every platform without its own.",
+    )
+
+    def texts_for(self, platform: str) -> IngressTexts:
+        """The platform's texts: the keys it sets, over those `default` sets, over the built-in ones."""
+        merged = IngressTexts()
+        for name in dict.fromkeys(("default", platform)):
+            given = self.texts.get(name)
+            if given is not None:
+                merged = merged.model_copy(update={k: getattr(given, k) for k in given.model_fields_set})
+        return merged

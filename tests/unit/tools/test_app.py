@@ -165,3 +165,16 @@ async def test_the_result_is_published_before_it_is_stored_and_committed_after(d
     await h.settle()
     assert stored.is_set() and h.svc.commits.points.due() == {0: 8}
     assert await ToolCallStore(engine).claim(request()) == h.published[0]
+
+
+async def test_a_call_to_a_tool_not_served_is_counted_under_unknown_not_its_name(db_url, engine):  # type: ignore[no-untyped-def]
+    harness = Harness(db_url, engine)
+    await harness.deliver(request("c1"), offset=0)
+    await harness.deliver(request("c2", tool="made-up-by-the-model"), offset=1)
+    await harness.settle()
+    registry = harness.svc.registry
+    assert registry.get_sample_value("agentstream_tool_calls_total", {"tool": "counter", "outcome": "ok"}) == 1
+    calls = [s for m in registry.collect() if m.name == "agentstream_tool_calls" for s in m.samples]
+    counted = {(s.labels["tool"], s.labels["outcome"]): s.value for s in calls if s.name.endswith("_total")}
+    assert {tool for tool, _ in counted} == {"counter", "unknown"}
+    assert sum(value for (tool, _), value in counted.items() if tool == "unknown") == 1

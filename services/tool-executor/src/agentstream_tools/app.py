@@ -50,6 +50,9 @@ RETRY_MAX_S = 5.0
 COMMIT_DELAY_S = 0.1
 
 
+UNKNOWN_TOOL = "unknown"  # the metric label of a call to a tool this executor does not serve
+
+
 def _outcome(result: ToolCallResult) -> str:
     if result.ok:
         return "ok"
@@ -200,8 +203,10 @@ class ToolExecutorService(Service):
                 return stopped_during_call(request), True
             async with heartbeats(request, self._publish_beat, self.options.heartbeat_interval_s):
                 result = await execute(self.tools, request, self.settings.runner.tool_timeout_s)
-        self.calls.labels(request.tool, _outcome(result)).inc()
-        self.durations.labels(request.tool).observe(result.duration_ms / 1000)
+        # A label is a tool this executor serves: any name a record carries would grow the series without bound.
+        label = request.tool if self.tools.get(request.tool) is not None else UNKNOWN_TOOL
+        self.calls.labels(label, _outcome(result)).inc()
+        self.durations.labels(label).observe(result.duration_ms / 1000)
         self.log.info(
             "tool call done",
             call=request.idempotency_key,

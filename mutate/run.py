@@ -60,6 +60,7 @@ CORE_MODULES: tuple[CoreModule, ...] = (
             "tests/unit/runner/test_pipeline.py",
             "tests/unit/runner/test_ending.py",
             "tests/unit/runner/test_history.py",
+            "tests/unit/runner/test_hooks.py",
         ),
     ),
     CoreModule("runner.outcome", RUNNER, "outcome.py", ("tests/unit/runner/test_outcome.py",)),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agentstream_delivery.splitting import (
     cut,
     open_fence,
@@ -183,3 +185,34 @@ def test_whole_character_start_backs_off_to_the_start_of_the_cluster():
     assert whole_character_start("👍🏽", 1) == 1  # a cut that cannot keep it whole takes the first part
     assert whole_character_start("x👨\u200d👩", 3) == 1 and whole_character_start("x👨\u200d👩", 2) == 1
     assert whole_character_start("ab", 1) == 1 and whole_character_start("", 0) == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "aa bbccccc`d e f g`" + "h" * 20,  # the only space outside the span is below half the room
+        "intro\n`a b c d e`" + "z" * 20,  # the span opens the line
+        "`a`xxxxxxx`b c d e f`" + "z" * 20,  # a closed span before the open one
+    ],
+)
+def test_a_space_inside_a_code_span_is_no_cut_point_and_the_cut_falls_at_the_hard_limit(text: str):
+    c = cut(text, 24, len)  # room 20: cut points are looked for from 10 to 20
+    assert c is not None and (c.head, c.consumed, c.carry) == (text[:20], 20, "")
+
+
+def test_a_piece_loses_its_start_only_when_the_piece_before_closed_a_fence_it_reopens():
+    assert unsplit(["XXXX first ", "XXXX second ", "```py\nx = 1\n```", "XXXX last"]) == (
+        "XXXX first XXXX second ```py\nx = 1\n```XXXX last"
+    )
+
+
+def escaped_len(text: str) -> int:
+    """A measure that is neither len nor UTF-16: an ampersand counts as its HTML entity."""
+    return len(text) + 4 * text.count("&")
+
+
+@pytest.mark.parametrize("text", ["&" * 100, "ab&" * 40, "a" * 30 + "&" * 30, "&" + "a" * 80])
+def test_under_any_measure_a_hard_cut_takes_the_longest_head_that_fits_the_room(text: str):
+    c = cut(text, 50, escaped_len)  # room 46: 50 less the fence closer's
+    assert c is not None and c.head == text[: c.consumed] and c.carry == ""
+    assert escaped_len(c.head) <= 46 < escaped_len(text[: c.consumed + 1])

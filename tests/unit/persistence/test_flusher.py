@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import DataError, IntegrityError, InterfaceError, OperationalError, StatementError
 
-from agentstream.contracts import ReplyTarget, RunFinished, RunQueued, ToolCall
+from agentstream.contracts import ReplyTarget, RunFinished, RunQueued, ToolCall, ToolResult
 from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.observability import NotReady
+from agentstream_persistence import flusher as flusher_module
 from agentstream_persistence.buffers import BufferSet, Origin
 from agentstream_persistence.flusher import (
     MAX_LETTER_CHARS,
@@ -42,8 +44,8 @@ def test_data_errors_are_permanent_and_connection_errors_transient(err: BaseExce
     assert is_permanent(err) is permanent
 
 
-def buffer(arguments: str = "{}"):  # type: ignore[no-untyped-def]
-    ids = {"run_id": "r1", "root_run_id": "r1", "conversation_key": "web:c"}
+def buffer(arguments: str = "{}", run_id: str = "r1"):  # type: ignore[no-untyped-def]
+    ids = {"run_id": run_id, "root_run_id": run_id, "conversation_key": "web:c"}
     buffers = BufferSet()
     buffers.add(
         RunQueued(**ids, seq=0, assistant_id="a", reply_target=ReplyTarget(platform="web", chat_id="c"), text="hi"),
@@ -178,3 +180,58 @@ async def test_forgetting_a_run_that_was_not_waiting_is_harmless(db_url):
         assert flusher.waiting == {}
     finally:
         await engine.dispose()
+
+
+def test_a_tool_call_and_its_result_are_both_in_the_dead_letter():
+    from agentstream_persistence.buffers import RunBuffer
+
+    ids = {"run_id": "r1", "root_run_id": "r1", "conversation_key": "web:c"}
+    buf = RunBuffer("r1", "web:c")
+    buf.add(ToolCall(**ids, seq=0, call_id="c", tool="t", arguments="{}"))
+    buf.add(ToolResult(**ids, seq=1, call_id="c", tool="t", ok=True, content="42"))
+    body = json.loads(run_dead_letter(buf, "p.events", "e", "persistence").raw_value)
+    assert [(e["type"], e["seq"]) for e in body["events"]] == [("tool.call", 0), ("tool.result", 1)]
+
+
+def test_a_letter_of_exactly_the_limit_is_kept_whole():
+    small = len(run_dead_letter(buffer("y"), "p.events", "e", "persistence").raw_value)
+    at_limit = run_dead_letter(buffer("y" * (1 + MAX_LETTER_CHARS - small)), "p.events", "e", "persistence")
+    assert len(at_limit.raw_value) == MAX_LETTER_CHARS
+    assert "truncated" not in json.loads(at_limit.raw_value)
+    over = run_dead_letter(buffer("y" * (2 + MAX_LETTER_CHARS - small)), "p.events", "e", "persistence")
+    assert json.loads(over.raw_value)["truncated"] is True
+
+
+def test_a_truncated_letter_keeps_a_non_ascii_run_id_as_written():
+    huge = buffer(json.dumps({"x": "y" * MAX_LETTER_CHARS}), run_id="réunion-✓")
+    letter = run_dead_letter(huge, "p.events", "e", "persistence")
+    assert '"root_run_id": "réunion-✓"' in letter.raw_value
+    assert json.loads(letter.raw_value)["truncated"] is True
+
+
+async def test_a_flush_that_hangs_is_given_up_after_the_flush_timeout_as_a_failed_attempt(monkeypatch):
+    async def hang(*_args: object) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(flusher_module, "write_run", hang)
+    monkeypatch.setattr(flusher_module, "FLUSH_TIMEOUT_S", 0.05)
+    registry = CollectorRegistry()
+    outcome = await Flusher(BrokenSessions(RuntimeError("unused")), registry).attempt(buffer())  # type: ignore[arg-type]
+    assert isinstance(outcome, Failed) and outcome.reason.startswith("TimeoutError")
+    assert counted(registry, "error") == 1
+
+
+def test_every_flush_outcome_is_exported_at_zero_from_the_start():
+    registry = CollectorRegistry()
+    Flusher(BrokenSessions(RuntimeError("unused")), registry)  # type: ignore[arg-type]
+    for outcome in ("ok", "error", "dead_letter"):
+        assert registry.get_sample_value("agentstream_persistence_flushes_total", {"outcome": outcome}) == 0.0
+
+
+async def test_each_attempt_is_timed_in_the_flush_seconds_buckets_whatever_its_outcome():
+    registry = CollectorRegistry()
+    flusher = Flusher(BrokenSessions(OperationalError("connect", {}, Exception("refused"))), registry)  # type: ignore[arg-type]
+    await flusher.attempt(buffer())
+    assert registry.get_sample_value("agentstream_persistence_flush_seconds_count") == 1
+    for le in ("0.005", "15.0", "+Inf"):
+        assert registry.get_sample_value("agentstream_persistence_flush_seconds_bucket", {"le": le}) == 1

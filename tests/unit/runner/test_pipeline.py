@@ -340,3 +340,56 @@ async def test_the_users_role_override_picks_the_connector_of_the_run():
     ctx = replace(make_ctx(ports, settings), roles=FakeRoles(user={"default": "mine"}))
     await run_pipeline(ctx, start_run("hi"))
     assert ports.of(RunStarted)[0].connector_id == "mine"
+
+
+async def test_every_event_of_a_run_carries_the_owners_epoch_fresh_or_resumed():
+    from agentstream.contracts import ChatMessage
+    from agentstream_runner.pipeline import ResumePoint
+
+    fresh, resumed = FakePorts(), FakePorts()
+    await run_pipeline(replace_epoch(make_ctx(fresh), 7), start_run("hi"))
+    resume = ResumePoint(memory=[ChatMessage(role="user", content="q")], first_seq=40)
+    await run_pipeline(replace_epoch(make_ctx(resumed), 7), start_run("hi"), resume)
+    assert {e.epoch for e in fresh.events} == {7} and {e.epoch for e in resumed.events} == {7}
+
+
+def replace_epoch(ctx: RunContext, epoch: int) -> RunContext:
+    from dataclasses import replace
+
+    return replace(ctx, epoch=epoch)
+
+
+async def test_the_run_started_event_names_the_session_of_the_run():
+    ports = FakePorts()
+    await run_pipeline(make_ctx(ports), start_run("hi").model_copy(update={"session_id": "s-9"}))
+    assert ports.of(RunStarted)[0].session_id == "s-9"
+
+
+TWO_CONNECTORS = [
+    {"id": "demo", "type": "scripted", "token_delay_ms": 0},
+    {"id": "other", "type": "scripted", "token_delay_ms": 0},
+]
+
+
+async def test_the_callers_connector_answers_the_run():
+    ports = FakePorts()
+    begun = start_run("hi").model_copy(update={"options": RunOptions(connector="other")})
+    await run_pipeline(make_ctx(ports, make_settings(connectors=TWO_CONNECTORS)), begun)
+    assert ports.of(RunStarted)[0].connector_id == "other"
+
+
+async def test_the_assistants_connector_answers_a_run_that_names_none():
+    from agentstream_runner.assistants import Assistant
+
+    ports = FakePorts()
+    ctx = make_ctx(ports, make_settings(connectors=TWO_CONNECTORS))
+    ctx = replace_assistants(ctx, Assistant(id="default", name="Default", connector="other"))
+    await run_pipeline(ctx, start_run("hi"))
+    assert ports.of(RunStarted)[0].connector_id == "other"
+
+
+def replace_assistants(ctx: RunContext, *assistants: Any) -> RunContext:
+    from dataclasses import replace
+
+    settings = make_settings(connectors=TWO_CONNECTORS)
+    return replace(ctx, assistants=Assistants(settings, assistants))

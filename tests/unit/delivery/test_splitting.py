@@ -216,3 +216,48 @@ def test_under_any_measure_a_hard_cut_takes_the_longest_head_that_fits_the_room(
     c = cut(text, 50, escaped_len)  # room 46: 50 less the fence closer's
     assert c is not None and c.head == text[: c.consumed] and c.carry == ""
     assert escaped_len(c.head) <= 46 < escaped_len(text[: c.consumed + 1])
+
+
+# The first and last code point of every range that joins the character before it, and one just outside.
+JOINING = [
+    "\u0301",
+    "\u20dd",
+    "\u0903",
+    "\u200d",
+    "\ufe00",
+    "\ufe0f",
+    "\U0001f3fb",
+    "\U0001f3ff",
+    "\U000e0020",
+    "\U000e007f",
+]
+NOT_JOINING = ["\ufdff", "\ufe10", "\U0001f3fa", "\U0001f400", "\U000e001f", "\U000e0080", "x"]
+
+
+@pytest.mark.parametrize("mark", JOINING)
+def test_a_combining_mark_selector_skin_tone_zwj_or_tag_stays_with_the_character_before_it(mark: str):
+    assert whole_character_start("ab" + mark, 2) == 1
+
+
+@pytest.mark.parametrize("other", NOT_JOINING)
+def test_a_character_outside_the_joining_ranges_starts_a_cluster_of_its_own(other: str):
+    assert whole_character_start("ab" + other, 2) == 2
+
+
+@pytest.mark.parametrize(("first", "second"), [("\U0001f1e6", "\U0001f1ff"), ("\U0001f1ff", "\U0001f1e6")])
+def test_regional_indicators_at_both_ends_of_their_range_pair_into_a_flag(first: str, second: str):
+    assert whole_character_start("ab" + first + second, 3) == 2
+
+
+def test_characters_just_outside_the_regional_range_make_no_flag():
+    assert whole_character_start("ab\U0001f1e5\U0001f1e6", 3) == 3
+    assert whole_character_start("ab\U0001f1ff\U0001f200", 3) == 3
+
+
+def test_a_lone_regional_indicator_does_not_pull_the_next_character_into_it():
+    assert whole_character_start("a\U0001f1e9b", 2) == 2
+
+
+def test_a_cluster_that_reaches_the_start_of_the_text_is_cut_where_asked():
+    assert whole_character_start("e\u0301\u0301\u0301", 3) == 3
+    assert whole_character_start("\u0301a", 0) == 0

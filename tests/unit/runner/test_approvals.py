@@ -43,27 +43,26 @@ def answer(decision: ApprovalDecision, user: str, admin: bool = False, key: str 
 )
 def test_the_runs_user_ends_it(decision, state):
     p = pending()
-    assert p.answer(answer(decision, "u1")) is None
+    assert p.answer(answer(decision, "u1")) is True
     assert (p.state, p.answered_by, p.outcome) == (state, "u1", ApprovalOutcome(state.value))
 
 
 def test_an_admin_may_answer_anyones_request():
     p = pending()
-    assert p.answer(answer(ApprovalDecision.DENY, "boss", admin=True)) is None
+    assert p.answer(answer(ApprovalDecision.DENY, "boss", admin=True)) is True
     assert p.outcome is ApprovalOutcome.DENIED and p.answered_by == "boss"
 
 
-def test_another_user_is_refused_with_the_reason_and_it_stays_pending():
+def test_another_users_answer_does_not_count_and_it_stays_pending():
     p = pending()
-    why = p.answer(answer(ApprovalDecision.APPROVE, "mallory"))
-    assert why == "Only the user who asked (u1) or an admin can /approve this; it is still waiting."
-    assert p.state is ApprovalState.PENDING and p.outcome is None
+    assert p.answer(answer(ApprovalDecision.APPROVE, "mallory")) is False
+    assert p.state is ApprovalState.PENDING and p.outcome is None and p.answered_by is None
 
 
 def test_a_run_without_a_user_can_only_be_answered_by_an_admin():
     p = pending(user=None)
-    assert p.answer(answer(ApprovalDecision.APPROVE, "u1")) is not None
-    assert p.answer(answer(ApprovalDecision.APPROVE, "boss", admin=True)) is None
+    assert p.answer(answer(ApprovalDecision.APPROVE, "u1")) is False
+    assert p.answer(answer(ApprovalDecision.APPROVE, "boss", admin=True)) is True
 
 
 def test_expiry_and_nothing_after_an_ending():

@@ -12,6 +12,8 @@ import structlog
 
 from agentstream.config import ConnectorSettings, load_settings
 from agentstream.contracts import (
+    AnswerApproval,
+    ApprovalDecision,
     DoubleTexting,
     EventBase,
     Notice,
@@ -31,7 +33,7 @@ from agentstream_runner.connectors.base import LLMRequest, TextDelta, UsageChunk
 from agentstream_runner.connectors.resolve import Connectors
 from agentstream_runner.conversations.owner import Dismissal
 from agentstream_runner.conversations.registry import Conversations
-from agentstream_runner.launcher import REJECTED_TEXT, RunLauncher, policy_of
+from agentstream_runner.launcher import RunLauncher, policy_of
 
 
 class FlakyConnector:
@@ -151,7 +153,8 @@ async def test_runs_that_never_ran_still_end_once():
     await launcher.dismiss(start("reb"), Dismissal.DROPPED, "rebalanced")
     await launcher.dismiss(start("shu"), Dismissal.DROPPED, "shutdown")
     notice, *endings = ports.events
-    assert isinstance(notice, Notice) and notice.text == REJECTED_TEXT and notice.run_id == "rej"
+    assert isinstance(notice, Notice) and notice.run_id == "rej"
+    assert notice.text == "Still working on your previous message; this one was not sent. Try again when it is done."
     assert notice.reply_target == ReplyTarget(platform="web", chat_id="c1")
     assert all(isinstance(e, RunFinished) for e in endings)
     assert [(e.run_id, e.status, e.reason) for e in endings] == [
@@ -161,3 +164,34 @@ async def test_runs_that_never_ran_still_end_once():
         ("shu", "interrupted", "shutdown"),
     ]
     assert [e.seq for e in ports.events] == [1, 2, 1, 1, 1]  # after the run.queued (seq 0) of each
+
+
+async def test_the_runners_notices_are_the_platforms_configured_texts():
+    texts = {"default": {"busy": "Moment, noch beschäftigt."}, "telegram": {"no_pending_approval": "Nichts offen."}}
+    settings = load_settings(runner={"texts": texts})
+    ports = Ports()
+    launcher = RunLauncher(
+        ports, Connectors(settings), Assistants(settings), settings.runner, None, structlog.get_logger()
+    )
+    start = StartRun(
+        run_id="rej",
+        conversation_key="web:c1",
+        assistant_id="default",
+        text="x",
+        reply_target=ReplyTarget(platform="web", chat_id="c1"),
+    )
+    await launcher.dismiss(start, Dismissal.REJECTED, "a run is already in progress")
+    for platform in ("telegram", "web"):
+        await launcher.no_pending_approval(
+            AnswerApproval(
+                conversation_key=f"{platform}:c1",
+                decision=ApprovalDecision.APPROVE,
+                user_id="u1",
+                reply_target=ReplyTarget(platform=platform, chat_id="c1"),
+            )
+        )
+    assert [e.text for e in ports.events if isinstance(e, Notice)] == [
+        "Moment, noch beschäftigt.",  # web: the default's
+        "Nichts offen.",  # telegram's own
+        "There is no tool call waiting for approval.",  # web: neither sets it, the built-in
+    ]

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from agentstream.config import load_settings
+from agentstream.config import RunnerTexts, load_settings
 from agentstream.contracts import (
     AnswerApproval,
     ApprovalDecision,
@@ -56,11 +56,15 @@ def catalog() -> ToolCatalog:
 
 
 def context(
-    fake: FakeOpenAI, ports: Ports, waiters: ApprovalWaiters, expiry_s: float = 30, tools: ToolCatalog | None = None
+    fake: FakeOpenAI,
+    ports: Ports,
+    waiters: ApprovalWaiters,
+    expiry_s: float = 30,
+    tools: ToolCatalog | None = None,
+    texts: dict[str, dict[str, str]] | None = None,
 ) -> RunContext:
-    config = load_settings(
-        connectors=[openai_connector(fake)], runner={"coalesce_ms": 0, "approval_expiry_s": expiry_s}
-    )
+    runner = {"coalesce_ms": 0, "approval_expiry_s": expiry_s, "texts": texts or {}}
+    config = load_settings(connectors=[openai_connector(fake)], runner=runner)
     return RunContext(
         ports=ports,
         connectors=Connectors(config),
@@ -103,7 +107,12 @@ async def test_the_run_waits_then_an_approval_runs_the_call():
         [prompt] = notices(ports)
         assert prompt.approval is not None and prompt.approval.user_id == "u1"
         assert [(c.tool, c.arguments) for c in prompt.approval.calls] == [("calculator", '{"expression": "6*7"}')]
-        assert prompt.text == prompt_text(prompt.approval, 30)
+        assert prompt.text == prompt_text(prompt.approval, 30, RunnerTexts())
+        assert prompt.text == (
+            "Approval needed: the assistant wants to run\n"
+            '• calculator {"expression": "6*7"}\n'
+            "Answer /approve or /deny (expires in 30 s)."
+        )
         # The checkpoint: an approval step whose output is the request, memory ending in the call.
         [saved] = [e for e in ports.of(StepCompleted) if e.step_type == StepType.APPROVAL]
         assert ApprovalRequest.model_validate(saved.output) == prompt.approval
@@ -139,6 +148,35 @@ async def test_another_user_is_refused_visibly_and_an_admin_denial_is_a_tool_err
     assert model_saw == {"role": "tool", "content": f"error: {DENIED_ERROR}", "tool_call_id": "call_1"}
     assert notices(ports)[-1].text == "Denied by boss: calculator not run."
     assert ports.finished.status == "completed" and ports.finished.text == "I was not allowed."
+
+
+async def test_the_notices_are_the_platforms_configured_texts():
+    texts = {
+        "default": {"denied": "nobody sees this: web sets its own"},
+        "web": {
+            "approval_needed": "Freigabe nötig:",
+            "approval_call": "- {tool}",
+            "approval_answer": "/approve oder /deny ({expires})",
+            "approval_not_yours": "Nur {user} darf /{command}.",
+            "denied": "{tools} abgelehnt von {user}.",
+        },
+        "telegram": {"approval_needed": "nobody sees this either: the run answers on web"},
+    }
+    waiters, ports = ApprovalWaiters(), Ports()
+    async with FakeOpenAI() as fake:
+        fake.add_turn(tool_calls=[("calculator", {"expression": "6*7"})])
+        fake.add_turn(text="Abgelehnt.")
+        run = asyncio.create_task(run_pipeline(context(fake, ports, waiters, texts=texts), start_run("6*7?")))
+        await until(lambda: len(waiters) == 1)
+        waiters.deliver(answer(ApprovalDecision.APPROVE, "mallory"))
+        await until(lambda: len(notices(ports)) == 2)
+        waiters.deliver(answer(ApprovalDecision.DENY, "u1"))
+        await asyncio.wait_for(run, 5)
+    assert [n.text for n in notices(ports)] == [
+        "Freigabe nötig:\n- calculator\n/approve oder /deny (30 s)",
+        "Nur u1 darf /approve.",
+        "calculator abgelehnt von u1.",
+    ]
 
 
 async def test_an_unanswered_request_expires_with_a_notice():

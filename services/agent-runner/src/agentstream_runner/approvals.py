@@ -4,7 +4,7 @@
             → DENIED     a `/deny` from the run's user or an admin
             → EXPIRED    nobody answered by `expires_at`
 
-An answer from anyone else leaves it PENDING and says why (`refusal`). `expires_at` is a wall
+An answer from anyone else leaves it PENDING (`counts`; the chat is told why). `expires_at` is a wall
 clock time written in the run's checkpoint, so a run resumed after a restart waits until the
 same deadline, not a new one (docs/tools.md § Approval).
 """
@@ -41,24 +41,19 @@ class PendingApproval:
     state: ApprovalState = ApprovalState.PENDING
     answered_by: str | None = None
 
-    def refusal(self, answer: AnswerApproval) -> str | None:
-        """Why `answer` does not count (None: it does)."""
-        if answer.admin or (self.request.user_id is not None and answer.user_id == self.request.user_id):
-            return None
-        return (
-            f"Only the user who asked ({self.request.user_id or 'unknown'}) or an admin can "
-            f"/{answer.decision.value} this; it is still waiting."
-        )
+    def counts(self, answer: AnswerApproval) -> bool:
+        """Whether `answer` may end the request: the run's user's or an admin's."""
+        return answer.admin or (self.request.user_id is not None and answer.user_id == self.request.user_id)
 
-    def answer(self, answer: AnswerApproval) -> str | None:
-        """Apply an answer: None when it ended the request, else the refusal to show."""
+    def answer(self, answer: AnswerApproval) -> bool:
+        """Apply an answer: True when it ended the request, False when it does not count."""
         if self.state is not ApprovalState.PENDING:
             raise NotPending(self.state)
-        why = self.refusal(answer)
-        if why is None:
-            self.state = ANSWERED[answer.decision]
-            self.answered_by = answer.user_id
-        return why
+        if not self.counts(answer):
+            return False
+        self.state = ANSWERED[answer.decision]
+        self.answered_by = answer.user_id
+        return True
 
     def expire(self) -> None:
         if self.state is not ApprovalState.PENDING:

@@ -51,9 +51,6 @@ from agentstream_runner.run_setup import load_history
 from agentstream_runner.stores import RoleCache, SqlStores
 from agentstream_runner.tool_catalog import ToolCatalog
 
-NO_PENDING_APPROVAL = "There is no tool call waiting for approval."
-REJECTED_TEXT = "Still working on your previous message; this one was not sent. Try again when it is done."
-
 
 def policy_of(assistants: Assistants, start: StartRun) -> DoubleTexting:
     """The request's `double_texting` option, else the assistant's, else enqueue."""
@@ -188,7 +185,7 @@ class RunLauncher:
                 conversation_key=answer.conversation_key,
                 seq=0,
                 level=NoticeLevel.INFO,
-                text=NO_PENDING_APPROVAL,
+                text=self._runner.texts_for(answer.reply_target.platform).no_pending_approval,
                 reply_target=answer.reply_target,
                 command=answer.decision.value,
             )
@@ -204,9 +201,8 @@ class RunLauncher:
         events = RunEmitter.for_start(start, self._ports.publish_event)
         match why:
             case Dismissal.REJECTED:
-                await events.emit(
-                    Notice, level=NoticeLevel.WARNING, text=REJECTED_TEXT, reply_target=start.reply_target
-                )
+                busy = self._runner.texts_for(start.reply_target.platform).busy
+                await events.emit(Notice, level=NoticeLevel.WARNING, text=busy, reply_target=start.reply_target)
                 await events.emit(RunFinished, status=RunStatus.FAILED, reason=FinishReason.REJECTED, error=detail)
             case Dismissal.MERGED:
                 # Its text runs inside run `detail` and is stored there.

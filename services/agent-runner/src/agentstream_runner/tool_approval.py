@@ -14,7 +14,9 @@ import asyncio
 from datetime import timedelta
 from typing import assert_never
 
+from agentstream.config import RunnerTexts
 from agentstream.contracts import (
+    AnswerApproval,
     ApprovalOutcome,
     ApprovalRequest,
     Notice,
@@ -35,27 +37,35 @@ DENIED_ERROR = "denied by user"
 EXPIRED_ERROR = "not run: nobody approved it in time"
 
 
-def prompt_text(request: ApprovalRequest, expiry_s: float) -> str:
-    lines = ["Approval needed: the assistant wants to run"]
-    lines += [f"• {c.tool} {c.arguments}" for c in request.calls]
-    lines.append(f"Answer /approve or /deny (expires in {_duration(expiry_s)}).")
+def prompt_text(request: ApprovalRequest, expiry_s: float, texts: RunnerTexts) -> str:
+    lines = [texts.approval_needed]
+    lines += [texts.fill("approval_call", tool=c.tool, arguments=c.arguments) for c in request.calls]
+    lines.append(texts.fill("approval_answer", expires=_duration(expiry_s)))
     return "\n".join(lines)
 
 
-def outcome_text(pending: PendingApproval, expiry_s: float) -> str:
+def not_yours_text(request: ApprovalRequest, answer: AnswerApproval, texts: RunnerTexts) -> str:
+    return texts.fill("approval_not_yours", user=request.user_id or "unknown", command=answer.decision.value)
+
+
+def outcome_text(pending: PendingApproval, expiry_s: float, texts: RunnerTexts) -> str:
     tools = ", ".join(c.tool for c in pending.request.calls)
     outcome = pending.outcome
     match outcome:
         case ApprovalOutcome.APPROVED:
-            return f"Approved by {pending.answered_by}: running {tools}."
+            return texts.fill("approved", user=pending.answered_by, tools=tools)
         case ApprovalOutcome.DENIED:
-            return f"Denied by {pending.answered_by}: {tools} not run."
+            return texts.fill("denied", user=pending.answered_by, tools=tools)
         case ApprovalOutcome.EXPIRED:
-            return f"The approval of {tools} expired after {_duration(expiry_s)}: not run."
+            return texts.fill("expired", tools=tools, expires=_duration(expiry_s))
         case None:
             raise ValueError("still pending")
         case _:
             assert_never(outcome)
+
+
+def _texts(scope: RunScope) -> RunnerTexts:
+    return scope.ctx.runner.texts_for(scope.start.reply_target.platform)
 
 
 def _duration(seconds: float) -> str:
@@ -111,7 +121,7 @@ async def _request(scope: RunScope, needing: list[ToolCallSpec]) -> ApprovalRequ
         record.output = request.model_dump(mode="json")
         record.memory = scope.memory  # ends in the calls: a resume comes back to this gate
     await scope.events.confirm()  # the checkpoint is stored before anyone is asked
-    await _notice(scope, prompt_text(request, expiry_s), NoticeLevel.WARNING, approval=request)
+    await _notice(scope, prompt_text(request, expiry_s, _texts(scope)), NoticeLevel.WARNING, approval=request)
     return request
 
 
@@ -126,11 +136,12 @@ async def _wait(scope: RunScope, pending: PendingApproval) -> ApprovalOutcome:
                 answer = await asyncio.wait_for(answers.get(), remaining_s)
             except TimeoutError:
                 continue  # the loop expires it
-            if (why := pending.answer(answer)) is not None:
-                await _notice(scope, why, NoticeLevel.WARNING)
+            if not pending.answer(answer):
+                await _notice(scope, not_yours_text(pending.request, answer, _texts(scope)), NoticeLevel.WARNING)
     outcome = pending.outcome
     assert outcome is not None
-    await _notice(scope, outcome_text(pending, scope.ctx.runner.approval_expiry_s), NoticeLevel.INFO, outcome=outcome)
+    text = outcome_text(pending, scope.ctx.runner.approval_expiry_s, _texts(scope))
+    await _notice(scope, text, NoticeLevel.INFO, outcome=outcome)
     return outcome
 
 

@@ -15,7 +15,7 @@ from agentstream.config.core import (
 )
 from agentstream.config.delivery import PlatformSettings, PlatformTexts, TextFormat, ToolProgress
 from agentstream.config.ingress import IngressTexts
-from agentstream.config.runner import DEFAULT_CAPABILITIES, Capability, ConnectorSettings, RunnerSettings
+from agentstream.config.runner import DEFAULT_CAPABILITIES, Capability, ConnectorSettings, RunnerSettings, RunnerTexts
 from agentstream.config.settings import CONFIG_ENV_VAR, SERVICES, ConfigError, Settings, load_settings
 from agentstream.config.tracing import TracingSettings
 
@@ -34,6 +34,7 @@ __all__ = [
     "PlatformSettings",
     "PlatformTexts",
     "RunnerSettings",
+    "RunnerTexts",
     "SaslMechanism",
     "Section",
     "SecurityProtocol",

@@ -8,12 +8,12 @@ environment variable that holds them (`secret_env`, `signing_secret_env`).
 from __future__ import annotations
 
 import os
-import string
 from typing import Any, ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from agentstream.config.core import Section
+from agentstream.config.texts import Texts, texts_for
 from agentstream.contracts.runs import DoubleTexting
 
 
@@ -114,12 +114,9 @@ class WebhookSettings(Section):
     slack: SlackWebhook | None = None
 
 
-class IngressTexts(Section):
-    """The fixed texts ingress answers with (`ingress.texts.<platform>`, or `ingress.texts.default`).
-
-    The texts of `PLACEHOLDERS` are templates: `{name}` is filled in (`{{`, `}}` write a brace), each
-    may use only its own names. The others are shown as written. None may be empty.
-    """
+class IngressTexts(Texts):
+    """The fixed texts ingress answers with (`ingress.texts.<platform>`, or `ingress.texts.default`);
+    templates as `Texts` says. None may be empty."""
 
     PLACEHOLDERS: ClassVar[dict[str, frozenset[str]]] = {
         "pairing_code": frozenset({"code", "minutes"}),
@@ -152,24 +149,6 @@ class IngressTexts(Section):
     queue_usage: str = Field(default="Usage: /queue <text>", min_length=1)
     unknown_command: str = Field(default="Unknown command /{command}.", min_length=1)
 
-    @model_validator(mode="after")
-    def _known_placeholders(self) -> IngressTexts:
-        for name, allowed in self.PLACEHOLDERS.items():
-            try:
-                used = {field for _, field, _, _ in string.Formatter().parse(getattr(self, name)) if field is not None}
-            except ValueError as err:  # a lone `{` or `}`
-                raise ValueError(f"{name}: {err} (write {{{{ and }}}} for braces)") from None
-            unknown = sorted(used - allowed)
-            if unknown:
-                known = ", ".join(f"{{{a}}}" for a in sorted(allowed))
-                raise ValueError(f"{name}: unknown placeholder {{{unknown[0]}}} (this text has {known})")
-        return self
-
-    def fill(self, name: str, **values: object) -> str:
-        """The template `name` with its placeholders filled in."""
-        template: str = getattr(self, name)
-        return template.format(**values)
-
 
 class IngressSettings(Section):
     hooks: IngressHooks = Field(default_factory=IngressHooks)
@@ -184,9 +163,4 @@ class IngressSettings(Section):
 
     def texts_for(self, platform: str) -> IngressTexts:
         """The platform's texts: the keys it sets, over those `default` sets, over the built-in ones."""
-        merged = IngressTexts()
-        for name in dict.fromkeys(("default", platform)):
-            given = self.texts.get(name)
-            if given is not None:
-                merged = merged.model_copy(update={k: getattr(given, k) for k in given.model_fields_set})
-        return merged
+        return texts_for(self.texts, platform, IngressTexts)

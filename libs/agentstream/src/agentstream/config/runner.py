@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
 from agentstream.config.core import Section
+from agentstream.config.texts import Texts, texts_for
 
 Capability = Literal["tools", "vision", "reasoning", "streaming"]
 DEFAULT_CAPABILITIES: tuple[Capability, ...] = ("tools", "streaming")
@@ -34,6 +35,37 @@ class ConnectorSettings(Section):
         return os.environ.get(self.api_key_env) if self.api_key_env else None
 
 
+class RunnerTexts(Texts):
+    """The fixed texts the runner tells a chat (`runner.texts.<platform>`, or `runner.texts.default`):
+    the tool approval notices and the refusal of a message sent while a run is busy. Templates as
+    `Texts` says. None may be empty."""
+
+    PLACEHOLDERS: ClassVar[dict[str, frozenset[str]]] = {
+        "approval_call": frozenset({"tool", "arguments"}),
+        "approval_answer": frozenset({"expires"}),
+        "approval_not_yours": frozenset({"user", "command"}),
+        "approved": frozenset({"user", "tools"}),
+        "denied": frozenset({"user", "tools"}),
+        "expired": frozenset({"tools", "expires"}),
+    }
+
+    approval_needed: str = Field(default="Approval needed: the assistant wants to run", min_length=1)
+    approval_call: str = Field(default="• {tool} {arguments}", min_length=1)
+    approval_answer: str = Field(default="Answer /approve or /deny (expires in {expires}).", min_length=1)
+    approval_not_yours: str = Field(
+        default="Only the user who asked ({user}) or an admin can /{command} this; it is still waiting.",
+        min_length=1,
+    )
+    approved: str = Field(default="Approved by {user}: running {tools}.", min_length=1)
+    denied: str = Field(default="Denied by {user}: {tools} not run.", min_length=1)
+    expired: str = Field(default="The approval of {tools} expired after {expires}: not run.", min_length=1)
+    no_pending_approval: str = Field(default="There is no tool call waiting for approval.", min_length=1)
+    busy: str = Field(
+        default="Still working on your previous message; this one was not sent. Try again when it is done.",
+        min_length=1,
+    )
+
+
 class RunnerSettings(Section):
     coalesce_ms: float = Field(default=50.0, ge=0, description="Window in which text deltas are merged.")
     tool_timeout_s: float = Field(default=30.0, gt=0)
@@ -46,3 +78,11 @@ class RunnerSettings(Section):
     collect_window_ms: float = Field(
         default=1000.0, ge=0, description="double_texting collect: how long to wait for more messages."
     )
+    texts: dict[str, RunnerTexts] = Field(
+        default_factory=dict,
+        description="platform → the texts the runner tells a chat; `default` for every platform without its own.",
+    )
+
+    def texts_for(self, platform: str) -> RunnerTexts:
+        """The platform's texts: the keys it sets, over those `default` sets, over the built-in ones."""
+        return texts_for(self.texts, platform, RunnerTexts)

@@ -78,6 +78,22 @@ class HttpAdapter(ABC):
         await self.client.aclose()
 
 
+class SendOnlyHttpAdapter(HttpAdapter):
+    """A platform whose messages cannot be edited (`can_edit=False`): the stream only ever sends
+    final texts there, so an edit reaching the adapter is refused rather than faked."""
+
+    async def edit(
+        self,
+        target: ReplyTarget,
+        message_id: str,
+        text: str,
+        *,
+        final: bool = False,
+        markup: TextFormat = TextFormat.PLAIN,
+    ) -> None:
+        raise AdapterError(f"{self.platform} messages cannot be edited")
+
+
 def by_status(status: int, message: str) -> AdapterError:
     """The error class of an HTTP status when the body says nothing more specific."""
     if status in (401, 403):

@@ -78,6 +78,18 @@ class HttpAdapter(ABC):
         await self.client.aclose()
 
 
+class BotTokenHttpAdapter(HttpAdapter):
+    """A platform that takes its bot token in the `Authorization` header (Slack, Discord)."""
+
+    auth_scheme: str
+    default_api_url: str
+
+    def __init__(self, token: str, api_url: str | None = None, **kw: Any) -> None:
+        # The token's tail names the bot (the rate-limit budget is per bot) without holding the secret.
+        bot, headers = token[-8:], {"Authorization": f"{self.auth_scheme} {token}"}
+        super().__init__(api_url or self.default_api_url, bot=bot, headers=headers, **kw)
+
+
 class SendOnlyHttpAdapter(HttpAdapter):
     """A platform whose messages cannot be edited (`can_edit=False`): the stream only ever sends
     final texts there, so an edit reaching the adapter is refused rather than faked."""

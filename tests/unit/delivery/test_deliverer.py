@@ -31,7 +31,12 @@ from agentstream_delivery.adapters.base import (
 )
 from agentstream_delivery.adapters.telegram import classify
 from agentstream_delivery.deliverer import (
+    FAILED,
+    PENDING,
     REAPPLY_ROUNDS,
+    SENDING,
+    SENT,
+    UNKNOWN,
     ChatStatus,
     Dead,
     Degraded,
@@ -47,13 +52,6 @@ from agentstream_delivery.platform_ops import Edit, Send
 from agentstream_delivery.ratelimit import ChatGate
 
 TARGET = ReplyTarget(platform="scripted", chat_id="c")
-PENDING, SENDING, SENT, UNKNOWN, FAILED = (
-    LedgerState.PENDING,
-    LedgerState.SENDING,
-    LedgerState.SENT,
-    LedgerState.UNKNOWN,
-    LedgerState.FAILED,
-)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from typing import Any
 from agentstream.config import TextFormat
 from agentstream.contracts import KnownPlatform, ReplyTarget
 from agentstream_delivery.adapters.base import Capabilities, NotFound, RateLimited, TooLong
-from agentstream_delivery.adapters.http import HttpAdapter, by_status
+from agentstream_delivery.adapters.http import BotTokenHttpAdapter, by_status
 
 DEFAULT_API_URL = "https://discord.com/api/v10"
 CAPABILITIES = Capabilities(
@@ -17,12 +17,11 @@ UNKNOWN_MESSAGE = 10008
 INVALID_FORM_BODY = 50035
 
 
-class DiscordAdapter(HttpAdapter):
+class DiscordAdapter(BotTokenHttpAdapter):
     platform = KnownPlatform.DISCORD
     capabilities = CAPABILITIES
-
-    def __init__(self, token: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:
-        super().__init__(api_url, bot=token[-8:], headers={"Authorization": f"Bot {token}"}, **kw)
+    auth_scheme = "Bot"
+    default_api_url = DEFAULT_API_URL
 
     async def send(
         self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN

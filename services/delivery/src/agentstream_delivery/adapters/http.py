@@ -78,6 +78,34 @@ class HttpAdapter(ABC):
         await self.client.aclose()
 
 
+class BotTokenHttpAdapter(HttpAdapter):
+    """A platform that takes its bot token in the `Authorization` header (Slack, Discord)."""
+
+    auth_scheme: str
+    default_api_url: str
+
+    def __init__(self, token: str, api_url: str | None = None, **kw: Any) -> None:
+        # The token's tail names the bot (the rate-limit budget is per bot) without holding the secret.
+        bot, headers = token[-8:], {"Authorization": f"{self.auth_scheme} {token}"}
+        super().__init__(api_url or self.default_api_url, bot=bot, headers=headers, **kw)
+
+
+class SendOnlyHttpAdapter(HttpAdapter):
+    """A platform whose messages cannot be edited (`can_edit=False`): the stream only ever sends
+    final texts there, so an edit reaching the adapter is refused rather than faked."""
+
+    async def edit(
+        self,
+        target: ReplyTarget,
+        message_id: str,
+        text: str,
+        *,
+        final: bool = False,
+        markup: TextFormat = TextFormat.PLAIN,
+    ) -> None:
+        raise AdapterError(f"{self.platform} messages cannot be edited")
+
+
 def by_status(status: int, message: str) -> AdapterError:
     """The error class of an HTTP status when the body says nothing more specific."""
     if status in (401, 403):

@@ -6,8 +6,8 @@ from typing import Any
 
 from agentstream.config import TextFormat, ToolProgress
 from agentstream.contracts import KnownPlatform, ReplyTarget
-from agentstream_delivery.adapters.base import AdapterError, Capabilities
-from agentstream_delivery.adapters.http import HttpAdapter, by_status, raise_if_rate_limited
+from agentstream_delivery.adapters.base import Capabilities
+from agentstream_delivery.adapters.http import SendOnlyHttpAdapter, by_status, raise_if_rate_limited
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
 CAPABILITIES = Capabilities(
@@ -20,7 +20,7 @@ CAPABILITIES = Capabilities(
 )
 
 
-class SignalAdapter(HttpAdapter):
+class SignalAdapter(SendOnlyHttpAdapter):
     platform = KnownPlatform.SIGNAL
     capabilities = CAPABILITIES
 
@@ -37,14 +37,3 @@ class SignalAdapter(HttpAdapter):
         if resp.status_code not in (200, 201):
             raise by_status(resp.status_code, f"signal: {resp.text[:200]}")
         return str(resp.json().get("timestamp", ""))
-
-    async def edit(
-        self,
-        target: ReplyTarget,
-        message_id: str,
-        text: str,
-        *,
-        final: bool = False,
-        markup: TextFormat = TextFormat.PLAIN,
-    ) -> None:
-        raise AdapterError("signal messages cannot be edited")

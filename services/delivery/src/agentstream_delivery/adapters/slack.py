@@ -15,7 +15,7 @@ from agentstream_delivery.adapters.base import (
     TooLong,
     Transient,
 )
-from agentstream_delivery.adapters.http import HttpAdapter, by_status, raise_if_rate_limited
+from agentstream_delivery.adapters.http import BotTokenHttpAdapter, by_status, raise_if_rate_limited
 
 DEFAULT_API_URL = "https://slack.com/api"
 CAPABILITIES = Capabilities(max_length=4000, chat_interval=1.0, formatting=TextFormat.SLACK_MRKDWN)
@@ -35,12 +35,11 @@ _ERRORS: dict[str, type[AdapterError]] = {
 }
 
 
-class SlackAdapter(HttpAdapter):
+class SlackAdapter(BotTokenHttpAdapter):
     platform = KnownPlatform.SLACK
     capabilities = CAPABILITIES
-
-    def __init__(self, token: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:
-        super().__init__(api_url, bot=token[-8:], headers={"Authorization": f"Bearer {token}"}, **kw)
+    auth_scheme = "Bearer"
+    default_api_url = DEFAULT_API_URL
 
     async def send(
         self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN

@@ -15,8 +15,8 @@ from typing import Any
 
 from agentstream.config import TextFormat, ToolProgress
 from agentstream.contracts import KnownPlatform, ReplyTarget
-from agentstream_delivery.adapters.base import AdapterError, Capabilities
-from agentstream_delivery.adapters.http import HttpAdapter, by_status, raise_if_rate_limited
+from agentstream_delivery.adapters.base import Capabilities
+from agentstream_delivery.adapters.http import SendOnlyHttpAdapter, by_status, raise_if_rate_limited
 
 SIGNATURE_HEADER = "X-Agentstream-Signature"
 # The receiver gets the model's Markdown as written: it knows best how to show it.
@@ -29,7 +29,7 @@ def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-class WebhookAdapter(HttpAdapter):
+class WebhookAdapter(SendOnlyHttpAdapter):
     platform = KnownPlatform.WEBHOOK
     capabilities = CAPABILITIES
 
@@ -52,14 +52,3 @@ class WebhookAdapter(HttpAdapter):
             return str(resp.json().get("id") or uuid.uuid4())
         except ValueError:
             return str(uuid.uuid4())
-
-    async def edit(
-        self,
-        target: ReplyTarget,
-        message_id: str,
-        text: str,
-        *,
-        final: bool = False,
-        markup: TextFormat = TextFormat.PLAIN,
-    ) -> None:
-        raise AdapterError("webhook messages cannot be edited")

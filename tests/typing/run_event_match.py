@@ -5,38 +5,21 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from agentstream.contracts import (
-    AnyRunEvent,
-    MessageCompleted,
-    MessageDelta,
-    MessageStarted,
-    Notice,
-    RunEvent,
-    RunFinished,
-    RunHeartbeat,
-    RunQueued,
-    RunStarted,
-    SegmentBreak,
-    StepCompleted,
-    StepFailed,
-    StepStarted,
-    ToolCall,
-    ToolHeartbeat,
-    ToolResult,
-)
+from agentstream.contracts import AnyRunEvent, RunEvent
+from agentstream.contracts import events as ev
 
 
 def describe(event: AnyRunEvent) -> str:
     match event:
-        case RunQueued() | RunStarted() | RunHeartbeat() | RunFinished():
+        case ev.RunQueued() | ev.RunStarted() | ev.RunHeartbeat() | ev.RunFinished():
             return "run"
-        case MessageStarted() | MessageDelta() | MessageCompleted() | SegmentBreak():
+        case ev.MessageStarted() | ev.MessageDelta() | ev.MessageCompleted() | ev.SegmentBreak():
             return "message"
-        case ToolCall() | ToolResult() | ToolHeartbeat():
+        case ev.ToolCall() | ev.ToolResult() | ev.ToolHeartbeat():
             return "tool"
-        case StepStarted() | StepCompleted() | StepFailed():
+        case ev.StepStarted() | ev.StepCompleted() | ev.StepFailed():
             return "step"
-        case Notice():
+        case ev.Notice():
             return "notice"
         case _:
             assert_never(event)

@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 EXHAUSTIVE = ROOT / "tests" / "typing" / "run_event_match.py"
-NOTICE_CASE = '        case Notice():\n            return "notice"\n'
+NOTICE_CASE = '        case ev.Notice():\n            return "notice"\n'
 
 
 def mypy(path: Path) -> tuple[str, int]:

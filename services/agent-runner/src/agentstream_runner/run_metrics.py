@@ -22,22 +22,12 @@ from prometheus_client import CollectorRegistry
 from agentstream.contracts import (
     AnyRunEvent,
     EventBase,
-    MessageCompleted,
     MessageDelta,
-    MessageStarted,
-    Notice,
     RunFinished,
-    RunHeartbeat,
-    RunQueued,
     RunStarted,
-    SegmentBreak,
     StepCompleted,
-    StepFailed,
-    StepStarted,
-    ToolCall,
-    ToolHeartbeat,
-    ToolResult,
 )
+from agentstream.contracts import events as ev
 from agentstream.contracts.endings import RunStatus
 from agentstream.contracts.events import StepType
 from agentstream.metrics.declare import counter, gauge, histogram
@@ -192,39 +182,39 @@ class RunMetrics:
 
     def _follow(self, event: AnyRunEvent) -> None:
         match event:
-            case RunStarted():
+            case ev.RunStarted():
                 self._started(event)
-            case MessageDelta():
+            case ev.MessageDelta():
                 self._delta(event)
-            case StepStarted(step_type=StepType.LLM):
+            case ev.StepStarted(step_type=StepType.LLM):
                 connector = str(event.input.get("connector", UNKNOWN))
                 self._llm_steps[(event.run_id, event.step_id)] = connector
                 if len(self._llm_steps) > MAX_TRACKED_RUNS:
                     del self._llm_steps[next(iter(self._llm_steps))]
-            case StepCompleted(step_type=StepType.LLM):
+            case ev.StepCompleted(step_type=StepType.LLM):
                 self._llm_completed(event)
-            case StepFailed(step_type=StepType.LLM):
+            case ev.StepFailed(step_type=StepType.LLM):
                 connector = self._llm_steps.pop((event.run_id, event.step_id), UNKNOWN)
                 self.llm_calls.labels(connector, self.model_of(connector), CallOutcome.ERROR).inc()
-            case ToolCall():
+            case ev.ToolCall():
                 if event.attempt > 1:
                     self.tool_retries.labels(self.tool_label(event.tool)).inc()
-            case ToolResult():
+            case ev.ToolResult():
                 outcome = CallOutcome.OK if event.ok else CallOutcome.ERROR
                 self.tool_calls.labels(self.tool_label(event.tool), outcome).inc()
-            case RunFinished():
+            case ev.RunFinished():
                 self._finished(event)
             case (
-                StepStarted()
-                | StepCompleted()
-                | StepFailed()
-                | RunQueued()
-                | MessageStarted()
-                | MessageCompleted()
-                | SegmentBreak()
-                | RunHeartbeat()
-                | ToolHeartbeat()
-                | Notice()
+                ev.StepStarted()
+                | ev.StepCompleted()
+                | ev.StepFailed()
+                | ev.RunQueued()
+                | ev.MessageStarted()
+                | ev.MessageCompleted()
+                | ev.SegmentBreak()
+                | ev.RunHeartbeat()
+                | ev.ToolHeartbeat()
+                | ev.Notice()
             ):
                 pass  # steps of other types, queueing, messages, heartbeats and notices: not counted
             case _:

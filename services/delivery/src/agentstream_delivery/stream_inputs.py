@@ -10,19 +10,13 @@ from agentstream.contracts import (
     FinishReason,
     MessageCompleted,
     MessageDelta,
-    MessageStarted,
     RunFinished,
-    RunHeartbeat,
     RunProgressEvent,
     RunStatus,
     SegmentBreak,
-    StepCompleted,
-    StepFailed,
-    StepStarted,
     ToolCall,
-    ToolHeartbeat,
-    ToolResult,
 )
+from agentstream.contracts import events as ev
 
 
 @dataclass(frozen=True)
@@ -97,13 +91,13 @@ def stream_input(event: RunProgressEvent | RunFinished) -> StreamInput | None:
         case RunFinished():
             return finish_input(event)
         case (
-            MessageStarted()
-            | ToolResult()
-            | StepStarted()
-            | StepCompleted()
-            | StepFailed()
-            | RunHeartbeat()
-            | ToolHeartbeat()
+            ev.MessageStarted()
+            | ev.ToolResult()
+            | ev.StepStarted()
+            | ev.StepCompleted()
+            | ev.StepFailed()
+            | ev.RunHeartbeat()
+            | ev.ToolHeartbeat()
         ):
             return None  # tool results, steps, heartbeats: not shown
         case _:

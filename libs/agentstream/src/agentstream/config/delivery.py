@@ -7,6 +7,7 @@ from enum import StrEnum
 from pydantic import Field
 
 from agentstream.config.core import Section
+from agentstream.config.texts import ShownText
 
 
 class ToolProgress(StrEnum):
@@ -34,28 +35,22 @@ class PlatformTexts(Section):
     Each unset field keeps its default (English); a platform per language is how a locale is served.
     """
 
-    stopped: str = Field(default="⏹ stopped", min_length=1, description="Appended to a run someone stopped.")
+    stopped: ShownText = Field(default="⏹ stopped", description="Appended to a run someone stopped.")
     # Never empty: the web page tells tool lines and failures by these prefixes.
-    tool_line_prefix: str = Field(
-        default="🔧 ", min_length=1, description="Starts the tool progress line (`🔧 search → fetch …`)."
+    tool_line_prefix: ShownText = Field(
+        default="🔧 ", description="Starts the tool progress line (`🔧 search → fetch …`)."
     )
-    failure_prefix: str = Field(
-        default="⚠️ The run failed: ", min_length=1, description="Precedes a failed run's error."
-    )
-    runner_lost: str = Field(default="⚠️ The assistant stopped unexpectedly, before finishing its answer.", min_length=1)
-    rebalanced: str = Field(
-        default="⚠️ The assistant was moved to another worker before finishing its answer.", min_length=1
-    )
-    shutdown: str = Field(default="⏸ The assistant was restarted before finishing its answer.", min_length=1)
-    aborted: str = Field(default="⚠️ The answer ended unexpectedly.", min_length=1)
-    resumed: str = Field(
+    failure_prefix: ShownText = Field(default="⚠️ The run failed: ", description="Precedes a failed run's error.")
+    runner_lost: ShownText = "⚠️ The assistant stopped unexpectedly, before finishing its answer."
+    rebalanced: ShownText = "⚠️ The assistant was moved to another worker before finishing its answer."
+    shutdown: ShownText = "⏸ The assistant was restarted before finishing its answer."
+    aborted: ShownText = "⚠️ The answer ended unexpectedly."
+    resumed: ShownText = Field(
         default="⤵ Cut off here; the answer was resumed below.",
-        min_length=1,
         description="Appended to an interrupted answer once its run is resumed.",
     )
-    resumed_notice: str = Field(
+    resumed_notice: ShownText = Field(
         default="⤵ The assistant was interrupted; its answer was resumed below.",
-        min_length=1,
         description="A message of its own when the interrupted answer cannot take `resumed`.",
     )
 

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from agentstream.config.core import Section
-from agentstream.config.texts import Texts, texts_for
+from agentstream.config.texts import ShownText, Texts, texts_for
 from agentstream.contracts.runs import DoubleTexting
 
 
@@ -125,29 +125,23 @@ class IngressTexts(Texts):
         "unknown_command": frozenset({"command"}),
     }
 
-    refused: str = Field(default="You are not authorized to use this assistant.", min_length=1)
-    rate_limited: str = Field(default="You are sending messages too fast; please wait a moment.", min_length=1)
-    pairing_code: str = Field(
-        default=(
-            "You are not authorized yet. Your pairing code is {code} (valid {minutes} min). "
-            "Ask the operator to run: agentstream pairing approve {code}"
-        ),
-        min_length=1,
+    refused: ShownText = "You are not authorized to use this assistant."
+    rate_limited: ShownText = "You are sending messages too fast; please wait a moment."
+    pairing_code: ShownText = (
+        "You are not authorized yet. Your pairing code is {code} (valid {minutes} min). "
+        "Ask the operator to run: agentstream pairing approve {code}"
     )
-    pairing_pending: str = Field(
-        default="You are not authorized yet. A pairing code was sent recently; ask the operator to approve it.",
-        min_length=1,
+    pairing_pending: ShownText = (
+        "You are not authorized yet. A pairing code was sent recently; ask the operator to approve it."
     )
-    pairing_locked: str = Field(
-        default="You are not authorized, and pairing is temporarily locked. Try again later.", min_length=1
-    )
-    invalid_message: str = Field(default="Your message could not be processed: {error}", min_length=1)
-    new_conversation: str = Field(default="Started a new conversation.", min_length=1)
-    nothing_to_resume: str = Field(default="There is no failed or interrupted run to resume.", min_length=1)
-    resuming: str = Field(default="Resuming the {status} run {run}.", min_length=1)
-    nothing_to_retry: str = Field(default="There is no earlier message to retry.", min_length=1)
-    queue_usage: str = Field(default="Usage: /queue <text>", min_length=1)
-    unknown_command: str = Field(default="Unknown command /{command}.", min_length=1)
+    pairing_locked: ShownText = "You are not authorized, and pairing is temporarily locked. Try again later."
+    invalid_message: ShownText = "Your message could not be processed: {error}"
+    new_conversation: ShownText = "Started a new conversation."
+    nothing_to_resume: ShownText = "There is no failed or interrupted run to resume."
+    resuming: ShownText = "Resuming the {status} run {run}."
+    nothing_to_retry: ShownText = "There is no earlier message to retry."
+    queue_usage: ShownText = "Usage: /queue <text>"
+    unknown_command: ShownText = "Unknown command /{command}."
 
 
 class IngressSettings(Section):

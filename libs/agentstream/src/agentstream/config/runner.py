@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from agentstream.config.core import Section
-from agentstream.config.texts import Texts, texts_for
+from agentstream.config.texts import ShownText, Texts, texts_for
 
 Capability = Literal["tools", "vision", "reasoning", "streaming"]
 DEFAULT_CAPABILITIES: tuple[Capability, ...] = ("tools", "streaming")
@@ -49,21 +49,17 @@ class RunnerTexts(Texts):
         "expired": frozenset({"tools", "expires"}),
     }
 
-    approval_needed: str = Field(default="Approval needed: the assistant wants to run", min_length=1)
-    approval_call: str = Field(default="• {tool} {arguments}", min_length=1)
-    approval_answer: str = Field(default="Answer /approve or /deny (expires in {expires}).", min_length=1)
-    approval_not_yours: str = Field(
-        default="Only the user who asked ({user}) or an admin can /{command} this; it is still waiting.",
-        min_length=1,
+    approval_needed: ShownText = "Approval needed: the assistant wants to run"
+    approval_call: ShownText = "• {tool} {arguments}"
+    approval_answer: ShownText = "Answer /approve or /deny (expires in {expires})."
+    approval_not_yours: ShownText = (
+        "Only the user who asked ({user}) or an admin can /{command} this; it is still waiting."
     )
-    approved: str = Field(default="Approved by {user}: running {tools}.", min_length=1)
-    denied: str = Field(default="Denied by {user}: {tools} not run.", min_length=1)
-    expired: str = Field(default="The approval of {tools} expired after {expires}: not run.", min_length=1)
-    no_pending_approval: str = Field(default="There is no tool call waiting for approval.", min_length=1)
-    busy: str = Field(
-        default="Still working on your previous message; this one was not sent. Try again when it is done.",
-        min_length=1,
-    )
+    approved: ShownText = "Approved by {user}: running {tools}."
+    denied: ShownText = "Denied by {user}: {tools} not run."
+    expired: ShownText = "The approval of {tools} expired after {expires}: not run."
+    no_pending_approval: ShownText = "There is no tool call waiting for approval."
+    busy: ShownText = "Still working on your previous message; this one was not sent. Try again when it is done."
 
 
 class RunnerSettings(Section):

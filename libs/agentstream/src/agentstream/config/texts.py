@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping
-from typing import ClassVar, Self, TypeVar
+from typing import Annotated, ClassVar, Self, TypeVar
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from agentstream.config.core import Section
 
 DEFAULT_TEXTS = "default"
+
+# A fixed text a user is shown: never empty, so a setting cannot blank out a reply.
+ShownText = Annotated[str, Field(min_length=1)]
 
 
 class Texts(Section):

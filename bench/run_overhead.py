@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import sys
 import tempfile
@@ -42,13 +41,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from agentstream.config import Settings, load_settings
 from agentstream.contracts import ReplyTarget, RunEventAdapter, StartRun, User
 from agentstream.db import upgrade
-from agentstream.kafka import EmbeddedBroker, create_topics
+from agentstream.kafka import create_topics
 from agentstream.kafka.flavor import tuning
 
 if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `bench` importable
@@ -56,6 +54,7 @@ if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `benc
     from pathlib import Path as _Path
 
     _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
+from bench.broker_cli import add_broker_arguments, run_cli  # noqa: E402
 from bench.kafka_baseline import measure_baseline, measure_loaded_round_trip, percentile  # noqa: E402
 from bench.sdk_reader import sdk_cpu_per_token  # noqa: E402
 from bench.service_process import ServiceProcess, base_config  # noqa: E402
@@ -512,26 +511,23 @@ def report_json(report: OverheadReport) -> dict[str, Any]:
     return out
 
 
-async def _main(args: argparse.Namespace) -> OverheadReport:
-    options = {
-        "levels": args.levels,
-        "tokens": args.tokens,
-        "rate": args.rate,
-        "min_runs": args.min_runs,
-        "baseline_messages": args.baseline_messages,
-        "database_url": args.database_url,
-        "runners": args.runners,
-    }
-    if args.bootstrap:
-        return await run_bench(args.bootstrap, embedded=args.embedded, **options)
-    async with EmbeddedBroker() as broker:
-        return await run_bench(broker.bootstrap_servers, embedded=True, **options)
+async def _measure(args: argparse.Namespace, bootstrap: str, embedded: bool) -> OverheadReport:
+    return await run_bench(
+        bootstrap,
+        embedded=embedded,
+        levels=args.levels,
+        tokens=args.tokens,
+        rate=args.rate,
+        min_runs=args.min_runs,
+        baseline_messages=args.baseline_messages,
+        database_url=args.database_url,
+        runners=args.runners,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run_overhead", description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap", help="broker to use (default: an embedded Tansu)")
-    parser.add_argument("--embedded", action="store_true", help="the --bootstrap broker is Tansu")
+    add_broker_arguments(parser)
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 50, 200], help="concurrent runs")
     parser.add_argument("--tokens", type=int, default=100, help="tokens per run in the latency levels")
     parser.add_argument("--rate", type=float, default=100.0, help="tokens per second per stream")
@@ -540,11 +536,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--database-url", help="the runner's database (default: a new SQLite file)")
     parser.add_argument("--runners", type=int, default=1, help="agent-runner processes (one consumer group)")
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings and up
-    report = asyncio.run(_main(args))
-    print(json.dumps(report_json(report)) if args.json else format_report(report))
-    return 0
+    return run_cli(parser.parse_args(argv), _measure, report_json, format_report)
 
 
 if __name__ == "__main__":

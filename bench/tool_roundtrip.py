@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import tempfile
@@ -32,7 +31,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,9 +41,10 @@ from agentstream.config import Settings, load_settings  # noqa: E402
 from agentstream.contracts import ToolCallRequest, ToolCallResult  # noqa: E402
 from agentstream.contracts.tools import ToolCallResultAdapter  # noqa: E402
 from agentstream.db import create_engine, upgrade  # noqa: E402
-from agentstream.kafka import EmbeddedBroker, create_topics  # noqa: E402
+from agentstream.kafka import create_topics  # noqa: E402
 from agentstream.kafka.flavor import tuning  # noqa: E402
 from agentstream_tools.call_store import ToolCallStore  # noqa: E402
+from bench.broker_cli import add_broker_arguments, run_cli  # noqa: E402
 from bench.ingress_throughput import PG_ADMIN_DEFAULT, PG_ADMIN_ENV, temporary_pg_database  # noqa: E402
 from bench.kafka_baseline import _fresh_topic, measure_baseline, percentile  # noqa: E402
 from bench.service_process import ServiceProcess, base_config  # noqa: E402
@@ -450,29 +449,29 @@ def report_json(report: Report) -> dict[str, Any]:
     }
 
 
-async def _run(args: argparse.Namespace) -> Report:
-    options: dict[str, Any] = {
-        "parallels": tuple(args.parallel),
-        "calls": args.calls,
-        "baseline_messages": args.baseline_messages,
-    }
+async def _measure(args: argparse.Namespace, bootstrap: str, embedded: bool) -> Report:
     if args.pg:
         async with temporary_pg_database(os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)) as url:
-            args.pg, args.database_url = False, url
-            return await _run(args)
-    options["database_url"] = args.database_url
-    options["tools"] = [TOOLS[t] for t in args.tools]
-    options["profile"] = args.profile
-    if args.bootstrap:
-        return await run_bench(args.bootstrap, embedded=args.embedded, **options)
-    async with EmbeddedBroker() as broker:
-        return await run_bench(broker.bootstrap_servers, embedded=True, **options)
+            return await _measure_on(args, bootstrap, embedded, url)
+    return await _measure_on(args, bootstrap, embedded, args.database_url)
+
+
+async def _measure_on(args: argparse.Namespace, bootstrap: str, embedded: bool, database_url: str | None) -> Report:
+    return await run_bench(
+        bootstrap,
+        embedded=embedded,
+        parallels=tuple(args.parallel),
+        calls=args.calls,
+        baseline_messages=args.baseline_messages,
+        database_url=database_url,
+        tools=[TOOLS[t] for t in args.tools],
+        profile=args.profile,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.tool_roundtrip", description=__doc__.splitlines()[0])
-    parser.add_argument("--bootstrap", help="broker to use (default: an embedded Tansu)")
-    parser.add_argument("--embedded", action="store_true", help="the --bootstrap broker is Tansu")
+    add_broker_arguments(parser)
     parser.add_argument("--calls", type=int, default=500, help="calls per tool and level (default 500)")
     parser.add_argument("--parallel", type=int, nargs="+", default=[1, 50], help="calls in flight (default 1 50)")
     parser.add_argument("--baseline-messages", type=int, default=500, help="raw round trips (default 500)")
@@ -481,11 +480,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tools", nargs="+", choices=sorted(TOOLS), default=list(TOOLS), help="(default: both)")
     parser.add_argument("--profile", type=Path, help="run the executor under cProfile, its stats written here")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    args = parser.parse_args(argv)
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings and up
-    report = asyncio.run(_run(args))
-    print(json.dumps(report_json(report)) if args.json else format_report(report))
-    return 0
+    return run_cli(parser.parse_args(argv), _measure, report_json, format_report)
 
 
 if __name__ == "__main__":

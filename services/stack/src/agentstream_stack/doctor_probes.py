@@ -94,28 +94,34 @@ def _json(resp: httpx.Response) -> Any:
         return None
 
 
-async def _telegram(adapter: Any) -> str:
-    resp = await adapter.client.post(f"{adapter.endpoint}/getMe", json={})
+def _bot(
+    resp: httpx.Response, request: str, *, ok_flag: bool = False, error_field: str | None = None
+) -> dict[str, Any]:
+    """The body of a platform's answer to "who is the bot?"; anything else refuses the token.
+
+    `ok_flag`: the platform also says `"ok": false` in a 200 (Telegram, Slack);
+    `error_field`: where it says why, for the verdict (else the status stands for it).
+    """
     body = _json(resp)
-    if resp.status_code != 200 or not isinstance(body, dict) or not body.get("ok"):
-        raise CheckFailed(f"getMe refused the token ({resp.status_code})")
+    if resp.status_code == 200 and isinstance(body, dict) and (body.get("ok") or not ok_flag):
+        return body
+    error = body.get(error_field) if error_field and isinstance(body, dict) else None
+    raise CheckFailed(f"{request} refused the token ({error or resp.status_code})")
+
+
+async def _telegram(adapter: Any) -> str:
+    body = _bot(await adapter.client.post(f"{adapter.endpoint}/getMe", json={}), "getMe", ok_flag=True)
     return f"token valid (bot @{body['result'].get('username', '?')})"
 
 
 async def _slack(adapter: Any) -> str:
     resp = await adapter.client.post(f"{adapter.api_url}/auth.test", json={})
-    body = _json(resp)
-    if resp.status_code != 200 or not isinstance(body, dict) or not body.get("ok"):
-        error = body.get("error") if isinstance(body, dict) else None
-        raise CheckFailed(f"auth.test refused the token ({error or resp.status_code})")
+    body = _bot(resp, "auth.test", ok_flag=True, error_field="error")
     return f"token valid (bot {body.get('user', '?')} in {body.get('team', '?')})"
 
 
 async def _discord(adapter: Any) -> str:
-    resp = await adapter.client.get(f"{adapter.api_url}/users/@me")
-    body = _json(resp)
-    if resp.status_code != 200 or not isinstance(body, dict):
-        raise CheckFailed(f"/users/@me refused the token ({resp.status_code})")
+    body = _bot(await adapter.client.get(f"{adapter.api_url}/users/@me"), "/users/@me")
     return f"token valid (bot {body.get('username', '?')})"
 
 

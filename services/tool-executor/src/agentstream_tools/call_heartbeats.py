@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from agentstream.contracts import ToolCallRequest, ToolHeartbeat
 from agentstream.observability import get_logger
+from agentstream_tools.call_coordinates import coordinates, log_fields
 
 log = get_logger("agentstream.tool-executor")
 
@@ -25,13 +26,7 @@ PublishBeat = Callable[[ToolHeartbeat], Awaitable[None]]
 def beat_of(request: ToolCallRequest, elapsed_s: float) -> ToolHeartbeat:
     """The heartbeat of `request`, `elapsed_s` into the call; it repeats the `tool.call`'s seq."""
     return ToolHeartbeat(
-        run_id=request.run_id,
-        root_run_id=request.root_run_id,
-        conversation_key=request.conversation_key,
-        seq=request.call_seq if request.call_seq is not None else 0,
-        call_id=request.call_id,
-        tool=request.tool,
-        elapsed_ms=elapsed_s * 1000,
+        **coordinates(request), seq=request.call_seq if request.call_seq is not None else 0, elapsed_ms=elapsed_s * 1000
     )
 
 
@@ -44,14 +39,7 @@ async def _beat_forever(
         try:
             await publish(beat_of(request, clock() - started))
         except Exception as err:  # a lost beat is not the call's failure
-            log.warning(
-                "tool heartbeat not published",
-                run_id=request.run_id,
-                call_id=request.call_id,
-                tool=request.tool,
-                conversation_key=request.conversation_key,
-                error=repr(err),
-            )
+            log.warning("tool heartbeat not published", **log_fields(request), error=repr(err))
 
 
 @contextlib.asynccontextmanager

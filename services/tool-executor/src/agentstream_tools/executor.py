@@ -17,6 +17,7 @@ from agentstream.contracts import ToolCallRequest, ToolCallResult, utcnow
 from agentstream.observability import get_logger
 from agentstream_tools.arguments import Arguments, parse_arguments
 from agentstream_tools.call_context import current_call
+from agentstream_tools.call_coordinates import coordinates, log_fields
 from agentstream_tools.registry import ToolRegistry
 from agentstream_tools.validation import ToolFailure, ToolTimeout, classify, lookup
 
@@ -47,13 +48,9 @@ async def _run(registry: ToolRegistry, request: ToolCallRequest, default_timeout
         current_call.reset(token)
 
 
-# The request's fields its result carries: where the answer goes and which call it answers.
-ANSWERED_FIELDS = {"run_id", "root_run_id", "conversation_key", "call_id", "tool"}
-
-
 def answer(request: ToolCallRequest, **outcome: Any) -> ToolCallResult:
     """The result of `request`: its coordinates, and `outcome` (ok, content or error, retryable, duration_ms)."""
-    return ToolCallResult(**request.model_dump(include=ANSWERED_FIELDS), **outcome)
+    return ToolCallResult(**coordinates(request), **outcome)
 
 
 async def execute(
@@ -67,14 +64,7 @@ async def execute(
         content, args = await _run(registry, request, default_timeout_s)
     except Exception as err:  # every failure is an answer for the model, classified by type
         if not isinstance(err, ToolFailure):
-            log.error(
-                "tool raised",
-                run_id=request.run_id,
-                call_id=request.call_id,
-                tool=request.tool,
-                conversation_key=request.conversation_key,
-                exc_info=err,
-            )
+            log.error("tool raised", **log_fields(request), exc_info=err)
         failure = classify(err)
         return answer(
             request,

@@ -1,4 +1,4 @@
-"""Mutation testing of the core modules with mutmut, each module against its own unit tests (docs/testing.md).
+"""Mutation testing of the core modules with mutmut, each module against its own unit tests (README.md, "Tests").
 
 mutmut 3 only finds code to mutate under `./`, `src/` or `source/` of the directory it runs in, and names
 mutants after the module path it sees there; the workspace keeps each service under `services/<name>/src/`.

@@ -20,7 +20,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, assert_never
 
 from agentstream.contracts import (
     NOT_RUN_REASONS,
@@ -29,11 +29,13 @@ from agentstream.contracts import (
     MessageCompleted,
     MessageDelta,
     MessageRole,
+    MessageStarted,
     Notice,
     ReplyTarget,
     RunFinished,
     RunStarted,
     RunStatus,
+    SegmentBreak,
     ToolCall,
 )
 from agentstream_persistence.buffers import RunBuffer, ToolExchange
@@ -166,8 +168,10 @@ def _archived(event: ArchivedEvent, redact: Redact) -> ArchivedEvent:
         case RunFinished():
             error = redact(event.error) if event.error else event.error
             return event.model_copy(update={"text": redact(event.text), "error": error, "data": {}})
-        case _:
-            return event
+        case MessageStarted() | SegmentBreak():
+            return event  # nothing in them but ids and order
+        case unexpected:
+            assert_never(unexpected)
 
 
 def event_rows(buf: RunBuffer, redact: Redact = keep) -> list[dict[str, Any]]:

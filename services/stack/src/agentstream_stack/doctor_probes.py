@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 import httpx
 
@@ -44,9 +44,11 @@ async def probe_connector(conf: ConnectorSettings, timeout_s: float) -> str:
     if conf.type == "anthropic":
         url = f"{(conf.base_url or ANTHROPIC_DEFAULT_URL).rstrip('/')}/v1/models"
         headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": key} if key else {})}
-    else:
+    elif conf.type == "openai":
         url = f"{(conf.base_url or OPENAI_DEFAULT_URL).rstrip('/')}/models"
         headers = {"Authorization": f"Bearer {key}"} if key else {}
+    else:
+        assert_never(conf.type)  # a new connector kind needs its own probe here
     async with httpx.AsyncClient(timeout=timeout_s) as http:
         resp = await http.get(url, headers=headers)
     where = mask_url(url)

@@ -209,8 +209,23 @@ class RunRecorder:
             case ev.RunFinished() if event.run_id == event.root_run_id:  # the root run's, not a sub-agent's
                 self.finished = event
                 self.run_id = event.root_run_id
-            case _:
-                pass
+            case ev.RunQueued() | ev.RunStarted() | ev.RunFinished():
+                pass  # a later start, or a sub-agent's finish: the root run is already known
+            case (
+                ev.MessageStarted()
+                | ev.MessageDelta()
+                | ev.MessageCompleted()
+                | ev.ToolCall()
+                | ev.SegmentBreak()
+                | ev.StepStarted()
+                | ev.StepCompleted()
+                | ev.StepFailed()
+                | ev.RunHeartbeat()
+                | ev.ToolHeartbeat()
+            ):
+                pass  # the document has the final text, the tool results and the notices
+            case unexpected:
+                assert_never(unexpected)
 
     def document(self, **head: object) -> dict[str, object]:
         done = self.finished

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 
 from agentstream.config import load_settings
+from agentstream.config.runner import ConnectorType
 from agentstream_runner.connectors.anthropic_connector import AnthropicConnector
 from agentstream_runner.connectors.openai_connector import OpenAIConnector
-from agentstream_runner.connectors.resolve import ConnectorError, Connectors, RoleOverrides, resolve_connector
+from agentstream_runner.connectors.resolve import (
+    DEFAULT_FACTORIES,
+    ConnectorError,
+    Connectors,
+    RoleOverrides,
+    resolve_connector,
+)
 from agentstream_runner.connectors.scripted import ScriptedConnector
 
 A = {"id": "a", "type": "scripted", "capabilities": ["streaming"]}
@@ -181,3 +190,7 @@ def test_preload_imports_the_module_of_each_configured_sdk_connector_type(monkey
     monkeypatch.setattr(resolve.importlib, "import_module", imported.append)
     Connectors(settings([A, {"id": "claude", "type": "anthropic"}, {"id": "gpt", "type": "openai"}])).preload()
     assert imported == [resolve.PRELOAD["anthropic"], resolve.PRELOAD["openai"]]
+
+
+def test_every_connector_kind_the_config_accepts_has_a_factory():
+    assert set(DEFAULT_FACTORIES) == set(get_args(ConnectorType))

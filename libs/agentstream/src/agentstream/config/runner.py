@@ -12,11 +12,13 @@ from agentstream.config.texts import ShownText, Texts, texts_for
 
 Capability = Literal["tools", "vision", "reasoning", "streaming"]
 DEFAULT_CAPABILITIES: tuple[Capability, ...] = ("tools", "streaming")
+# The connector kinds: each has a factory in the runner and a probe in `agentstream doctor`.
+ConnectorType = Literal["openai", "anthropic", "scripted"]
 
 
 class ConnectorSettings(Section):
     id: str
-    type: Literal["openai", "anthropic", "scripted"]
+    type: ConnectorType
     base_url: str | None = None
     model: str | None = None
     api_key_env: str | None = Field(default=None, description="Name of the env var holding the API key.")

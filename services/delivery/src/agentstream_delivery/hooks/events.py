@@ -12,19 +12,29 @@ from __future__ import annotations
 from collections import OrderedDict
 from datetime import datetime
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentstream.contracts import (
     DeliveryReceipt,
     LedgerState,
+    MessageCompleted,
+    MessageDelta,
+    MessageStarted,
     Notice,
     RunEvent,
     RunFinished,
+    RunHeartbeat,
+    RunQueued,
     RunStarted,
+    SegmentBreak,
     StepCompleted,
     StepFailed,
+    StepStarted,
+    ToolCall,
+    ToolHeartbeat,
+    ToolResult,
 )
 
 POINTS = (
@@ -118,7 +128,23 @@ class LifecycleMapper:
                 ]
             case Notice(command=str(command)):
                 return self._command(record, command)
-        return []
+            case DeliveryReceipt() | RunStarted() | Notice():
+                return []  # a call not (yet) sent, a sub-agent's start, a notice answering no command
+            case (
+                RunQueued()
+                | MessageStarted()
+                | MessageDelta()
+                | MessageCompleted()
+                | ToolCall()
+                | ToolResult()
+                | SegmentBreak()
+                | StepStarted()
+                | RunHeartbeat()
+                | ToolHeartbeat()
+            ):
+                return []  # no lifecycle point: a hook sees a step once it ended, the text once delivered
+            case unexpected:
+                assert_never(unexpected)
 
     def _session_change(self, ev: RunStarted) -> list[HookEvent]:
         if ev.session_id is None:

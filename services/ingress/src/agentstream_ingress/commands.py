@@ -43,12 +43,16 @@ CLEAR_ROLE = frozenset({"default", "reset", "clear"})
 
 @dataclass(frozen=True)
 class Command:
+    """A slash command: its name, lowercased and without a `@bot` suffix, and the rest of the text."""
+
     name: str
     args: str
 
 
 @dataclass(frozen=True)
 class RunSummary:
+    """A run of the conversation as `/status` and `/resume` need it."""
+
     run_id: str
     status: str  # completed | failed | interrupted, or "active" for a run not finished yet
     assistant_id: str | None = None

@@ -51,7 +51,9 @@ class AdapterError(Exception):
 
 
 class RateLimited(AdapterError):
-    """The platform asks to wait `retry_after` seconds: the call is retried then; at the strike limit the stream degrades."""
+    """The platform asks to wait `retry_after` seconds: the call is retried then.
+
+    At the strike limit the stream degrades to final text only."""
 
     kind = "rate_limited"
 
@@ -67,7 +69,7 @@ class TooLong(AdapterError):
 
 
 class BadFormat(AdapterError):
-    """The platform refused the call (a 4xx with no more specific class, e.g. an empty text): the call fails (`failed`)."""
+    """The platform refused the call (a 4xx with no more specific class): the call fails (`failed`)."""
 
     kind = "bad_format"
 

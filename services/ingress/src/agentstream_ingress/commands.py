@@ -51,12 +51,10 @@ class Command:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """A run of the conversation as `/status` and `/resume` need it."""
+    """A finished root run of the conversation, as `/status` and `/resume` tell it."""
 
     run_id: str
-    status: str  # completed | failed | interrupted, or "active" for a run not finished yet
-    assistant_id: str | None = None
-    connector_id: str | None = None
+    status: str  # its `runs` row's: completed | failed | interrupted
 
 
 @dataclass(frozen=True)

@@ -203,8 +203,8 @@ async def test_facts_name_the_newest_root_runs_of_the_conversation_only(sessions
             ]
         )
     facts = await store.facts("web:c")
-    assert facts.resumable == RunSummary("run-1", "failed", "assistant-run-1", "connector-run-1")
-    assert facts.last_finished == RunSummary("run-2", "completed", "assistant-run-2", "connector-run-2")
+    assert facts.resumable == RunSummary("run-1", "failed")
+    assert facts.last_finished == RunSummary("run-2", "completed")
     assert (facts.role_override, facts.last_message, facts.unfinished) == (None, None, ())
     nothing = await store.facts("web:none")
     assert (nothing.resumable, nothing.last_finished) == (None, None)

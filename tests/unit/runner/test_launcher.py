@@ -31,6 +31,7 @@ from agentstream_persistence.rows import rows_for
 from agentstream_runner.assistants import Assistants
 from agentstream_runner.connectors.base import LLMRequest, TextDelta, UsageChunk
 from agentstream_runner.connectors.resolve import Connectors
+from agentstream_runner.context import RunContext
 from agentstream_runner.conversations.owner import Dismissal
 from agentstream_runner.conversations.registry import Conversations
 from agentstream_runner.launcher import RunLauncher, policy_of
@@ -90,10 +91,7 @@ async def test_an_unexpected_exception_ends_failed_with_a_checkpoint_and_the_nex
     ports = Ports()
     assistants = Assistants(settings)
     launcher = RunLauncher(
-        ports,
-        Connectors(settings, {"scripted": FlakyConnector}),
-        assistants,
-        settings.runner,
+        RunContext(ports, Connectors(settings, {"scripted": FlakyConnector}), assistants, settings.runner),
         None,
         structlog.get_logger(),
     )
@@ -136,7 +134,7 @@ async def test_runs_that_never_ran_still_end_once():
     settings = load_settings()
     ports = Ports()
     launcher = RunLauncher(
-        ports, Connectors(settings), Assistants(settings), settings.runner, None, structlog.get_logger()
+        RunContext(ports, Connectors(settings), Assistants(settings), settings.runner), None, structlog.get_logger()
     )
 
     def start(run_id: str) -> StartRun:
@@ -171,7 +169,7 @@ async def test_the_runners_notices_are_the_platforms_configured_texts():
     settings = load_settings(runner={"texts": texts})
     ports = Ports()
     launcher = RunLauncher(
-        ports, Connectors(settings), Assistants(settings), settings.runner, None, structlog.get_logger()
+        RunContext(ports, Connectors(settings), Assistants(settings), settings.runner), None, structlog.get_logger()
     )
     start = StartRun(
         run_id="rej",

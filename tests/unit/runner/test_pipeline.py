@@ -33,25 +33,14 @@ from agentstream_runner.connectors.base import LLMRequest, TextDelta, ToolCallCh
 from agentstream_runner.connectors.resolve import DEFAULT_FACTORIES, Connectors
 from agentstream_runner.context import RunContext, RunControl
 from agentstream_runner.pipeline import run_pipeline
+from agentstream_tools.executor import answer
 
 GREETING = "Hello! I am the agentstream demo assistant. You said: "
 ToolFn = Callable[[ToolCallRequest], Awaitable[ToolCallResult]]
 
 
-def answer(request: ToolCallRequest, content: str) -> ToolCallResult:
-    return ToolCallResult(
-        run_id=request.run_id,
-        root_run_id=request.root_run_id,
-        conversation_key=request.conversation_key,
-        call_id=request.call_id,
-        tool=request.tool,
-        ok=True,
-        content=content,
-    )
-
-
 async def forty_two(request: ToolCallRequest) -> ToolCallResult:
-    return answer(request, "42")
+    return answer(request, ok=True, content="42")  # as the tool executor answers
 
 
 async def never(request: ToolCallRequest) -> ToolCallResult:

@@ -14,6 +14,7 @@ from agentstream.contracts import ToolCallRequest, ToolCallResult
 from agentstream.db import create_engine, upgrade
 from agentstream.db.models_tools import ToolCallState
 from agentstream_tools.call_store import ToolCallStore
+from agentstream_tools.executor import answer
 
 
 def request(call_id: str = "c1", tool: str = "counter", run_id: str = "r1") -> ToolCallRequest:
@@ -54,15 +55,7 @@ async def test_a_call_is_claimed_once_and_its_stored_result_comes_back(engine): 
 
 
 def result_of(call: ToolCallRequest, content: str = "ok") -> ToolCallResult:
-    return ToolCallResult(
-        run_id=call.run_id,
-        root_run_id=call.root_run_id,
-        conversation_key=call.conversation_key,
-        call_id=call.call_id,
-        tool=call.tool,
-        ok=True,
-        content=content,
-    )
+    return answer(call, ok=True, content=content)
 
 
 def count_commits(store: ToolCallStore) -> list[int]:

@@ -18,6 +18,7 @@ from agentstream_runner.app import AgentRunnerService
 from agentstream_runner.assistant_files import load_assistants_dir
 from agentstream_runner.assistants import Assistants
 from agentstream_runner.connectors.resolve import Connectors
+from agentstream_runner.context import RunContext
 from agentstream_runner.conversations.registry import Conversations
 from agentstream_runner.launcher import RunLauncher
 from agentstream_runner.ports import BrokerRunPorts, ToolWaiters
@@ -44,16 +45,15 @@ def bootstrap(settings: Settings, *, connectors: Connectors | None = None) -> Ag
     metrics = RunMetrics(infra.registry, {c.id: c.model for c in settings.connectors}, tools=tool_catalog)
     connectors = connectors or Connectors(settings, on_retry=metrics.llm_retry)
     waiters = ToolWaiters()
-    launcher = RunLauncher(
+    shared = RunContext(
         BrokerRunPorts(infra, waiters, metrics),
         connectors,
         assistants,
         settings.runner,
-        infra.sessions,
-        infra.log,
         tools=tool_catalog,
         tracing=infra.tracing,
     )
+    launcher = RunLauncher(shared, infra.sessions, infra.log)
     conversations = Conversations(
         launcher.run,
         launcher.policy_for,

@@ -54,6 +54,9 @@ class RunControl:
 
 @dataclass(frozen=True)
 class RunContext:
+    """What a run gets from outside: the service's collaborators, the same for every run, and the
+    run's own `control`, `history` and `roles` (the launcher gives each run its copy)."""
+
     ports: RunPorts
     connectors: Connectors
     assistants: Assistants

@@ -9,12 +9,12 @@ usage so far, the seq to continue after) built from the checkpoint. Without a da
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import assert_never
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from agentstream.config import RunnerSettings
 from agentstream.contracts import (
     AnswerApproval,
     ChatMessage,
@@ -29,12 +29,10 @@ from agentstream.contracts import (
     new_id,
 )
 from agentstream.observability import record_log_context
-from agentstream.tracing import NO_TRACING, Tracing
 from agentstream_runner.approvals import ApprovalWaiters
 from agentstream_runner.assistants import Assistants, UnknownAssistant, system_messages
 from agentstream_runner.chat_sessions import KnownSessions, SessionStore
-from agentstream_runner.connectors.resolve import Connectors
-from agentstream_runner.context import RunContext, RunControl, RunPorts
+from agentstream_runner.context import RunContext, RunControl
 from agentstream_runner.conversations.owner import Dismissal, Work
 from agentstream_runner.emitter import RunEmitter
 from agentstream_runner.history import HistoryStore
@@ -49,7 +47,6 @@ from agentstream_runner.resume import (
 )
 from agentstream_runner.run_setup import load_history
 from agentstream_runner.stores import RoleCache, SqlStores
-from agentstream_runner.tool_catalog import ToolCatalog
 
 
 def policy_of(assistants: Assistants, start: StartRun) -> DoubleTexting:
@@ -65,54 +62,37 @@ def policy_of(assistants: Assistants, start: StartRun) -> DoubleTexting:
 class RunLauncher:
     def __init__(
         self,
-        ports: RunPorts,
-        connectors: Connectors,
-        assistants: Assistants,
-        runner: RunnerSettings,
+        shared: RunContext,
         sessions: async_sessionmaker[AsyncSession] | None,
         log: structlog.stdlib.BoundLogger,
-        tools: ToolCatalog | None = None,
-        approvals: ApprovalWaiters | None = None,
-        tracing: Tracing = NO_TRACING,
     ) -> None:
-        """`tools`: the live catalogue the runs offer their models tools from (None: built-ins only);
-        `approvals`: where the runs paused for a tool approval wait for answers."""
-        self._tracing = tracing
-        self._tools = tools if tools is not None else ToolCatalog()
-        self.approvals = approvals if approvals is not None else ApprovalWaiters()
-        self._ports = ports
-        self._connectors = connectors
-        self._assistants = assistants
-        self._runner = runner
+        """`shared`: what every run gets (ports, connectors, assistants, settings, the live tool
+        catalogue, the approval waiters, tracing); each run gets a copy with its own control,
+        history and role overrides, read through `sessions`."""
+        self._shared = shared
         self._sessions = sessions
         self._log = log
         self.known_sessions = KnownSessions()
         self._roles = RoleCache()
 
+    @property
+    def approvals(self) -> ApprovalWaiters:
+        """Where the runs paused for a tool approval wait for answers."""
+        return self._shared.approvals
+
     def policy_for(self, start: StartRun) -> DoubleTexting:
-        return policy_of(self._assistants, start)
+        return policy_of(self._shared.assistants, start)
 
     def _context(self, control: RunControl, history: HistoryStore | None = None) -> RunContext:
         stores = SqlStores(self._sessions) if self._sessions is not None else None
         roles = self._roles.over(stores) if stores is not None else None
-        return RunContext(
-            ports=self._ports,
-            connectors=self._connectors,
-            assistants=self._assistants,
-            runner=self._runner,
-            control=control,
-            history=history or stores,
-            roles=roles,
-            tools=self._tools,
-            approvals=self.approvals,
-            tracing=self._tracing,
-        )
+        return replace(self._shared, control=control, history=history or stores, roles=roles)
 
     async def run(self, work: Work, control: RunControl) -> None:
         # The run's span continues the trace of the record that asked for it (kept by the service).
         with (
             record_log_context(None, work),
-            self._tracing.continuing(work.run_id, "run", {"agentstream.run_id": work.run_id}),
+            self._shared.tracing.continuing(work.run_id, "run", {"agentstream.run_id": work.run_id}),
         ):
             await self._run(work, control)
             self._log.info("run handled", command=work.type)  # the context names the run
@@ -170,7 +150,7 @@ class RunLauncher:
         if memory is not None:
             return memory
         # Nothing usable was saved: the memory the run began with.
-        assistant = self._assistants.get(start.assistant_id)
+        assistant = self._shared.assistants.get(start.assistant_id)
         options = start.options.over(assistant.options)
         history = await load_history(ctx, start, options, assistant)
         return [*system_messages(assistant, start, start.metadata), *history, *saved_input(checkpoint, start)]
@@ -178,14 +158,14 @@ class RunLauncher:
     async def no_pending_approval(self, answer: AnswerApproval) -> None:
         """Tell the chat an `/approve` or `/deny` found nothing to answer (a notice of no run)."""
         run_id = new_id()
-        await self._ports.publish_event(
+        await self._shared.ports.publish_event(
             Notice(
                 run_id=run_id,
                 root_run_id=run_id,
                 conversation_key=answer.conversation_key,
                 seq=0,
                 level=NoticeLevel.INFO,
-                text=self._runner.texts_for(answer.reply_target.platform).no_pending_approval,
+                text=self._shared.runner.texts_for(answer.reply_target.platform).no_pending_approval,
                 reply_target=answer.reply_target,
                 command=answer.decision.value,
             )
@@ -198,10 +178,10 @@ class RunLauncher:
             await self._dismiss(start, why, detail)
 
     async def _dismiss(self, start: StartRun, why: Dismissal, detail: str) -> None:
-        events = RunEmitter.for_start(start, self._ports.publish_event)
+        events = RunEmitter.for_start(start, self._shared.ports.publish_event)
         match why:
             case Dismissal.REJECTED:
-                busy = self._runner.texts_for(start.reply_target.platform).busy
+                busy = self._shared.runner.texts_for(start.reply_target.platform).busy
                 await events.emit(Notice, level=NoticeLevel.WARNING, text=busy, reply_target=start.reply_target)
                 await events.emit(RunFinished, status=RunStatus.FAILED, reason=FinishReason.REJECTED, error=detail)
             case Dismissal.MERGED:

@@ -21,6 +21,8 @@ from agentstream.contracts import events as ev
 
 @dataclass(frozen=True)
 class TextDelta:
+    """More text of a message (`message.delta kind=text`): appended to what the message shows."""
+
     message_id: str
     text: str
 
@@ -40,6 +42,8 @@ class Break:
 
 @dataclass(frozen=True)
 class ToolStarted:
+    """A tool call's first attempt (`tool.call`): the tool line, when the platform shows tool progress."""
+
     tool: str
 
 
@@ -61,6 +65,8 @@ class Degrade:
 
 @dataclass(frozen=True)
 class Finish:
+    """The run ended (`run.finished`, or a newer run superseding this one): the final text and ending."""
+
     status: RunStatus
     reason: FinishReason | None = None
     error: str | None = None

@@ -43,16 +43,18 @@ CLEAR_ROLE = frozenset({"default", "reset", "clear"})
 
 @dataclass(frozen=True)
 class Command:
+    """A slash command: its name, lowercased and without a `@bot` suffix, and the rest of the text."""
+
     name: str
     args: str
 
 
 @dataclass(frozen=True)
 class RunSummary:
+    """A finished root run of the conversation, as `/status` and `/resume` tell it."""
+
     run_id: str
-    status: str  # completed | failed | interrupted, or "active" for a run not finished yet
-    assistant_id: str | None = None
-    connector_id: str | None = None
+    status: str  # its `runs` row's: completed | failed | interrupted
 
 
 @dataclass(frozen=True)

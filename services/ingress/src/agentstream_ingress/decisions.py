@@ -45,6 +45,8 @@ class DeadLetterDecision:
 
 @dataclass(frozen=True)
 class DropDecision:
+    """Acknowledge the record and do nothing else: no run, no reply."""
+
     reason: DropReason
 
 
@@ -71,6 +73,8 @@ class CommandDecision:
 
 @dataclass(frozen=True)
 class StartDecision:
+    """Accepted: `start` goes to `runs` and `queued` to `events` (it opens the reply's stream)."""
+
     message: InboundMessage
     start: StartRun
     queued: RunQueued

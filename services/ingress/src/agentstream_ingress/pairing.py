@@ -48,6 +48,8 @@ class ApproveOutcome(StrEnum):
 
 @dataclass(frozen=True)
 class Issue:
+    """What a pairing request led to; the code is only here (and told to the user) when issued."""
+
     outcome: IssueOutcome
     code: str | None = None  # only when ISSUED; never stored
     expires_at: datetime | None = None
@@ -55,6 +57,8 @@ class Issue:
 
 @dataclass(frozen=True)
 class Approval:
+    """What `pairing approve` led to; when approved, the platform and user now allowed."""
+
     outcome: ApproveOutcome
     platform: str | None = None
     user_id: str | None = None

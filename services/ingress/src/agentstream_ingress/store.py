@@ -145,7 +145,7 @@ class IngressStore:
             finished = set(await s.scalars(select(Run.run_id).where(Run.run_id.in_(pending)))) if pending else set()
             resumable = (
                 await s.execute(
-                    select(Run.run_id, Run.status, Run.assistant_id, Run.connector_id)
+                    select(Run.run_id, Run.status)
                     .where(Run.conversation_key == key, Run.parent_run_id.is_(None), Run.status.in_(RESUMABLE))
                     .order_by(Run.finished_at.desc())
                     .limit(1)
@@ -153,7 +153,7 @@ class IngressStore:
             ).first()
             last = (
                 await s.execute(
-                    select(Run.run_id, Run.status, Run.assistant_id, Run.connector_id)
+                    select(Run.run_id, Run.status)
                     .where(Run.conversation_key == key, Run.parent_run_id.is_(None))
                     .order_by(Run.finished_at.desc())
                     .limit(1)

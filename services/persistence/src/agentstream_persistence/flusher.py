@@ -85,11 +85,15 @@ def run_dead_letter(buf: RunBuffer, topic: str, error: str, service: str) -> Dea
 
 @dataclass(frozen=True)
 class Stored:
+    """The run's rows are committed: its buffer is dropped and its offsets may be committed."""
+
     rows: FlushRows
 
 
 @dataclass(frozen=True)
 class NotStored:
+    """The run was not written; `reason` says why (the log line, the dead letter's error)."""
+
     reason: str
 
 

@@ -26,7 +26,6 @@ from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Histogram
 
-from agentstream.config.tools import ToolsSettings
 from agentstream.contracts import ToolCallRequest, ToolCallResult, ToolHeartbeat
 from agentstream.contracts.tools import ToolCallRequestAdapter
 from agentstream.db import upgrade
@@ -69,17 +68,15 @@ class ToolExecutorService(Service):
         *,
         tools: ToolRegistry,
         store: ToolCallStore,
-        options: ToolsSettings,
         mcp_servers: McpServers,
         catalog: CatalogPublisher,
     ) -> None:
         super().__init__(infra)
         self.tools = tools
         self.store = store
-        self.options = options
         self.mcp_servers = mcp_servers
         self.catalog = catalog
-        self._slots = asyncio.Semaphore(options.max_concurrency)
+        self._slots = asyncio.Semaphore(self.settings.tools.max_concurrency)
         self._tasks: dict[asyncio.Task[bool], Origin | None] = {}
         self._live: dict[str, asyncio.Task[bool]] = {}  # idempotency key → the task running it here
         self._commit_task: asyncio.Task[None] | None = None  # `commit` in the background, one at a time
@@ -201,7 +198,7 @@ class ToolExecutorService(Service):
                 )
                 # Stored like any result: a later redelivery replays this very answer.
                 return stopped_during_call(request), True
-            async with heartbeats(request, self._publish_beat, self.options.heartbeat_interval_s):
+            async with heartbeats(request, self._publish_beat, self.settings.tools.heartbeat_interval_s):
                 result = await execute(self.tools, request, self.settings.runner.tool_timeout_s)
         # A label is a tool this executor serves: any name a record carries would grow the series without bound.
         label = request.tool if self.tools.get(request.tool) is not None else UNKNOWN_TOOL

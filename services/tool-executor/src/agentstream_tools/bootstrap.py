@@ -1,4 +1,4 @@
-"""Builds the tool-executor: its infra, the tools it can run, the `tool_calls` store, its options,
+"""Builds the tool-executor: its infra, the tools it can run, the `tool_calls` store,
 its MCP servers and the publisher of what it serves on `tool-catalog` (told of MCP changes)."""
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ def bootstrap(
         infra,
         tools=registry,
         store=store if store is not None else ToolCallStore(infra.engine),
-        options=settings.tools,
         mcp_servers=mcp_servers,
         catalog=catalog,
     )

@@ -34,6 +34,8 @@ class LLMRequest:
 
 @dataclass(frozen=True)
 class TextDelta:
+    """Answer text, as the model streams it (`message.delta kind=text`)."""
+
     text: str
 
 
@@ -46,6 +48,8 @@ class ThinkingDelta:
 
 @dataclass(frozen=True)
 class ToolCallChunk:
+    """One tool call, complete: connectors assemble streamed pieces first (`ToolCallAssembler`)."""
+
     call_id: str
     name: str
     arguments: str  # raw JSON, exactly as the model produced it
@@ -53,6 +57,8 @@ class ToolCallChunk:
 
 @dataclass(frozen=True)
 class UsageChunk:
+    """The call's token counts, when the provider reports them (at the end of the stream)."""
+
     usage: Usage
 
 

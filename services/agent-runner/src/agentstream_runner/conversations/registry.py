@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from functools import partial
 
 import structlog
 
@@ -34,11 +35,16 @@ class Conversations:
         log: structlog.stdlib.BoundLogger | None = None,
         collect_window_s: float = DEFAULT_COLLECT_WINDOW_S,
     ) -> None:
-        self._run = run
-        self._policy_for = policy_for
-        self._dismiss = dismiss
-        self._log = log
-        self._collect_window_s = collect_window_s
+        # Every owner gets the same collaborators; only its key differs.
+        self._new_owner = partial(
+            Conversation,
+            run=run,
+            policy_for=policy_for,
+            dismiss=dismiss,
+            on_idle=self._forget,
+            log=log,
+            collect_window_s=collect_window_s,
+        )
         self._by_key: dict[str, Conversation] = {}
 
     def __len__(self) -> int:
@@ -50,15 +56,7 @@ class Conversations:
     def owner(self, key: str, partition: int | None = None) -> Conversation:
         owner = self._by_key.get(key)
         if owner is None:
-            owner = Conversation(
-                key,
-                self._run,
-                self._policy_for,
-                self._dismiss,
-                on_idle=self._forget,
-                log=self._log,
-                collect_window_s=self._collect_window_s,
-            )
+            owner = self._new_owner(key)
             self._by_key[key] = owner
         if partition is not None:
             owner.partition = partition

@@ -51,6 +51,10 @@ class AdapterError(Exception):
 
 
 class RateLimited(AdapterError):
+    """The platform asks to wait `retry_after` seconds: the call is retried then.
+
+    At the strike limit the stream degrades to final text only."""
+
     kind = "rate_limited"
 
     def __init__(self, retry_after: float, message: str = "rate limited") -> None:
@@ -59,10 +63,14 @@ class RateLimited(AdapterError):
 
 
 class TooLong(AdapterError):
+    """The text is over the platform's limit for one message: the call fails (`failed`)."""
+
     kind = "too_long"
 
 
 class BadFormat(AdapterError):
+    """The platform refused the call (a 4xx with no more specific class): the call fails (`failed`)."""
+
     kind = "bad_format"
 
 
@@ -73,10 +81,14 @@ class FormattingRejected(BadFormat):
 
 
 class Forbidden(AdapterError):
+    """The bot may not write to the chat (blocked, removed, bad token): the chat is dead for the stream."""
+
     kind = "forbidden"
 
 
 class NotFound(AdapterError):
+    """The message to edit is gone (deleted on the platform): its text is posted as a new message."""
+
     kind = "not_found"
 
 

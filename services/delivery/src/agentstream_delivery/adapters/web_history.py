@@ -41,12 +41,16 @@ class History(BaseModel):
 
 @dataclass(frozen=True)
 class HistoryUnavailable:
+    """Why the history cannot be read, as the HTTP status and detail the page gets."""
+
     status: int
     detail: str
 
 
 @dataclass(frozen=True)
 class ConversationHistory:
+    """Reads a web chat's history from persistence at `base_url`, with the key in env var `key_env`."""
+
     base_url: str
     key_env: str | None
     timeout_s: float = 10.0

@@ -39,7 +39,6 @@ from agentstream.contracts import ReplyTarget
 from agentstream.testing.fake_platforms import FakeTelegram
 from agentstream_delivery.adapters import TelegramAdapter
 from agentstream_delivery.formatting import render
-from agentstream_delivery.ledger import MemoryLedger
 from agentstream_delivery.ratelimit import RateLimiter
 from agentstream_delivery.stream_actor import StreamActor, StreamKey
 from agentstream_delivery.stream_inputs import Finish, TextDelta
@@ -92,7 +91,6 @@ async def agentstream_consumer(
             target,
             adapter,
             log,
-            ledger=MemoryLedger(),
             conversation_key=f"telegram:{chat}",
             gate=limiter.gate("telegram", adapter.bot, chat, adapter.capabilities.chat_interval),
         )

@@ -43,11 +43,16 @@ MODEL_LABELS = ("connector", "model")
 
 
 class CallOutcome(StrEnum):
+    """The `outcome` label of the model and tool call counters: `error` is an `llm` step that
+    failed (after the connector's own retries), or a tool result that is not ok."""
+
     OK = "ok"
     ERROR = "error"
 
 
 class TokenKind(StrEnum):
+    """The `kind` label of `agentstream_llm_tokens_total`: which count of the usage a model server reported."""
+
     PROMPT = "prompt"
     COMPLETION = "completion"
 

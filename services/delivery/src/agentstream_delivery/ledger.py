@@ -57,6 +57,8 @@ class LedgerScope:
 
 @dataclass(frozen=True)
 class LedgerEntry:
+    """One row: a segment's latest call, as its `DeliveryReceipt` carries it, and when to re-apply it."""
+
     segment: int
     state: LedgerState
     message_id: str | None = None

@@ -3,18 +3,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-import uvicorn
 
 from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, Usage
+from agentstream.testing.loopback_server import LoopbackServer, Receive, Scope, Send, read_body, send_json
 from agentstream.tools_catalog import CLOCK
 from agentstream_runner.connectors.anthropic_connector import AnthropicConnector
 from agentstream_runner.connectors.base import LLMRequest, TextDelta, ThinkingDelta, ToolCallChunk, UsageChunk
@@ -63,27 +61,14 @@ class FakeAnthropic:
         self.statuses = statuses  # answered in order before the stream; 200 = stream
         self.bodies: list[dict[str, Any]] = []
 
-    async def app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def app(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        self.bodies.append(json.loads(raw))
+        self.bodies.append(json.loads(await read_body(receive)))
         status = self.statuses.pop(0) if self.statuses else 200
         if status != 200:
-            body = json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": f"fake {status}"}})
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"retry-after", b"0")],
-                }
-            )
-            await send({"type": "http.response.body", "body": body.encode()})
+            error = {"type": "error", "error": {"type": "overloaded_error", "message": f"fake {status}"}}
+            await send_json(send, status, error, [(b"retry-after", b"0")])
             return
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         for event in EVENTS:
@@ -94,19 +79,12 @@ class FakeAnthropic:
 
 @asynccontextmanager
 async def serving(fake: FakeAnthropic) -> AsyncIterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(fake.app, log_level="warning", lifespan="off", interface="asgi3"))
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    for _ in range(500):  # uvicorn offers no startup event to await
-        if server.started:
-            break
-        await asyncio.sleep(0.01)
+    server = LoopbackServer(fake.app, "fake-anthropic", interface="asgi3")
+    port = await server.start()
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+        yield f"http://127.0.0.1:{port}"
     finally:
-        server.should_exit = True
-        await task
+        await server.stop()
 
 
 def connector(base_url: str) -> AnthropicConnector:

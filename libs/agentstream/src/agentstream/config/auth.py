@@ -54,6 +54,9 @@ class WebSessionSettings(Section):
 
 
 class AuthSettings(Section):
+    """The `auth` section: API keys (in the database), JWTs (`jwt`), the web chat's session tokens
+    (`web`), and two fixed tokens: a bootstrap admin credential and the scrape token of `/metrics`."""
+
     admin_token_env: str | None = Field(
         default=None,
         description="Env var holding a bootstrap credential with the `admin` scope for all tenants "

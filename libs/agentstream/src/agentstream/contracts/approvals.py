@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from agentstream.contracts.base import Value
 from agentstream.contracts.limits import Name, Subject
 
 # What the chat shows of a call's arguments: enough to judge it, never a wall of text.
@@ -34,21 +35,17 @@ class ApprovalOutcome(StrEnum):
     EXPIRED = "expired"
 
 
-class PendingCall(BaseModel):
+class PendingCall(Value):
     """One call waiting for approval, as the chat shows it."""
-
-    model_config = ConfigDict(frozen=True)
 
     call_id: Name
     tool: Name
     arguments: str = Field(description=f"The raw arguments, cut to {ARGUMENTS_SHOWN_CHARS} characters.")
 
 
-class ApprovalRequest(BaseModel):
+class ApprovalRequest(Value):
     """A run paused at tool calls that need approval: the `approval` step's output (so a resumed
     run waits for the same request until the same deadline) and the payload of its notice."""
-
-    model_config = ConfigDict(frozen=True)
 
     approval_id: Name
     calls: list[PendingCall] = Field(min_length=1)

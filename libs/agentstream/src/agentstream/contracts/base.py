@@ -76,10 +76,15 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class Record(BaseModel):
-    """Common envelope fields of every topic record."""
+class Value(BaseModel):
+    """Base of every record and of the values inside one (a reply target, a chat message, …):
+    frozen, and unknown fields are ignored."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Record(Value):
+    """Common envelope fields of every topic record."""
 
     id: str = Field(default_factory=new_id, description="Unique record id (uuid4).")
     ts: datetime = Field(default_factory=utcnow, description="When the record was created (UTC).")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from agentstream.contracts.base import Value
 from agentstream.contracts.limits import Chat, JsonText, Name, Platform, Subject
 
 
@@ -18,10 +19,8 @@ class MessageRole(StrEnum):
     TOOL = "tool"
 
 
-class ReplyTarget(BaseModel):
+class ReplyTarget(Value):
     """Where the answer of a run is delivered."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
     platform: Platform
     chat_id: Chat
@@ -29,20 +28,16 @@ class ReplyTarget(BaseModel):
     reply_to_id: Subject | None = Field(default=None, description="Platform message id to reply to.")
 
 
-class ToolCallSpec(BaseModel):
+class ToolCallSpec(Value):
     """A tool call as the model made it (inside an assistant message)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
     id: Name
     name: Name
     arguments: JsonText = Field(default="{}", description="Raw JSON arguments (nested at most 64 deep).")
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(Value):
     """One message of a model conversation (OpenAI-style roles)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
     role: MessageRole
     content: str = ""
@@ -51,10 +46,8 @@ class ChatMessage(BaseModel):
     tool_calls: list[ToolCallSpec] = Field(default_factory=list, description="role=assistant: calls made.")
 
 
-class Usage(BaseModel):
+class Usage(Value):
     """Token usage, summed over every LLM call of a run."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
     prompt_tokens: int = 0
     completion_tokens: int = 0

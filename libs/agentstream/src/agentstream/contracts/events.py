@@ -39,12 +39,18 @@ class DeltaKind(StrEnum):
 
 
 class NoticeLevel(StrEnum):
+    """How serious a notice is. Platforms show every level alike; `agentstream run` prints errors
+    in red, and hooks see it as `level`."""
+
     INFO = "info"
     WARNING = "warning"
     ERROR = "error"
 
 
 class EventBase(Record):
+    """What every event carries: which run (and where it sits in a delegation tree), its
+    conversation, its place `seq` in the root run's stream and the runner's ownership `epoch`."""
+
     id: RunId = Field(default_factory=new_id, description="Unique record id (uuid4).")
     run_id: RunId
     root_run_id: RunId
@@ -56,6 +62,8 @@ class EventBase(Record):
 
 
 class RunQueued(EventBase):
+    """Ingress accepted a message and queued a run for it: seq 0, before any runner saw it."""
+
     type: Literal["run.queued"] = "run.queued"
     inbound_id: Subject | None = Field(default=None, description="The InboundMessage id that caused this run.")
     assistant_id: Name
@@ -66,6 +74,8 @@ class RunQueued(EventBase):
 
 
 class RunStarted(EventBase):
+    """A root run began: its input and where its answer goes. A child run has none of its own."""
+
     type: Literal["run.started"] = "run.started"
     assistant_id: Name
     connector_id: Name
@@ -85,11 +95,15 @@ class RunStarted(EventBase):
 
 
 class MessageStarted(EventBase):
+    """One model call began to answer (text or thinking); its deltas and its completion follow."""
+
     type: Literal["message.started"] = "message.started"
     message_id: Name
 
 
 class MessageDelta(EventBase):
+    """The next piece of a message, coalesced over `runner.coalesce_ms`; `thinking` is not part of the answer."""
+
     type: Literal["message.delta"] = "message.delta"
     message_id: Name
     text: str
@@ -97,12 +111,16 @@ class MessageDelta(EventBase):
 
 
 class MessageCompleted(EventBase):
+    """A message is complete: `text` is all of its answer text."""
+
     type: Literal["message.completed"] = "message.completed"
     message_id: Name
     text: str
 
 
 class ToolCall(EventBase):
+    """The model called a tool; `attempt` counts the times this call was asked."""
+
     type: Literal["tool.call"] = "tool.call"
     call_id: Name
     tool: Name
@@ -111,6 +129,8 @@ class ToolCall(EventBase):
 
 
 class ToolResult(EventBase):
+    """What a tool call returned (`ok`), or why it failed (`error`)."""
+
     type: Literal["tool.result"] = "tool.result"
     call_id: Name
     tool: Name
@@ -122,11 +142,15 @@ class ToolResult(EventBase):
 
 
 class SegmentBreak(EventBase):
+    """Delivery seals the current platform message: what follows goes into a new one."""
+
     type: Literal["segment.break"] = "segment.break"
     reason: Reason = "tool"
 
 
 class StepStarted(EventBase):
+    """A checkpointed step of the run began (`step_type` says what it does)."""
+
     type: Literal["step.started"] = "step.started"
     step_id: Name
     step_type: StepType
@@ -134,6 +158,8 @@ class StepStarted(EventBase):
 
 
 class StepCompleted(EventBase):
+    """A checkpointed step ended; `memory` is the conversation after it, where a resumed run starts."""
+
     type: Literal["step.completed"] = "step.completed"
     step_id: Name
     step_type: StepType
@@ -143,6 +169,8 @@ class StepCompleted(EventBase):
 
 
 class StepFailed(EventBase):
+    """A checkpointed step failed with `error`."""
+
     type: Literal["step.failed"] = "step.failed"
     step_id: Name
     step_type: StepType
@@ -151,6 +179,8 @@ class StepFailed(EventBase):
 
 
 class RunHeartbeat(EventBase):
+    """The run is alive (every `runner.heartbeat_s`): a slow run is not taken for a lost one."""
+
     type: Literal["run.heartbeat"] = "run.heartbeat"
 
 
@@ -184,6 +214,8 @@ class Notice(EventBase):
 
 
 class RunFinished(EventBase):
+    """A root run ended: how (`status`, `reason`), its answer and what it used. A child run has none of its own."""
+
     type: Literal["run.finished"] = "run.finished"
     status: RunStatus
     error: str | None = None

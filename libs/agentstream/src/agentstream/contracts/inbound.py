@@ -10,9 +10,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
-from agentstream.contracts.base import Record
+from agentstream.contracts.base import Record, Value
 from agentstream.contracts.limits import MAX_NAME
 
 
@@ -65,10 +65,8 @@ class KnownPlatform(StrEnum):
     MEMORY = "memory"
 
 
-class User(BaseModel):
+class User(Value):
     """The person (or system) who sent the message."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
 
     id: Identifier = Field(description="Platform user id; the identity used for permission.")
     name: str | None = Field(default=None, description="Display name.")
@@ -76,8 +74,8 @@ class User(BaseModel):
     tenant_id: OptionalIdentifier | None = Field(default=None, description="Tenant id for billing and isolation.")
 
 
-class Attachment(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+class Attachment(Value):
+    """A file sent with the message."""
 
     url: str = Field(description="Where the attachment can be fetched.")
     mime_type: str | None = None

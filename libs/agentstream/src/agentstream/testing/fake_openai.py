@@ -32,11 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentstream.lifecycle import StartStop
-from agentstream.testing.loopback_server import LoopbackServer
-
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+from agentstream.testing.loopback_server import LoopbackServer, Receive, Scope, Send, read_body, send_json
 
 _TOKEN = re.compile(r"\s*\S+|\s+$")
 SLOW_TOKEN_DELAY_S = 0.2
@@ -205,21 +201,15 @@ class FakeOpenAI(StartStop):
         if scope["type"] != "http":
             return
         if scope["method"] == "GET" and scope["path"].endswith("/models"):  # what `agentstream doctor` asks
-            await self._json(send, 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
+            await send_json(send, 200, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
             return
         if scope["method"] == "GET" and scope["path"] == "/_fake/requests":
-            await self._json(send, 200, {"requests": [r.timings() for r in self.requests]})
+            await send_json(send, 200, {"requests": [r.timings() for r in self.requests]})
             return
         if scope["method"] != "POST" or not scope["path"].endswith("/chat/completions"):
-            await self._json(send, 404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+            await send_json(send, 404, {"error": {"message": "not found", "type": "invalid_request_error"}})
             return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        body = json.loads(raw or b"{}")
+        body = json.loads(await read_body(receive) or b"{}")
         turn = self._next_turn(body)
         record = ReceivedRequest(
             body=body,
@@ -234,7 +224,7 @@ class FakeOpenAI(StartStop):
         elif body.get("stream"):
             await self._watch_disconnect(receive, record, self._stream(send, record))
         else:
-            await self._json(send, 200, self._completion(record))
+            await send_json(send, 200, self._completion(record))
             record.completed_at = time.monotonic()
         self._touch()
 
@@ -329,25 +319,12 @@ class FakeOpenAI(StartStop):
     async def _error(self, send: Send, turn: Turn) -> None:
         kind = {429: "rate_limit_error", 400: "invalid_request_error"}.get(turn.status, "server_error")
         headers = [(b"retry-after", str(turn.retry_after).encode())] if turn.retry_after is not None else []
-        await self._json(send, turn.status, {"error": {"message": f"fake {turn.status}", "type": kind}}, headers)
+        await send_json(send, turn.status, {"error": {"message": f"fake {turn.status}", "type": kind}}, headers)
 
     @staticmethod
     async def _sse(send: Send, payload: dict[str, Any]) -> None:
         data = b"data: " + json.dumps(payload).encode() + b"\n\n"
         await send({"type": "http.response.body", "body": data, "more_body": True})
-
-    @staticmethod
-    async def _json(
-        send: Send, status: int, payload: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None
-    ) -> None:
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [(b"content-type", b"application/json"), *(headers or [])],
-            }
-        )
-        await send({"type": "http.response.body", "body": json.dumps(payload).encode()})
 
 
 async def _serve_forever(echo_token_delay_s: float) -> None:

@@ -1,16 +1,22 @@
 """How the fakes of external services listen: an ASGI app served by uvicorn on 127.0.0.1,
-in the test's own event loop, on a port of its choosing or a free one."""
+in the test's own event loop, on a port of its choosing or a free one; and what a raw ASGI
+fake (no framework) reads a request body and answers JSON with."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import uvicorn
 
 from agentstream.lifecycle import serve_until_started
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class LoopbackServer:
@@ -42,3 +48,25 @@ class LoopbackServer:
         if server is not None and task is not None:
             server.should_exit = True
             await task
+
+
+async def read_body(receive: Receive) -> bytes:
+    """The whole request body, however many `http.request` messages it came in."""
+    raw = b""
+    while True:
+        message = await receive()
+        raw += bytes(message.get("body", b""))
+        if not message.get("more_body"):
+            return raw
+
+
+async def send_json(send: Send, status: int, payload: Any, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """A complete JSON answer: `status`, `content-type: application/json` and `headers`."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *(headers or [])],
+        }
+    )
+    await send({"type": "http.response.body", "body": json.dumps(payload).encode()})

@@ -19,23 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentstream.contracts import (
     DeliveryReceipt,
     LedgerState,
-    MessageCompleted,
-    MessageDelta,
-    MessageStarted,
     Notice,
     RunEvent,
     RunFinished,
-    RunHeartbeat,
-    RunQueued,
     RunStarted,
-    SegmentBreak,
     StepCompleted,
     StepFailed,
-    StepStarted,
-    ToolCall,
-    ToolHeartbeat,
-    ToolResult,
 )
+from agentstream.contracts import events as run_events
 
 POINTS = (
     "agent:start",
@@ -131,16 +122,16 @@ class LifecycleMapper:
             case DeliveryReceipt() | RunStarted() | Notice():
                 return []  # a call not (yet) sent, a sub-agent's start, a notice answering no command
             case (
-                RunQueued()
-                | MessageStarted()
-                | MessageDelta()
-                | MessageCompleted()
-                | ToolCall()
-                | ToolResult()
-                | SegmentBreak()
-                | StepStarted()
-                | RunHeartbeat()
-                | ToolHeartbeat()
+                run_events.RunQueued()
+                | run_events.MessageStarted()
+                | run_events.MessageDelta()
+                | run_events.MessageCompleted()
+                | run_events.ToolCall()
+                | run_events.ToolResult()
+                | run_events.SegmentBreak()
+                | run_events.StepStarted()
+                | run_events.RunHeartbeat()
+                | run_events.ToolHeartbeat()
             ):
                 return []  # no lifecycle point: a hook sees a step once it ended, the text once delivered
             case unexpected:

@@ -12,23 +12,19 @@ import pytest
 import yaml
 
 from agentstream.config import SERVICES
+from agentstream.testing.commands import command_path
 
 ROOT = Path(__file__).resolve().parents[3]
 MONITORING = ROOT / "monitoring"
-PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None, reason="promtool not installed (Debian's `prometheus` package; .ci/run installs it)"
-)
 
 SECRET_FILE = "/run/secrets/metrics_token"  # compose's secret `metrics_token`
 
 
 def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    assert PROMTOOL is not None
-    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=30, check=False)
+    promtool = command_path("promtool", installed_by="Debian's `prometheus` package; .ci/run installs it")
+    return subprocess.run([promtool, *args], capture_output=True, text=True, timeout=30, check=False)
 
 
-@needs_promtool
 def test_promtool_accepts_the_configuration_with_its_rule_file(tmp_path: Path) -> None:
     # The token file is the deployment's secret: an empty stand-in next to the copies.
     shutil.copy(MONITORING / "alerts.yml", tmp_path / "alerts.yml")
@@ -41,7 +37,6 @@ def test_promtool_accepts_the_configuration_with_its_rule_file(tmp_path: Path) -
     assert "1 rule files found" in result.stdout + result.stderr
 
 
-@needs_promtool
 def test_promtool_accepts_the_alert_rules() -> None:
     result = _promtool("check", "rules", str(MONITORING / "alerts.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -104,7 +99,6 @@ def _lag_rule_test(tmp_path: Path, replicas: int, lag: int) -> subprocess.Comple
     return _promtool("test", "rules", str(tmp_path / "lag_test.yml"))
 
 
-@needs_promtool
 @pytest.mark.parametrize(("replicas", "lag"), [(1, 150), (3, 60), (3, 150)])
 def test_lag_alert_counts_a_partition_once_whatever_the_replicas(tmp_path: Path, replicas: int, lag: int) -> None:
     # Three replicas at 60 each is a lag of 60, not 180: the alert must stay quiet.

@@ -1,6 +1,6 @@
-"""One run followed across services by its id: the log lines of the runner, the tool-executor,
-delivery and persistence handling one run carry the same run_id, root_run_id and conversation key,
-and each its service."""
+"""One run followed across services by its id: the log lines of ingress, the runner, the
+tool-executor, delivery and persistence handling one run carry the same run_id, root_run_id and
+conversation key, and each its service."""
 
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ async def test_one_runs_lines_carry_its_ids_in_every_service(settings_factory, l
     lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     run_lines = [line for line in lines if line.get("run_id") == finished.run_id]
     by_service = {line["service"] for line in run_lines}
-    # Ingress decides batches of messages before a run exists: its lines carry no run (deploy.md).
     expected = {
+        "ingress": "run accepted",
         "agent-runner": "run handled",
         "tool-executor": "tool call done",
         "delivery": "stream closed",

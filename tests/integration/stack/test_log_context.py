@@ -64,6 +64,10 @@ async def test_one_runs_lines_carry_its_ids_in_every_service(settings_factory, l
     for line in run_lines:
         assert line["root_run_id"] == finished.root_run_id, line
         assert line["conversation_key"] == finished.conversation_key, line
+    # The conversation's only run: no line about it lacks the run (or names another).
+    for line in lines:
+        if line.get("conversation_key") == finished.conversation_key:
+            assert line.get("run_id") == finished.run_id, line
     # Outside a record's handling nothing of the run is left bound: the stop lines carry no run.
     stopped = [line for line in lines if line["event"] == "service stopped"]
     assert stopped and not any("run_id" in line for line in stopped)

@@ -1,12 +1,16 @@
 """A real Prometheus (Debian's package) scrapes the embedded stack with monitoring/prometheus.yml
 — only its targets, intervals and token file changed — while the stack answers messages: every
-panel query of the overview dashboard returns data, every alert rule evaluates without error
-over series that exist, and each service exports its group's consumer lag."""
+panel query of the overview dashboard returns data, every alert expression returns data once its
+thresholds are made `bool` comparisons (the alerts themselves do not fire) and its rule evaluates
+without error, each service exports its group's consumer lag, and `agentstream top` finds every
+figure it shows."""
 
 from __future__ import annotations
 
 import asyncio
-import shutil
+import io
+import json
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,23 +19,35 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from rich.console import Console
 
 from agentstream.contracts import RunFinished
 from agentstream.kafka import free_port
+from agentstream.testing.commands import command_path
 from agentstream.testing.fixtures import ADMIN_TOKEN
 from agentstream.testing.kafka import produce_raw
 from agentstream_stack.embedded import embedded_stack, free_ports
-from agentstream_stack.metrics_doc import alert_rules, dashboard_queries, metric_names
+from agentstream_stack.metrics_doc import alert_rules, dashboard_queries
 from agentstream_stack.run_follower import send_and_follow
+from agentstream_stack.top import run_top
 from tests.e2e.conftest import DEMO_ANSWER, inbound
 
 ROOT = Path(__file__).resolve().parents[3]
 MONITORING = ROOT / "monitoring"
-PROMETHEUS = shutil.which("prometheus")
 
-pytestmark = pytest.mark.skipif(
-    PROMETHEUS is None, reason="prometheus not installed (Debian's `prometheus` package; .ci/run installs it)"
-)
+
+# A comparison with a number filters a series out; with `bool` it keeps it, valued 0 or 1.
+_THRESHOLD = re.compile(r"(==|!=|>=|<=|>|<)\s*(?=-?[0-9.])")
+
+
+def as_bool(expr: str) -> str:
+    """An alert expression that returns its series whether the alert would fire or not."""
+    return _THRESHOLD.sub(r"\1 bool ", expr)
+
+
+def test_as_bool_keeps_label_matchers_and_turns_every_threshold() -> None:
+    expr = 'sum(rate(x{outcome=~"a|b",n!="1"}[5m])) > 0.1 and up{job="r"} == 0'
+    assert as_bool(expr) == 'sum(rate(x{outcome=~"a|b",n!="1"}[5m])) > bool 0.1 and up{job="r"} == bool 0'
 
 
 def _config(tmp_path: Path, ports: dict[str, int]) -> Path:
@@ -52,15 +68,15 @@ def _config(tmp_path: Path, ports: dict[str, int]) -> Path:
 @pytest.fixture
 def prometheus(tmp_path: Path) -> Iterator[tuple[str, Any]]:
     """(its URL, a function that starts it with a config)."""
+    binary = command_path("prometheus", installed_by="Debian's `prometheus` package; .ci/run installs it")
     port = free_port()
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(config: Path) -> None:
-        assert PROMETHEUS is not None
         procs.append(
             subprocess.Popen(
                 [
-                    PROMETHEUS,
+                    binary,
                     f"--config.file={config}",
                     f"--storage.tsdb.path={tmp_path / 'data'}",
                     f"--web.listen-address=127.0.0.1:{port}",
@@ -127,11 +143,12 @@ async def test_every_panel_and_alert_has_data_while_the_stack_answers(settings_f
         silent = await _until_every_query_answers(http, exprs, timeout=90)
         assert not silent, f"panel queries without data: {silent}"
 
-        # Alerts that should not fire return nothing: each evaluated without error, over series that exist.
+        # Alerts that should not fire return nothing: with `bool` thresholds, each expression
+        # returns its series: every selector, label matcher and `and` join finds data.
         rules = alert_rules()
-        series = sorted({name for expr in rules.values() for name in metric_names(expr)})
-        missing = await _until_every_query_answers(http, [f'group({{__name__="{name}"}})' for name in series], 30)
-        assert not missing, f"series an alert reads that no target exports: {missing}"
+        assert all(as_bool(expr) != expr for expr in rules.values()), "an alert without a threshold"
+        silent = await _until_every_query_answers(http, [as_bool(expr) for expr in rules.values()], timeout=30)
+        assert not silent, f"alert expressions without data: {silent}"
         async with asyncio.timeout(30):
             while True:
                 groups = (await http.get("/api/v1/rules")).json()["data"]["groups"]
@@ -143,6 +160,14 @@ async def test_every_panel_and_alert_has_data_while_the_stack_answers(settings_f
                 await asyncio.sleep(1)
         assert {name: r["health"] for name, r in evaluated.items()} == {name: "ok" for name in rules}
         assert not [r["lastError"] for r in evaluated.values() if r.get("lastError")]
+
+        # `agentstream top` against the same services: every figure read from what they export.
+        out = io.StringIO()
+        await run_top(stack.urls, ADMIN_TOKEN, 0.5, once=True, as_json=True, console=Console(file=out))
+        frame = json.loads(out.getvalue())
+        assert all(s["up"] for s in frame["services"].values()), frame["services"]
+        absent = [name for name, value in frame["figures"].items() if value is None]
+        assert not absent, f"figures top finds in no service's metrics: {absent}"
 
         groups = {r["metric"]["group"] for r in await _query(http, "agentstream_consumer_lag")}
         prefix = settings.kafka.topic_prefix

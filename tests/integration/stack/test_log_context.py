@@ -1,6 +1,6 @@
-"""One run followed across services by its id: the log lines of the runner, the tool-executor,
-delivery and persistence handling one run carry the same run_id, root_run_id and conversation key,
-and each its service."""
+"""One run followed across services by its id: the log lines of ingress, the runner, the
+tool-executor, delivery and persistence handling one run carry the same run_id, root_run_id and
+conversation key, and each its service."""
 
 from __future__ import annotations
 
@@ -51,8 +51,8 @@ async def test_one_runs_lines_carry_its_ids_in_every_service(settings_factory, l
     lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     run_lines = [line for line in lines if line.get("run_id") == finished.run_id]
     by_service = {line["service"] for line in run_lines}
-    # Ingress decides batches of messages before a run exists: its lines carry no run (deploy.md).
     expected = {
+        "ingress": "run accepted",
         "agent-runner": "run handled",
         "tool-executor": "tool call done",
         "delivery": "stream closed",
@@ -64,6 +64,10 @@ async def test_one_runs_lines_carry_its_ids_in_every_service(settings_factory, l
     for line in run_lines:
         assert line["root_run_id"] == finished.root_run_id, line
         assert line["conversation_key"] == finished.conversation_key, line
+    # The conversation's only run: no line about it lacks the run (or names another).
+    for line in lines:
+        if line.get("conversation_key") == finished.conversation_key:
+            assert line.get("run_id") == finished.run_id, line
     # Outside a record's handling nothing of the run is left bound: the stop lines carry no run.
     stopped = [line for line in lines if line["event"] == "service stopped"]
     assert stopped and not any("run_id" in line for line in stopped)

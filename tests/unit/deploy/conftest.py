@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from functools import cache
 from pathlib import Path
@@ -17,6 +16,8 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+
+from agentstream.testing.commands import command_path
 
 ROOT = Path(__file__).resolve().parents[3]
 K8S = ROOT / "k8s"
@@ -55,18 +56,16 @@ def manifests(kustomization: dict[str, Any]) -> Manifests:
     return docs
 
 
-def kustomize_command() -> list[str] | None:
-    if shutil.which("kustomize"):
-        return ["kustomize", "build"]
-    return ["kubectl", "kustomize"] if shutil.which("kubectl") else None
+def kustomize_command() -> list[str]:
+    """`kustomize build`, else `kubectl kustomize`; the test is skipped without either (fails in CI)."""
+    path = command_path("kustomize", "kubectl", installed_by="the machine's kubectl, or kustomize")
+    return [path, "build"] if Path(path).name == "kustomize" else [path, "kustomize"]
 
 
 @cache
 def rendered(directory: str) -> tuple[dict[str, Any], ...]:
     """`kustomize build` of a directory under k8s/ (cached: one build per directory and run)."""
     cmd = kustomize_command()
-    if cmd is None:
-        pytest.skip("neither kustomize nor kubectl installed")
     out = subprocess.run([*cmd, str(K8S / directory)], capture_output=True, text=True, timeout=60, check=True)
     return tuple(yaml.safe_load_all(out.stdout))
 

@@ -160,6 +160,15 @@ def test_compose_endpoints_match_infrastructure(compose: dict[str, Any]) -> None
     )
 
 
+def test_compose_kafka_runs_kraft_without_zookeeper(compose: dict[str, Any]) -> None:
+    kafka = compose["services"]["kafka"]["environment"]
+    assert set(kafka["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+    assert kafka["KAFKA_CONTROLLER_QUORUM_VOTERS"] == f"{kafka['KAFKA_NODE_ID']}@kafka:9093"
+    assert kafka["KAFKA_CONTROLLER_LISTENER_NAMES"] in kafka["KAFKA_LISTENERS"]
+    assert not any("ZOOKEEPER" in key for key in kafka)
+    assert not any("zookeeper" in name for name in compose["services"])
+
+
 def _seconds(duration: str) -> float:
     match = re.fullmatch(r"(\d+)s", duration)
     assert match, duration

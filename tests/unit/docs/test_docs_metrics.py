@@ -1,5 +1,6 @@
 """docs/metrics.md is generated from the services' registries and must not drift; every metric a
-panel or an alert reads is one a service exposes; no metric carries a per-person label."""
+panel, an alert or `agentstream top` reads is one a service exposes; no metric carries a per-person
+label."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from agentstream_stack.metrics_doc import (
     metric_names,
     render,
 )
+from agentstream_stack.top_metrics import FIGURES
 
 ROOT = Path(__file__).resolve().parents[3]
 CHECKED_IN = ROOT / "docs" / "metrics.md"
@@ -49,6 +51,13 @@ def test_every_panel_and_alert_reads_metrics_a_service_exposes() -> None:
     assert len(exprs) > 30
     missing = {s for e in exprs for s in metric_names(e) if s not in SYNTHETIC and _family(s, known) is None}
     assert not missing, f"queried but exposed by no service: {sorted(missing)}"
+
+
+def test_every_figure_of_top_reads_a_metric_a_service_exposes() -> None:
+    # The first alternative is the current name; later ones stand in for older services.
+    known = set(catalogue())
+    current = {figure: source.alternatives[0].name for figure, source in FIGURES.items()}
+    assert not {figure: name for figure, name in current.items() if name not in known}
 
 
 def test_no_metric_has_a_label_per_chat_user_or_run() -> None:

@@ -1,34 +1,33 @@
-"""monitoring/: promtool accepts the Prometheus configuration and the alert rules; the dashboard
-and the Grafana provisioning agree on the data source."""
+"""monitoring/: promtool accepts the Prometheus configuration and the alert rules, and each alert
+fires in its condition and stays quiet outside it (`promtool test rules`); the dashboard and the
+Grafana provisioning agree on the data source."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from agentstream.config import SERVICES
+from agentstream.testing.commands import command_path
 
 ROOT = Path(__file__).resolve().parents[3]
 MONITORING = ROOT / "monitoring"
-PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None, reason="promtool not installed (Debian's `prometheus` package; .ci/run installs it)"
-)
 
 SECRET_FILE = "/run/secrets/metrics_token"  # compose's secret `metrics_token`
 
 
 def _promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    assert PROMTOOL is not None
-    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=30, check=False)
+    promtool = command_path("promtool", installed_by="Debian's `prometheus` package; .ci/run installs it")
+    return subprocess.run([promtool, *args], capture_output=True, text=True, timeout=30, check=False)
 
 
-@needs_promtool
 def test_promtool_accepts_the_configuration_with_its_rule_file(tmp_path: Path) -> None:
     # The token file is the deployment's secret: an empty stand-in next to the copies.
     shutil.copy(MONITORING / "alerts.yml", tmp_path / "alerts.yml")
@@ -41,7 +40,6 @@ def test_promtool_accepts_the_configuration_with_its_rule_file(tmp_path: Path) -
     assert "1 rule files found" in result.stdout + result.stderr
 
 
-@needs_promtool
 def test_promtool_accepts_the_alert_rules() -> None:
     result = _promtool("check", "rules", str(MONITORING / "alerts.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -104,9 +102,139 @@ def _lag_rule_test(tmp_path: Path, replicas: int, lag: int) -> subprocess.Comple
     return _promtool("test", "rules", str(tmp_path / "lag_test.yml"))
 
 
-@needs_promtool
 @pytest.mark.parametrize(("replicas", "lag"), [(1, 150), (3, 60), (3, 150)])
 def test_lag_alert_counts_a_partition_once_whatever_the_replicas(tmp_path: Path, replicas: int, lag: int) -> None:
     # Three replicas at 60 each is a lag of 60, not 180: the alert must stay quiet.
     result = _lag_rule_test(tmp_path, replicas, lag)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# -- every alert fires in its condition and stays quiet outside it (`promtool test rules`) ------------
+
+
+@dataclass(frozen=True)
+class AlertCase:
+    """Series (at one-minute steps) under which `alert` fires with `labels` at `at`, and
+    series alike under which it stays quiet."""
+
+    alert: str
+    at: str
+    labels: dict[str, str]
+    firing: dict[str, str]
+    quiet: dict[str, str]
+
+
+RUNNER_UP = 'up{job="agent-runner",instance="runner-0"}'
+DLQ = 'agentstream_dead_letters_total{service="delivery",topic="agentstream.events",reason="invalid_json"}'
+CALLS = 'agentstream_delivery_platform_calls_total{platform="telegram",op="edit",outcome="%s"}'
+FLUSHES = 'agentstream_persistence_flushes_total{outcome="%s"}'
+STARTED = 'agentstream_runs_started_total{connector="default"}'
+FINISHED = 'agentstream_runs_finished_total{status="%s",reason="%s"}'
+LLM = 'agentstream_llm_calls_total{connector="default",model="gpt",outcome="%s"}'
+LAG = 'agentstream_consumer_lag{group="agentstream.delivery",topic="agentstream.events",partition="0"}'
+
+ALERT_CASES = [
+    AlertCase(
+        "AgentstreamRunnerDown",
+        "5m",
+        {"severity": "critical", "job": "agent-runner", "instance": "runner-0"},
+        firing={RUNNER_UP: "1 0x10"},
+        quiet={RUNNER_UP: "1x10", 'up{job="ingress",instance="ingress-0"}': "0x10"},
+    ),
+    AlertCase(
+        "AgentstreamRunsLost",
+        "8m",
+        {"severity": "warning"},
+        firing={"agentstream_persistence_lost_runs_total": "0x5 1x10"},
+        quiet={"agentstream_persistence_lost_runs_total": "0x15"},
+    ),
+    AlertCase(
+        "AgentstreamConsumerLagGrowing",
+        "30m",
+        {"severity": "warning", "group": "agentstream.delivery", "topic": "agentstream.events"},
+        firing={LAG: "0+10x40"},
+        quiet={LAG: "500x40"},  # far behind, but not falling further
+    ),
+    AlertCase(
+        "AgentstreamDeadLetters",
+        "15m",
+        {"severity": "warning", "service": "delivery", "topic": "agentstream.events", "reason": "invalid_json"},
+        firing={DLQ: "0+12x20"},  # 0.2 a second
+        quiet={DLQ: "0+3x20"},  # 0.05 a second
+    ),
+    AlertCase(
+        "AgentstreamRateLimitStorm",
+        "15m",
+        {"severity": "warning", "platform": "telegram"},
+        firing={CALLS % "rate_limited": "0+30x20", CALLS % "ok": "0+70x20"},  # 30 %
+        quiet={CALLS % "rate_limited": "0+10x20", CALLS % "ok": "0+90x20"},  # 10 %
+    ),
+    AlertCase(
+        "AgentstreamFlushFailing",
+        "15m",
+        {"severity": "critical"},
+        firing={FLUSHES % "error": "0+1x20", FLUSHES % "ok": "0+10x20"},
+        quiet={FLUSHES % "error": "0x20", FLUSHES % "dead_letter": "0x20", FLUSHES % "ok": "0+10x20"},
+    ),
+    AlertCase(
+        "AgentstreamNoRunsCompleting",
+        "35m",
+        {"severity": "critical"},
+        firing={STARTED: "0+5x40", FINISHED % ("completed", "none"): "0x40", FINISHED % ("failed", "error"): "0+5x40"},
+        quiet={STARTED: "0+5x40", FINISHED % ("completed", "none"): "0+5x40"},
+    ),
+    AlertCase(
+        "AgentstreamConnectorErrors",
+        "20m",
+        {"severity": "warning", "connector": "default"},
+        firing={LLM % "error": "0+2x30", LLM % "ok": "0+8x30"},  # 20 %
+        quiet={LLM % "error": "0+1x30", LLM % "ok": "0+19x30"},  # 5 %
+    ),
+]
+
+
+def test_every_alert_has_a_firing_case() -> None:
+    rules = yaml.safe_load((MONITORING / "alerts.yml").read_text())
+    assert {case.alert for case in ALERT_CASES} == {r["alert"] for g in rules["groups"] for r in g["rules"]}
+
+
+def test_an_idle_stack_raises_no_alert(tmp_path: Path) -> None:
+    # Nothing started, nothing finished, every service up: the quietest stack fires nothing.
+    idle = {STARTED: "0x40", FINISHED % ("completed", "none"): "0x40", RUNNER_UP: "1x40"}
+    tests = [_alert_test(idle, case.alert, "35m", []) for case in ALERT_CASES]
+    result = _run_alert_tests(tmp_path, tests)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _alert_test(series: dict[str, str], alert: str, at: str, expected: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        "interval": "1m",
+        "input_series": [{"series": name, "values": values} for name, values in series.items()],
+        "alert_rule_test": [
+            {"eval_time": at, "alertname": alert, "exp_alerts": [{"exp_labels": labels} for labels in expected]}
+        ],
+    }
+
+
+def _run_alert_tests(tmp_path: Path, tests: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+    """The rules without their annotations (their texts are not what these cases check)."""
+    rules = yaml.safe_load((MONITORING / "alerts.yml").read_text())
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            rule.pop("annotations", None)
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump(rules))
+    case = {"rule_files": ["rules.yml"], "evaluation_interval": "1m", "tests": tests}
+    (tmp_path / "alerts_test.yml").write_text(yaml.safe_dump(case))
+    return _promtool("test", "rules", str(tmp_path / "alerts_test.yml"))
+
+
+@pytest.mark.parametrize("case", ALERT_CASES, ids=lambda case: case.alert)
+def test_each_alert_fires_in_its_condition_and_not_outside_it(tmp_path: Path, case: AlertCase) -> None:
+    result = _run_alert_tests(
+        tmp_path,
+        [
+            _alert_test(case.firing, case.alert, case.at, [case.labels]),
+            _alert_test(case.quiet, case.alert, case.at, []),
+        ],
+    )
     assert result.returncode == 0, result.stdout + result.stderr

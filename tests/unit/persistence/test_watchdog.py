@@ -1,4 +1,6 @@
-"""The watchdog's tick on a service that is not started: what it publishes, what it forgets."""
+"""The watchdog's tick on a service that is not started: what it publishes, what it forgets, and
+what it counts (`agentstream_persistence_lost_runs_total`, read by the stale-runs panel and the
+AgentstreamRunsLost alert)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,11 @@ from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_persistence.buffers import BufferState
 
 TARGET = ReplyTarget(platform="web", chat_id="c1")
+LOST = "agentstream_persistence_lost_runs_total"
+
+
+def lost_runs(svc: Any) -> float | None:
+    return svc.registry.get_sample_value(LOST)
 
 
 def ids(root: str, seq: int) -> dict[str, Any]:
@@ -33,6 +40,7 @@ async def test_a_stale_run_gets_one_runner_lost_ending_and_a_refused_one_is_forg
 
     await svc.end_stale_runs(now=5.0)
     assert published == [] and len(svc.buffers) == 2  # not silent for long enough yet
+    assert lost_runs(svc) == 0
 
     await svc.end_stale_runs(now=11.0)
     [(topic, ending, key)] = published
@@ -46,5 +54,27 @@ async def test_a_stale_run_gets_one_runner_lost_ending_and_a_refused_one_is_forg
     lost = svc.buffers.get("lost")
     assert lost is not None and lost.state is BufferState.LOST
 
+    assert lost_runs(svc) == 1  # the refused run is forgotten, not counted
+
     await svc.end_stale_runs(now=30.0)
     assert len(published) == 1  # one ending per lost run, until it is read back
+    assert lost_runs(svc) == 1
+
+
+async def test_a_lost_run_whose_ending_is_not_published_is_not_counted_and_tried_again():
+    svc = bootstrap_persistence(load_settings(resume={"stale_after_s": 10}))
+    attempts: list[str] = []
+
+    async def publish(topic: str, record: Any, key: str) -> None:
+        attempts.append(topic)
+        if len(attempts) == 1:
+            raise ConnectionError("broker away")
+
+    svc.publish = publish  # type: ignore[method-assign]
+    svc.buffers.add(
+        RunStarted(**ids("lost", 1), assistant_id="default", connector_id="c", reply_target=TARGET), now=0.0
+    )
+    await svc.end_stale_runs(now=11.0)
+    assert len(attempts) == 1 and lost_runs(svc) == 0
+    await svc.end_stale_runs(now=12.0)
+    assert len(attempts) == 2 and lost_runs(svc) == 1

@@ -200,7 +200,7 @@ async def test_transforms_run_in_order_and_failures_pass_text_through() -> None:
         return "never"
 
     def blocking(text: str, ctx: TransformContext) -> str:
-        time.sleep(1)
+        time.sleep(3)
         return "never"
 
     def not_text(text: str, ctx: TransformContext) -> str:
@@ -224,7 +224,7 @@ async def test_transforms_run_in_order_and_failures_pass_text_through() -> None:
     chain = TransformChain(hooks, None, metrics, LOG, budget_s=0.05)
     t0 = time.perf_counter()
     assert await chain("hi", CTX) == "HI…"
-    assert time.perf_counter() - t0 < 0.9  # under the blocking hook's 1 s: the budget holds (loose: a loaded 2-core CI)
+    assert time.perf_counter() - t0 < 2.5  # well under the blocking hook's 3 s: the budget holds (loose: a loaded 2-core CI)
     for name, outcome in [
         ("broken", "error"),
         ("too_slow", "timeout"),

@@ -5,12 +5,13 @@ from __future__ import annotations
 import httpx
 import pytest
 import structlog
+from structlog.testing import capture_logs
 
 from agentstream.config import ConfigError, TextFormat, load_settings
-from agentstream.contracts import FinishReason, RunStatus
+from agentstream.contracts import FinishReason, KnownPlatform, RunStatus
 from agentstream_delivery.adapters import SignalAdapter, TelegramAdapter, WebhookAdapter
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
-from agentstream_delivery.platforms import PLATFORMS, Adapters, build_adapters, late_landing
+from agentstream_delivery.platforms import IN_PROCESS, PLATFORMS, Adapters, build_adapters, late_landing
 from agentstream_delivery.render import DEFAULT_TEXTS
 
 LOG = structlog.get_logger("test")
@@ -29,6 +30,18 @@ def test_a_platform_without_its_credential_or_required_url_is_skipped(monkeypatc
     monkeypatch.setenv("AGENTSTREAM_WEBHOOK_SECRET", "s3cret")
     settings = load_settings(platforms={"telegram": {}, "webhook": {}})  # webhook: no api_url
     assert build_adapters(settings, LOG) == []
+
+
+def test_every_known_platform_has_an_adapter_in_the_registry_or_inside_delivery() -> None:
+    assert set(PLATFORMS) | IN_PROCESS == set(KnownPlatform)
+    assert not set(PLATFORMS) & IN_PROCESS
+
+
+def test_a_configured_platform_delivery_has_no_adapter_for_is_skipped_with_a_warning() -> None:
+    settings = load_settings(platforms={"matrix": {}, "memory": {}})
+    with capture_logs() as logs:
+        assert build_adapters(settings, structlog.get_logger("test")) == []
+    assert [(entry["log_level"], entry.get("platform")) for entry in logs] == [("warning", "matrix")]
 
 
 def test_signal_takes_its_account_from_the_settings_first(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -76,6 +76,9 @@ PLATFORMS: dict[str, Platform] = {
     KnownPlatform.WEBHOOK: Platform(WebhookAdapter, "AGENTSTREAM_WEBHOOK_SECRET", "secret_env", url_required=True),
 }
 
+# The platforms whose adapters live inside delivery (no credential, always built; `Adapters`).
+IN_PROCESS = frozenset({KnownPlatform.MEMORY, KnownPlatform.CONSOLE, KnownPlatform.WEB})
+
 
 @dataclass(frozen=True)
 class Adapters:
@@ -103,7 +106,10 @@ def build_adapters(settings: Settings, log: structlog.stdlib.BoundLogger) -> lis
     adapters: list[PlatformAdapter] = []
     for name, conf in settings.platforms.items():
         platform = PLATFORMS.get(name)
-        if not conf.enabled or platform is None:
+        if not conf.enabled or name in IN_PROCESS:
+            continue
+        if platform is None:
+            log.warning("platform configured but delivery has no adapter for it; skipped", platform=name)
             continue
         adapter = platform.build(conf)
         if adapter is None:

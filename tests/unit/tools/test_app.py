@@ -28,6 +28,13 @@ def request(call_id: str = "c1", tool: str = "counter", run_id: str = "r1") -> T
     )
 
 
+def record(value: bytes, partition: int, offset: int) -> SimpleNamespace:
+    """A `tool-calls` record as aiokafka hands it over."""
+    return SimpleNamespace(
+        topic="tool-calls", partition=partition, offset=offset, key=b"web:a", value=value, headers=[], timestamp=0
+    )
+
+
 @pytest.fixture
 async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
     await upgrade(db_url)
@@ -37,7 +44,7 @@ async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
 
 
 class Harness:
-    """A tool-executor that is not started: records are handed to `on_call`, results recorded."""
+    """A tool-executor that is not started: records are handed to `on_calls`, results recorded."""
 
     def __init__(self, db_url: str, engine: AsyncEngine, gate: asyncio.Event | None = None):
         self.svc = bootstrap_tool_executor(load_settings(database={"url": db_url}), store=ToolCallStore(engine))
@@ -58,8 +65,15 @@ class Harness:
         self.svc.publish = publish  # type: ignore[method-assign]
 
     async def deliver(self, call: ToolCallRequest, offset: int, partition: int = 0) -> None:
-        msg = SimpleNamespace(body=call.to_json(), raw_message=SimpleNamespace(partition=partition, offset=offset))
-        await self.svc.on_call(msg)  # type: ignore[arg-type]
+        await self.deliver_batch([call], offset, partition)
+
+    async def deliver_batch(self, calls: list[ToolCallRequest | bytes], first: int, partition: int = 0) -> None:
+        """`calls` as one poll's records, at offsets from `first` (bytes: a record as it is)."""
+        records = tuple(
+            record(call if isinstance(call, bytes) else call.to_json(), partition, first + i)
+            for i, call in enumerate(calls)
+        )
+        await self.svc.on_calls(SimpleNamespace(raw_message=records))  # type: ignore[arg-type]
 
     async def settle(self) -> None:
         while self.svc._tasks:

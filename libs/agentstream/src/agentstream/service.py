@@ -10,6 +10,7 @@ and keeps handlers thin.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import gc
 from collections.abc import Awaitable, Callable, Sequence
@@ -56,6 +57,7 @@ from agentstream.observability import (
     get_logger,
     http_app,
     record_log_context,
+    record_task_context,
     records_published,
 )
 from agentstream.tracing import NO_TRACING, Tracing, tracing_for
@@ -438,6 +440,10 @@ class Service:
         """Log lines inside carry this service and `record`'s run and conversation (see
         `observability.record_log_context`); every handler wraps a record's handling in it."""
         return record_log_context(self.name, record, **fields)
+
+    def task_log_context(self, record: object) -> contextvars.Context:
+        """The context for a task started for `record` (see `observability.record_task_context`)."""
+        return record_task_context(self.name, record)
 
     def count_dead_letter(self, topic: str, error: str) -> None:
         self.dead_letters.labels(self.name, topic, dead_letter_reason(error)).inc()

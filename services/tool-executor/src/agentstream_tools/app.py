@@ -19,6 +19,7 @@ never takes a slow call for a lost run, and a call past its timeout is answered 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -142,22 +143,24 @@ class ToolExecutorService(Service):
             await self.dead_letter_record(record, request.reason)
             self._done(origin)
             return
-        # The call's task keeps the run's ids, and continues the trace the record carries.
-        with self.infra.tracing.consuming(record, f"{record.topic} process"), self.log_context(request):
+        with self.infra.tracing.consuming(record, f"{record.topic} process"):  # the trace the record carries
             self._start_call(request, origin)
 
     def _start_call(self, request: ToolCallRequest, origin: Origin) -> None:
-        live = self._live.get(request.idempotency_key)
+        key = request.idempotency_key
+        live = self._live.get(key)
         coro = self._follow(live, origin) if live is not None else self._handle(request, origin)
-        task = asyncio.create_task(coro, name=f"tool:{request.idempotency_key}")
+        # The call's task logs with the run's ids.
+        task = asyncio.create_task(coro, name=f"tool:{key}", context=self.task_log_context(request))
         self._tasks[task] = origin
-        task.add_done_callback(self._forget_task)
         if live is None:
-            self._live[request.idempotency_key] = task
-            task.add_done_callback(lambda _: self._live.pop(request.idempotency_key, None))
+            self._live[key] = task
+        task.add_done_callback(functools.partial(self._forget_task, key))
 
-    def _forget_task(self, task: asyncio.Task[bool]) -> None:
+    def _forget_task(self, key: str, task: asyncio.Task[bool]) -> None:
         self._tasks.pop(task, None)
+        if self._live.get(key) is task:
+            del self._live[key]
 
     async def _follow(self, live: asyncio.Task[bool], origin: Origin) -> bool:
         """A redelivery of a call still running here (a rebalance gave its partition back):

@@ -251,3 +251,18 @@ async def test_a_call_twice_in_one_batch_runs_once_and_both_records_are_answered
     await h.settle()
     assert h.runs == 1 and [r.content for r in h.published] == ["run 1"]
     assert h.svc.commits.points.due() == {0: 2}
+
+
+async def test_a_record_that_fails_in_a_batch_fails_alone(db_url, engine):  # type: ignore[no-untyped-def]
+    h = Harness(db_url, engine)
+    answer = h.svc.publish
+
+    async def publish(topic: str, record: Any, key: str) -> None:
+        if topic == h.svc.topics.dlq:
+            raise ConnectionError("broker away")  # the bad record's dead letter cannot go out
+        await answer(topic, record, key)
+
+    h.svc.publish = publish  # type: ignore[method-assign]
+    await h.deliver_batch([request("c1"), b"{not json", request("c3")], first=0)
+    await h.settle()
+    assert h.runs == 2 and sorted(r.call_id for r in h.published) == ["c1", "c3"]

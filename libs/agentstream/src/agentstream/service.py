@@ -451,16 +451,21 @@ class Service:
     async def handler_failed(self, msg: StreamMessage[Any], err: Exception) -> None:
         """A handler raised what it did not expect: log where the record sits, dead-letter it
         (the type and first line of the error, never a traceback), and read on."""
-        reason = failure_reason(err)
         for i, raw in enumerate(records_of(msg)):
-            where = {
-                "topic": getattr(raw, "topic", None),
-                "partition": getattr(raw, "partition", None),
-                "offset": getattr(raw, "offset", None),
-            }
             # The traceback once per failure (in the log only); a batch names every record.
-            self.log.error("handler failed", **where, error=reason, exc_info=err if i == 0 else None)
-            try:
-                await self.dead_letter_record(raw, reason)
-            except Exception as dl_err:  # the broker is gone too: the log line is all that is left
-                self.log.error("dead letter not published", **where, error=failure_reason(dl_err))
+            await self.record_failed(raw, err, traceback=i == 0)
+
+    async def record_failed(self, raw: Any, err: Exception, *, traceback: bool = True) -> None:
+        """`handler_failed` for one aiokafka `ConsumerRecord`: for a batch handler that handles
+        its records one by one, so that one record's failure is not the whole batch's."""
+        reason = failure_reason(err)
+        where = {
+            "topic": getattr(raw, "topic", None),
+            "partition": getattr(raw, "partition", None),
+            "offset": getattr(raw, "offset", None),
+        }
+        self.log.error("handler failed", **where, error=reason, exc_info=err if traceback else None)
+        try:
+            await self.dead_letter_record(raw, reason)
+        except Exception as dl_err:  # the broker is gone too: the log line is all that is left
+            self.log.error("dead letter not published", **where, error=failure_reason(dl_err))

@@ -131,7 +131,10 @@ class ToolExecutorService(Service):
         records: tuple[ConsumerRecord, ...] = msg.raw_message  # type: ignore[assignment]
         with self.log_context():
             for record in records:
-                await self.on_call(record)
+                try:
+                    await self.on_call(record)
+                except Exception as err:  # that record's failure alone, as with one record per handler call
+                    await self.record_failed(record, err)
 
     async def on_call(self, record: ConsumerRecord) -> None:
         origin = (record.partition, record.offset)

@@ -28,6 +28,7 @@ from agentstream.kafka.internals import (
     hold_commits,
     on_append,
     partition_of_key,
+    poll_batches_at_once,
     poll_when,
     producer_of,
     record_batch,
@@ -309,3 +310,28 @@ async def test_a_gated_consume_loop_polls_only_while_ready() -> None:
         ready.set()
         loop.cancel()
         await asyncio.gather(loop, return_exceptions=True)
+
+
+async def test_a_batch_consume_loop_polls_again_at_once_after_an_empty_poll() -> None:
+    broker = KafkaBroker(UNREACHABLE)
+    subscriber: Any = broker.subscriber("t", group_id="g", batch=True, batch_timeout_ms=200, max_records=7)
+    polls: list[tuple[int, int | None]] = []
+    handled: list[Any] = []
+    record = SimpleNamespace(value=b"x")
+
+    async def getmany(timeout_ms: int = 0, max_records: int | None = None) -> dict[Any, Any]:
+        polls.append((timeout_ms, max_records))
+        return {} if len(polls) == 1 else {TopicPartition("t", 0): [record]}
+
+    async def consume_one(msg: Any) -> None:
+        handled.append(msg)
+        subscriber.running = False
+
+    poll_batches_at_once(subscriber)
+    subscriber.consume_one = consume_one
+    subscriber.running = True
+    started = asyncio.get_running_loop().time()
+    await asyncio.wait_for(subscriber._run_consume_loop(SimpleNamespace(getmany=getmany)), 1)
+    # FastStream's own get_msg would have slept 200 ms after the empty poll
+    assert asyncio.get_running_loop().time() - started < 0.1
+    assert polls == [(200, 7), (200, 7)] and handled == [(record,)]

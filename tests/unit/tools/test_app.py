@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentstream.config import load_settings
-from agentstream.contracts import ToolCallRequest, ToolCallResult
+from agentstream.contracts import DeadLetter, ToolCallRequest, ToolCallResult
 from agentstream.db import create_engine, upgrade
 from agentstream.db.models_tools import ToolCallState
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
@@ -28,6 +28,13 @@ def request(call_id: str = "c1", tool: str = "counter", run_id: str = "r1") -> T
     )
 
 
+def record(value: bytes, partition: int, offset: int) -> SimpleNamespace:
+    """A `tool-calls` record as aiokafka hands it over."""
+    return SimpleNamespace(
+        topic="tool-calls", partition=partition, offset=offset, key=b"web:a", value=value, headers=[], timestamp=0
+    )
+
+
 @pytest.fixture
 async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
     await upgrade(db_url)
@@ -37,11 +44,12 @@ async def engine(db_url: str) -> AsyncIterator[AsyncEngine]:
 
 
 class Harness:
-    """A tool-executor that is not started: records are handed to `on_call`, results recorded."""
+    """A tool-executor that is not started: records are handed to `on_calls`, results recorded."""
 
     def __init__(self, db_url: str, engine: AsyncEngine, gate: asyncio.Event | None = None):
         self.svc = bootstrap_tool_executor(load_settings(database={"url": db_url}), store=ToolCallStore(engine))
         self.published: list[ToolCallResult] = []
+        self.dead_letters: list[DeadLetter] = []
         self.runs = 0
 
         async def counter(args: dict[str, Any]) -> str:
@@ -51,6 +59,9 @@ class Harness:
             return f"run {self.runs}"
 
         async def publish(topic: str, record: Any, key: str) -> None:
+            if topic == self.svc.topics.dlq:
+                self.dead_letters.append(record)
+                return
             assert topic == self.svc.topics.tool_results and key == "web:a"
             self.published.append(record)
 
@@ -58,8 +69,15 @@ class Harness:
         self.svc.publish = publish  # type: ignore[method-assign]
 
     async def deliver(self, call: ToolCallRequest, offset: int, partition: int = 0) -> None:
-        msg = SimpleNamespace(body=call.to_json(), raw_message=SimpleNamespace(partition=partition, offset=offset))
-        await self.svc.on_call(msg)  # type: ignore[arg-type]
+        await self.deliver_batch([call], offset, partition)
+
+    async def deliver_batch(self, calls: list[ToolCallRequest | bytes], first: int, partition: int = 0) -> None:
+        """`calls` as one poll's records, at offsets from `first` (bytes: a record as it is)."""
+        records = tuple(
+            record(call if isinstance(call, bytes) else call.to_json(), partition, first + i)
+            for i, call in enumerate(calls)
+        )
+        await self.svc.on_calls(SimpleNamespace(raw_message=records))  # type: ignore[arg-type]
 
     async def settle(self) -> None:
         while self.svc._tasks:
@@ -178,3 +196,73 @@ async def test_a_call_to_a_tool_not_served_is_counted_under_unknown_not_its_name
     counted = {(s.labels["tool"], s.labels["outcome"]): s.value for s in calls if s.name.endswith("_total")}
     assert {tool for tool, _ in counted} == {"counter", "unknown"}
     assert sum(value for (tool, _), value in counted.items() if tool == "unknown") == 1
+
+
+# -- records polled together -------------------------------------------------------------
+async def test_a_batch_replays_its_redelivered_call_and_runs_its_new_one(db_url, engine):  # type: ignore[no-untyped-def]
+    first = Harness(db_url, engine)
+    await first.deliver(request("c1"), offset=0)
+    await first.settle()
+    [stored] = first.published
+
+    restarted = Harness(db_url, engine)  # c1 read again, in the same poll as a new call
+    await restarted.deliver_batch([request("c1"), request("c2")], first=0)
+    await restarted.settle()
+    by_call = {r.call_id: r for r in restarted.published}
+    assert restarted.runs == 1 and by_call["c1"] == stored and by_call["c2"].content == "run 1"
+    assert restarted.svc.replays.labels("stored")._value.get() == 1
+    assert restarted.svc.commits.points.due() == {0: 2}
+
+
+async def test_a_batch_claims_its_calls_together_and_a_failed_claim_runs_and_publishes_nothing(db_url, engine):  # type: ignore[no-untyped-def]
+    h = Harness(db_url, engine)
+    real_transaction, transactions, failing = h.svc.store._transaction, [], [True]
+
+    async def transaction(batch: Any) -> Any:
+        transactions.append(sorted((p.request.call_id, p.result is None) for p in batch))
+        if failing[0]:
+            raise ConnectionError("database away")
+        return await real_transaction(batch)
+
+    h.svc.store._transaction = transaction  # type: ignore[method-assign]
+    await h.deliver_batch([request("c1"), request("c2"), request("c3")], first=0)
+    await asyncio.sleep(0.1)  # the claim failed and is being retried
+    assert h.runs == 0 and h.published == [] and h.svc.commits.points.due() == {0: 0}
+    assert transactions[0] == [("c1", True), ("c2", True), ("c3", True)]  # one transaction for the poll
+    failing[0] = False
+    await h.settle()
+    assert h.runs == 3 and sorted(r.call_id for r in h.published) == ["c1", "c2", "c3"]
+    assert h.svc.commits.points.due() == {0: 3}
+
+
+async def test_an_undecodable_record_in_a_batch_is_dead_lettered_and_the_others_answered(db_url, engine):  # type: ignore[no-untyped-def]
+    h = Harness(db_url, engine)
+    await h.deliver_batch([request("c1"), b"{not json", request("c3")], first=5)
+    await h.settle()
+    assert sorted(r.call_id for r in h.published) == ["c1", "c3"] and h.runs == 2
+    [letter] = h.dead_letters
+    assert (letter.source_offset, letter.raw_value) == (6, "{not json") and letter.error.startswith("not valid JSON")
+    assert h.svc.commits.points.due() == {0: 8}
+
+
+async def test_a_call_twice_in_one_batch_runs_once_and_both_records_are_answered(db_url, engine):  # type: ignore[no-untyped-def]
+    h = Harness(db_url, engine)
+    await h.deliver_batch([request("c1"), request("c1")], first=0)
+    await h.settle()
+    assert h.runs == 1 and [r.content for r in h.published] == ["run 1"]
+    assert h.svc.commits.points.due() == {0: 2}
+
+
+async def test_a_record_that_fails_in_a_batch_fails_alone(db_url, engine):  # type: ignore[no-untyped-def]
+    h = Harness(db_url, engine)
+    answer = h.svc.publish
+
+    async def publish(topic: str, record: Any, key: str) -> None:
+        if topic == h.svc.topics.dlq:
+            raise ConnectionError("broker away")  # the bad record's dead letter cannot go out
+        await answer(topic, record, key)
+
+    h.svc.publish = publish  # type: ignore[method-assign]
+    await h.deliver_batch([request("c1"), b"{not json", request("c3")], first=0)
+    await h.settle()
+    assert h.runs == 2 and sorted(r.call_id for r in h.published) == ["c1", "c3"]

@@ -10,6 +10,7 @@ and keeps handlers thin.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import gc
 from collections.abc import Awaitable, Callable, Sequence
@@ -56,6 +57,7 @@ from agentstream.observability import (
     get_logger,
     http_app,
     record_log_context,
+    record_task_context,
     records_published,
 )
 from agentstream.tracing import NO_TRACING, Tracing, tracing_for
@@ -439,22 +441,31 @@ class Service:
         `observability.record_log_context`); every handler wraps a record's handling in it."""
         return record_log_context(self.name, record, **fields)
 
+    def task_log_context(self, record: object) -> contextvars.Context:
+        """The context for a task started for `record` (see `observability.record_task_context`)."""
+        return record_task_context(self.name, record)
+
     def count_dead_letter(self, topic: str, error: str) -> None:
         self.dead_letters.labels(self.name, topic, dead_letter_reason(error)).inc()
 
     async def handler_failed(self, msg: StreamMessage[Any], err: Exception) -> None:
         """A handler raised what it did not expect: log where the record sits, dead-letter it
         (the type and first line of the error, never a traceback), and read on."""
-        reason = failure_reason(err)
         for i, raw in enumerate(records_of(msg)):
-            where = {
-                "topic": getattr(raw, "topic", None),
-                "partition": getattr(raw, "partition", None),
-                "offset": getattr(raw, "offset", None),
-            }
             # The traceback once per failure (in the log only); a batch names every record.
-            self.log.error("handler failed", **where, error=reason, exc_info=err if i == 0 else None)
-            try:
-                await self.dead_letter_record(raw, reason)
-            except Exception as dl_err:  # the broker is gone too: the log line is all that is left
-                self.log.error("dead letter not published", **where, error=failure_reason(dl_err))
+            await self.record_failed(raw, err, traceback=i == 0)
+
+    async def record_failed(self, raw: Any, err: Exception, *, traceback: bool = True) -> None:
+        """`handler_failed` for one aiokafka `ConsumerRecord`: for a batch handler that handles
+        its records one by one, so that one record's failure is not the whole batch's."""
+        reason = failure_reason(err)
+        where = {
+            "topic": getattr(raw, "topic", None),
+            "partition": getattr(raw, "partition", None),
+            "offset": getattr(raw, "offset", None),
+        }
+        self.log.error("handler failed", **where, error=reason, exc_info=err if traceback else None)
+        try:
+            await self.dead_letter_record(raw, reason)
+        except Exception as dl_err:  # the broker is gone too: the log line is all that is left
+            self.log.error("dead letter not published", **where, error=failure_reason(dl_err))

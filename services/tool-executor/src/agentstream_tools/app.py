@@ -19,9 +19,11 @@ never takes a slow call for a lost run, and a call past its timeout is answered 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from aiokafka import ConsumerRecord
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Histogram
@@ -31,8 +33,8 @@ from agentstream.contracts.tools import ToolCallRequestAdapter
 from agentstream.db import upgrade
 from agentstream.db.models_tools import ToolCallState
 from agentstream.kafka.commits import OffsetCommitter
-from agentstream.kafka.decoding import RecordDecoder
-from agentstream.kafka.internals import consumer_of
+from agentstream.kafka.decoding import Undecodable, decode_record
+from agentstream.kafka.internals import consumer_of, poll_batches_at_once
 from agentstream.kafka.revocations import RevocationListener
 from agentstream.service import Infra, Service
 from agentstream_tools.call_heartbeats import heartbeats
@@ -47,6 +49,8 @@ Origin = tuple[int, int]  # (partition, offset) of a tool-calls record
 DRAIN_S = 5.0  # on stop, calls still running get this long to finish (the broker stop has its own 10 s)
 RETRY_MAX_S = 5.0
 COMMIT_DELAY_S = 0.1
+MAX_BATCH = 500  # records taken per poll
+POLL_WAIT_MS = 100  # an empty poll waits this long for records (a record ends the wait at once)
 
 
 UNKNOWN_TOOL = "unknown"  # the metric label of a call to a tool this executor does not serve
@@ -77,7 +81,7 @@ class ToolExecutorService(Service):
         self.mcp_servers = mcp_servers
         self.catalog = catalog
         self._slots = asyncio.Semaphore(self.settings.tools.max_concurrency)
-        self._tasks: dict[asyncio.Task[bool], Origin | None] = {}
+        self._tasks: dict[asyncio.Task[bool], Origin] = {}
         self._live: dict[str, asyncio.Task[bool]] = {}  # idempotency key → the task running it here
         self._commit_task: asyncio.Task[None] | None = None  # `commit` in the background, one at a time
         self._stopping = False
@@ -93,15 +97,20 @@ class ToolExecutorService(Service):
         self.durations = Histogram(
             "agentstream_tool_call_seconds", "Tool call duration", ["tool"], registry=self.registry
         )
-        self.decode_request = RecordDecoder(ToolCallRequestAdapter, "ToolCallRequest", self.dead_letter)
         self.commits = OffsetCommitter(self.topics.tool_calls, lambda: consumer_of(self.subscriber), self.log)
+        # Records as they were polled together: FastStream's per-message path (parsing, its
+        # middlewares, its metrics) cost more CPU per call than the call's own work.
         self.subscriber = self.broker.subscriber(
             self.topics.tool_calls,
+            batch=True,
+            max_records=MAX_BATCH,
+            batch_timeout_ms=POLL_WAIT_MS,
             **self.subscriber_options(),
             ack_policy=AckPolicy.MANUAL,
             listener=RevocationListener(self.partitions_revoked),
         )
-        self.subscriber(self.on_call)
+        poll_batches_at_once(self.subscriber)
+        self.subscriber(self.on_calls)
 
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
@@ -112,37 +121,48 @@ class ToolExecutorService(Service):
         self.catalog.start()  # publishing needs the broker's producer: after the start
 
     # -- calls ---------------------------------------------------------------------
-    async def on_call(self, msg: KafkaMessage) -> None:
-        if self._stopping:  # not read, so not committed: the next start reads it
+    async def on_calls(self, msg: KafkaMessage) -> None:
+        """The `tool-calls` records of one poll, in order: each call starts in a task of its own."""
+        if self._stopping:  # not read, so not committed: the next start reads them
             return
-        raw = msg.raw_message
-        partition, offset = getattr(raw, "partition", None), getattr(raw, "offset", None)
-        origin = (partition, offset) if partition is not None and offset is not None else None
-        if origin is not None:  # held until its result is acked: no commit past an unanswered call
-            self.commits.points.hold(*origin)
-            self.commits.points.read(*origin)
+        records: tuple[ConsumerRecord, ...] = msg.raw_message  # type: ignore[assignment]
         with self.log_context():
-            request = await self.decode_request(msg)
-        if request is None:  # dead-lettered
+            for record in records:
+                try:
+                    await self.on_call(record)
+                except Exception as err:  # that record's failure alone, as with one record per handler call
+                    await self.record_failed(record, err)
+
+    async def on_call(self, record: ConsumerRecord) -> None:
+        origin = (record.partition, record.offset)
+        # Held until its result is acked and stored: no commit past an unanswered call.
+        self.commits.points.hold(*origin)
+        self.commits.points.read(*origin)
+        request = decode_record(record.value or b"", ToolCallRequestAdapter, "ToolCallRequest")
+        if isinstance(request, Undecodable):
+            await self.dead_letter_record(record, request.reason)
             self._done(origin)
             return
-        with self.log_context(request):  # the call's task keeps the run's ids
+        with self.infra.tracing.consuming(record, f"{record.topic} process"):  # the trace the record carries
             self._start_call(request, origin)
 
-    def _start_call(self, request: ToolCallRequest, origin: Origin | None) -> None:
-        live = self._live.get(request.idempotency_key)
+    def _start_call(self, request: ToolCallRequest, origin: Origin) -> None:
+        key = request.idempotency_key
+        live = self._live.get(key)
         coro = self._follow(live, origin) if live is not None else self._handle(request, origin)
-        task = asyncio.create_task(coro, name=f"tool:{request.idempotency_key}")
+        # The call's task logs with the run's ids.
+        task = asyncio.create_task(coro, name=f"tool:{key}", context=self.task_log_context(request))
         self._tasks[task] = origin
-        task.add_done_callback(self._forget_task)
         if live is None:
-            self._live[request.idempotency_key] = task
-            task.add_done_callback(lambda _: self._live.pop(request.idempotency_key, None))
+            self._live[key] = task
+        task.add_done_callback(functools.partial(self._forget_task, key))
 
-    def _forget_task(self, task: asyncio.Task[bool]) -> None:
+    def _forget_task(self, key: str, task: asyncio.Task[bool]) -> None:
         self._tasks.pop(task, None)
+        if self._live.get(key) is task:
+            del self._live[key]
 
-    async def _follow(self, live: asyncio.Task[bool], origin: Origin | None) -> bool:
+    async def _follow(self, live: asyncio.Task[bool], origin: Origin) -> bool:
         """A redelivery of a call still running here (a rebalance gave its partition back):
         the running task answers it; this record is done when that one is."""
         await asyncio.wait({live})
@@ -151,7 +171,7 @@ class ToolExecutorService(Service):
             self._done(origin)
         return answered
 
-    async def _handle(self, request: ToolCallRequest, origin: Origin | None) -> bool:
+    async def _handle(self, request: ToolCallRequest, origin: Origin) -> bool:
         try:
             # Under the call record's span (this task started in its handler); the result
             # record carries this span back to the runner.
@@ -236,9 +256,7 @@ class ToolExecutorService(Service):
             delay = min(delay * 2, RETRY_MAX_S)
 
     # -- offsets -------------------------------------------------------------------
-    def _done(self, origin: Origin | None) -> None:
-        if origin is None:
-            return
+    def _done(self, origin: Origin) -> None:
         self.commits.points.release(*origin)
         if self._commit_task is None or self._commit_task.done():
             self._commit_task = asyncio.create_task(self._commit_shortly(), name="tool-executor-commits")
@@ -257,7 +275,7 @@ class ToolExecutorService(Service):
     async def partitions_revoked(self, partitions: set[int]) -> None:
         """Let the calls of those partitions finish (bounded) and commit them: their new owner
         would otherwise find them claimed and answer them as interrupted."""
-        running = {t for t, origin in self._tasks.items() if origin is not None and origin[0] in partitions}
+        running = {t for t, origin in self._tasks.items() if origin[0] in partitions}
         if running:
             await asyncio.wait(running, timeout=self.settings.runner.tool_timeout_s)
         await self.commit()

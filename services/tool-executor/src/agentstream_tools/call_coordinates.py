@@ -15,7 +15,7 @@ COORDINATES = {"run_id", "root_run_id", "conversation_key", "call_id", "tool"}
 
 
 def coordinates(request: ToolCallRequest) -> dict[str, Any]:
-    return request.model_dump(include=COORDINATES)
+    return {name: getattr(request, name) for name in COORDINATES}  # plain strings: no model_dump needed
 
 
 def log_fields(request: ToolCallRequest) -> dict[str, str]:

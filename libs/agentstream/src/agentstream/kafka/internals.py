@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -241,3 +242,16 @@ def poll_when(subscriber: Any, ready: Callable[[], Awaitable[object]]) -> None:
 
     subscriber.get_msg = get_msg
     subscriber.agentstream_polls_gated = True
+
+
+def poll_batches_at_once(subscriber: Any) -> None:
+    """Make a FastStream batch subscriber poll again at once after an empty poll. Its loop sleeps
+    `batch_timeout_ms` after one, so a record arriving then waited out the sleep on top of its
+    fetch; `getmany` itself waits up to `batch_timeout_ms` for records, so the loop never spins.
+    Call it before `poll_when` (which wraps whatever `get_msg` is then)."""
+
+    async def get_msg(consumer: AIOKafkaConsumer) -> tuple[Any, ...]:
+        batches = await consumer.getmany(timeout_ms=subscriber.batch_timeout_ms, max_records=subscriber.max_records)
+        return tuple(chain.from_iterable(batches.values()))
+
+    subscriber.get_msg = get_msg

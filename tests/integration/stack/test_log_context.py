@@ -25,7 +25,7 @@ def log_file(tmp_path: Path) -> Iterator[Path]:
     handlers, level = root.handlers[:], root.level
     levels = {n: logging.getLogger(n).level for n in QUIET_LOGGERS}
     path = tmp_path / "stack.jsonl"
-    configure_logging("INFO", log_file=str(path))
+    configure_logging("DEBUG", log_file=str(path))  # ingress says `run accepted` at debug
     yield path
     for h in root.handlers:
         h.close()

@@ -46,6 +46,13 @@ def _svc(service: str, package: str) -> str:
 
 INGRESS, RUNNER = _svc("ingress", "agentstream_ingress"), _svc("agent-runner", "agentstream_runner")
 PERSISTENCE, DELIVERY = _svc("persistence", "agentstream_persistence"), _svc("delivery", "agentstream_delivery")
+# The deliverer's tests, by behaviour (deliverer_harness.py holds what they share).
+DELIVERER_TESTS = (
+    "tests/unit/delivery/test_deliverer.py",
+    "tests/unit/delivery/test_deliverer_drafts.py",
+    "tests/unit/delivery/test_deliverer_notices.py",
+    "tests/unit/delivery/test_deliverer_recovery.py",
+)
 
 CORE_MODULES: tuple[CoreModule, ...] = (
     CoreModule("ingress.pipeline", INGRESS, "pipeline.py", ("tests/unit/ingress/test_pipeline.py",)),
@@ -98,7 +105,7 @@ CORE_MODULES: tuple[CoreModule, ...] = (
         "ledger.py",
         (
             "tests/unit/delivery/test_ledger.py",
-            "tests/unit/delivery/test_deliverer.py",
+            *DELIVERER_TESTS,
             "tests/unit/delivery/test_stream_actor.py",
         ),
     ),
@@ -106,7 +113,7 @@ CORE_MODULES: tuple[CoreModule, ...] = (
         "delivery.deliverer",
         DELIVERY,
         "deliverer.py",
-        ("tests/unit/delivery/test_deliverer.py", "tests/unit/delivery/test_stream_actor.py"),
+        (*DELIVERER_TESTS, "tests/unit/delivery/test_stream_actor.py"),
     ),
 )
 SMOKE = ("ingress.ratelimit",)

@@ -17,7 +17,7 @@ from agentstream_delivery.platform_ops import Edit, Send
 from agentstream_delivery.ratelimit import ChatGate
 from agentstream_delivery.stream_actor import StreamActor, StreamKey
 from agentstream_delivery.stream_inputs import Finish, TextDelta
-from tests.unit.delivery.test_deliverer import TARGET, Scripted
+from tests.unit.delivery.deliverer_harness import TARGET, Scripted
 
 
 def _value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:

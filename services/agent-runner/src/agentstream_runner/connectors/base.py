@@ -32,21 +32,21 @@ class LLMRequest:
         return frozenset(t.name for t in self.tools)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TextDelta:
     """Answer text, as the model streams it (`message.delta kind=text`)."""
 
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ThinkingDelta:
     """Reasoning text, for models that stream it (`message.delta kind=thinking`)."""
 
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolCallChunk:
     """One tool call, complete: connectors assemble streamed pieces first (`ToolCallAssembler`)."""
 
@@ -55,7 +55,7 @@ class ToolCallChunk:
     arguments: str  # raw JSON, exactly as the model produced it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class UsageChunk:
     """The call's token counts, when the provider reports them (at the end of the stream)."""
 

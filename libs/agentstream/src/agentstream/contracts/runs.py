@@ -122,8 +122,11 @@ class InterruptRun(Record):
 
     type: Literal["run.interrupt"] = "run.interrupt"
     conversation_key: ConversationKey
-    run_id: RunId | None = None
-    reason: FinishReason = FinishReason.USER
+    run_id: RunId | None = Field(
+        default=None,
+        description="Stop only this run (ignored when another one is active); None = whichever run is active.",
+    )
+    reason: FinishReason = Field(default=FinishReason.USER, description="The stopped run's `run.finished` reason.")
 
 
 class ResumeRun(Record):
@@ -131,7 +134,9 @@ class ResumeRun(Record):
 
     type: Literal["run.resume"] = "run.resume"
     conversation_key: ConversationKey
-    run_id: RunId
+    run_id: RunId = Field(
+        description="The root run to go on from its checkpoint, under the same id; ignored when it has none."
+    )
 
 
 class ResetConversation(Record):

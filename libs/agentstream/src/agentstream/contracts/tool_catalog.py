@@ -20,7 +20,8 @@ HEARTBEATS_MISSED_BEFORE_GONE = 3
 
 
 class ToolKind(StrEnum):
-    """Where a tool comes from (docs/tools.md)."""
+    """Where a tool comes from (docs/tools.md): `builtin`, part of the executor; `workspace`, the sandbox's
+    (`tools.sandbox`); `function`, a Python function (`tools.functions`); `mcp`, an MCP server's (`tools.mcp_servers`)."""
 
     BUILTIN = "builtin"
     WORKSPACE = "workspace"

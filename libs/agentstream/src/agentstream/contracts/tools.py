@@ -44,11 +44,14 @@ class ToolCallResult(Record):
     call_id: Name
     tool: Name
     ok: bool
-    content: str = ""
-    error: str | None = None
+    content: str = Field(default="", description="ok: what the tool returned, as the model reads it.")
+    error: str | None = Field(default=None, description="Not ok: why the call failed, as the model reads it.")
     retryable: bool = Field(default=False, description="True when the model can fix the call (bad arguments).")
-    duration_ms: float = 0.0
-    data: dict[str, Any] = Field(default_factory=dict)
+    duration_ms: float = Field(default=0.0, description="The whole call: lookup, arguments and the tool's run.")
+    data: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Details the model is not shown: `argument_repairs`, what the executor fixed in the arguments.",
+    )
 
 
 ToolCallRequestAdapter: TypeAdapter[ToolCallRequest] = TypeAdapter(ToolCallRequest)

@@ -58,7 +58,7 @@ from agentstream_delivery.adapters.base import (
     RateLimited,
     Transient,
 )
-from agentstream_delivery.delivery_metrics import DeliveryMetrics
+from agentstream_delivery.delivery_metrics import CallOp, CallOutcome, DeliveryMetrics
 from agentstream_delivery.formatting import plain, render_frame
 from agentstream_delivery.ledger import Ledger, LedgerEntry, LedgerScope, sha256
 from agentstream_delivery.platform_ops import Op, Send
@@ -255,23 +255,23 @@ class Deliverer:
             fmt = self.adapter.capabilities.formatting
             await self.adapter.send_draft(self.target, draft_id, render_frame(text, fmt, final=False), markup=fmt)
         except RateLimited as err:
-            self._observe("draft", "rate_limited")
+            self._observe(CallOp.DRAFT, CallOutcome.RATE_LIMITED)
             self._strike(err)
             return Skipped()  # a draft frame is superseded by the next one anyway
         except AdapterError as err:
-            self._observe("draft", "error")
+            self._observe(CallOp.DRAFT, CallOutcome.ERROR)
             self.status = ChatStatus.EDITING  # first failure: edits for the rest of the run
             self.log.info("draft streaming failed; falling back to edits", error=repr(err))
             return None
         self.gate.succeeded()
-        self._observe("draft", "ok")
+        self._observe(CallOp.DRAFT, CallOutcome.OK)
         return Delivered()
 
     async def _call(self, segment: int, text: str, final: bool, entry: LedgerEntry) -> Outcome:
         resent = False
         for _ in range(MAX_CALLS_PER_OP):
             message_id = entry.message_id
-            kind = "edit" if message_id is not None else "send"
+            kind = CallOp.EDIT if message_id is not None else CallOp.SEND
             await self.gate.acquire()
             left_at = self.wall()
             await self._record(entry.with_text(SENDING, text, final))  # from here on it may reach the platform
@@ -279,27 +279,27 @@ class Deliverer:
             try:
                 message_id = await self._put(kind, message_id, text, final)
             except RateLimited as err:
-                self._observe(kind, "rate_limited")
+                self._observe(kind, CallOutcome.RATE_LIMITED)
                 await self._record(entry)  # refused: nothing left, the row is what it was
                 self._strike(err)
                 if self.status is ChatStatus.DEGRADED and not final:
                     return Skipped()  # final-only from now on: previews are dropped
                 continue
             except NotFound as err:
-                self._observe(kind, "not_found")
+                self._observe(kind, CallOutcome.NOT_FOUND)
                 if message_id is None:
                     return await self._fail(entry, err)
                 entry = LedgerEntry(segment, PENDING)  # deleted on the platform: post it again
                 await self._record(entry)
                 continue
             except (Transient, ConnectionError) as err:  # the request did not land: try again
-                self._observe(kind, "transient")
+                self._observe(kind, CallOutcome.TRANSIENT)
                 self.log.info("transient platform error", op=kind, error=repr(err))
                 await self._record(entry)
                 await asyncio.sleep(TRANSIENT_BACKOFF_S)
                 continue
             except OutcomeUnknown as err:
-                self._observe(kind, "unknown")
+                self._observe(kind, CallOutcome.UNKNOWN)
                 self.log.info("platform call of unknown outcome", op=kind, segment=segment, error=repr(err))
                 if message_id is not None:  # it may land late: repeat it now, re-apply after the window
                     entry = replace(
@@ -323,10 +323,10 @@ class Deliverer:
                     return Dead()
                 return failed
             except Exception as err:  # an adapter bug must not end the stream: this op fails, the next may land
-                self._observe(kind, "error")
+                self._observe(kind, CallOutcome.ERROR)
                 return await self._fail(entry, AdapterError(repr(err)))
             self.gate.succeeded()
-            self._observe(kind, "ok")
+            self._observe(kind, CallOutcome.OK)
             done = entry.with_text(SENT, text, final, message_id)
             if done.reapply_at is not None and done.reapply_at <= left_at:
                 done = replace(done, reapply_at=None)  # whatever could land late had landed before this call
@@ -334,7 +334,7 @@ class Deliverer:
             return Delivered()
         return await self._fail(entry, AdapterError("too many attempts"))
 
-    async def _put(self, kind: str, message_id: str | None, text: str, final: bool) -> str:
+    async def _put(self, kind: CallOp, message_id: str | None, text: str, final: bool) -> str:
         """One send or edit of `text` rendered in the platform's markup; as plain text if the markup is refused."""
         fmt = self.adapter.capabilities.formatting
         try:
@@ -374,10 +374,10 @@ class Deliverer:
         if self.observe is not None:
             self.observe.ledger_write(entry.state)
 
-    def _observe(self, kind: str, outcome: str) -> None:
+    def _observe(self, kind: CallOp, outcome: CallOutcome) -> None:
         """A call's outcome; send and edit calls with their latency (since `_call_started`)."""
         if self.observe is not None:
-            seconds = time.monotonic() - self._call_started if kind in ("send", "edit") else None
+            seconds = time.monotonic() - self._call_started if kind in (CallOp.SEND, CallOp.EDIT) else None
             self.observe.call(self.scope.platform, kind, outcome, seconds)
 
 

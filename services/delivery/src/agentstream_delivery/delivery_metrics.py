@@ -25,10 +25,14 @@ class CallOp(StrEnum):
 
 
 class CallOutcome(StrEnum):
-    """The outcomes every platform can have; an adapter's error kind is an outcome too."""
+    """How a platform call ended: `ok`, or the `kind` of the `AdapterError` it raised (`error`: any other failure)."""
 
     OK = "ok"
     RATE_LIMITED = "rate_limited"
+    TOO_LONG = "too_long"
+    BAD_FORMAT = "bad_format"
+    FORMATTING_REJECTED = "formatting_rejected"
+    FORBIDDEN = "forbidden"
     NOT_FOUND = "not_found"
     TRANSIENT = "transient"
     UNKNOWN = "unknown"
@@ -81,7 +85,7 @@ class DeliveryMetrics:
         for state in LedgerState:
             self.ledger_writes.labels(state)
 
-    def call(self, platform: str, op: str, outcome: str, seconds: float | None = None) -> None:
+    def call(self, platform: str, op: CallOp, outcome: CallOutcome, seconds: float | None = None) -> None:
         self.calls.labels(platform, op, outcome).inc()
         if seconds is not None:
             self.call_seconds.labels(platform, op).observe(seconds)

@@ -55,7 +55,7 @@ class LedgerScope:
     conversation_key: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # three or more per platform call: pending, sending, its outcome
 class LedgerEntry:
     """One row: a segment's latest call, as its `DeliveryReceipt` carries it, and when to re-apply it."""
 

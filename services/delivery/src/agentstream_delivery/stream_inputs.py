@@ -1,4 +1,8 @@
-"""What the stream state machine reacts to: run events as it sees them, its timer, the chat's degradation."""
+"""What the stream state machine reacts to: run events as it sees them, its timer, the chat's degradation.
+
+One input is made per token and inputs queue in a stream's inbox while a call is in flight: they
+have slots (no dict per instance: a third of the memory of a delta, and quicker to build).
+"""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from agentstream.contracts import (
 from agentstream.contracts import events as ev
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TextDelta:
     """More text of a message (`message.delta kind=text`): appended to what the message shows."""
 
@@ -27,7 +31,7 @@ class TextDelta:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TextCompleted:
     """The full text of a message: it replaces what the deltas of that message built."""
 
@@ -35,24 +39,24 @@ class TextCompleted:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Break:
     """segment.break: a tool boundary seals the current platform message."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolStarted:
     """A tool call's first attempt (`tool.call`): the tool line, when the platform shows tool progress."""
 
     tool: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tick:
     """The stream's timer fired: a held-back frame may now be due."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Degrade:
     """The chat hit its rate-limit strike limit: final text only from now on.
 
@@ -63,7 +67,7 @@ class Degrade:
     shown: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Finish:
     """The run ended (`run.finished`, or a newer run superseding this one): the final text and ending."""
 

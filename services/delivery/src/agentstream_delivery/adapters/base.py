@@ -11,11 +11,12 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from agentstream.bounded import BoundedMap
 from agentstream.config import TextFormat, ToolProgress
 from agentstream.contracts import ReplyTarget
+from agentstream_delivery.delivery_metrics import CallOutcome
 from agentstream_delivery.formatting import Measure, measurer
 from agentstream_delivery.render import DEFAULT_TEXTS, FixedTexts
 from agentstream_delivery.splitting import MEASURES, MeasureName
@@ -45,63 +46,55 @@ class Capabilities:
 
 
 class AdapterError(Exception):
-    """A platform call failed; the subclass says how the stream should react."""
+    """A platform call failed; the subclass says how the stream should react.
 
-    kind = "error"
+    Every subclass must name its `kind` (`class NotFound(AdapterError, kind=...)`): the call's outcome
+    label in the metrics and the prefix of the error its ledger row records.
+    """
+
+    kind: ClassVar[CallOutcome] = CallOutcome.ERROR
+
+    def __init_subclass__(cls, *, kind: CallOutcome, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        cls.kind = kind
 
 
-class RateLimited(AdapterError):
+class RateLimited(AdapterError, kind=CallOutcome.RATE_LIMITED):
     """The platform asks to wait `retry_after` seconds: the call is retried then.
 
     At the strike limit the stream degrades to final text only."""
-
-    kind = "rate_limited"
 
     def __init__(self, retry_after: float, message: str = "rate limited") -> None:
         super().__init__(f"{message} (retry after {retry_after}s)")
         self.retry_after = retry_after
 
 
-class TooLong(AdapterError):
+class TooLong(AdapterError, kind=CallOutcome.TOO_LONG):
     """The text is over the platform's limit for one message: the call fails (`failed`)."""
 
-    kind = "too_long"
 
-
-class BadFormat(AdapterError):
+class BadFormat(AdapterError, kind=CallOutcome.BAD_FORMAT):
     """The platform refused the call (a 4xx with no more specific class): the call fails (`failed`)."""
 
-    kind = "bad_format"
 
-
-class FormattingRejected(BadFormat):
+class FormattingRejected(BadFormat, kind=CallOutcome.FORMATTING_REJECTED):
     """The platform refused the message's markup (Telegram "can't parse entities"): send it as plain text."""
 
-    kind = "formatting_rejected"
 
-
-class Forbidden(AdapterError):
+class Forbidden(AdapterError, kind=CallOutcome.FORBIDDEN):
     """The bot may not write to the chat (blocked, removed, bad token): the chat is dead for the stream."""
 
-    kind = "forbidden"
 
-
-class NotFound(AdapterError):
+class NotFound(AdapterError, kind=CallOutcome.NOT_FOUND):
     """The message to edit is gone (deleted on the platform): its text is posted as a new message."""
 
-    kind = "not_found"
 
-
-class Transient(AdapterError):
+class Transient(AdapterError, kind=CallOutcome.TRANSIENT):
     """5xx, connection reset: the call did not land; it may be retried."""
 
-    kind = "transient"
 
-
-class OutcomeUnknown(AdapterError):
+class OutcomeUnknown(AdapterError, kind=CallOutcome.UNKNOWN):
     """The request went out but no answer came back (timeout): it may have landed."""
-
-    kind = "unknown"
 
 
 @runtime_checkable

@@ -8,12 +8,12 @@ environment variable that holds them (`secret_env`, `signing_secret_env`).
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from agentstream.config.core import Section
-from agentstream.config.texts import ShownText, Texts, texts_for
+from agentstream.config.texts import Placeholders, ShownText, Texts, texts_for
 from agentstream.contracts.runs import DoubleTexting
 
 
@@ -118,16 +118,9 @@ class IngressTexts(Texts):
     """The fixed texts ingress answers with (`ingress.texts.<platform>`, or `ingress.texts.default`);
     templates as `Texts` says. None may be empty."""
 
-    PLACEHOLDERS: ClassVar[dict[str, frozenset[str]]] = {
-        "pairing_code": frozenset({"code", "minutes"}),
-        "invalid_message": frozenset({"error"}),
-        "resuming": frozenset({"status", "run"}),
-        "unknown_command": frozenset({"command"}),
-    }
-
     refused: ShownText = "You are not authorized to use this assistant."
     rate_limited: ShownText = "You are sending messages too fast; please wait a moment."
-    pairing_code: ShownText = (
+    pairing_code: Annotated[ShownText, Placeholders("code", "minutes")] = (
         "You are not authorized yet. Your pairing code is {code} (valid {minutes} min). "
         "Ask the operator to run: agentstream pairing approve {code}"
     )
@@ -135,13 +128,13 @@ class IngressTexts(Texts):
         "You are not authorized yet. A pairing code was sent recently; ask the operator to approve it."
     )
     pairing_locked: ShownText = "You are not authorized, and pairing is temporarily locked. Try again later."
-    invalid_message: ShownText = "Your message could not be processed: {error}"
+    invalid_message: Annotated[ShownText, Placeholders("error")] = "Your message could not be processed: {error}"
     new_conversation: ShownText = "Started a new conversation."
     nothing_to_resume: ShownText = "There is no failed or interrupted run to resume."
-    resuming: ShownText = "Resuming the {status} run {run}."
+    resuming: Annotated[ShownText, Placeholders("status", "run")] = "Resuming the {status} run {run}."
     nothing_to_retry: ShownText = "There is no earlier message to retry."
     queue_usage: ShownText = "Usage: /queue <text>"
-    unknown_command: ShownText = "Unknown command /{command}."
+    unknown_command: Annotated[ShownText, Placeholders("command")] = "Unknown command /{command}."
 
 
 class IngressSettings(Section):

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import ClassVar, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
 from agentstream.config.core import Section
-from agentstream.config.texts import ShownText, Texts, texts_for
+from agentstream.config.texts import Placeholders, ShownText, Texts, texts_for
 
 Capability = Literal["tools", "vision", "reasoning", "streaming"]
 DEFAULT_CAPABILITIES: tuple[Capability, ...] = ("tools", "streaming")
@@ -42,24 +42,17 @@ class RunnerTexts(Texts):
     the tool approval notices and the refusal of a message sent while a run is busy. Templates as
     `Texts` says. None may be empty."""
 
-    PLACEHOLDERS: ClassVar[dict[str, frozenset[str]]] = {
-        "approval_call": frozenset({"tool", "arguments"}),
-        "approval_answer": frozenset({"expires"}),
-        "approval_not_yours": frozenset({"user", "command"}),
-        "approved": frozenset({"user", "tools"}),
-        "denied": frozenset({"user", "tools"}),
-        "expired": frozenset({"tools", "expires"}),
-    }
-
     approval_needed: ShownText = "Approval needed: the assistant wants to run"
-    approval_call: ShownText = "• {tool} {arguments}"
-    approval_answer: ShownText = "Answer /approve or /deny (expires in {expires})."
-    approval_not_yours: ShownText = (
+    approval_call: Annotated[ShownText, Placeholders("tool", "arguments")] = "• {tool} {arguments}"
+    approval_answer: Annotated[ShownText, Placeholders("expires")] = "Answer /approve or /deny (expires in {expires})."
+    approval_not_yours: Annotated[ShownText, Placeholders("user", "command")] = (
         "Only the user who asked ({user}) or an admin can /{command} this; it is still waiting."
     )
-    approved: ShownText = "Approved by {user}: running {tools}."
-    denied: ShownText = "Denied by {user}: {tools} not run."
-    expired: ShownText = "The approval of {tools} expired after {expires}: not run."
+    approved: Annotated[ShownText, Placeholders("user", "tools")] = "Approved by {user}: running {tools}."
+    denied: Annotated[ShownText, Placeholders("user", "tools")] = "Denied by {user}: {tools} not run."
+    expired: Annotated[ShownText, Placeholders("tools", "expires")] = (
+        "The approval of {tools} expired after {expires}: not run."
+    )
     no_pending_approval: ShownText = "There is no tool call waiting for approval."
     busy: ShownText = "Still working on your previous message; this one was not sent. Try again when it is done."
 

@@ -1,16 +1,17 @@
 """Fixed texts a service answers a user with, one set per platform (`<section>.texts.<platform>`).
 
 A section's texts are a `Texts` model: every key has a built-in English default, and a table keyed
-by platform name (`default` for every platform without its own) sets some of them. The keys named in
-`PLACEHOLDERS` are templates: `{name}` is filled in (`{{`, `}}` write a brace), each may use only its
-own names, which is checked when the configuration loads. The others are shown as written.
+by platform name (`default` for every platform without its own) sets some of them. A key declared
+with `Placeholders(...)` is a template: `{name}` is filled in (`{{`, `}}` write a brace), and it may use
+only the names it declares, which is checked when the configuration loads. The others are shown as written.
 """
 
 from __future__ import annotations
 
 import string
 from collections.abc import Mapping
-from typing import Annotated, ClassVar, Self, TypeVar
+from dataclasses import dataclass
+from typing import Annotated, Self, TypeVar
 
 from pydantic import Field, model_validator
 
@@ -22,12 +23,31 @@ DEFAULT_TEXTS = "default"
 ShownText = Annotated[str, Field(min_length=1)]
 
 
+@dataclass(frozen=True, init=False)
+class Placeholders:
+    """Marks a text as a template and names the `{placeholders}` it may use:
+    `approved: Annotated[ShownText, Placeholders("user", "tools")] = "Approved by {user}: running {tools}."`"""
+
+    names: frozenset[str]
+
+    def __init__(self, *names: str) -> None:
+        object.__setattr__(self, "names", frozenset(names))
+
+
 class Texts(Section):
-    PLACEHOLDERS: ClassVar[dict[str, frozenset[str]]] = {}
+    @classmethod
+    def templates(cls) -> dict[str, frozenset[str]]:
+        """Each template's key and the placeholders it may use."""
+        return {
+            name: meta.names
+            for name, field in cls.model_fields.items()
+            for meta in field.metadata
+            if isinstance(meta, Placeholders)
+        }
 
     @model_validator(mode="after")
     def _known_placeholders(self) -> Self:
-        for name, allowed in self.PLACEHOLDERS.items():
+        for name, allowed in self.templates().items():
             try:
                 used = {field for _, field, _, _ in string.Formatter().parse(getattr(self, name)) if field is not None}
             except ValueError as err:  # a lone `{` or `}`

@@ -81,7 +81,7 @@ class HttpAdapter(ABC):
 class BotTokenHttpAdapter(HttpAdapter):
     """A platform that takes its bot token in the `Authorization` header (Slack, Discord)."""
 
-    auth_scheme: str
+    auth_scheme: str = "Bearer"  # RFC 6750's, which most platforms use (Discord: `Bot`)
     default_api_url: str
 
     def __init__(self, token: str, api_url: str | None = None, **kw: Any) -> None:

@@ -38,7 +38,6 @@ _ERRORS: dict[str, type[AdapterError]] = {
 class SlackAdapter(BotTokenHttpAdapter):
     platform = KnownPlatform.SLACK
     capabilities = CAPABILITIES
-    auth_scheme = "Bearer"
     default_api_url = DEFAULT_API_URL
 
     async def send(

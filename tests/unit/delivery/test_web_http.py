@@ -338,6 +338,33 @@ async def test_history_has_both_sides_of_the_sessions_tenant_with_endings(
     assert (anonymous.status_code, elsewhere.status_code) == (401, 403)
 
 
+async def test_history_is_502_when_persistence_refuses_or_is_unreachable(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    refusing = FastAPI()
+
+    @refusing.get("/v1/conversations/{key:path}/runs")
+    async def runs(key: str) -> JSONResponse:
+        return JSONResponse({"detail": "bad key"}, 401)
+
+    monkeypatch.setenv(HISTORY_ENV, HISTORY_KEY)
+    async with (
+        serve(refusing) as persistence_url,
+        delivery(sqlite_url, "http://127.0.0.1:1", persistence_url=persistence_url) as d,
+        httpx.AsyncClient(base_url=d.url) as http,
+    ):
+        token, _ = d.sessions.issue("chat-1", "alice", "acme")
+        refused = await http.get("/v1/web/chat-1/history", headers=bearer(token))
+    async with (
+        delivery(sqlite_url, "http://127.0.0.1:1", persistence_url=f"http://127.0.0.1:{free_port()}") as d,
+        httpx.AsyncClient(base_url=d.url) as http,
+    ):
+        token, _ = d.sessions.issue("chat-1", "alice", "acme")
+        unreachable = await http.get("/v1/web/chat-1/history", headers=bearer(token))
+    assert refused.status_code == 502 and "persistence answered 401" in refused.json()["detail"]
+    assert unreachable.status_code == 502 and "persistence unreachable" in unreachable.json()["detail"]
+
+
 async def test_the_stream_resumes_after_last_event_id(sqlite_url: str) -> None:
     async with delivery(sqlite_url, "http://127.0.0.1:1") as d, httpx.AsyncClient(base_url=d.url) as http:
         token, _ = d.sessions.issue("chat-1", "alice", "default")

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from fastapi import HTTPException
 from pydantic import BaseModel
 
 from agentstream.contracts import FinishReason, KnownPlatform, MessageRole, RunStatus, WebEnding, conversation_key
@@ -40,14 +41,6 @@ class History(BaseModel):
 
 
 @dataclass(frozen=True)
-class HistoryUnavailable:
-    """Why the history cannot be read, as the HTTP status and detail the page gets."""
-
-    status: int
-    detail: str
-
-
-@dataclass(frozen=True)
 class ConversationHistory:
     """Reads a web chat's history from persistence at `base_url`, with the key in env var `key_env`."""
 
@@ -56,10 +49,11 @@ class ConversationHistory:
     timeout_s: float = 10.0
     texts: FixedTexts = DEFAULT_TEXTS  # the web platform's, so stored endings read as live ones do
 
-    async def read(self, chat_id: str, tenant_id: str) -> History | HistoryUnavailable:
+    async def read(self, chat_id: str, tenant_id: str) -> History:
+        """The chat's history; unreadable, an `HTTPException` the page gets (503: no key, 502: persistence failed)."""
         key = os.environ.get(self.key_env) if self.key_env else None
         if not key:
-            return HistoryUnavailable(
+            raise HTTPException(
                 503,
                 "delivery has no credential to read the chat's history: set platforms.web.history_key_env to an "
                 "env var holding a key with the 'conversations:read' scope"
@@ -71,9 +65,9 @@ class ConversationHistory:
                 runs = await _all(http, f"{path}/runs")
                 messages = await _all(http, f"{path}/messages")
         except httpx.HTTPStatusError as err:
-            return HistoryUnavailable(502, f"persistence answered {err.response.status_code} to delivery's read")
+            raise HTTPException(502, f"persistence answered {err.response.status_code} to delivery's read") from err
         except httpx.HTTPError as err:
-            return HistoryUnavailable(502, f"persistence unreachable: {err!r}")
+            raise HTTPException(502, f"persistence unreachable: {err!r}") from err
         return History(items=_items(runs, messages, tenant_id, self.texts)[-KEEP_ITEMS:])
 
 

@@ -32,10 +32,9 @@ from agentstream.auth import AUTH_RESPONSES, Principal, WebSession, WebSessions,
 from agentstream.contracts import InboundMessage, User, new_id
 from agentstream.kafka.decoding import describe_validation_error
 from agentstream_delivery.adapters.web import FrameId, WebAdapter
-from agentstream_delivery.adapters.web_history import ConversationHistory, History, HistoryUnavailable
+from agentstream_delivery.adapters.web_history import ConversationHistory, History
 from agentstream_delivery.adapters.web_identity import (
     WEB_PLATFORM,
-    SessionRefused,
     SessionRequest,
     session_identity,
 )
@@ -104,8 +103,6 @@ def add_web_routes(
     @app.post("/v1/web/sessions", tags=["web"], status_code=201, responses=AUTH_RESPONSES)
     async def create_session(req: SessionRequest, principal: Principal = Depends(authenticate)) -> SessionIssued:
         who = session_identity(req, principal)
-        if isinstance(who, SessionRefused):
-            raise HTTPException(who.status, who.detail)
         token, session = sessions.issue(who.chat_id, who.user_id, who.tenant_id, who.name)
         return SessionIssued(
             token=token,
@@ -137,10 +134,7 @@ def add_web_routes(
     )
     async def chat_history(chat_id: str, authorization: str | None = Header(default=None)) -> History:
         session = session_of(chat_id, bearer_token(authorization))
-        found = await history.read(chat_id, session.tenant_id)
-        if isinstance(found, HistoryUnavailable):
-            raise HTTPException(found.status, found.detail)
-        return found
+        return await history.read(chat_id, session.tenant_id)
 
     @app.post("/v1/web/{chat_id}/messages", tags=["web"], responses=SESSION_RESPONSES)
     async def post_message(

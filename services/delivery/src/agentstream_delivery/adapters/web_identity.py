@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fastapi import HTTPException
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agentstream.auth import DEFAULT_TENANT, Principal, Scope
@@ -47,39 +48,33 @@ class SessionIdentity:
     name: str | None
 
 
-@dataclass(frozen=True)
-class SessionRefused:
-    status: int
-    detail: str
-
-
-def session_identity(req: SessionRequest, principal: Principal) -> SessionIdentity | SessionRefused:
+def session_identity(req: SessionRequest, principal: Principal) -> SessionIdentity:
+    """Who the session is for; a credential that may not open it is refused (`HTTPException`, 403 or 422)."""
     who = _identity(req, principal)
-    if isinstance(who, SessionIdentity):
-        try:
-            CHAT_ID.validate_python(who.chat_id)
-        except ValidationError:
-            return SessionRefused(422, "the user id cannot be a chat id (too long): name chat_id")
+    try:
+        CHAT_ID.validate_python(who.chat_id)
+    except ValidationError:
+        raise HTTPException(422, "the user id cannot be a chat id (too long): name chat_id") from None
     return who
 
 
-def _identity(req: SessionRequest, principal: Principal) -> SessionIdentity | SessionRefused:
+def _identity(req: SessionRequest, principal: Principal) -> SessionIdentity:
     if req.tenant_id is not None and not principal.all_tenants and req.tenant_id != principal.tenant_id:
-        return SessionRefused(403, f"this credential belongs to tenant {principal.tenant_id!r}")
+        raise HTTPException(403, f"this credential belongs to tenant {principal.tenant_id!r}")
     tenant = (req.tenant_id or DEFAULT_TENANT) if principal.all_tenants else principal.tenant_id
     if principal.may_assert(WEB_PLATFORM):
         if req.user_id is None:
-            return SessionRefused(422, "a gateway credential names the session's user_id")
+            raise HTTPException(422, "a gateway credential names the session's user_id")
         return SessionIdentity(req.chat_id or req.user_id, req.user_id, tenant, req.user_name)
     if not principal.has(Scope.MESSAGES_WRITE):
-        return SessionRefused(
+        raise HTTPException(
             403, f"this credential lacks the {Scope.MESSAGES_WRITE.value!r} scope (or {Scope.GATEWAY.value!r} for web)"
         )
     if principal.platform is not None and principal.platform not in SELF_PLATFORMS:
-        return SessionRefused(403, f"this credential speaks for a {principal.platform} user, not a web user")
+        raise HTTPException(403, f"this credential speaks for a {principal.platform} user, not a web user")
     user_id = principal.user_id or f"key.{principal.subject}"
     if req.user_id not in (None, user_id):
-        return SessionRefused(403, f"this credential speaks for user {user_id!r} only")
+        raise HTTPException(403, f"this credential speaks for user {user_id!r} only")
     if req.chat_id not in (None, user_id):
-        return SessionRefused(403, f"this credential may open only its own direct chat {user_id!r}")
+        raise HTTPException(403, f"this credential may open only its own direct chat {user_id!r}")
     return SessionIdentity(user_id, user_id, tenant, req.user_name or principal.name)

@@ -11,7 +11,8 @@ ROOT = str(Path(__file__).resolve().parents[3])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.run_overhead import format_report, report_json, run_bench  # noqa: E402
+from bench.run_overhead import run_bench  # noqa: E402
+from bench.run_overhead_report import format_report, report_json  # noqa: E402
 
 
 @pytest.mark.integration
@@ -44,7 +45,7 @@ async def test_run_overhead_smoke(kafka_bootstrap: str) -> None:
 
 
 def test_a_saturated_level_is_marked_and_the_capacity_of_one_runner_is_given() -> None:
-    from bench.run_overhead import LevelResult, OverheadReport
+    from bench.run_overhead_report import LevelResult, OverheadReport
 
     calm = LevelResult(1, 20, 3.0, 5.0, 4.0, 6.0, runner_cpu_share=0.1, tokens_per_s=100.0)
     busy = LevelResult(200, 200, 70.0, 150.0, 50.0, 300.0, runner_cpu_share=1.9, runners=2, tokens_per_s=15_200.0)

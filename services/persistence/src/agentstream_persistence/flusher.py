@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -108,6 +109,14 @@ class Failed(NotStored):
 FlushOutcome = Stored | Unstorable | Failed
 
 
+class FlushCount(StrEnum):
+    """The `outcome` label of `agentstream_persistence_flushes_total` (the flush-failing alert reads two)."""
+
+    OK = "ok"  # the run is stored
+    ERROR = "error"  # the database failed: retried later
+    DEAD_LETTER = "dead_letter"  # never storable: the run went to `dlq`
+
+
 class Flusher:
     """Writes one finished run per attempt and keeps the runs waiting for a retry."""
 
@@ -124,7 +133,7 @@ class Flusher:
             ["outcome"],
             registry=registry,
         )
-        for outcome in ("ok", "error", "dead_letter"):  # the flush-failing alert divides by them from the start
+        for outcome in FlushCount:  # the flush-failing alert divides by them from the start
             self.flushes.labels(outcome)
         self.flush_seconds = Histogram(
             "agentstream_persistence_flush_seconds",
@@ -149,10 +158,10 @@ class Flusher:
             reason = failure_reason(err)
             if is_permanent(err):
                 return Unstorable(reason)
-            self.flushes.labels("error").inc()
+            self.flushes.labels(FlushCount.ERROR).inc()
             return Failed(reason)
         self.waiting.pop(buf.root_run_id, None)
-        self.flushes.labels("ok").inc()
+        self.flushes.labels(FlushCount.OK).inc()
         return Stored(rows)
 
     def wait(self, root_run_id: str, reason: str) -> None:
@@ -160,7 +169,7 @@ class Flusher:
 
     def dead_lettered(self, root_run_id: str) -> None:
         self.waiting.pop(root_run_id, None)
-        self.flushes.labels("dead_letter").inc()
+        self.flushes.labels(FlushCount.DEAD_LETTER).inc()
 
     async def ready(self) -> bool:
         if self.waiting:

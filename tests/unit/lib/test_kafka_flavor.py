@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from agentstream.config import KafkaFlavor, load_settings
+from agentstream.config import ConfigError, KafkaFlavor, load_settings
 from agentstream.kafka import consumer_options
 from agentstream.kafka.flavor import FLAVORS, flavor_of_api_keys, resolve_flavor, tuning
 
@@ -59,7 +59,8 @@ def test_auto_is_tansu_when_the_broker_is_in_memory_and_kafka_otherwise() -> Non
 def test_the_deprecated_embedded_key_warns_and_means_a_tansu_in_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.warns(FutureWarning, match=r"kafka\.embedded is deprecated.*kafka\.flavor: tansu"):
         kafka = kafka_settings(embedded=True)
-    assert (kafka.flavor, kafka.in_memory, kafka.embedded) == (KafkaFlavor.TANSU, True, None)
+    assert (kafka.flavor, kafka.in_memory) == (KafkaFlavor.TANSU, True)
+    assert "embedded" not in kafka.model_dump()  # translated, not kept: a copy or a dump does not warn again
     with pytest.warns(FutureWarning):
         explicit = kafka_settings(embedded=True, flavor="kafka")  # an explicit flavor stays
     assert (explicit.flavor, explicit.in_memory) == (KafkaFlavor.KAFKA, True)
@@ -67,6 +68,18 @@ def test_the_deprecated_embedded_key_warns_and_means_a_tansu_in_memory(monkeypat
     with pytest.warns(FutureWarning):
         off = load_settings().kafka
     assert (off.flavor, off.in_memory) == (KafkaFlavor.AUTO, False)
+
+
+def test_the_deprecated_embedded_key_null_is_its_old_default_and_a_non_boolean_is_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        unset = kafka_settings(embedded=None)
+    assert (unset.flavor, unset.in_memory) == (KafkaFlavor.AUTO, False)
+    monkeypatch.setenv("AGENTSTREAM__KAFKA__EMBEDDED", "maybe")
+    with pytest.raises(ConfigError, match=r"kafka\.embedded \(deprecated\) must be true or false, not 'maybe'"):
+        load_settings()
 
 
 def test_an_external_tansu_needs_only_its_flavor() -> None:

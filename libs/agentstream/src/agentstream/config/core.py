@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import warnings
 from enum import StrEnum
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 
 class Section(BaseModel):
@@ -50,6 +51,7 @@ EMBEDDED_DEPRECATED = (
     "kafka.embedded is deprecated: for a Tansu broker set kafka.flavor: tansu (or leave auto, which detects it), "
     "and kafka.in_memory: true if it keeps its topics in memory"
 )
+OPTIONAL_BOOL: TypeAdapter[bool | None] = TypeAdapter(bool | None)
 
 
 class KafkaSettings(Section):
@@ -61,11 +63,6 @@ class KafkaSettings(Section):
         default=False,
         description="The broker keeps its topics in memory and forgets them when it restarts (a Tansu with "
         "memory storage, like the embedded one): services hold their output while it is away.",
-    )
-    embedded: bool | None = Field(
-        default=None,
-        description="Deprecated: true means `flavor: tansu` and `in_memory: true`. It never started a broker "
-        "(`agentstream up` does, unless --no-broker).",
     )
     flavor: KafkaFlavor = Field(
         default=KafkaFlavor.AUTO, description="tansu, kafka, or auto (tansu when in_memory, else detected)."
@@ -100,18 +97,28 @@ class KafkaSettings(Section):
     ssl_keyfile: str | None = Field(default=None, description="SSL/SASL_SSL: the client certificate's key (PEM).")
     ssl_check_hostname: bool = Field(default=True, description="SSL/SASL_SSL: the broker certificate names its host.")
 
-    @model_validator(mode="after")
-    def _embedded_is_an_alias(self) -> KafkaSettings:
-        if self.embedded is None:
-            return self
+    @model_validator(mode="before")
+    @classmethod
+    def _embedded_is_an_alias(cls, data: Any) -> Any:
+        """`embedded` is the deprecated spelling of `flavor: tansu` + `in_memory: true`; it never started a
+        broker (`agentstream up` does, unless --no-broker). Translated here, so no setting holds it."""
+        if not isinstance(data, dict) or "embedded" not in data:
+            return data
+        data = dict(data)
+        given = data.pop("embedded")
+        if given is None:  # its old default, written out
+            return data
+        try:
+            embedded = OPTIONAL_BOOL.validate_python(given)
+        except ValidationError:
+            raise ValueError(f"kafka.embedded (deprecated) must be true or false, not {given!r}") from None
         # Named for the setting, not a line of pydantic's: the operator's file has no line to point at.
         warnings.warn_explicit(EMBEDDED_DEPRECATED, FutureWarning, "agentstream settings", 0)
-        if self.embedded:
-            self.in_memory = True
-            if self.flavor is KafkaFlavor.AUTO:
-                self.flavor = KafkaFlavor.TANSU
-        self.embedded = None  # said once: a copy of these settings does not warn again
-        return self
+        if embedded:
+            data["in_memory"] = True
+            if data.get("flavor", KafkaFlavor.AUTO) == KafkaFlavor.AUTO:
+                data["flavor"] = KafkaFlavor.TANSU
+        return data
 
     @model_validator(mode="after")
     def _security_is_consistent(self) -> KafkaSettings:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from agentstream.config import ToolProgress
 from agentstream_delivery.adapters.base import Capabilities
+from agentstream_delivery.platform_ops import Send
+from agentstream_delivery.stream_inputs import TextDelta
 from agentstream_delivery.stream_machine import transition
-from agentstream_delivery.stream_model import StreamModel
+from agentstream_delivery.stream_model import StreamModel, StreamState
 
 CURSOR = " ▉"
 INTERVAL = 1.0
@@ -24,3 +26,10 @@ def feed(m: StreamModel, *steps: tuple[float, object]) -> tuple[StreamModel, lis
         m, out = transition(m, inp, now)  # type: ignore[arg-type]
         ops.extend(out)
     return m, ops
+
+
+def previewing(text: str = "Hello", at: float = 0.0) -> StreamModel:
+    """A stream showing `text` with the cursor: its first message sent, edits to come."""
+    m, ops = feed(model(), (at, TextDelta("m1", text)))
+    assert m.state is StreamState.PREVIEWING and ops == [Send(0, text + CURSOR, final=False)]
+    return m

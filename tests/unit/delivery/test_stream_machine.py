@@ -19,14 +19,8 @@ from agentstream_delivery.stream_inputs import (
     stream_input,
 )
 from agentstream_delivery.stream_machine import transition
-from agentstream_delivery.stream_model import StreamModel, StreamState
-from tests.unit.delivery.machine_harness import CURSOR, INTERVAL, feed, model
-
-
-def previewing(text: str = "Hello", at: float = 0.0) -> StreamModel:
-    m, ops = feed(model(), (at, TextDelta("m1", text)))
-    assert m.state is StreamState.PREVIEWING and ops == [Send(0, text + CURSOR, final=False)]
-    return m
+from agentstream_delivery.stream_model import StreamState
+from tests.unit.delivery.machine_harness import CURSOR, INTERVAL, feed, model, previewing
 
 
 # -- IDLE ----------------------------------------------------------------------------
@@ -121,72 +115,6 @@ def test_text_of_a_sealed_message_is_not_shown_again():
     m, _ = feed(m, (0.1, Break()))
     m, ops = feed(m, (0.2, TextCompleted("m1", "Let me check")), (0.3, Finish("completed")))
     assert ops == [] and m.state is StreamState.DELIVERED
-
-
-# -- run.finished -------------------------------------------------------------------------
-def test_completed_final_edit_is_the_exact_text_without_cursor():
-    m = previewing("Hello", at=0.0)
-    m, _ = feed(m, (0.1, TextDelta("m1", " world  ")))
-    m, ops = feed(m, (0.2, Finish("completed", text="Hello world")))
-    assert ops == [Edit(0, "Hello world  ", final=True)]
-    assert m.state is StreamState.DELIVERED and m.flush_at is None
-
-
-def test_completed_with_short_pending_text_sends_it():
-    m, ops = feed(model(), (0.0, TextDelta("m1", "42")), (0.1, Finish("completed", text="42")))
-    assert ops == [Send(0, "42", final=True)]
-
-
-def test_completed_with_nothing_streamed_sends_the_answer_text():
-    _, ops = feed(model(), (0.0, Finish("completed", text="The answer")))
-    assert ops == [Send(0, "The answer", final=True)]
-
-
-def test_completed_after_seal_sends_nothing_more():
-    m, _ = feed(previewing("Done."), (0.1, Break()))
-    m, ops = feed(m, (0.2, Finish("completed", text="Done.")))
-    assert ops == [] and m.state is StreamState.DELIVERED
-
-
-def test_interrupted_appends_stop_marker_to_open_message():
-    m, ops = feed(previewing("Partial answ"), (0.1, Finish("interrupted")))
-    assert ops == [Edit(0, "Partial answ ⏹ stopped", final=True)]
-    assert m.state is StreamState.INTERRUPTED
-
-
-def test_interrupted_after_seal_marks_the_last_sealed_message():
-    m, _ = feed(previewing("Calling a tool"), (0.1, Break()))
-    _, ops = feed(m, (0.2, Finish("interrupted")))
-    assert ops == [Edit(0, "Calling a tool ⏹ stopped", final=True)]
-
-
-def test_interrupted_with_nothing_shown_sends_nothing():
-    m, ops = feed(model(), (0.0, Finish("interrupted")))
-    assert ops == [] and m.state is StreamState.INTERRUPTED
-
-
-def test_failed_with_nothing_shown_sends_failure_notice():
-    m, ops = feed(model(), (0.0, Finish("failed", error="connector not specified")))
-    assert ops == [Send(0, "⚠️ The run failed: connector not specified", final=True, role="notice")]
-    assert m.state is StreamState.FAILED
-
-
-def test_failed_with_short_pending_text_keeps_text_and_explains():
-    _, ops = feed(model(), (0.0, TextDelta("m1", "So")), (0.1, Finish("failed", error="boom")))
-    assert ops == [Send(0, "So\n\n⚠️ The run failed: boom", final=True)]
-
-
-def test_failed_after_text_was_shown_finalizes_it_with_the_reason():
-    m, ops = feed(previewing("Half an ans"), (0.1, Finish("failed", error="boom")))
-    assert ops == [Edit(0, "Half an ans\n\n⚠️ The run failed: boom", final=True)]
-    assert m.state is StreamState.FAILED
-
-
-@pytest.mark.parametrize("status", ["completed", "interrupted", "failed"])
-def test_terminal_states_ignore_everything(status: str):
-    m, _ = feed(previewing("Hello"), (0.1, Finish(status)))  # type: ignore[arg-type]
-    for inp in (TextDelta("m1", "more"), Break(), Tick(), Finish("completed", text="x")):
-        assert transition(m, inp, 9.0) == (m, [])
 
 
 def test_cursor_only_on_intermediate_frames():

@@ -1,5 +1,5 @@
-"""How a run that did not complete ends on the platform: the final text per reason and
-capability, and how a resume re-marks the partial first attempt."""
+"""How a run ends on the platform: the final text of a completed, interrupted or failed run, per reason
+and capability; terminal states ignore what comes after; and how a resume re-marks the partial first attempt."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import pytest
 from agentstream.contracts import FinishReason, RunFinished, RunStatus
 from agentstream_delivery.platform_ops import Edit, Send
 from agentstream_delivery.render import RESUMED_MARKER, RESUMED_NOTICE
-from agentstream_delivery.stream_inputs import Break, Finish, TextDelta, ToolStarted, stream_input
+from agentstream_delivery.stream_inputs import Break, Finish, TextDelta, Tick, ToolStarted, stream_input
 from agentstream_delivery.stream_machine import transition
 from agentstream_delivery.stream_model import StreamModel, StreamState
-from tests.unit.delivery.machine_harness import model
+from tests.unit.delivery.machine_harness import feed as feed_at
+from tests.unit.delivery.machine_harness import model, previewing
 
 PARTIAL = "Half an answer"
 # The documented texts (docs/delivery.md, "How a run ends"), spelled out: a change must change both.
@@ -134,3 +135,69 @@ def test_completed_runs_carry_no_marker_and_nothing_to_re_mark():
     m, _ = feed(model(), TextDelta("m1", PARTIAL))
     m, ops = feed(m, fin(RunStatus.COMPLETED, None, None))
     assert ops == [Edit(0, PARTIAL, final=True)] and m.on_resume is None
+
+
+# -- run.finished, at set times -------------------------------------------------------------------------
+def test_completed_final_edit_is_the_exact_text_without_cursor():
+    m = previewing("Hello", at=0.0)
+    m, _ = feed_at(m, (0.1, TextDelta("m1", " world  ")))
+    m, ops = feed_at(m, (0.2, Finish("completed", text="Hello world")))
+    assert ops == [Edit(0, "Hello world  ", final=True)]
+    assert m.state is StreamState.DELIVERED and m.flush_at is None
+
+
+def test_completed_with_short_pending_text_sends_it():
+    m, ops = feed_at(model(), (0.0, TextDelta("m1", "42")), (0.1, Finish("completed", text="42")))
+    assert ops == [Send(0, "42", final=True)]
+
+
+def test_completed_with_nothing_streamed_sends_the_answer_text():
+    _, ops = feed_at(model(), (0.0, Finish("completed", text="The answer")))
+    assert ops == [Send(0, "The answer", final=True)]
+
+
+def test_completed_after_seal_sends_nothing_more():
+    m, _ = feed_at(previewing("Done."), (0.1, Break()))
+    m, ops = feed_at(m, (0.2, Finish("completed", text="Done.")))
+    assert ops == [] and m.state is StreamState.DELIVERED
+
+
+def test_interrupted_appends_stop_marker_to_open_message():
+    m, ops = feed_at(previewing("Partial answ"), (0.1, Finish("interrupted")))
+    assert ops == [Edit(0, "Partial answ ⏹ stopped", final=True)]
+    assert m.state is StreamState.INTERRUPTED
+
+
+def test_interrupted_after_seal_marks_the_last_sealed_message():
+    m, _ = feed_at(previewing("Calling a tool"), (0.1, Break()))
+    _, ops = feed_at(m, (0.2, Finish("interrupted")))
+    assert ops == [Edit(0, "Calling a tool ⏹ stopped", final=True)]
+
+
+def test_interrupted_with_nothing_shown_sends_nothing():
+    m, ops = feed_at(model(), (0.0, Finish("interrupted")))
+    assert ops == [] and m.state is StreamState.INTERRUPTED
+
+
+def test_failed_with_nothing_shown_sends_failure_notice():
+    m, ops = feed_at(model(), (0.0, Finish("failed", error="connector not specified")))
+    assert ops == [Send(0, "⚠️ The run failed: connector not specified", final=True, role="notice")]
+    assert m.state is StreamState.FAILED
+
+
+def test_failed_with_short_pending_text_keeps_text_and_explains():
+    _, ops = feed_at(model(), (0.0, TextDelta("m1", "So")), (0.1, Finish("failed", error="boom")))
+    assert ops == [Send(0, "So\n\n⚠️ The run failed: boom", final=True)]
+
+
+def test_failed_after_text_was_shown_finalizes_it_with_the_reason():
+    m, ops = feed_at(previewing("Half an ans"), (0.1, Finish("failed", error="boom")))
+    assert ops == [Edit(0, "Half an ans\n\n⚠️ The run failed: boom", final=True)]
+    assert m.state is StreamState.FAILED
+
+
+@pytest.mark.parametrize("status", ["completed", "interrupted", "failed"])
+def test_terminal_states_ignore_everything(status: str):
+    m, _ = feed_at(previewing("Hello"), (0.1, Finish(status)))  # type: ignore[arg-type]
+    for inp in (TextDelta("m1", "more"), Break(), Tick(), Finish("completed", text="x")):
+        assert transition(m, inp, 9.0) == (m, [])

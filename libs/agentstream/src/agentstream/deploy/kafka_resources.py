@@ -39,19 +39,14 @@ LAG_SCALED = (
 )
 
 
-class NotStrimziBootstrap(ValueError):
-    """The config's bootstrap servers are not a Strimzi bootstrap Service."""
-
-
-def strimzi_cluster(kafka: KafkaSettings) -> str:
-    """`<cluster>-kafka-bootstrap[.<ns>…]:<port>` → `<cluster>` (the KafkaTopic's owner label)."""
+def strimzi_cluster(kafka: KafkaSettings) -> str | None:
+    """`<cluster>-kafka-bootstrap[.<ns>…]:<port>` → `<cluster>` (the KafkaTopic's owner label), or None
+    when the bootstrap servers are not a Strimzi bootstrap Service (a Kafka of your own: then the
+    `agentstream-init` Job creates the topics and no KafkaTopic is generated)."""
     first = kafka.bootstrap_servers.split(",")[0].strip()
     host = first.rsplit(":", 1)[0].split(".")[0]
     if not host.endswith(STRIMZI_BOOTSTRAP_SUFFIX) or host == STRIMZI_BOOTSTRAP_SUFFIX:
-        raise NotStrimziBootstrap(
-            f"kafka.bootstrap_servers {kafka.bootstrap_servers!r} is not a Strimzi bootstrap Service "
-            f"(<cluster>{STRIMZI_BOOTSTRAP_SUFFIX}:<port>)"
-        )
+        return None
     return host.removesuffix(STRIMZI_BOOTSTRAP_SUFFIX)
 
 
@@ -62,6 +57,8 @@ def _resource_name(topic: str) -> str:
 
 def kafka_topics(kafka: KafkaSettings) -> list[dict[str, Any]]:
     cluster = strimzi_cluster(kafka)
+    if cluster is None:
+        return []
     topics = Topics(kafka.topic_prefix)
     return [
         {

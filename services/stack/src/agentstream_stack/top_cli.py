@@ -31,7 +31,7 @@ def top(
 ) -> None:
     """Live view of the stack from the services' /metrics.
 
-    Runs per second, active runs, lag, 429s, dead letters.
+    Runs per second, active runs, lag, 429s, dead letters. q (or Ctrl-C) quits.
     """
     from agentstream.config import SERVICES
     from agentstream_stack.top import run_top  # rich Live and the parser only for this command

@@ -14,6 +14,7 @@ from typing import Annotated
 
 import httpx
 import typer
+from rich.markup import escape
 
 from agentstream.config import SERVICES, Settings
 from agentstream.contracts import InboundMessage, RunEvent, RunFinished, RunStatus, User
@@ -166,6 +167,8 @@ def send(
         id=str(uuid.uuid4()), platform=platform, chat_id=chat, user=User(id=user), text=text, assistant_id=assistant
     )
     recorder = RunRecorder()
+    if not as_json:  # the first event can take seconds (the runner, the model): say we are on it
+        err.print(f"[dim]sending to {escape(msg.conversation_key)}, waiting for the answer…[/]", highlight=False)
     try:
         finished = asyncio.run(_send(settings, msg, timeout, recorder if as_json else StreamPrinter(out)))
     except TimeoutError:

@@ -1,6 +1,6 @@
 """The workspace tools (`shell`, `python`, `read_file`, `write_file`), off unless
 `tools.sandbox.enabled`. Each conversation has its own directory; docs/tools.md says what the
-sandbox limits and what it does not protect against."""
+sandbox guarantees, how that is tested and what it does not protect against."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from agentstream.config.tools import SandboxSettings
 from agentstream.tools_catalog import PYTHON, READ_FILE, SHELL, WRITE_FILE
 from agentstream_tools.call_context import current_call
 from agentstream_tools.registry import Tool
-from agentstream_tools.sandbox.commands import TIMEOUT_MARGIN_S, CommandRunner, probe
+from agentstream_tools.sandbox.commands import TIMEOUT_MARGIN_S, CommandRunner
+from agentstream_tools.sandbox.isolation import Isolation, admit, log, probe
 from agentstream_tools.sandbox.workspace import Workspaces
 
 
@@ -21,11 +22,18 @@ def _conversation() -> str:
     return call.conversation_key
 
 
-def workspace_tools(settings: SandboxSettings) -> list[Tool]:
+def workspace_tools(settings: SandboxSettings, isolation: Isolation | None = None) -> list[Tool]:
+    """None unless enabled; raises SandboxUnavailable where the host cannot isolate commands and
+    `allow_weak_isolation` is off. `isolation` replaces the host's probe (tests)."""
     if not settings.enabled:
         return []
+    isolation = isolation if isolation is not None else probe(settings)
+    if weaknesses := admit(isolation, settings):
+        log.warning(
+            "workspace sandbox: WEAK ISOLATION accepted by tools.sandbox.allow_weak_isolation", weaknesses=weaknesses
+        )
     workspaces = Workspaces(settings)
-    runner = CommandRunner(settings, probe(settings))
+    runner = CommandRunner(settings, isolation)
     timeout_s = settings.wall_timeout_s + 2 * TIMEOUT_MARGIN_S  # the command's own timeout ends it first
 
     async def shell(args: dict[str, Any]) -> str:

@@ -51,7 +51,22 @@ def test_strong_isolation_starts_without_a_warning(tmp_path: Path) -> None:
 
 
 def test_the_workspaces_folder_cannot_be_made_visible(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="would show the workspaces"):
-        settings(tmp_path / "ws", visible_paths=["/usr", str(tmp_path)])
+    with pytest.raises(ValueError, match="would show the workspaces"):  # settings only: nothing is made
+        settings(Path("/opt/agentstream/workspaces"), visible_paths=["/usr", "/opt/agentstream"])
     with pytest.raises(ValueError, match="not absolute"):
         settings(tmp_path / "ws", visible_paths=["usr"])
+
+
+@pytest.mark.parametrize("path", ["/proc", "/proc/1", "/dev", "/tmp/x", "/var", "/run/postgresql", "/var/run"])
+def test_private_paths_cannot_be_made_visible(tmp_path: Path, path: str) -> None:
+    with pytest.raises(ValueError, match="overlap paths the sandbox keeps private"):
+        settings(tmp_path / "ws", visible_paths=[path])
+
+
+def test_an_interpreter_the_sandbox_cannot_see_is_refused_at_start(tmp_path: Path) -> None:
+    interpreter = tmp_path / "bin" / "python3"  # outside the default visible_paths
+    interpreter.parent.mkdir()
+    interpreter.write_text("#!/bin/sh\n")
+    interpreter.chmod(0o755)
+    with pytest.raises(SandboxUnavailable, match=f"is {interpreter}, outside tools.sandbox.visible_paths"):
+        workspace_tools(settings(tmp_path / "ws", python=str(interpreter)), STRONG)

@@ -19,6 +19,9 @@ from agentstream.config.core import Section
 SOURCE_NAME = re.compile(r"^[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*$")
 # What a sandboxed command sees of the host by default: programs, libraries and /etc (read-only).
 SANDBOX_SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+# Never visible: the sandbox mounts its own there (a host /proc would show every process), or they
+# hold the host's unix sockets.
+SANDBOX_PRIVATE_PATHS = ("/proc", "/dev", "/sys", "/tmp", "/var/tmp", "/run", "/var/run")
 DOTTED_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*([.:][A-Za-z_][A-Za-z0-9_]*)$")
 
 
@@ -101,6 +104,9 @@ class SandboxSettings(Section):
     def _absolute_paths(cls, value: list[Path]) -> list[Path]:
         if bad := [str(p) for p in value if not p.is_absolute() or ".." in p.parts or p == Path("/")]:
             raise ValueError(f"not absolute paths below / without '..': {bad}")
+        private = [Path(p) for p in SANDBOX_PRIVATE_PATHS]
+        if bad := [str(p) for p in value if any(p.is_relative_to(q) or q.is_relative_to(p) for q in private)]:
+            raise ValueError(f"{bad} overlap paths the sandbox keeps private: {list(SANDBOX_PRIVATE_PATHS)}")
         return value
 
     @model_validator(mode="after")

@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from agentstream.config.tools import SandboxSettings
+from agentstream.observability import get_logger
 from agentstream.tools_catalog import PYTHON, READ_FILE, SHELL, WRITE_FILE
 from agentstream_tools.call_context import current_call
 from agentstream_tools.registry import Tool
 from agentstream_tools.sandbox.commands import TIMEOUT_MARGIN_S, CommandRunner
-from agentstream_tools.sandbox.isolation import Isolation, admit, log, probe
+from agentstream_tools.sandbox.isolation import LOGGER, Isolation, SandboxUnavailable, admit, interpreter_outside, probe
 from agentstream_tools.sandbox.workspace import Workspaces
 
 
@@ -29,9 +30,11 @@ def workspace_tools(settings: SandboxSettings, isolation: Isolation | None = Non
         return []
     isolation = isolation if isolation is not None else probe(settings)
     if weaknesses := admit(isolation, settings):
-        log.warning(
+        get_logger(LOGGER).warning(  # fresh: a module-level logger is cached at first use
             "workspace sandbox: WEAK ISOLATION accepted by tools.sandbox.allow_weak_isolation", weaknesses=weaknesses
         )
+    if isolation.namespaces and (why := interpreter_outside(settings)):
+        raise SandboxUnavailable(why)
     workspaces = Workspaces(settings)
     runner = CommandRunner(settings, isolation)
     timeout_s = settings.wall_timeout_s + 2 * TIMEOUT_MARGIN_S  # the command's own timeout ends it first

@@ -27,7 +27,7 @@ from pathlib import Path
 from agentstream.config.tools import SandboxSettings
 from agentstream.observability import get_logger
 
-log = get_logger("agentstream.tool-executor.sandbox")
+LOGGER = "agentstream.tool-executor.sandbox"
 
 MOUNTED_WORKSPACE = "/tmp/workspace"
 PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -129,6 +129,22 @@ def admit(isolation: Isolation, settings: SandboxSettings) -> list[str]:
     return weaknesses
 
 
+def interpreter_outside(settings: SandboxSettings) -> str | None:
+    """Why the `python` tool's interpreter cannot run inside the sandbox's root, if it cannot: it
+    must resolve (links followed) into `visible_paths`. None also when it is not installed at all
+    (the tool then answers that, as the shell would)."""
+    found = shutil.which(settings.python, path=PATH)
+    if found is None:
+        return None
+    real = Path(found).resolve()
+    if any(real.is_relative_to(Path(p).resolve()) for p in settings.visible_paths):
+        return None
+    return (
+        f"tools.sandbox.python {settings.python!r} is {real}, outside tools.sandbox.visible_paths: "
+        "commands would not find it; add its installation folder to visible_paths"
+    )
+
+
 def probe(settings: SandboxSettings) -> Isolation:
     """What this host allows: runs the real set-up once, as the sandbox's user, in a scratch workspace."""
     uid = sandbox_uid(settings)
@@ -158,5 +174,5 @@ def probe(settings: SandboxSettings) -> Isolation:
             except (OSError, subprocess.SubprocessError) as err:
                 detail = repr(err)
     isolation = Isolation(limits, namespaces, own_uid=uid is not None and uid != os.geteuid(), detail=detail)
-    log.info("workspace sandbox", isolation=isolation.describe())
+    get_logger(LOGGER).info("workspace sandbox", isolation=isolation.describe())
     return isolation

@@ -58,7 +58,7 @@ async def test_retryable_error_then_corrected_call_with_the_exact_retry_messages
 async def test_three_retryable_failures_fail_the_run_clearly():
     async with FakeOpenAI() as fake:
         for _ in range(3):
-            fake.add_turn(tool_calls=[("calculater", {"expression": "1"})])  # unknown tool: retryable
+            fake.add_turn(tool_calls=[("calculater", {"expression": "1"})])  # not offered: unknown, retryable
         fake.add_turn(text="never asked")
         ports = await run(fake, "go")
         assert fake.request_count == 3 and fake.pending_turns == 1
@@ -66,7 +66,8 @@ async def test_three_retryable_failures_fail_the_run_clearly():
     assert finished.status == "failed"
     assert finished.error.startswith("tool calls still failing after 3 attempts: calculater: unknown tool")
     assert "available tools: calculator, clock" in finished.error
-    assert len(ports.tool_requests) == 3 and finished.usage.llm_calls == 3
+    # Refused by the runner: not one reached an executor.
+    assert len(ports.tool_requests) == 0 and finished.usage.llm_calls == 3
 
 
 async def test_non_retryable_error_goes_back_once_and_the_model_answers_without_tools():

@@ -1,4 +1,4 @@
-"""A model cannot call a tool its assistant was not offered (issue 28): on the real broker, an
+"""A model cannot call a tool its assistant was not offered: on the real broker, an
 assistant with `tools: [calculator]` whose model — a fake OpenAI server on real HTTP, scripted like
 a prompt-injected model — answers with `shell` and `write_file`, while an executor serves both
 without approval. The runner answers both "unknown tool" (the model reads it and answers without

@@ -119,9 +119,7 @@ async def prepare_credentials(
         os.environ[name] = secret
         register_secret(secret)
         creds.env_names.append(name)
-        creds.settings = creds.settings.model_copy(
-            update={"tools": tools.model_copy(update={"call_secret_env": name})}
-        )
+        creds.settings = creds.settings.model_copy(update={"tools": tools.model_copy(update={"call_secret_env": name})})
     return creds
 
 

@@ -15,14 +15,22 @@ from typing import Annotated
 import httpx
 import typer
 
-from agentstream.config import SERVICES, Settings
+from agentstream.config import SERVICES, ConfigError, Settings
 from agentstream.contracts import InboundMessage, RunEvent, RunFinished, RunStatus, User
 from agentstream.host import ServiceHost, install_stop_signals
 from agentstream.kafka import create_topics
 from agentstream.kafka.flavor import resolve_flavor
 from agentstream.observability import configure_logging
 from agentstream_stack.cli_errors import ExitCode
-from agentstream_stack.cli_support import ConfigOpt, client_settings, err, load_or_exit, masked, out
+from agentstream_stack.cli_support import (
+    ConfigOpt,
+    client_settings,
+    err,
+    exit_on_config_error,
+    load_or_exit,
+    masked,
+    out,
+)
 from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.run_follower import RunFollower, RunRecorder, StreamPrinter
 from agentstream_stack.services import build_service
@@ -125,7 +133,10 @@ def serve(
         if settings.kafka.auto_create_topics:
             await create_topics(settings.kafka)
         resolved = settings.model_copy(update={"kafka": await resolve_flavor(settings.kafka)})
-        svc = build_service(service, resolved)
+        try:
+            svc = build_service(service, resolved)
+        except ConfigError as e:  # one a service checks when built (a secret its env var lacks)
+            exit_on_config_error(e)
         ports = {service: port or settings.http.port_for(service)}
         async with ServiceHost([svc], host or settings.http.host, ports):
             await stop.wait()

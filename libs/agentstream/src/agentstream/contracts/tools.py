@@ -41,7 +41,7 @@ class ToolCallRequest(Record):
 
     offered: list[Name] | None = Field(
         default=None,
-        max_length=256,
+        max_length=1024,
         description="The run's assistant's `tools` list (names and `<source>__*`): the only tools this call may name.",
     )
     approval_id: Name | None = Field(

@@ -6,6 +6,7 @@ import json
 
 from agentstream.contracts import ToolCall, ToolResult
 from agentstream.testing.fake_openai import FakeOpenAI
+from agentstream_runner.assistants import BUILTIN_TOOLS
 from agentstream_runner.tool_calls import RETRY_INSTRUCTION
 from tests.unit.runner.runner_harness import assistant, run
 
@@ -18,6 +19,8 @@ async def test_tool_call_succeeds_and_the_model_answers_from_it():
         second = fake.requests[1].body
     [request] = ports.tool_requests
     assert (request.tool, json.loads(request.arguments), request.attempt) == ("calculator", {"expression": "6*7"}, 1)
+    # What the executor checks: the assistant's tools list, and no approval (calculator needs none here).
+    assert (request.offered, request.approval_id) == (list(BUILTIN_TOOLS), None)  # the default assistant's
     assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool"]
     assert second["messages"][3] == {"role": "tool", "content": "42", "tool_call_id": "call_1"}
     assert "tools" in second  # the loop offers tools again

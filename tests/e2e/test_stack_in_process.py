@@ -208,7 +208,7 @@ async def test_send_json_prints_the_runs_outcome_as_one_document(settings_factor
 
 
 async def test_send_says_it_is_waiting_before_the_answer_streams(settings_factory):
-    """The first event can take seconds: `send` says at once what it sent where, on stderr, then the answer."""
+    """The first event can take seconds: `send` says, once the message is on `inbound`, where it went (stderr), then the answer."""
     settings = settings_factory()
     async with embedded_stack(settings, start_broker=False, ports=free_ports(), state_file=None) as stack:
         kafka = stack.settings.kafka
@@ -220,5 +220,6 @@ async def test_send_says_it_is_waiting_before_the_answer_streams(settings_factor
         args = ["send", "calculate 6*7", "--platform", "memory", "--chat", "waiting-chat"]
         result = await asyncio.to_thread(CliRunner().invoke, app, args, env=env)
     assert result.exit_code == 0, result.output
-    assert "sending to memory:waiting-chat, waiting for the answer" in result.stderr
-    assert DEMO_ANSWER in result.stdout
+    assert "sent to memory:waiting-chat, waiting for the answer" in result.stderr
+    # The in-process services log to the same stdout, between the streamed deltas: look for the end line.
+    assert "run completed" in result.stdout and "← calculator: 42" in result.stdout, result.stdout[-3000:]

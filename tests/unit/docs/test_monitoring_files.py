@@ -44,7 +44,7 @@ def test_promtool_accepts_the_configuration_with_its_rule_file(tmp_path: Path) -
 def test_promtool_accepts_the_alert_rules() -> None:
     result = _promtool("check", "rules", str(MONITORING / "alerts.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "8 rules found" in result.stdout + result.stderr
+    assert "9 rules found" in result.stdout + result.stderr
 
 
 def test_one_scrape_job_per_service() -> None:
@@ -175,6 +175,7 @@ STARTED = 'agentstream_runs_started_total{connector="default"}'
 FINISHED = 'agentstream_runs_finished_total{status="%s",reason="%s"}'
 LLM = 'agentstream_llm_calls_total{connector="default",model="gpt",outcome="%s"}'
 LAG = 'agentstream_consumer_lag{group="agentstream.delivery",topic="agentstream.events",partition="0"}'
+REFUSED = 'agentstream_tool_calls_refused_total{reason="unsigned"}'
 
 ALERT_CASES = [
     AlertCase(
@@ -232,6 +233,13 @@ ALERT_CASES = [
         {"severity": "warning", "connector": "default"},
         firing={LLM % "error": "0+2x30", LLM % "ok": "0+8x30"},  # 20 %
         quiet={LLM % "error": "0+1x30", LLM % "ok": "0+19x30"},  # 5 %
+    ),
+    AlertCase(
+        "AgentstreamToolCallsRefused",
+        "8m",
+        {"severity": "warning", "reason": "unsigned"},
+        firing={REFUSED: "0x5 1x10"},  # one refused call is one too many
+        quiet={REFUSED: "0x15"},
     ),
 ]
 

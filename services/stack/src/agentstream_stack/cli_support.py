@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -39,9 +39,14 @@ def load_or_exit(config: Path | None, **overrides: object) -> Settings:
     try:
         return load_settings(config, **overrides)
     except ConfigError as e:
-        err.print(f"[red]{escape(str(e))}[/]", highlight=False, soft_wrap=True)
-        err.print("hint: docs/configuration.md describes every key", highlight=False, soft_wrap=True)
-        raise typer.Exit(ExitCode.USAGE) from None
+        exit_on_config_error(e)
+
+
+def exit_on_config_error(e: Exception) -> NoReturn:
+    """A `ConfigError` as the CLI says it: the message naming the key, a hint, exit code 2."""
+    err.print(f"[red]{escape(str(e))}[/]", highlight=False, soft_wrap=True)
+    err.print("hint: docs/configuration.md describes every key", highlight=False, soft_wrap=True)
+    raise typer.Exit(ExitCode.USAGE) from None
 
 
 def client_settings(config: Path | None) -> Settings:

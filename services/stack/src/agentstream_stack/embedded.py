@@ -98,7 +98,7 @@ async def embedded_stack(
     """Start everything; stop everything on exit, in reverse, however the block ends.
 
     `admin_key`: make an admin key when the database has none (`RunningStack.new_admin_key`).
-    `secrets_dir`: where the web session secret persists (else one for this process).
+    `secrets_dir`: where the web session and tool-call secrets persist (else ones for this process).
     """
     broker = EmbeddedBroker(log_file=broker_log) if start_broker else None
     if broker is not None:

@@ -8,6 +8,8 @@
   that `platforms.web.api_key_env` (`history_key_env`) points to.
 - Web session tokens are signed with a secret kept in `<state dir>/web-secret` (mode 0600), so
   printed links survive a restart; without a state dir, a random one for this process.
+- Tool calls are signed by the runner and verified by the executor with a secret kept in
+  `<state dir>/tool-call-secret` (mode 0600), made once; without a state dir, a random one for this process.
 Whatever the configuration already provides (`platforms.web.api_key_env`, `history_key_env`, `auth.web.secret_env`
 with their env vars set) is used as it is.
 """
@@ -39,6 +41,7 @@ WEB_KEYS = (
     ("history_key_env", WEB_HISTORY_KEY_NAME, Scope.CONVERSATIONS_READ, "WEB_HISTORY_KEY"),
 )
 WEB_SECRET_FILE = "web-secret"
+TOOL_CALL_SECRET_FILE = "tool-call-secret"
 WEB_PLATFORM = KnownPlatform.WEB
 
 
@@ -55,7 +58,7 @@ def _env_name(kind: str) -> str:
 
 
 def read_or_make_secret(path: Path) -> str:
-    """The web session secret in `path`, made on first use; the file is kept at mode 0600."""
+    """The secret in `path` (web sessions, tool calls), made on first use; the file is kept at mode 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -109,6 +112,14 @@ async def prepare_credentials(
         creds.env_names.append(name)
         web_auth = auth.web.model_copy(update={"secret_env": name})
         creds.settings = creds.settings.model_copy(update={"auth": auth.model_copy(update={"web": web_auth})})
+    tools = creds.settings.tools
+    if not tools.call_secret():
+        secret = read_or_make_secret(state_dir / TOOL_CALL_SECRET_FILE) if state_dir else secrets.token_urlsafe(32)
+        name = _env_name("TOOL_CALL_SECRET")
+        os.environ[name] = secret
+        register_secret(secret)
+        creds.env_names.append(name)
+        creds.settings = creds.settings.model_copy(update={"tools": tools.model_copy(update={"call_secret_env": name})})
     return creds
 
 

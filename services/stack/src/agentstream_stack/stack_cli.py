@@ -16,14 +16,22 @@ import httpx
 import typer
 from rich.markup import escape
 
-from agentstream.config import SERVICES, Settings
+from agentstream.config import SERVICES, ConfigError, Settings
 from agentstream.contracts import InboundMessage, RunEvent, RunFinished, RunStatus, User
 from agentstream.host import ServiceHost, install_stop_signals
 from agentstream.kafka import create_topics
 from agentstream.kafka.flavor import resolve_flavor
 from agentstream.observability import configure_logging
 from agentstream_stack.cli_errors import ExitCode
-from agentstream_stack.cli_support import ConfigOpt, client_settings, err, load_or_exit, masked, out
+from agentstream_stack.cli_support import (
+    ConfigOpt,
+    client_settings,
+    err,
+    exit_on_config_error,
+    load_or_exit,
+    masked,
+    out,
+)
 from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.run_follower import RunFollower, RunRecorder, StreamPrinter
 from agentstream_stack.services import build_service
@@ -126,7 +134,10 @@ def serve(
         if settings.kafka.auto_create_topics:
             await create_topics(settings.kafka)
         resolved = settings.model_copy(update={"kafka": await resolve_flavor(settings.kafka)})
-        svc = build_service(service, resolved)
+        try:
+            svc = build_service(service, resolved)
+        except ConfigError as e:  # one a service checks when built (a secret its env var lacks)
+            exit_on_config_error(e)
         ports = {service: port or settings.http.port_for(service)}
         async with ServiceHost([svc], host or settings.http.host, ports):
             await stop.wait()
@@ -135,10 +146,12 @@ def serve(
 
 
 async def _send(
-    settings: Settings, message: InboundMessage, timeout: float, printer: Callable[[RunEvent], None]
+    settings: Settings, message: InboundMessage, timeout: float, printer: Callable[[RunEvent], None], *, say: bool
 ) -> RunFinished | None:
     async with RunFollower(await resolve_flavor(settings.kafka)) as follower:
         await follower.send(message)
+        if say:  # the first event can take seconds (the runner, the model): say it was sent
+            err.print(f"[dim]sent to {escape(message.conversation_key)}, waiting for the answer…[/]", highlight=False)
         async with asyncio.timeout(timeout):
             async for event in follower.follow(message):
                 printer(event)
@@ -167,10 +180,10 @@ def send(
         id=str(uuid.uuid4()), platform=platform, chat_id=chat, user=User(id=user), text=text, assistant_id=assistant
     )
     recorder = RunRecorder()
-    if not as_json:  # the first event can take seconds (the runner, the model): say we are on it
-        err.print(f"[dim]sending to {escape(msg.conversation_key)}, waiting for the answer…[/]", highlight=False)
     try:
-        finished = asyncio.run(_send(settings, msg, timeout, recorder if as_json else StreamPrinter(out)))
+        finished = asyncio.run(
+            _send(settings, msg, timeout, recorder if as_json else StreamPrinter(out), say=not as_json)
+        )
     except TimeoutError:
         err.print(f"[red]no answer within {timeout:.0f} s[/]")
         raise typer.Exit(ExitCode.FAILED) from None
@@ -204,7 +217,7 @@ def demo(config: ConfigOpt = None) -> None:
                 )
                 out.print(f"[bold cyan]you>[/] {msg.text}")
                 out.print("[bold green]assistant>[/] ", end="")
-                finished = await _send(stack.settings, msg, 60, StreamPrinter(out))
+                finished = await _send(stack.settings, msg, 60, StreamPrinter(out), say=False)
                 if finished is None:
                     return None
                 assert stack.new_admin_key is not None  # the demo's database is new

@@ -5,6 +5,7 @@ See docs/tools.md for what each tool source does and docs/configuration.md for e
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 from enum import StrEnum
@@ -16,6 +17,7 @@ from agentstream.config.core import Section
 
 # A source (MCP server or function-tool group) prefixes its tools as `<source>__<tool>`: the
 # source name itself never holds the separator, so the split is unambiguous.
+DEFAULT_CALL_SECRET_ENV = "AGENTSTREAM_TOOL_CALL_SECRET"
 SOURCE_NAME = re.compile(r"^[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*$")
 # What a sandboxed command sees of the host by default: programs, libraries and /etc (read-only).
 SANDBOX_SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
@@ -135,12 +137,25 @@ class ToolsSettings(Section):
         description="The executor republishes its tools on `tool-catalog` this often; runners drop the tools of "
         "an executor not heard from in 3 intervals.",
     )
+    call_secret_env: str = Field(
+        default=DEFAULT_CALL_SECRET_ENV,
+        description="Env var holding the secret (at least 32 bytes) runners sign `tool-calls` records with and "
+        "executors verify them with; the same value on every runner and executor (docs/tools.md § Which calls run).",
+    )
+    accept_unsigned_calls: bool = Field(
+        default=False,
+        description="Executor: run `tool-calls` records without a signature as they say, unchecked (the behaviour "
+        "before signing). A record with a wrong signature is still refused.",
+    )
     heartbeat_interval_s: float = Field(
         default=5.0,
         gt=0,
         description="While a call runs, the executor sends `tool.heartbeat` on `events` this often; keep it well "
         "below `resume.stale_after_s` so persistence's watchdog never takes a slow call for a lost run.",
     )
+
+    def call_secret(self) -> str | None:
+        return os.environ.get(self.call_secret_env) or None
 
     @field_validator("mcp_servers", "functions")
     @classmethod

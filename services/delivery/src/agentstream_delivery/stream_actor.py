@@ -52,7 +52,6 @@ from agentstream_delivery.deliverer import (
     Skipped,
 )
 from agentstream_delivery.delivery_metrics import DeliveryMetrics
-from agentstream_delivery.formatting import render_frame
 from agentstream_delivery.hooks.base import TransformContext
 from agentstream_delivery.ledger import Ledger, LedgerScope, MemoryLedger
 from agentstream_delivery.platform_ops import Edit, Op, coalesce
@@ -287,16 +286,10 @@ class StreamActor:
             return op.text
         ctx = TransformContext(self.key.platform, self.key.chat_id, self.key.root_run_id, op.segment, op.final)
         text = await self.outgoing(op.text, ctx)
-        shown = self._shown.get(op.segment)
-        if isinstance(op, Edit) and not op.final and shown is not None and self._renders_alike(shown, text):
+        if isinstance(op, Edit) and not op.final and self._shown.get(op.segment) == text:
             return None
         self._shown[op.segment] = text
         return text
-
-    def _renders_alike(self, a: str, b: str) -> bool:
-        """Two previews the platform would show alike (an edit between them is refused as "not modified")."""
-        fmt = self.adapter.capabilities.formatting
-        return a == b or render_frame(a, fmt, final=False) == render_frame(b, fmt, final=False)
 
     def describe(self) -> dict[str, object]:
         return {

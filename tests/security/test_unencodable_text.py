@@ -19,22 +19,36 @@ from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 LONE_SURROGATE = b'{"id": "bad-1", "platform": "web", "chat_id": "c1", "user": {"id": "u1"}, "text": "\\ud800"}'
 IN_METADATA = b'{"id": "bad-2", "platform": "web", "chat_id": "c1", "user": {"id": "u1"}, "text": "hi", "metadata": {"k": ["\\udfff"]}}'
 VALID = b'{"id": "ok-1", "platform": "web", "chat_id": "c1", "user": {"id": "u1"}, "text": "hello"}'
+# Half of an emoji's surrogate pair, as a client that cuts UTF-16 text would send it.
+TELEGRAM_UPDATE = (
+    b'{"update_id": 1, "message": {"message_id": 1, "from": {"id": 42, "is_bot": false},'
+    b' "chat": {"id": 42, "type": "private"}, "text": "hi \\ud83d"}}'
+)
+TG_SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 JSON_HEADERS = {**ADMIN_HEADERS, "content-type": "application/json"}
 
 
-async def test_the_http_api_answers_400_with_the_reason(settings_factory, topics_created):
-    settings = settings_factory(authz={"rate_limit": {"enabled": False}})
+async def test_the_http_api_answers_400_with_the_reason(settings_factory, topics_created, monkeypatch):
+    monkeypatch.setenv("T_TG_SECRET", "tg-secret")
+    settings = settings_factory(
+        authz={"rate_limit": {"enabled": False}},
+        ingress={"webhooks": {"telegram": {"main": {"secret_env": "T_TG_SECRET"}}}},
+    )
     svc = bootstrap_ingress(settings)
     host = ServiceHost([svc], "127.0.0.1", {"ingress": free_port()})
     async with host, httpx.AsyncClient(base_url=host.url("ingress"), headers=JSON_HEADERS, timeout=10) as client:
         text = await client.post("/v1/messages", content=LONE_SURROGATE)
         metadata = await client.post("/v1/messages", content=IN_METADATA)
+        webhook = await client.post(
+            "/webhooks/telegram/main", content=TELEGRAM_UPDATE, headers={TG_SECRET_HEADER: "tg-secret"}
+        )
         fine = await client.post("/v1/messages", content=VALID)
     assert text.status_code == 400, text.text
     assert text.json()["detail"] == (
         "text that is not valid Unicode: text: a lone surrogate (U+D800) at character 0 is not valid Unicode"
     )
     assert metadata.status_code == 400 and "metadata.k.0: a lone surrogate (U+DFFF)" in metadata.json()["detail"]
+    assert webhook.status_code == 400 and "message.text: a lone surrogate (U+D83D)" in webhook.json()["detail"]
     assert fine.status_code == 202  # the refusals were no outage
 
 

@@ -25,6 +25,7 @@ class ExitCode(IntEnum):
     BROKER_DIED = 3  # `agentstream up`: the embedded broker exited; the stack was stopped
     KAFKA_UNREACHABLE = 4
     DATABASE_UNREACHABLE = 5
+    IN_USE = 6  # `agentstream up`: another `up` holds the state folder, or a service port is taken
     INTERRUPTED = 130  # Ctrl-C
 
 

@@ -21,8 +21,9 @@ from agentstream.observability import get_logger
 from agentstream.service import Service
 from agentstream_stack.embedded_auth import forgotten_on_exit, prepare_credentials
 from agentstream_stack.services import build_all
+from agentstream_stack.state_dir import STATE_DIR, private_dir, private_sqlite
 
-STATE_FILE = Path(".agentstream/stack.json")
+STATE_FILE = STATE_DIR / "stack.json"
 LOCAL_CHAT = "local"  # the web chat whose link `agentstream up` prints, and its user
 LOCAL_USER = "local"
 
@@ -108,6 +109,7 @@ async def embedded_stack(
             settings = _with_broker(settings, broker.bootstrap_servers)
         await create_topics(settings.kafka)
         settings = settings.model_copy(update={"kafka": await resolve_flavor(settings.kafka)})
+        private_sqlite(settings.database.url)  # 0600 before SQLite writes a byte (its WAL takes the same mode)
         await upgrade(settings.database.url)
         creds = await prepare_credentials(settings, admin_key=admin_key, state_dir=secrets_dir)
         settings = creds.settings
@@ -153,7 +155,7 @@ def _web_to_this_stack(settings: Settings, ingress_port: int, persistence_port: 
 
 def _write_state(state_file: Path, state: dict[str, Any]) -> None:
     """Where `agentstream send` finds the running stack of this directory."""
-    state_file.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(state_file.parent)
     state_file.write_text(json.dumps(state, indent=2))
 
 

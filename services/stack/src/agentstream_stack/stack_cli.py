@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import httpx
 import typer
@@ -35,6 +35,7 @@ from agentstream_stack.cli_support import (
 from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.run_follower import RunFollower, RunRecorder, StreamPrinter
 from agentstream_stack.services import build_service
+from agentstream_stack.state_dir import STATE_DIR, StateDirBusy, busy_port, locked, private_dir
 
 
 def up(
@@ -49,8 +50,29 @@ def up(
     Everything in this process: the embedded broker (unless --no-broker), the database, all five services.
     """
     settings = load_or_exit(config)
-    state_dir = Path(".agentstream")
-    state_dir.mkdir(exist_ok=True)
+    state_dir = private_dir(STATE_DIR)
+    # Before anything is touched (log, database, keys): a second `up` here leaves the running one alone.
+    try:
+        with locked(state_dir):
+            ports = [settings.http.port_for(name) for name in SERVICES]
+            if (port := busy_port(settings.http.host, ports)) is not None:
+                _refuse(
+                    f"port {port} is in use — is another `agentstream up` running here? set `http.*` to use other ports"
+                )
+            code = _up(settings, state_dir, broker, chat)
+    except StateDirBusy as busy:
+        _refuse(str(busy))
+    if code is not None:
+        raise typer.Exit(ExitCode.BROKER_DIED)
+
+
+def _refuse(message: str) -> NoReturn:
+    err.print(f"error: {message}", markup=False, highlight=False)
+    raise typer.Exit(ExitCode.IN_USE)
+
+
+def _up(settings: Settings, state_dir: Path, broker: bool, chat: bool | None) -> int | None:
+    """The stack until a signal stops it (or its broker dies: that exit code; else None)."""
     interactive = sys.stdin.isatty() if chat is None else chat
     log_file = str(state_dir / "agentstream.log") if interactive else None
     configure_logging(settings.log_level, log_file=log_file, settings=settings)
@@ -111,8 +133,7 @@ def up(
         out.print("[green]stopped[/]")
         return stack.broker_exit_code
 
-    if asyncio.run(main()) is not None:
-        raise typer.Exit(ExitCode.BROKER_DIED)
+    return asyncio.run(main())
 
 
 def serve(

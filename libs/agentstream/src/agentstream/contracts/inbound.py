@@ -10,10 +10,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
 from agentstream.contracts.base import Record, Value
 from agentstream.contracts.limits import MAX_NAME
+from agentstream.contracts.unicode import unencodable
 
 
 def conversation_key(platform: str, chat_id: str, thread_id: str | None = None) -> str:
@@ -106,6 +107,13 @@ class InboundMessage(Record):
         "`webhook:slack`, `api:<key id>`. Records produced straight to Kafka leave it empty, which counts "
         "as source `kafka`. Part of the dedupe key, so one source cannot suppress another's messages.",
     )
+
+    @model_validator(mode="after")
+    def _valid_unicode(self) -> InboundMessage:
+        # Python's json accepts an escaped lone surrogate; no record can be written with one.
+        if (reason := unencodable(self)) is not None:
+            raise ValueError(reason)
+        return self
 
     @property
     def conversation_key(self) -> str:

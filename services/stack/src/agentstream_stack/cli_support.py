@@ -49,15 +49,33 @@ def exit_on_config_error(e: Exception) -> NoReturn:
     raise typer.Exit(ExitCode.USAGE) from None
 
 
-def client_settings(config: Path | None) -> Settings:
-    """Config/env first; else the running `agentstream up` of this directory."""
-    from agentstream.config import KafkaFlavor, SecurityProtocol
+def config_path(config: Path | None) -> Path | None:
+    """The config file a command reads: `--config`, else AGENTSTREAM_CONFIG, else none."""
+    given = config or os.environ.get("AGENTSTREAM_CONFIG")
+    return Path(given).resolve() if given else None
+
+
+def running_stack(config: Path | None) -> dict[str, Any] | None:
+    """The state of the `agentstream up` running in this directory, when it is the stack this command
+    means: none named a broker (AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS), and the command reads the same
+    config file as that `up` (or neither reads one)."""
     from agentstream_stack.embedded import read_state
 
-    settings = load_or_exit(config)
-    explicit = config or os.environ.get("AGENTSTREAM_CONFIG") or os.environ.get("AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS")
     state = read_state()
-    if not explicit and state:
+    if state is None or os.environ.get("AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS"):
+        return None
+    file = config_path(config)
+    return state if state.get("config") == (str(file) if file else None) else None
+
+
+def client_settings(config: Path | None) -> Settings:
+    """The running `agentstream up` of this directory started from the same config (or none); else
+    config/env as they are."""
+    from agentstream.config import KafkaFlavor, SecurityProtocol
+
+    settings = load_or_exit(config)
+    state = running_stack(config)
+    if state:
         kafka = settings.kafka.model_copy(
             update={
                 "bootstrap_servers": state["kafka"],

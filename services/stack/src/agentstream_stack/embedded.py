@@ -36,6 +36,7 @@ class RunningStack:
     broker: EmbeddedBroker | None
     urls: dict[str, str] = field(default_factory=dict)
     new_admin_key: str | None = None  # only on the start that made it: shown once, stored nowhere
+    config_file: str | None = None  # the --config (or AGENTSTREAM_CONFIG) file it started from, resolved
 
     def web_link(self, chat_id: str = LOCAL_CHAT, user_id: str = LOCAL_USER) -> str:
         """The web chat page with a fresh session token for `chat_id`."""
@@ -63,6 +64,7 @@ class RunningStack:
 
     def describe(self) -> dict[str, Any]:
         return {
+            "config": self.config_file,
             "kafka": self.settings.kafka.bootstrap_servers,
             "broker_pid": self.broker.pid if self.broker else None,
             "topic_prefix": self.settings.kafka.topic_prefix,
@@ -94,12 +96,15 @@ async def embedded_stack(
     broker_log: Path | None = None,
     admin_key: bool = False,
     secrets_dir: Path | None = None,
+    config_file: Path | None = None,
     **delivery_kwargs: Any,
 ) -> AsyncIterator[RunningStack]:
     """Start everything; stop everything on exit, in reverse, however the block ends.
 
     `admin_key`: make an admin key when the database has none (`RunningStack.new_admin_key`).
     `secrets_dir`: where the web session and tool-call secrets persist (else ones for this process).
+    `config_file`: the file the settings came from, written to the state so that a command given the
+    same `--config` finds this stack's broker.
     """
     broker = EmbeddedBroker(log_file=broker_log) if start_broker else None
     if broker is not None:
@@ -126,6 +131,7 @@ async def embedded_stack(
                     broker,
                     urls={n: host.url(n) for n in SERVICES},
                     new_admin_key=creds.new_admin_key,
+                    config_file=str(config_file) if config_file else None,  # resolved by the caller
                 )
                 if state_file is not None:
                     _write_state(state_file, stack.describe())

@@ -33,6 +33,10 @@ from agentstream.db import create_engine, session_factory
 from agentstream.secrets_mask import register_secret
 
 ADMIN_KEY_NAME = "embedded-admin"
+METRICS_KEY_NAME = "embedded-metrics"
+# `metrics:read` only, so `agentstream top` (and Prometheus on this host) can scrape a running `up`
+# without the admin key, which is never written anywhere: made fresh each start, the previous revoked.
+METRICS_TOKEN_FILE = "metrics-token"
 WEB_GATEWAY_KEY_NAME = "embedded-web-gateway"
 WEB_HISTORY_KEY_NAME = "embedded-web-history"
 # (setting of `platforms.web`, key name, its one scope, env var kind): delivery's two web keys
@@ -75,6 +79,24 @@ def read_or_make_secret(path: Path) -> str:
     return secret
 
 
+def write_private(path: Path, text: str) -> None:
+    """`text` into `path` at mode 0600 from its first byte (written beside it, then renamed over it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text + "\n")
+    partial.replace(path)
+
+
+def read_metrics_token(state_dir: Path) -> str | None:
+    """The scrape token of the `up` running with `state_dir`, if one left it there."""
+    try:
+        return (state_dir / METRICS_TOKEN_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
 async def prepare_credentials(
     settings: Settings, *, admin_key: bool = False, state_dir: Path | None = None
 ) -> EmbeddedCredentials:
@@ -101,6 +123,12 @@ async def prepare_credentials(
             creds.env_names.append(name)
             web = web.model_copy(update={setting: name})
         creds.settings = creds.settings.model_copy(update={"platforms": {**settings.platforms, WEB_PLATFORM: web}})
+        if state_dir is not None:
+            for old in (k for k in live if k.name == METRICS_KEY_NAME):
+                await store.revoke(old.key_id)
+            metrics = await store.create(METRICS_KEY_NAME, {Scope.METRICS_READ}, tenant_id=ALL_TENANTS)
+            register_secret(metrics.token)
+            write_private(state_dir / METRICS_TOKEN_FILE, metrics.token)
     finally:
         await engine.dispose()
     auth = creds.settings.auth

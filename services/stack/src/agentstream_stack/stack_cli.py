@@ -26,6 +26,7 @@ from agentstream_stack.cli_errors import ExitCode
 from agentstream_stack.cli_support import (
     ConfigOpt,
     client_settings,
+    config_path,
     err,
     exit_on_config_error,
     load_or_exit,
@@ -59,7 +60,7 @@ def up(
                 _refuse(
                     f"port {port} is in use — is another `agentstream up` running here? set `http.*` to use other ports"
                 )
-            code = _up(settings, state_dir, broker, chat)
+            code = _up(settings, state_dir, broker, chat, config_path(config))
     except StateDirBusy as busy:
         _refuse(str(busy))
     if code is not None:
@@ -71,7 +72,7 @@ def _refuse(message: str) -> NoReturn:
     raise typer.Exit(ExitCode.IN_USE)
 
 
-def _up(settings: Settings, state_dir: Path, broker: bool, chat: bool | None) -> int | None:
+def _up(settings: Settings, state_dir: Path, broker: bool, chat: bool | None, config_file: Path | None) -> int | None:
     """The stack until a signal stops it (or its broker dies: that exit code; else None)."""
     interactive = sys.stdin.isatty() if chat is None else chat
     log_file = str(state_dir / "agentstream.log") if interactive else None
@@ -88,6 +89,7 @@ def _up(settings: Settings, state_dir: Path, broker: bool, chat: bool | None) ->
             broker_log=state_dir / "broker.log",
             admin_key=True,
             secrets_dir=state_dir,
+            config_file=config_file,
         ) as stack:
             d = stack.describe()
             out.print(

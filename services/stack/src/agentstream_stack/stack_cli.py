@@ -22,7 +22,7 @@ from agentstream.host import ServiceHost, install_stop_signals
 from agentstream.kafka import create_topics
 from agentstream.kafka.flavor import resolve_flavor
 from agentstream.observability import configure_logging
-from agentstream_stack.cli_errors import ExitCode
+from agentstream_stack.cli_errors import ExitCode, command_line
 from agentstream_stack.cli_support import (
     ConfigOpt,
     client_settings,
@@ -37,6 +37,7 @@ from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.run_follower import RunFollower, RunRecorder, StreamPrinter
 from agentstream_stack.services import build_service
 from agentstream_stack.state_dir import STATE_DIR, StateDirBusy, busy_port, locked, private_dir
+from agentstream_tools.sandbox.isolation import SandboxUnavailable
 
 
 def up(
@@ -60,7 +61,10 @@ def up(
                 _refuse(
                     f"port {port} is in use — is another `agentstream up` running here? set `http.*` to use other ports"
                 )
-            code = _up(settings, state_dir, broker, chat, config_path(config))
+            try:
+                code = _up(settings, state_dir, broker, chat, config_path(config))
+            except SandboxUnavailable as e:  # the host cannot isolate model-written commands
+                exit_on_config_error(e)
     except StateDirBusy as busy:
         _refuse(str(busy))
     if code is not None:
@@ -113,10 +117,10 @@ def _up(settings: Settings, state_dir: Path, broker: bool, chat: bool | None, co
                 out.print(f"  {stack.new_admin_key}", soft_wrap=True, highlight=False)
             else:
                 out.print(
-                    "  [dim]admin key: the one printed on the first start (`agentstream keys create` makes more)[/]"
+                    f"  [dim]admin key: the one printed on the first start (`{command_line('keys create')}` makes more)[/]"
                 )
             out.print(f"  web chat       {stack.web_link()}", soft_wrap=True, highlight=False)
-            out.print('[dim]send from another terminal: agentstream send "calculate 6*7"   ·   Ctrl-C stops[/]')
+            out.print(f'[dim]send from another terminal: {command_line("send")} "calculate 6*7"   ·   Ctrl-C stops[/]')
             watch = asyncio.create_task(stack.watch_broker(stop), name="embedded-broker-watch")
             if interactive:
                 from agentstream_stack.console_chat import chat_loop
@@ -159,7 +163,7 @@ def serve(
         resolved = settings.model_copy(update={"kafka": await resolve_flavor(settings.kafka)})
         try:
             svc = build_service(service, resolved)
-        except ConfigError as e:  # one a service checks when built (a secret its env var lacks)
+        except (ConfigError, SandboxUnavailable) as e:  # checked when built: a secret's env var, the sandbox
             exit_on_config_error(e)
         ports = {service: port or settings.http.port_for(service)}
         async with ServiceHost([svc], host or settings.http.host, ports):

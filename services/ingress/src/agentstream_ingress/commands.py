@@ -121,7 +121,8 @@ def handle(
         case "retry":
             if facts.last_message is None:
                 return say(texts.nothing_to_retry)
-            return build_start(facts.last_message, routed, facts.role_override, settings)
+            # A new run under ids of the /retry message: the repeated message's ids are its first run's.
+            return build_start(facts.last_message, routed, facts.role_override, settings, cause=msg.dedupe_key)
         case "status":
             return say(status_text(msg, routed, facts, settings))
         case "model":

@@ -1,16 +1,44 @@
-"""Start (docs/ingress.md): the run for an accepted message — StartRun for `runs`, run.queued for `events`."""
+"""Start (docs/ingress.md): the run for an accepted message — StartRun for `runs`, run.queued for `events`.
+
+The run id and both record ids are derived from the dedupe key of the inbound record that
+caused the run, not drawn at random: a batch read again after a crash between its output's
+acks and its dedupe rows (docs/decisions.md) then writes the same run under the same ids,
+and the runner, persistence and delivery recognise the repeat.
+"""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from agentstream.config import Settings
-from agentstream.contracts import DoubleTexting, InboundMessage, RunOptions, RunQueued, StartRun, new_id
+from agentstream.contracts import DoubleTexting, InboundMessage, RunOptions, RunQueued, StartRun
+from agentstream.contracts.inbound import DedupeKey
 from agentstream_ingress.decisions import StartDecision, target_of
 from agentstream_ingress.routing import Routed
 
 CONNECTOR_ROLE_PREFIX = "use::"
+
+# Fixed forever: changing it changes every derived id, and a batch re-read across an
+# upgrade would then start its runs again.
+RUN_ID_NAMESPACE = uuid.UUID("5b0c3c1e-7f3d-4c55-9a51-0d2a8e6f4b17")
+
+
+class IdRole(StrEnum):
+    """Which of the ids one inbound record yields."""
+
+    RUN = "run"
+    START_RECORD = "start"
+    QUEUED_RECORD = "queued"
+
+
+def derived_id(cause: DedupeKey, role: IdRole) -> str:
+    """A UUID (version 5) of `cause` — (source, platform, message id) — and `role`."""
+    # The unit separator cannot occur in the parts (ids refuse control characters), so
+    # two different keys never join to the same name.
+    return str(uuid.uuid5(RUN_ID_NAMESPACE, "\x1f".join((role.value, *cause))))
 
 
 def run_options(routed: Routed, role_override: str | None, double_texting: DoubleTexting | None = None) -> RunOptions:
@@ -34,12 +62,16 @@ def build_start(
     role_override: str | None,
     settings: Settings,
     double_texting: DoubleTexting | None = None,
+    cause: DedupeKey | None = None,
 ) -> StartDecision:
+    """The run answering `msg`; its ids derive from `cause`, the inbound record it answers
+    (`msg`'s own unless the run repeats an older message, as `/retry` does)."""
+    cause = cause or msg.dedupe_key
     assistant = msg.assistant_id or routed.profile.assistant or settings.default_assistant
     start = StartRun(
-        id=new_id(),
+        id=derived_id(cause, IdRole.START_RECORD),
         ts=datetime.now(UTC),
-        run_id=new_id(),
+        run_id=derived_id(cause, IdRole.RUN),
         conversation_key=msg.conversation_key,
         assistant_id=assistant,
         user=msg.user,
@@ -49,13 +81,13 @@ def build_start(
         metadata={**msg.metadata, "profile": routed.name},
         options=run_options(routed, role_override, double_texting),
     )
-    return StartDecision(message=msg, start=start, queued=queued_for(start))
+    return StartDecision(message=msg, start=start, queued=queued_for(start, derived_id(cause, IdRole.QUEUED_RECORD)))
 
 
-def queued_for(start: StartRun) -> RunQueued:
+def queued_for(start: StartRun, record_id: str) -> RunQueued:
     """The `run.queued` event announcing `start`: the first record (seq 0) of its root run."""
     return RunQueued(
-        id=new_id(),
+        id=record_id,
         ts=start.ts,
         run_id=start.run_id,
         root_run_id=start.run_id,

@@ -49,6 +49,19 @@ async def test_a_message_decided_again_starts_the_same_run_under_the_same_ids(po
     assert str(uuid.UUID(first.start.run_id)) == first.start.run_id
 
 
+async def test_the_run_ids_derive_from_the_records_place_in_inbound_too(ports, raw):
+    async def start_at(position: tuple[int, int]) -> str:
+        ports.seen.clear()  # no dedupe row: decided as if never seen
+        [d] = await pipeline(ports).decide_batch([raw()], [position])
+        assert isinstance(d, StartDecision)
+        return d.start.run_id
+
+    first = await start_at((1, 40))
+    assert await start_at((1, 40)) == first  # the same record read again: the same run
+    # the id reused once its dedupe row was purged is another record: another run
+    assert len({first, await start_at((1, 41)), await start_at((0, 40))}) == 3
+
+
 async def test_not_json_and_invalid_records_are_dead_letters(ports, raw):
     p = pipeline(ports)
     d = await p.decide(b"\xff not json")

@@ -57,7 +57,7 @@ def _failed(err: Exception) -> asyncio.Future[None]:
 
 def log_fields(record: ConsumerRecord, decision: Decision) -> dict[str, str | None]:
     """The run and conversation a decision's log lines name: the key is the conversation; an
-    accepted message's run id is made here, so ingress's lines carry it too."""
+    accepted message's run id is derived here, so ingress's lines carry it too."""
     key = record.key.decode("utf-8", "replace") if isinstance(record.key, bytes) else None
     if isinstance(decision, StartDecision):
         return {"run_id": decision.start.run_id, "conversation_key": decision.start.conversation_key}
@@ -110,7 +110,9 @@ class IngressService(Service):
         ports = self.ports
         records: tuple[ConsumerRecord, ...] = msg.raw_message  # type: ignore[assignment]
         try:
-            decisions = await self.pipeline.decide_batch([r.value or b"" for r in records])
+            decisions = await self.pipeline.decide_batch(
+                [r.value or b"" for r in records], [(r.partition, r.offset) for r in records]
+            )
         except Exception as err:  # the database away: not a record's fault, so the batch is read again
             ports.release_sightings(ports.take_claims())
             self.log.error("batch not decided: read again shortly", records=len(records), error=repr(err))

@@ -1,14 +1,15 @@
 """Start (docs/ingress.md): the run for an accepted message — StartRun for `runs`, run.queued for `events`.
 
-The run id and both record ids are derived from the dedupe key of the inbound record that
-caused the run, not drawn at random: a batch read again after a crash between its output's
-acks and its dedupe rows (docs/decisions.md) then writes the same run under the same ids,
-and the runner, persistence and delivery recognise the repeat.
+The run id and both record ids are derived from the inbound record that caused the run (its
+message's dedupe key and its place in `inbound`), not drawn at random: a batch read again
+after a crash between its output's acks and its dedupe rows (docs/decisions.md) then writes
+the same run under the same ids, and the runner, persistence and delivery recognise the repeat.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -25,6 +26,8 @@ CONNECTOR_ROLE_PREFIX = "use::"
 # upgrade would then start its runs again.
 RUN_ID_NAMESPACE = uuid.UUID("5b0c3c1e-7f3d-4c55-9a51-0d2a8e6f4b17")
 
+Position = tuple[int, int]  # (partition, offset) of a record in `inbound`
+
 
 class IdRole(StrEnum):
     """Which of the ids one inbound record yields."""
@@ -34,11 +37,21 @@ class IdRole(StrEnum):
     QUEUED_RECORD = "queued"
 
 
-def derived_id(cause: DedupeKey, role: IdRole) -> str:
-    """A UUID (version 5) of `cause` — (source, platform, message id) — and `role`."""
-    # The unit separator cannot occur in the parts (ids refuse control characters), so
-    # two different keys never join to the same name.
-    return str(uuid.uuid5(RUN_ID_NAMESPACE, "\x1f".join((role.value, *cause))))
+@dataclass(frozen=True)
+class Cause:
+    """The inbound record a run answers. Its place in `inbound` is part of it: a message id
+    reused once its dedupe row is purged (`retention.inbound_dedupe_days`) is another record,
+    and must not become the old run again; a record read again is the same one."""
+
+    key: DedupeKey  # (source, platform, message id)
+    position: Position | None = None  # None: not read from Kafka (tests, `Pipeline.decide`)
+
+    def derived_id(self, role: IdRole) -> str:
+        """A UUID (version 5) of the cause and `role`."""
+        where = (str(n) for n in self.position) if self.position is not None else ()
+        # The unit separator cannot occur in the parts (ids refuse control characters), so
+        # two different causes never join to the same name.
+        return str(uuid.uuid5(RUN_ID_NAMESPACE, "\x1f".join((role.value, *self.key, *where))))
 
 
 def run_options(routed: Routed, role_override: str | None, double_texting: DoubleTexting | None = None) -> RunOptions:
@@ -62,16 +75,16 @@ def build_start(
     role_override: str | None,
     settings: Settings,
     double_texting: DoubleTexting | None = None,
-    cause: DedupeKey | None = None,
+    cause: Cause | None = None,
 ) -> StartDecision:
     """The run answering `msg`; its ids derive from `cause`, the inbound record it answers
     (`msg`'s own unless the run repeats an older message, as `/retry` does)."""
-    cause = cause or msg.dedupe_key
+    cause = cause or Cause(msg.dedupe_key)
     assistant = msg.assistant_id or routed.profile.assistant or settings.default_assistant
     start = StartRun(
-        id=derived_id(cause, IdRole.START_RECORD),
+        id=cause.derived_id(IdRole.START_RECORD),
         ts=datetime.now(UTC),
-        run_id=derived_id(cause, IdRole.RUN),
+        run_id=cause.derived_id(IdRole.RUN),
         conversation_key=msg.conversation_key,
         assistant_id=assistant,
         user=msg.user,
@@ -81,7 +94,7 @@ def build_start(
         metadata={**msg.metadata, "profile": routed.name},
         options=run_options(routed, role_override, double_texting),
     )
-    return StartDecision(message=msg, start=start, queued=queued_for(start, derived_id(cause, IdRole.QUEUED_RECORD)))
+    return StartDecision(message=msg, start=start, queued=queued_for(start, cause.derived_id(IdRole.QUEUED_RECORD)))
 
 
 def queued_for(start: StartRun, record_id: str) -> RunQueued:

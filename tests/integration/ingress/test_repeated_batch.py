@@ -14,7 +14,7 @@ import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
 from sqlalchemy import func, select
 
-from agentstream.contracts import InboundMessage, RunCommandAdapter, RunQueued, RunStarted, StartRun
+from agentstream.contracts import InboundMessage, Notice, RunCommandAdapter, RunQueued, RunStarted, StartRun
 from agentstream.contracts.inbound import DedupeKey
 from agentstream.db import Message, Run, create_engine, session_factory
 from agentstream.kafka.idle import DOORBELL
@@ -129,3 +129,36 @@ async def test_a_batch_read_again_after_its_output_was_acked_answers_once(settin
             assert len(queued) == 2 and queued[0].id == queued[1].id
             assert starts[0].run_id == starts[1].run_id and starts[0].id == starts[1].id  # type: ignore[union-attr]
         assert (await poll_run(url, run_id)).status == "completed"
+
+
+async def test_a_notice_of_a_batch_read_again_is_shown_once(settings_factory):
+    # a command's reply is a notice outside any run: its id is the inbound record's, and delivery's ledger keeps it once
+    settings = settings_factory()
+    async with embedded_stack(settings, start_broker=False, ports=free_ports(), state_file=None) as stack:
+        ingress = stack.services["ingress"]
+        assert isinstance(ingress, IngressService)
+        memory = stack.services["delivery"].memory  # type: ignore[attr-defined]
+        kafka, topics = stack.settings.kafka, ingress.topics
+        message = msg("notice", "/help")
+
+        async def shown_first() -> None:  # the reply is on the platform before ingress comes back
+            await memory.wait_for_final("notice", timeout=60)
+
+        crash = CrashAfterAcks(ingress, shown_first)
+        ingress.ports.record_sightings = crash  # type: ignore[method-assign]
+        async with Tail(kafka.bootstrap_servers, topics.events) as tail:
+            producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap_servers)
+            await producer.start()
+            try:
+                sent = await producer.send_and_wait(
+                    topics.inbound, message.model_dump_json().encode(), key=message.conversation_key.encode()
+                )
+            finally:
+                await producer.stop()
+            crash.record_at(sent.topic, sent.partition, sent.offset)
+            await tail.wait(lambda _: sum(isinstance(e, Notice) for e in tail.events) >= 2, timeout=60)
+            await asyncio.sleep(1.0)  # a second platform message would land now
+            notices = [e for e in tail.events if isinstance(e, Notice)]
+        shown = memory.messages("notice")
+        assert len(shown) == 1 and "Commands:" in shown[0].text, shown
+        assert len(notices) == 2 and notices[0].id == notices[1].id  # the repeat, recognised by its id

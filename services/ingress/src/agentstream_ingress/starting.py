@@ -54,6 +54,13 @@ class Cause:
         return str(uuid.uuid5(RUN_ID_NAMESPACE, "\x1f".join((role.value, *self.key, *where))))
 
 
+def notice_id(position: Position, timestamp: int) -> str:
+    """The id of the notice ingress writes for the inbound record at `position`, written at
+    `timestamp` (the record's Kafka time, ms): a re-read writes the same notice, which
+    delivery's ledger shows once; a recreated topic's record at an old offset is another."""
+    return str(uuid.uuid5(RUN_ID_NAMESPACE, "\x1f".join(("notice", *(str(n) for n in (*position, timestamp))))))
+
+
 def run_options(routed: Routed, role_override: str | None, double_texting: DoubleTexting | None = None) -> RunOptions:
     """What the profile (and a `/model` override or `/queue`) asks of the runner and delivery."""
     profile = routed.profile

@@ -21,6 +21,7 @@ from agentstream_ingress.commands import (
 )
 from agentstream_ingress.decisions import CommandDecision, NoticeDecision, StartDecision
 from agentstream_ingress.routing import route
+from agentstream_ingress.starting import build_start
 
 SETTINGS = load_settings(roles={"smart": "demo"})
 MSG = InboundMessage(id="m", platform="web", chat_id="c", user={"id": "u"}, text="/x")
@@ -76,6 +77,12 @@ def test_retry_runs_the_last_message_again():
     d = run("/retry", ConversationFacts(last_message=last, role_override="smart"))
     assert isinstance(d, StartDecision) and d.start.text == "what is 6*7"
     assert d.start.options.connector == "use::smart"
+    # a run of its own: its ids derive from the /retry message, not from the message it repeats
+    last = last.model_copy(update={"id": "earlier"})
+    again = run("/retry", ConversationFacts(last_message=last))
+    assert isinstance(again, StartDecision)
+    assert again.start.run_id == d.start.run_id  # both derive from the /retry message "m"
+    assert again.start.run_id != build_start(last, ROUTED, None, SETTINGS).start.run_id
 
 
 def test_queue_enqueues_explicitly():

@@ -1,6 +1,7 @@
 """The ordered pipeline: each step's decision, and that nothing else happened."""
 
 import json
+import uuid
 
 import pytest
 
@@ -33,6 +34,32 @@ async def test_valid_message_starts_a_run_keyed_by_conversation(ports, raw):
     assert d.start.assistant_id == "default" and d.start.metadata["profile"] == "default"
     assert d.start.reply_target.thread_id == "7"
     assert ports.started == [("hello", d.start.run_id)]
+
+
+async def test_a_message_decided_again_starts_the_same_run_under_the_same_ids(ports, raw):
+    # a batch read again after a crash before its dedupe rows were written (docs/decisions.md)
+    first = await pipeline(ports).decide(raw())
+    ports.seen.clear()  # the dedupe rows were never written
+    again = await pipeline(ports).decide(raw())
+    assert isinstance(first, StartDecision) and isinstance(again, StartDecision)
+    ids = (first.start.run_id, first.start.id, first.queued.id)
+    assert (again.start.run_id, again.start.id, again.queued.id) == ids and len(set(ids)) == 3
+    other = await pipeline(ports).decide(raw(source="api"))  # another source's message of that id: another run
+    assert isinstance(other, StartDecision) and other.start.run_id != first.start.run_id
+    assert str(uuid.UUID(first.start.run_id)) == first.start.run_id
+
+
+async def test_the_run_ids_derive_from_the_records_place_in_inbound_too(ports, raw):
+    async def start_at(position: tuple[int, int]) -> str:
+        ports.seen.clear()  # no dedupe row: decided as if never seen
+        [d] = await pipeline(ports).decide_batch([raw()], [position])
+        assert isinstance(d, StartDecision)
+        return d.start.run_id
+
+    first = await start_at((1, 40))
+    assert await start_at((1, 40)) == first  # the same record read again: the same run
+    # the id reused once its dedupe row was purged is another record: another run
+    assert len({first, await start_at((1, 41)), await start_at((0, 40))}) == 3
 
 
 async def test_not_json_and_invalid_records_are_dead_letters(ports, raw):

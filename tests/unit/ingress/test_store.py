@@ -263,6 +263,15 @@ async def test_each_batch_adds_its_runs_to_those_already_pending_and_replaces_th
     assert (await store.facts("web:c")).unfinished == tuple(f"run-{n}" for n in range(2, 22))  # the 20 newest
 
 
+async def test_a_run_started_again_by_a_re_read_batch_is_pending_once(sessions):
+    # the re-read batch's run has the same derived id (starting.py): /status must not count it twice
+    store = IngressStore(sessions)
+    msg = InboundMessage(id="m1", platform="web", chat_id="c", user={"id": "u"}, text="hi")
+    await store.remember_starts([(msg, "run-1"), (msg, "run-2")])
+    await store.remember_starts([(msg, "run-1"), (msg, "run-2")])
+    assert (await store.facts("web:c")).unfinished == ("run-1", "run-2")
+
+
 @pytest.fixture
 def far_from_utc(monkeypatch):  # type: ignore[no-untyped-def]
     """The host's local time zone 5:45 ahead of UTC, for the one test."""

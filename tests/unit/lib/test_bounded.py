@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentstream.bounded import BoundedMap
+from agentstream.bounded import BoundedMap, RecentIds
 
 
 class Clock:
@@ -93,3 +93,15 @@ def test_the_entry_just_set_is_never_the_one_evicted() -> None:
         m.set(key, 0)
     m.set("new", 1)  # over the cap, every older entry in use: the cap gives, the new entry stays
     assert m.peek("new") == 1 and len(m) == 4
+
+
+def test_recent_ids_tell_a_first_sighting_and_forget_the_oldest_beyond_the_limit() -> None:
+    ids: RecentIds[str] = RecentIds(limit=2)
+    assert ids.add("a") is True
+    assert ids.add("a") is False  # seen: a repeat, and not made newer by it
+    assert ids.add("b") is True
+    assert ids.add("c") is True  # "a" is pushed out
+    assert "a" not in ids and "b" in ids and "c" in ids and len(ids) == 2
+    assert ids.add("a") is True
+    with pytest.raises(ValueError):
+        RecentIds(limit=0)

@@ -252,3 +252,26 @@ def test_buffers_read_from_given_partitions():
     )
     assert buffers.from_partitions({3}) == [b] and buffers.from_partitions({0, 3}) == [a, b]
     assert buffers.from_partitions({7}) == []
+
+
+def test_a_repeated_run_queued_of_a_run_done_with_opens_nothing():
+    # ingress repeats a run after a crash: same run id, a later offset of `events`
+    buffers = BufferSet(done_kept=2)
+    for i, ev in enumerate(full_run()):
+        buffers.add(ev, Origin(0, 10 + i))  # type: ignore[arg-type]
+    buffers.done("r1")
+    assert len(buffers) == 0
+    queued = full_run()[0]
+    assert buffers.add(queued, Origin(0, 50)) is None  # type: ignore[arg-type]
+    assert len(buffers) == 0 and buffers.oldest_origin(0) is None  # holds no commit back
+    # the same record read again (its partition came back here) is no repeat: its run is re-read whole
+    again = buffers.add(queued, Origin(0, 10))  # type: ignore[arg-type]
+    assert again is not None and again.queued is not None
+    buffers.discard("r1")  # revoked: not done with, so not remembered as such
+    # events other than run.queued open a buffer as before: a resumed run starts after its first ending
+    assert buffers.add(full_run()[1], Origin(0, 60)) is not None  # type: ignore[arg-type]
+    buffers.discard("r1")
+    for root in ("x", "y"):  # pushes r1 out of a memory of two
+        buffers.add(RunQueued(**{**ids(0), "run_id": root, "root_run_id": root}, assistant_id="a", reply_target=TARGET))
+        buffers.done(root)
+    assert buffers.add(queued, Origin(0, 70)) is not None  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ from typing import Any
 
 from agentstream.config import load_settings
 from agentstream.contracts import Notice, ReplyTarget, RunFinished, RunQueued, RunStarted
+from agentstream.db import Run, create_engine, session_factory, upgrade
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_persistence.buffers import BufferState
 
@@ -78,3 +79,29 @@ async def test_a_lost_run_whose_ending_is_not_published_is_not_counted_and_tried
     assert len(attempts) == 1 and lost_runs(svc) == 0
     await svc.end_stale_runs(now=12.0)
     assert len(attempts) == 2 and lost_runs(svc) == 1
+
+
+async def test_a_silent_run_queued_of_a_stored_run_is_forgotten_not_ended(db_url: str):
+    # a restarted persistence does not remember the run ingress repeated after a crash: the runs table does
+    await upgrade(db_url)
+    engine = create_engine(db_url)
+    async with session_factory(engine)() as s, s.begin():
+        s.add(Run(run_id="stored", root_run_id="stored", conversation_key="web:c1", status="completed"))
+    await engine.dispose()
+    svc = bootstrap_persistence(load_settings(resume={"stale_after_s": 10}, database={"url": db_url}))
+    published: list[Any] = []
+
+    async def publish(topic: str, record: Any, key: str) -> None:
+        published.append(record)
+
+    svc.publish = publish  # type: ignore[method-assign]
+    for root in ("stored", "never-started"):
+        svc.buffers.add(RunQueued(**ids(root, 0), assistant_id="default", reply_target=TARGET), now=0.0)
+    try:
+        await svc.end_stale_runs(now=11.0)
+    finally:
+        assert svc.engine is not None
+        await svc.engine.dispose()
+    assert [e.root_run_id for e in published] == ["never-started"]  # lost with its runner before it began
+    assert svc.buffers.get("stored") is None and lost_runs(svc) == 1
+    assert svc.buffers.add(RunQueued(**ids("stored", 0), assistant_id="default", reply_target=TARGET)) is None

@@ -108,3 +108,29 @@ class BoundedMap(Generic[K, V]):
             del self._entries[key]
             evicted += 1
         return evicted
+
+
+class RecentIds(Generic[K]):
+    """The last `limit` ids seen, oldest forgotten first (no idle expiry: an id is
+    remembered however long ago it came, until `limit` newer ones pushed it out)."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        self.limit = limit
+        self._ids: OrderedDict[K, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._ids
+
+    def add(self, key: K) -> bool:
+        """Remember `key`; True when it was not remembered yet (its first sighting)."""
+        if key in self._ids:
+            return False
+        self._ids[key] = None
+        if len(self._ids) > self.limit:
+            self._ids.popitem(last=False)
+        return True

@@ -38,6 +38,7 @@ from agentstream_ingress.decisions import (
     StartDecision,
 )
 from agentstream_ingress.pipeline import Pipeline
+from agentstream_ingress.starting import notice_id
 from agentstream_ingress.store import DatabasePorts
 
 MAX_BATCH = 500
@@ -57,7 +58,7 @@ def _failed(err: Exception) -> asyncio.Future[None]:
 
 def log_fields(record: ConsumerRecord, decision: Decision) -> dict[str, str | None]:
     """The run and conversation a decision's log lines name: the key is the conversation; an
-    accepted message's run id is made here, so ingress's lines carry it too."""
+    accepted message's run id is derived here, so ingress's lines carry it too."""
     key = record.key.decode("utf-8", "replace") if isinstance(record.key, bytes) else None
     if isinstance(decision, StartDecision):
         return {"run_id": decision.start.run_id, "conversation_key": decision.start.conversation_key}
@@ -110,7 +111,9 @@ class IngressService(Service):
         ports = self.ports
         records: tuple[ConsumerRecord, ...] = msg.raw_message  # type: ignore[assignment]
         try:
-            decisions = await self.pipeline.decide_batch([r.value or b"" for r in records])
+            decisions = await self.pipeline.decide_batch(
+                [r.value or b"" for r in records], [(r.partition, r.offset) for r in records]
+            )
         except Exception as err:  # the database away: not a record's fault, so the batch is read again
             ports.release_sightings(ports.take_claims())
             self.log.error("batch not decided: read again shortly", records=len(records), error=repr(err))
@@ -152,7 +155,7 @@ class IngressService(Service):
                 out: Outgoing = [(self.topics.dlq, self.letter(record, key, error))]
                 if target is not None:
                     text = self.settings.ingress.texts_for(target.platform).fill("invalid_message", error=error)
-                    out.append(self.notice(target, text, NoticeLevel.ERROR))
+                    out.append(self.notice(record, target, text, NoticeLevel.ERROR))
                 self.count("dead_letter", "invalid")
                 self.log.warning(
                     "dead letter", topic=record.topic, partition=record.partition, offset=record.offset, error=error
@@ -163,11 +166,11 @@ class IngressService(Service):
                 return "", []
             case NoticeDecision(reason=reason, text=text, target=target, level=level, command=name):
                 self.count("notice", reason)
-                return self.key_of(target), [self.notice(target, text, level, command=name)]
+                return self.key_of(target), [self.notice(record, target, text, level, command=name)]
             case CommandDecision(commands=commands, target=target, notice=text, command=name):
                 out = [(self.topics.runs, command) for command in commands]
                 if text:
-                    out.append(self.notice(target, text, command=name))
+                    out.append(self.notice(record, target, text, command=name))
                 self.count("command", commands[0].type if commands else "none")
                 return self.key_of(target), out
             case StartDecision(start=start, queued=queued):
@@ -191,10 +194,19 @@ class IngressService(Service):
         )
 
     def notice(
-        self, target: ReplyTarget, text: str, level: NoticeLevel = NoticeLevel.INFO, command: str | None = None
+        self,
+        record: ConsumerRecord,
+        target: ReplyTarget,
+        text: str,
+        level: NoticeLevel = NoticeLevel.INFO,
+        command: str | None = None,
     ) -> tuple[str, BaseModel]:
-        run_id = new_id()  # a notice outside any run gets a run id of its own
+        """A notice outside any run (a run id of its own). Its record id is the inbound record's:
+        a batch read again after a crash (docs/decisions.md) repeats it, and delivery's ledger,
+        which keeps notices by id, shows it once."""
+        run_id = new_id()
         return self.topics.events, Notice(
+            id=notice_id((record.partition, record.offset), record.timestamp),
             run_id=run_id,
             root_run_id=run_id,
             conversation_key=self.key_of(target),

@@ -23,7 +23,7 @@ from agentstream_ingress.decisions import (
     target_of,
 )
 from agentstream_ingress.routing import Routed
-from agentstream_ingress.starting import build_start
+from agentstream_ingress.starting import Cause, build_start
 
 HELP = {
     "new": "start a new conversation (empty history; stops the current run)",
@@ -90,9 +90,16 @@ def help_text(prefix: str = "") -> str:
 
 
 def handle(
-    cmd: Command, msg: InboundMessage, routed: Routed, facts: ConversationFacts, settings: Settings
+    cmd: Command,
+    msg: InboundMessage,
+    routed: Routed,
+    facts: ConversationFacts,
+    settings: Settings,
+    cause: Cause | None = None,
 ) -> Decision | RoleDecision:
+    """`cause` is the command's inbound record: a run the command starts answers it."""
     key, target = msg.conversation_key, target_of(msg)
+    cause = cause or Cause(msg.dedupe_key)
     texts = settings.ingress.texts_for(msg.platform)
 
     def say(text: str) -> NoticeDecision:
@@ -121,7 +128,8 @@ def handle(
         case "retry":
             if facts.last_message is None:
                 return say(texts.nothing_to_retry)
-            return build_start(facts.last_message, routed, facts.role_override, settings)
+            # A new run under ids of the /retry message: the repeated message's ids are its first run's.
+            return build_start(facts.last_message, routed, facts.role_override, settings, cause=cause)
         case "status":
             return say(status_text(msg, routed, facts, settings))
         case "model":
@@ -130,7 +138,7 @@ def handle(
             if not cmd.args:
                 return say(texts.queue_usage)
             queued = msg.model_copy(update={"text": cmd.args})
-            return build_start(queued, routed, facts.role_override, settings, DoubleTexting.ENQUEUE)
+            return build_start(queued, routed, facts.role_override, settings, DoubleTexting.ENQUEUE, cause)
         case "approve" | "deny":
             return answer_approval(ApprovalDecision(cmd.name), msg, settings)
         case "help":

@@ -35,7 +35,7 @@ from agentstream_ingress.pairing import Issue, notice_text
 from agentstream_ingress.parsing import parse
 from agentstream_ingress.ratelimit import RateLimiter
 from agentstream_ingress.routing import Routed, route
-from agentstream_ingress.starting import build_start
+from agentstream_ingress.starting import Cause, Position, build_start
 
 log = structlog.get_logger("agentstream.ingress.hooks")
 store_log = structlog.get_logger("agentstream.ingress")
@@ -81,10 +81,13 @@ class Pipeline:
         await self.settle()
         return decision
 
-    async def decide_batch(self, raws: Sequence[bytes]) -> list[Decision]:
+    async def decide_batch(
+        self, raws: Sequence[bytes], positions: Sequence[Position | None] | None = None
+    ) -> list[Decision]:
         """One decision per record, in order. The database is asked once per batch for
         dedupe and the `/model` overrides, and told once about the runs started:
-        in the background, finished before the next batch (or `settle`) goes on."""
+        in the background, finished before the next batch (or `settle`) goes on.
+        `positions`: where each record is in `inbound` (the runs' ids derive from it)."""
         parsed = [parse(raw, self.settings.ingress.max_text_chars) for raw in raws]
         messages = [p for p in parsed if isinstance(p, InboundMessage)]
         await self.settle()  # the previous batch's runs are remembered before this batch reads anything
@@ -101,7 +104,7 @@ class Pipeline:
         assert isinstance(fresh, set) and isinstance(roles, dict)
         batch = Batch(roles=roles)
         decisions: list[Decision] = []
-        for item in parsed:
+        for item, position in zip(parsed, positions or [None] * len(parsed), strict=True):
             if isinstance(item, DeadLetterDecision):
                 decisions.append(item)
                 continue
@@ -110,7 +113,7 @@ class Pipeline:
                 decisions.append(DropDecision(DropReason.DUPLICATE))
                 continue
             fresh.discard(ident)
-            decision = await self._decide(item, batch)
+            decision = await self._decide(item, batch, Cause(ident, position))
             if isinstance(decision, StartDecision):  # what /retry repeats and /status reports
                 batch.started.append((decision.message, decision.start.run_id))
             decisions.append(decision)
@@ -135,7 +138,7 @@ class Pipeline:
             await self.ports.remember_starts(batch.started)
             batch.started = []
 
-    async def _decide(self, msg: InboundMessage, batch: Batch) -> Decision:
+    async def _decide(self, msg: InboundMessage, batch: Batch, cause: Cause) -> Decision:
         if is_self_echo(msg, self.settings.authz):
             return DropDecision(DropReason.SELF_ECHO)
         routed = route(msg, self.settings)  # (computed before authz: the profile has allow/deny lists)
@@ -151,8 +154,8 @@ class Pipeline:
         msg = hooked
         command = commands.parse_command(msg.text)
         if command is not None:
-            return await self.command(command, msg, routed, batch)
-        return build_start(msg, routed, batch.roles.get(msg.conversation_key), self.settings)
+            return await self.command(command, msg, routed, batch, cause)
+        return build_start(msg, routed, batch.roles.get(msg.conversation_key), self.settings, cause=cause)
 
     async def authorize(self, msg: InboundMessage, routed: Routed) -> NoticeDecision | None:
         bypassed = routed.bypassed.authz if routed.bypassed is not None else None
@@ -187,17 +190,19 @@ class Pipeline:
                     msg = rewritten(msg, text)
         return msg
 
-    async def command(self, cmd: commands.Command, msg: InboundMessage, routed: Routed, batch: Batch) -> Decision:
+    async def command(
+        self, cmd: commands.Command, msg: InboundMessage, routed: Routed, batch: Batch, cause: Cause
+    ) -> Decision:
         hooked = await self.run_hooks(self.command_hooks.get(cmd.name, []), msg, cmd)
         if not isinstance(hooked, InboundMessage):
             return hooked
         key = hooked.conversation_key
         rewritten_cmd = commands.parse_command(hooked.text)
         if rewritten_cmd is None:  # a hook turned the command into an ordinary message
-            return build_start(hooked, routed, batch.roles.get(key), self.settings)
+            return build_start(hooked, routed, batch.roles.get(key), self.settings, cause=cause)
         await self._remember(batch)  # /retry and /status must see the runs started earlier in this batch
         facts = await self.ports.facts(key)
-        decision = commands.handle(rewritten_cmd, hooked, routed, facts, self.settings)
+        decision = commands.handle(rewritten_cmd, hooked, routed, facts, self.settings, cause)
         if isinstance(decision, commands.RoleDecision):
             await self.ports.set_role(key, decision.role)
             batch.roles[key] = decision.role

@@ -1,16 +1,64 @@
-"""Start (docs/ingress.md): the run for an accepted message — StartRun for `runs`, run.queued for `events`."""
+"""Start (docs/ingress.md): the run for an accepted message — StartRun for `runs`, run.queued for `events`.
+
+The run id and both record ids are derived from the inbound record that caused the run (its
+message's dedupe key and its place in `inbound`), not drawn at random: a batch read again
+after a crash between its output's acks and its dedupe rows (docs/decisions.md) then writes
+the same run under the same ids, and the runner, persistence and delivery recognise the repeat.
+"""
 
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from agentstream.config import Settings
-from agentstream.contracts import DoubleTexting, InboundMessage, RunOptions, RunQueued, StartRun, new_id
+from agentstream.contracts import DoubleTexting, InboundMessage, RunOptions, RunQueued, StartRun
+from agentstream.contracts.inbound import DedupeKey
 from agentstream_ingress.decisions import StartDecision, target_of
 from agentstream_ingress.routing import Routed
 
 CONNECTOR_ROLE_PREFIX = "use::"
+
+# Fixed forever: changing it changes every derived id, and a batch re-read across an
+# upgrade would then start its runs again.
+RUN_ID_NAMESPACE = uuid.UUID("5b0c3c1e-7f3d-4c55-9a51-0d2a8e6f4b17")
+
+Position = tuple[int, int]  # (partition, offset) of a record in `inbound`
+
+
+class IdRole(StrEnum):
+    """Which of the ids one inbound record yields."""
+
+    RUN = "run"
+    START_RECORD = "start"
+    QUEUED_RECORD = "queued"
+
+
+@dataclass(frozen=True)
+class Cause:
+    """The inbound record a run answers. Its place in `inbound` is part of it: a message id
+    reused once its dedupe row is purged (`retention.inbound_dedupe_days`) is another record,
+    and must not become the old run again; a record read again is the same one."""
+
+    key: DedupeKey  # (source, platform, message id)
+    position: Position | None = None  # None: not read from Kafka (tests, `Pipeline.decide`)
+
+    def derived_id(self, role: IdRole) -> str:
+        """A UUID (version 5) of the cause and `role`."""
+        where = (str(n) for n in self.position) if self.position is not None else ()
+        # The unit separator cannot occur in the parts (ids refuse control characters), so
+        # two different causes never join to the same name.
+        return str(uuid.uuid5(RUN_ID_NAMESPACE, "\x1f".join((role.value, *self.key, *where))))
+
+
+def notice_id(position: Position, timestamp: int) -> str:
+    """The id of the notice ingress writes for the inbound record at `position`, written at
+    `timestamp` (the record's Kafka time, ms): a re-read writes the same notice, which
+    delivery's ledger shows once; a recreated topic's record at an old offset is another."""
+    return str(uuid.uuid5(RUN_ID_NAMESPACE, "\x1f".join(("notice", *(str(n) for n in (*position, timestamp))))))
 
 
 def run_options(routed: Routed, role_override: str | None, double_texting: DoubleTexting | None = None) -> RunOptions:
@@ -34,12 +82,16 @@ def build_start(
     role_override: str | None,
     settings: Settings,
     double_texting: DoubleTexting | None = None,
+    cause: Cause | None = None,
 ) -> StartDecision:
+    """The run answering `msg`; its ids derive from `cause`, the inbound record it answers
+    (`msg`'s own unless the run repeats an older message, as `/retry` does)."""
+    cause = cause or Cause(msg.dedupe_key)
     assistant = msg.assistant_id or routed.profile.assistant or settings.default_assistant
     start = StartRun(
-        id=new_id(),
+        id=cause.derived_id(IdRole.START_RECORD),
         ts=datetime.now(UTC),
-        run_id=new_id(),
+        run_id=cause.derived_id(IdRole.RUN),
         conversation_key=msg.conversation_key,
         assistant_id=assistant,
         user=msg.user,
@@ -49,13 +101,13 @@ def build_start(
         metadata={**msg.metadata, "profile": routed.name},
         options=run_options(routed, role_override, double_texting),
     )
-    return StartDecision(message=msg, start=start, queued=queued_for(start))
+    return StartDecision(message=msg, start=start, queued=queued_for(start, cause.derived_id(IdRole.QUEUED_RECORD)))
 
 
-def queued_for(start: StartRun) -> RunQueued:
+def queued_for(start: StartRun, record_id: str) -> RunQueued:
     """The `run.queued` event announcing `start`: the first record (seq 0) of its root run."""
     return RunQueued(
-        id=new_id(),
+        id=record_id,
         ts=start.ts,
         run_id=start.run_id,
         root_run_id=start.run_id,

@@ -48,6 +48,12 @@ REMEMBER_PG = text(
 )
 
 
+def _pending_after(pending: Sequence[str], started: Sequence[str]) -> list[str]:
+    """The pending run ids once `started` are added: a re-read batch's runs (same derived
+    ids, starting.py) are not counted twice."""
+    return list(dict.fromkeys([*pending, *started]))[-PENDING_KEPT:]
+
+
 class IngressStore:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self.sessions = sessions
@@ -194,7 +200,7 @@ class IngressStore:
         }
         rows = ",".join(  # each piece is valid JSON: the message serialized by pydantic, the rest by json
             f'{{"k":{json.dumps(key)},"m":{last.model_dump_json()},'
-            f'"p":{json.dumps({"run_ids": (list(pending.get(key, [])) + run_ids)[-PENDING_KEPT:]})}}}'
+            f'"p":{json.dumps({"run_ids": _pending_after(pending.get(key, []), run_ids)})}}}'
             for key, (last, run_ids) in per_key.items()
         )
         await conn.execute(REMEMBER_PG, {"now": datetime.now(UTC), "rows": f"[{rows}]"})
@@ -214,7 +220,7 @@ class IngressStore:
                 "key": key,
                 "connector_role": None,
                 "last_message": last.model_dump(mode="json"),
-                "pending_runs": {"run_ids": (list(pending.get(key, [])) + run_ids)[-PENDING_KEPT:]},
+                "pending_runs": {"run_ids": _pending_after(pending.get(key, []), run_ids)},
                 "updated_at": now,
             }
             for key, (last, run_ids) in per_key.items()

@@ -41,7 +41,7 @@ from agentstream_persistence.flusher import (
     Unstorable,
     run_dead_letter,
 )
-from agentstream_persistence.run_writes import claim_resume
+from agentstream_persistence.run_writes import claim_resume, stored_runs
 from agentstream_persistence.watchdog import lost_run_finished
 
 # Endings that say "the runner went away", not "the run went wrong": with `resume.auto`
@@ -131,7 +131,7 @@ class PersistenceService(Service):
         """Write the run once; True when it is done with (stored or dead-lettered). A failing
         database leaves it buffered and queued for the background retry."""
         if buf.replay:  # a re-projection of a stored run: the original is the record
-            self.buffers.discard(buf.root_run_id)
+            self.buffers.done(buf.root_run_id)
             self.log.info("replay delivered, not stored", root_run_id=buf.root_run_id)
             return True
         if self.flusher.waiting:  # the database is failing: queue behind the runs already waiting
@@ -152,7 +152,7 @@ class PersistenceService(Service):
                 return False
             case unexpected:
                 assert_never(unexpected)
-        self.buffers.discard(buf.root_run_id)
+        self.buffers.done(buf.root_run_id)
         self.log.info(
             "run flushed",
             root_run_id=buf.root_run_id,
@@ -183,7 +183,7 @@ class PersistenceService(Service):
             self._queue_retry(buf.root_run_id, reason)
             return False
         self.flusher.dead_lettered(buf.root_run_id)
-        self.buffers.discard(buf.root_run_id)
+        self.buffers.done(buf.root_run_id)
         self.count_dead_letter(self.topics.events, letter.error)
         self.log.error(
             "run could not be stored; dead-lettered", root_run_id=buf.root_run_id, **letter.coordinates(), error=reason
@@ -238,10 +238,16 @@ class PersistenceService(Service):
 
     async def end_stale_runs(self, now: float) -> None:
         stale_after = self.settings.resume.stale_after_s
-        for buf in self.buffers.stale(now, stale_after):
+        stale = self.buffers.stale(now, stale_after)
+        repeated = await self._stored([b.root_run_id for b in stale if b.started is None and not b.refused])
+        for buf in stale:
             if buf.refused:
-                self.buffers.discard(buf.root_run_id)
+                self.buffers.done(buf.root_run_id)
                 self.log.info("refused run forgotten", root_run_id=buf.root_run_id)
+                continue
+            if buf.root_run_id in repeated:
+                self.buffers.done(buf.root_run_id)
+                self.log.info("repeated run.queued of a stored run forgotten", root_run_id=buf.root_run_id)
                 continue
             finished = lost_run_finished(buf, stale_after)
             buf.mark_lost()
@@ -253,6 +259,19 @@ class PersistenceService(Service):
                 continue
             self.lost_runs.inc()
             self.log.warning("run lost with its runner", root_run_id=buf.root_run_id, silent_s=stale_after)
+
+    async def _stored(self, never_started: list[str]) -> set[str]:
+        """Those of the silent runs that never started which are stored already: a run.queued
+        that ingress repeated after a crash, read by a process that does not remember the run
+        (restarted since; buffers.py recognises it otherwise)."""
+        if not never_started:
+            return set()
+        assert self.sessions is not None  # uses_database
+        try:
+            return await stored_runs(self.sessions, never_started)
+        except Exception as err:  # the database away: they end as lost runs, as before
+            self.log.warning("could not look up silent runs", runs=len(never_started), error=failure_reason(err))
+            return set()
 
     async def auto_resume(self, buf: RunBuffer) -> None:
         assert self.sessions is not None  # uses_database

@@ -5,11 +5,16 @@ Child runs (delegation) share their root's buffer. A buffer lives until its root
 the topic (`origin`): the offset-commit seam — a partition may only be committed up
 to the oldest unflushed buffer's first event (`oldest_origin`), so a restart re-reads
 what was only in memory.
+
+A run done with (stored, dead-lettered, refused) is remembered with its origin for a
+while: a `run.queued` of it read *after* that origin is ingress repeating the run after a
+crash (the same derived run id, docs/decisions.md), and opens nothing.
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -31,6 +36,7 @@ from agentstream.contracts.events import (
 
 BufferedEvent = RunQueued | RunStarted | MessageCompleted | ToolCall | ToolResult | StepCompleted | RunFinished
 BUFFERED_TYPES = (RunQueued, RunStarted, MessageCompleted, ToolCall, ToolResult, StepCompleted, RunFinished)
+DONE_KEPT = 10_000  # runs done with whose repeated run.queued is recognised (~1 MB)
 
 
 class BufferState(StrEnum):
@@ -164,8 +170,10 @@ class RunBuffer:
 class BufferSet:
     """The open buffers, by root run id."""
 
-    def __init__(self) -> None:
+    def __init__(self, done_kept: int = DONE_KEPT) -> None:
         self._buffers: dict[str, RunBuffer] = {}
+        self._done: OrderedDict[str, Origin | None] = OrderedDict()  # root run id → its buffer's origin
+        self._done_kept = done_kept
 
     def add(self, event: RunEvent, origin: Origin | None = None, now: float | None = None) -> RunBuffer | None:
         """Applies the event; returns its buffer (None for events that open nothing)."""
@@ -173,6 +181,8 @@ class BufferSet:
         if buf is None:
             if not isinstance(event, BUFFERED_TYPES):
                 return None  # deltas, notices, heartbeats of unknown runs carry nothing to store
+            if isinstance(event, RunQueued) and self.repeats(event.root_run_id, origin):
+                return None
             buf = RunBuffer(event.root_run_id, event.conversation_key, origin)
             self._buffers[event.root_run_id] = buf
         buf.add(event, now)
@@ -188,8 +198,29 @@ class BufferSet:
         ]
 
     def discard(self, root_run_id: str) -> None:
-        """The run is in the database: forget it (and let the commit point move past it)."""
+        """Forget the run's buffer (and let the commit point move past it); its partition's
+        new owner, or a restart, reads it again."""
         self._buffers.pop(root_run_id, None)
+
+    def done(self, root_run_id: str) -> None:
+        """The run is done with (in the database, dead-lettered, refused): forget its buffer,
+        remember where it began, so a repeat of its `run.queued` is recognised."""
+        buf = self._buffers.pop(root_run_id, None)
+        self._done[root_run_id] = buf.origin if buf is not None else None
+        self._done.move_to_end(root_run_id)
+        while len(self._done) > self._done_kept:
+            self._done.popitem(last=False)
+
+    def repeats(self, root_run_id: str, origin: Origin | None) -> bool:
+        """A `run.queued` at `origin` repeats a run done with. The same record read again
+        (its partition moved back here, at or before the run's first event) is no repeat:
+        what follows it is read again too, and flushed again, idempotently."""
+        if root_run_id not in self._done:
+            return False
+        first = self._done[root_run_id]
+        if first is None or origin is None or first.partition != origin.partition:
+            return True
+        return origin.offset > first.offset
 
     def from_partitions(self, partitions: set[int]) -> list[RunBuffer]:
         return [b for b in self._buffers.values() if b.origin is not None and b.origin.partition in partitions]

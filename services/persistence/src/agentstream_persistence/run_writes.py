@@ -126,3 +126,9 @@ async def claim_resume(sessions: async_sessionmaker[AsyncSession], root_run_id: 
             .returning(RunCheckpoint.resume_attempts)
         )
         return result.scalar_one_or_none()
+
+
+async def stored_runs(sessions: async_sessionmaker[AsyncSession], run_ids: list[str]) -> set[str]:
+    """Which of `run_ids` have a `runs` row."""
+    async with sessions() as session:
+        return set(await session.scalars(select(Run.run_id).where(Run.run_id.in_(run_ids))))

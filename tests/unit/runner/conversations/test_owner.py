@@ -351,3 +351,25 @@ async def test_an_enqueued_message_during_the_collect_window_runs_first_and_coll
     await settle_after(0.08)
     assert runs.log[-1] == ("start", "c")
     await owner.close()
+
+
+async def test_a_repeated_start_is_ignored_while_queued_active_or_finished():
+    # ingress re-reading a batch after a crash repeats its StartRuns under the same run ids
+    runs = Recorder()
+    owners = Conversations(runs, known_runs=3)
+    assert owners.submit(start("a")) is True
+    assert owners.submit(start("b")) is True
+    assert owners.submit(start("a")) is False  # active
+    assert owners.submit(start("b")) is False  # queued
+    await settle()
+    assert owners.get("web:c1").queued == 1
+    runs.finish("a")
+    await settle()
+    runs.finish("b")
+    await settle()
+    assert owners.submit(start("a")) is False  # finished, and its owner forgotten since
+    await settle()
+    assert runs.log == [("start", "a"), ("end", "a"), ("start", "b"), ("end", "b")] and len(owners) == 0
+    for run_id in ("c", "d", "e"):  # pushes "a" out of a memory of three
+        owners.submit(start(run_id, key="web:other"))
+    assert owners.submit(start("a")) is True

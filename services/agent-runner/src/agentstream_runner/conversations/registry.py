@@ -2,6 +2,9 @@
 
 Creates an owner (`conversation.Conversation`) on first work, forgets it when idle,
 and closes them all at shutdown, or those of partitions that moved to another runner.
+Remembers the run ids of the last `known_runs` StartRuns (an idle owner is forgotten, so
+not in the owner): a StartRun repeated by ingress after a crash (same derived run id,
+docs/decisions.md) is ignored, whether its run waits, runs or has finished.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from functools import partial
 
 import structlog
 
+from agentstream.bounded import RecentIds
 from agentstream.contracts import FinishReason, ResumeRun, StartRun
 from agentstream_runner.conversations.owner import (
     DEFAULT_COLLECT_WINDOW_S,
@@ -22,6 +26,10 @@ from agentstream_runner.conversations.owner import (
     dismiss_nothing,
     policy_enqueue,
 )
+
+# ~1.5 MB of ids: covers ingress's repeats (a batch re-read after its restart, seconds later)
+# at a thousand runs a second.
+KNOWN_RUNS = 20_000
 
 
 class Conversations:
@@ -34,6 +42,7 @@ class Conversations:
         dismiss: DismissFn = dismiss_nothing,
         log: structlog.stdlib.BoundLogger | None = None,
         collect_window_s: float = DEFAULT_COLLECT_WINDOW_S,
+        known_runs: int = KNOWN_RUNS,
     ) -> None:
         # Every owner gets the same collaborators; only its key differs.
         self._new_owner = partial(
@@ -46,6 +55,8 @@ class Conversations:
             collect_window_s=collect_window_s,
         )
         self._by_key: dict[str, Conversation] = {}
+        self._known: RecentIds[str] = RecentIds(known_runs)
+        self._log = log or structlog.get_logger(__name__)
 
     def __len__(self) -> int:
         return len(self._by_key)
@@ -62,8 +73,13 @@ class Conversations:
             owner.partition = partition
         return owner
 
-    def submit(self, start: StartRun, partition: int | None = None) -> None:
+    def submit(self, start: StartRun, partition: int | None = None) -> bool:
+        """Hand `start` to its owner; False (and nothing done) for a run id already known."""
+        if not self._known.add(start.run_id):
+            self._log.info("start ignored: run already known", run_id=start.run_id, conversation=start.conversation_key)
+            return False
         self.owner(start.conversation_key, partition).submit(start)
+        return True
 
     def resume(self, command: ResumeRun, partition: int | None = None) -> None:
         self.owner(command.conversation_key, partition).resume(command)

@@ -275,3 +275,26 @@ def test_a_repeated_run_queued_of_a_run_done_with_opens_nothing():
         buffers.add(RunQueued(**{**ids(0), "run_id": root, "root_run_id": root}, assistant_id="a", reply_target=TARGET))
         buffers.done(root)
     assert buffers.add(queued, Origin(0, 70)) is not None  # type: ignore[arg-type]
+
+
+def test_a_run_queued_behind_a_live_run_is_never_stale_and_is_lost_only_with_it():
+    """A run waiting behind its conversation's running run (say, one waiting for an approval) sends
+    nothing; while that run beats, the queued one is not `runner_lost`."""
+    buffers = BufferSet()
+    running = full_run()[:2]  # queued, started: then only heartbeats
+    for i, ev in enumerate(running):
+        buffers.add(ev, Origin(0, i), now=0.0)  # type: ignore[arg-type]
+    behind = RunQueued(**{**ids(0), "run_id": "r2", "root_run_id": "r2"}, assistant_id="x", reply_target=TARGET)
+    buffers.add(behind, Origin(0, 5), now=1.0)
+    other_chat = RunQueued(
+        **{**ids(0), "run_id": "r3", "root_run_id": "r3", "conversation_key": "memory:c2"},
+        assistant_id="x",
+        reply_target=TARGET,
+    )
+    buffers.add(other_chat, Origin(0, 6), now=1.0)
+    for beat in (20.0, 40.0, 60.0):  # the running run's heartbeats
+        buffers.add(RunHeartbeat(**ids(5 + int(beat))), Origin(0, 7), now=beat)
+    stale = {b.root_run_id for b in buffers.stale(now=65.0, stale_after_s=30.0)}
+    assert stale == {"r3"}  # queued behind nothing live: its runner is lost
+    # The running run goes silent: both it and the run behind it are lost with it.
+    assert {b.root_run_id for b in buffers.stale(now=95.0, stale_after_s=30.0)} == {"r1", "r2", "r3"}

@@ -192,9 +192,19 @@ class BufferSet:
         return self._buffers.get(root_run_id)
 
     def stale(self, now: float, stale_after_s: float) -> list[RunBuffer]:
-        """Open runs that have been silent for `stale_after_s`: lost with their runner."""
+        """Open runs that have been silent for `stale_after_s`: lost with their runner.
+
+        A run queued and not started waits behind its conversation's running run (which may wait for an
+        approval for minutes) and says nothing meanwhile: it is as alive as the freshest run of its
+        conversation, and lost only with it."""
+        open_runs = [b for b in self._buffers.values() if b.state is BufferState.OPEN]
+        freshest: dict[str, float] = {}
+        for b in open_runs:
+            freshest[b.conversation_key] = max(freshest.get(b.conversation_key, b.last_seen_at), b.last_seen_at)
         return [
-            b for b in self._buffers.values() if b.state is BufferState.OPEN and now - b.last_seen_at >= stale_after_s
+            b
+            for b in open_runs
+            if now - (b.last_seen_at if b.started is not None else freshest[b.conversation_key]) >= stale_after_s
         ]
 
     def discard(self, root_run_id: str) -> None:

@@ -144,7 +144,13 @@ Page = Annotated[PageQuery, Depends()]
 
 
 def add_routes(app: FastAPI, sessions: async_sessionmaker[AsyncSession]) -> None:
-    get = partial(app.get, tags=["persistence"], responses=AUTH_RESPONSES)  # every route here reads
+    # Every route here reads; every status it answers is in its document (schemathesis checks).
+    responses: dict[int | str, dict[str, Any]] = {
+        **AUTH_RESPONSES,
+        400: {"description": "A cursor this API did not hand out, or a parameter out of range."},
+        404: {"description": "No such run (or none this credential may see), or a path that names nothing."},
+    }
+    get = partial(app.get, tags=["persistence"], responses=responses)
 
     async def read_page(
         pages: type[PageOut], keyset: Keyset, query: Select[Any], page: PageQuery, principal: Principal

@@ -94,7 +94,7 @@ def add_web_routes(
     async def chat_page(chat_id: str) -> HTMLResponse:
         return HTMLResponse((STATIC / "chat.html").read_text(encoding="utf-8"))
 
-    @app.get("/web/static/{name}", tags=["web"])
+    @app.get("/web/static/{name}", tags=["web"], responses={404: {"description": "No such file of the page."}})
     async def static_file(name: str) -> Response:
         if name not in STATIC_TYPES:
             raise HTTPException(404)

@@ -1,9 +1,11 @@
 """schemathesis against the HTTP APIs of running services, with credentials so that the generated
 requests get past authentication into the handlers: no 5xx.
 
-Ingress is fuzzed from the checked-in OpenAPI document, once with the admin token (it may assert any
+Every status answered must be one the operation's document lists. Ingress is fuzzed from the
+checked-in OpenAPI document, once with the admin token (it may assert any
 identity, so most bodies are produced to Kafka) and once with a `messages:write` API key (bodies
-naming other identities are refused); persistence's read API from its app's own document.
+naming other identities are refused); persistence, agent-runner, tool-executor and delivery from
+their apps' own documents.
 """
 
 from __future__ import annotations
@@ -87,6 +89,7 @@ async def test_ingress_no_server_errors_with_credentials(settings_factory, topic
     for run in (as_admin, as_writer):
         # Every generated request got past authentication, and valid ones were produced to Kafka.
         assert 401 not in run[MESSAGES] and run[MESSAGES][202] > 0, run[MESSAGES]
+        assert _undocumented(schema, run) == {}, run
 
 
 async def test_persistence_read_api_no_server_errors_with_credentials(settings_factory, topics_created):
@@ -100,3 +103,33 @@ async def test_persistence_read_api_no_server_errors_with_credentials(settings_f
     assert "GET /v1/conversations/{key}/messages" in reads and "GET /v1/runs/{run_id}/resume-steps" in reads
     for name, statuses in reads.items():
         assert 401 not in statuses and 403 not in statuses, (name, statuses)
+    assert _undocumented(schema, seen) == {}, seen
+
+
+def _undocumented(schema: Any, seen: Statuses) -> dict[str, set[int]]:
+    """Statuses answered that the operation's document does not list (nor a `default` response)."""
+    documented: dict[str, set[str]] = {}
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        documented[f"{operation.method.upper()} {operation.path}"] = set(operation.definition.raw.get("responses", {}))
+    return {
+        name: bad
+        for name, statuses in seen.items()
+        if "default" not in documented[name]
+        and (bad := {code for code in statuses if str(code) not in documented[name]})
+    }
+
+
+@pytest.mark.parametrize("service", ["agent-runner", "tool-executor", "delivery"])
+async def test_the_other_services_no_server_errors_nor_undocumented_statuses(service, settings_factory, topics_created):
+    """Every service's own document (`app.openapi()`), fuzzed with the admin credential: no 5xx, and
+    every status answered is one its document lists."""
+    from agentstream_stack.services import build_service
+
+    svc = build_service(service, settings_factory())
+    schema = schemathesis.openapi.from_dict(svc.http.openapi())
+    host = ServiceHost([svc], "127.0.0.1", {service: free_port()})
+    async with host:
+        seen = await asyncio.to_thread(fuzz, schema, host.url(service), ADMIN_HEADERS)
+    assert seen, f"{service}: no operation in its document"
+    assert _undocumented(schema, seen) == {}, seen

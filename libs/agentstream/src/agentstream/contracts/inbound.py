@@ -1,26 +1,22 @@
 """`inbound` topic: what users and webhooks produce.
 
-Key: the conversation key ``platform:chat_id[:thread_id]`` (see `conversation_key`).
+Key: the conversation key ``[tenant/]platform:chat_id[:thread_id]`` (see `agentstream.contracts.keys`).
 This is the public contract users build on; keep it stable.
 """
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, model_validator
 
 from agentstream.contracts.base import Record, Value
-from agentstream.contracts.limits import MAX_NAME
-
-
-def conversation_key(platform: str, chat_id: str, thread_id: str | None = None) -> str:
-    """The Kafka key of every run-scoped record of one conversation."""
-    key = f"{platform}:{chat_id}"
-    return f"{key}:{thread_id}" if thread_id else key
-
+from agentstream.contracts.keys import conversation_key as conversation_key  # its home before keys.py
+from agentstream.contracts.keys import tenant_scoped
+from agentstream.contracts.limits import MAX_CONVERSATION_KEY, MAX_NAME
 
 # Ids end up in Kafka keys, database columns and log lines: bounded, and no control
 # characters (C0, DEL, C1). The widths keep `platform:chat_id:thread_id` within the
@@ -107,11 +103,25 @@ class InboundMessage(Record):
         "as source `kafka`. Part of the dedupe key, so one source cannot suppress another's messages.",
     )
 
+    @model_validator(mode="after")
+    def _key_fits(self) -> InboundMessage:
+        if len(self.conversation_key) > MAX_CONVERSATION_KEY:
+            raise ValueError(
+                f"tenant, platform, chat_id and thread_id make a conversation key longer than "
+                f"{MAX_CONVERSATION_KEY} characters"
+            )
+        return self
+
     @property
     def conversation_key(self) -> str:
-        return conversation_key(self.platform, self.chat_id, self.thread_id)
+        """The tenant is part of it: two tenants' chats of the same ids are two conversations."""
+        return conversation_key(self.platform, self.chat_id, self.thread_id, tenant_id=self.user.tenant_id)
 
     @property
     def dedupe_key(self) -> DedupeKey:
-        """(source, platform, id): a message id is unique per source and platform."""
-        return (self.source or KAFKA_SOURCE, self.platform, self.id)
+        """(source, platform, id): a message id is unique per source, platform and tenant (a gateway
+        relaying several tenants must not let one suppress another's message by reusing its id)."""
+        source = tenant_scoped(self.user.tenant_id, self.source or KAFKA_SOURCE)
+        if len(source) > MAX_ID:  # the dedupe table's width: a long tenant and source hashed together
+            source = "h." + hashlib.sha256(source.encode()).hexdigest()
+        return (source, self.platform, self.id)

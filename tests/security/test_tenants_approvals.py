@@ -39,12 +39,13 @@ async def test_another_tenants_approve_does_not_run_the_call(settings_factory):
             assert asked.approval is not None and asked.approval.user_id == "alice"
 
             beta_key = (await ts.post("beta", "/approve"))["conversation_key"]
+            # acme's call is never approved: it expires, unrun.
+            result = await tail.wait(in_acme(ToolResult), timeout=EXPIRY_S + 30)
+            assert not result.ok and result.error == EXPIRED_ERROR, result
+            await tail.wait(in_acme(RunFinished))
+            # beta's /approve went to beta's own conversation, where nothing waits: it was told so.
             assert beta_key != acme_key
-            # beta is told that nothing of its own waits; acme's call is never approved.
             said = await tail.wait(lambda e: isinstance(e, Notice) and e.conversation_key == beta_key)
             assert "no tool call waiting for approval" in said.text
-            result = await tail.wait(in_acme(ToolResult), timeout=EXPIRY_S + 30)
-            assert not result.ok and result.error == EXPIRED_ERROR
-            await tail.wait(in_acme(RunFinished))
         approved = [e for e in tail.events if isinstance(e, Notice) and "Approved by" in e.text]
         assert approved == []

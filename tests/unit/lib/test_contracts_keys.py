@@ -44,3 +44,17 @@ def test_a_key_too_long_for_its_columns_is_refused_not_cut():
     with pytest.raises(ValidationError, match="longer than 512"):
         message("t" * 200, chat_id="c" * 200, thread_id="x" * 150)
     assert User(id="u", tenant_id="t" * 256)  # the tenant alone is fine
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"user": {"id": "alice", "tenant_id": "acme/web"}},  # would read as tenant acme, platform web…
+        {"user": {"id": "alice", "tenant_id": "x:y"}},
+        {"platform": "acme/web"},  # the default tenant's "acme/web:alice" would be acme's key
+    ],
+)
+def test_no_tenant_or_platform_can_spell_another_tenants_key(fields):
+    body = {"id": "m1", "platform": "web", "chat_id": "alice", "user": {"id": "alice"}, "text": "hi", **fields}
+    with pytest.raises(ValidationError):
+        InboundMessage.model_validate(body)

@@ -8,7 +8,7 @@ import json
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from agentstream.contracts import InboundMessage, ReplyTarget
-from agentstream.contracts.inbound import ChatId, OptionalIdentifier, PlatformName, ThreadId
+from agentstream.contracts.inbound import ChatId, PlatformName, TenantId, ThreadId
 from agentstream.kafka.decoding import Undecodable, decode_record
 from agentstream_ingress.decisions import DeadLetterDecision
 
@@ -22,7 +22,7 @@ class _Target(BaseModel):
     platform: PlatformName
     chat_id: ChatId
     thread_id: ThreadId | None = None
-    tenant_id: OptionalIdentifier | None = None  # the notice goes to this tenant's chat, not another's
+    tenant_id: TenantId | None = None  # the notice goes to this tenant's chat, not another's
 
 
 def _numeric_as_text(value: object) -> object:

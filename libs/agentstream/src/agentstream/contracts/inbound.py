@@ -24,7 +24,10 @@ from agentstream.contracts.limits import MAX_CONVERSATION_KEY, MAX_NAME
 # bool or an object is refused, never turned into text.
 NO_CONTROL_CHARS = r"^[^\x00-\x1f\x7f-\x9f]*$"
 MAX_ID = 256
-PlatformName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=NO_CONTROL_CHARS)]
+# A key reads `[tenant/]platform:chat…`: a platform without `/` and a tenant without `/` or `:` keep
+# every (tenant, platform, chat, thread) its own key (no tenant's key can pass for another's).
+PlatformName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f-\x9f/]*$")]
+TenantId = Annotated[str, StringConstraints(max_length=MAX_ID, pattern=r"^[^\x00-\x1f\x7f-\x9f/:]*$")]
 ChatId = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_CONTROL_CHARS)]
 ThreadId = Annotated[str, StringConstraints(max_length=200, pattern=NO_CONTROL_CHARS)]
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID, pattern=NO_CONTROL_CHARS)]
@@ -67,7 +70,9 @@ class User(Value):
     id: Identifier = Field(description="Platform user id; the identity used for permission.")
     name: str | None = Field(default=None, description="Display name.")
     team_id: OptionalIdentifier | None = Field(default=None, description="Team / guild / workspace id.")
-    tenant_id: OptionalIdentifier | None = Field(default=None, description="Tenant id for billing and isolation.")
+    tenant_id: TenantId | None = Field(
+        default=None, description="Tenant id for billing and isolation (no `/` or `:`: it is part of the key)."
+    )
 
 
 class Attachment(Value):

@@ -3,12 +3,19 @@ UV := $(shell command -v uv 2>/dev/null || echo "python3 -m uv")
 
 .PHONY: setup run test test-kafka test-fast lint demo docs k8s bench bench-quick soak mutate mutate-smoke clean
 
-setup:  ## install uv if missing, then the locked environment
+setup:  ## install uv if missing, then the locked environment with the development tools (group `dev`)
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 	$(UV) sync --frozen
 
-run: setup  ## start the embedded stack: Tansu broker, SQLite, all five services, demo model
-	$(UV) run agentstream up
+# Running the stack needs none of the development tools (pytest, mutmut, playwright, schemathesis, …):
+# the environment is synced without them (and a later `make test` syncs them back).
+.PHONY: setup-run
+setup-run:  ## install uv if missing, then the locked environment without the development tools
+	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	$(UV) sync --frozen --no-dev
+
+run: setup-run  ## start the embedded stack: Tansu broker, SQLite, all five services, demo model
+	$(UV) run --no-sync agentstream up
 
 # Test files spread over pytest-xdist workers (`--dist loadfile`: a file's tests stay together).
 # Most tests wait on processes and brokers, not on the CPU: on 2 cores the suite takes ~31 minutes in

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import secrets
 import sys
 import tempfile
 import time
@@ -38,11 +39,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from agentstream.config import Settings, load_settings  # noqa: E402
+from agentstream.config.tools import DEFAULT_CALL_SECRET_ENV  # noqa: E402
 from agentstream.contracts import ToolCallRequest, ToolCallResult  # noqa: E402
 from agentstream.contracts.tools import ToolCallResultAdapter  # noqa: E402
 from agentstream.db import create_engine, upgrade  # noqa: E402
 from agentstream.kafka import create_topics  # noqa: E402
 from agentstream.kafka.flavor import tuning  # noqa: E402
+from agentstream.tool_call_signing import call_secret, sign  # noqa: E402
 from agentstream_tools.call_store import ToolCallStore  # noqa: E402
 from bench.broker_cli import add_broker_arguments, run_cli  # noqa: E402
 from bench.ingress_throughput import PG_ADMIN_DEFAULT, PG_ADMIN_ENV, temporary_pg_database  # noqa: E402
@@ -158,6 +161,7 @@ class ResultReader:
 class Driver:
     def __init__(self, settings: Settings, producer: AIOKafkaProducer, reader: ResultReader) -> None:
         self.settings, self.producer, self.reader = settings, producer, reader
+        self.secret = call_secret(settings.tools) or b""
         self.topic = settings.topic("tool-calls")
 
     async def call(self, tool: str, worker: int, timeout_s: float) -> tuple[float, ToolCallResult]:
@@ -167,7 +171,7 @@ class Driver:
         request = ToolCallRequest(
             run_id=run_id, root_run_id=run_id, conversation_key=key, call_id="c1", tool=tool, arguments="{}"
         )
-        value = request.to_json()
+        value = sign(request.model_copy(update={"offered": [tool]}), self.secret).to_json()  # as a runner sends it
         future: asyncio.Future[ToolCallResult] = asyncio.get_running_loop().create_future()
         self.reader.waiting[run_id] = future
         started = time.perf_counter()
@@ -317,6 +321,8 @@ async def run_bench(
     """`database_url`: the executor's `tool_calls` store (default: a new SQLite file, as `agentstream up`);
     `profile`: run the executor under cProfile and write its stats there when it stops."""
     workdir = Path(tempfile.mkdtemp(prefix="agentstream-bench-tools-"))
+    # The driver signs its calls as a runner does; the executor process inherits the secret.
+    os.environ.setdefault(DEFAULT_CALL_SECRET_ENV, secrets.token_hex(32))
     db_url = database_url or f"sqlite+aiosqlite:///{workdir / 'tools.db'}"
     config = executor_config(bootstrap, embedded, db_url, max(parallels))
     settings = load_settings(**config)

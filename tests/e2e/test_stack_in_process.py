@@ -205,3 +205,21 @@ async def test_send_json_prints_the_runs_outcome_as_one_document(settings_factor
     assert document["tools"] == [{"tool": "calculator", "ok": True, "error": None}]
     assert document["notices"] == [] and document["usage"]["llm_calls"] == 2
     assert document["duration_ms"] > 0
+
+
+async def test_send_says_it_is_waiting_before_the_answer_streams(settings_factory):
+    """The first event can take seconds: `send` says, once the message is on `inbound`, where it went (stderr), then the answer."""
+    settings = settings_factory()
+    async with embedded_stack(settings, start_broker=False, ports=free_ports(), state_file=None) as stack:
+        kafka = stack.settings.kafka
+        env = {
+            "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
+            "AGENTSTREAM__KAFKA__TOPIC_PREFIX": kafka.topic_prefix,
+            "AGENTSTREAM__KAFKA__IN_MEMORY": "true",
+        }
+        args = ["send", "calculate 6*7", "--platform", "memory", "--chat", "waiting-chat"]
+        result = await asyncio.to_thread(CliRunner().invoke, app, args, env=env)
+    assert result.exit_code == 0, result.output
+    assert "sent to memory:waiting-chat, waiting for the answer" in result.stderr
+    # The in-process services log to the same stdout, between the streamed deltas: look for the end line.
+    assert "run completed" in result.stdout and "← calculator: 42" in result.stdout, result.stdout[-3000:]

@@ -12,7 +12,7 @@ import asyncio
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from agentstream.config import TextFormat
@@ -94,6 +94,14 @@ async def test_slack_with_formatting_off_gets_plain_text_its_control_characters_
 @pytest.mark.timeout(120)  # each example streams over HTTP, a frame every 20 ms
 @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(markdown, min_size=15, max_size=40).map("\n\n".join), st.integers(15, 60))
+# Two frames whose Markdown differs only in trailing blank lines render alike: no edit between them.
+@example("\n" * 24 + "<<<<\n\n\n\n", 15)
+# The last preview ended in an opening fence: its cursor became the fence's language, the preview rendered
+# like the final, and the final's edit was refused (when the stream's timing made it the last preview).
+@example(
+    "&nbsp;#--# &nbsp;# ## &nbsp;# <🇩🇪word#### # \n\n\n\n# \n\n\n\n\n\n\n\n# # \n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n# \n\n```python\n\n\n# \n\n\n\n\n\n\n\n# # # # # # # \n\n# # \n\n# # # # # # # # \n\n\n\n# # # # # # # # word# \n\n# \n```\n\n\n\n\n\n\n```# 👍🏽# ",
+    15,
+)
 def test_generated_markdown_streamed_to_telegram_is_never_refused(text: str, chunk: int) -> None:
     assume(visible_chars(text))
     asyncio.run(stream_generated(text, chunk))

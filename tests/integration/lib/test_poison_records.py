@@ -20,6 +20,7 @@ from agentstream.kafka import free_port
 from agentstream.service import Service
 from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream.testing.kafka import produce_raw, read_until
+from agentstream.testing.signed_calls import signed
 from agentstream_delivery import DeliveryService
 from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
@@ -65,13 +66,15 @@ async def good_run_events(svc: Service, bootstrap: str, prefix: str) -> None:
 
 
 async def good_tool_call(svc: Service, bootstrap: str, prefix: str) -> None:
-    call = ToolCallRequest(
-        run_id="good-1",
-        root_run_id="good-1",
-        conversation_key="web:good",
-        call_id="c1",
-        tool="calculator",
-        arguments='{"expression": "6*7"}',
+    call = signed(
+        ToolCallRequest(
+            run_id="good-1",
+            root_run_id="good-1",
+            conversation_key="web:good",
+            call_id="c1",
+            tool="calculator",
+            arguments='{"expression": "6*7"}',
+        )
     )
     await produce_raw(bootstrap, f"{prefix}tool-calls", call.to_json(), key=b"web:good")
     await read_until(bootstrap, f"{prefix}tool-results", lambda rs: any(b'"42"' in (r.value or b"") for r in rs))

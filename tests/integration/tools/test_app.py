@@ -4,12 +4,15 @@ from agentstream.contracts import DeadLetter, ToolCallRequest, ToolCallResult
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.kafka import produce_raw, read_until
+from agentstream.testing.signed_calls import signed
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 
 def request(call_id: str, tool: str, arguments: str, key: str) -> ToolCallRequest:
-    return ToolCallRequest(
-        run_id="r1", root_run_id="r1", conversation_key=key, call_id=call_id, tool=tool, arguments=arguments
+    return signed(
+        ToolCallRequest(
+            run_id="r1", root_run_id="r1", conversation_key=key, call_id=call_id, tool=tool, arguments=arguments
+        )
     )
 
 

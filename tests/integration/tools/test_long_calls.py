@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,8 +55,8 @@ async def stuck(args: dict[str, Any]) -> str:
 
 
 TOOLS = [
-    Tool("slow", "sleeps a while", NO_ARGS, slow),
-    Tool("stuck", "never answers", NO_ARGS, stuck, timeout_s=STUCK_TIMEOUT_S),
+    Tool("long__slow", "sleeps a while", NO_ARGS, slow),
+    Tool("long__stuck", "never answers", NO_ARGS, stuck, timeout_s=STUCK_TIMEOUT_S),
 ]
 
 
@@ -68,16 +69,21 @@ def finished(records: list[RawRecord], run_id: str) -> list[RunFinished]:
     return [e for e in run_events(records, run_id) if isinstance(e, RunFinished)]
 
 
-async def run_one(settings_factory: Callable[..., Settings], tool: str, answer: str) -> tuple[FakeOpenAI, list[Any]]:
-    """One run whose model calls `tool` then answers `answer`; its events once it has finished
-    and the watchdog had time to (wrongly) add an ending of its own."""
+async def run_one(
+    settings_factory: Callable[..., Settings], tool: str, answer: str, tmp_path: Path
+) -> tuple[FakeOpenAI, list[Any]]:
+    """One run of an assistant offered the test's tools, whose model calls `long__<tool>` then answers
+    `answer`; its events once it has finished and the watchdog had time to (wrongly) add an ending of its own."""
     run_id = f"run-{tool}"
+    (tmp_path / "assistants").mkdir()
+    (tmp_path / "assistants" / "long.yaml").write_text("id: long\nname: Long\ntools: ['long__*']\n")
     async with FakeOpenAI() as fake:
-        fake.add_turn(tool_calls=[(tool, {})])
+        fake.add_turn(tool_calls=[(f"long__{tool}", {})])
         fake.add_turn(text=answer)
         settings = settings_factory(
             connectors=[{"id": "fake", "type": "openai", "base_url": fake.base_url, "model": "fake-model"}],
             default_connector="fake",
+            assistants_dir=str(tmp_path / "assistants"),
             runner={"heartbeat_s": 30.0},
             tools={"heartbeat_interval_s": 0.3},
             resume={"auto": False, "stale_after_s": STALE_AFTER_S, "watchdog_interval_s": 0.1},
@@ -91,7 +97,7 @@ async def run_one(settings_factory: Callable[..., Settings], tool: str, answer: 
         start = StartRun(
             run_id=run_id,
             conversation_key=f"web:{tool}",
-            assistant_id="default",
+            assistant_id="long",
             user=User(id="u1"),
             text=f"use {tool}",
             reply_target=ReplyTarget(platform="web", chat_id=tool),
@@ -108,9 +114,9 @@ async def run_one(settings_factory: Callable[..., Settings], tool: str, answer: 
 
 @pytest.mark.timeout(90)  # services start, a 4 s tool, a watchdog window after the end
 async def test_a_slow_call_longer_than_the_stale_window_completes_and_the_run_finishes(
-    settings_factory, topics_created
+    settings_factory, topics_created, tmp_path
 ):
-    fake, events = await run_one(settings_factory, "slow", "It slept well.")
+    fake, events = await run_one(settings_factory, "slow", "It slept well.", tmp_path)
 
     [end] = [e for e in events if isinstance(e, RunFinished)]  # no runner_lost ending beside it
     assert (end.status, end.reason, end.text) == ("completed", None, "It slept well.")
@@ -118,20 +124,22 @@ async def test_a_slow_call_longer_than_the_stale_window_completes_and_the_run_fi
     assert (result.ok, result.content) == (True, "slept well")
     beats = [e for e in events if isinstance(e, ToolHeartbeat)]
     assert len(beats) >= int(SLOW_S / 0.3) - 3  # every 0.3 s during the 4 s call
-    assert all(b.call_id == result.call_id and b.tool == "slow" for b in beats)
+    assert all(b.call_id == result.call_id and b.tool == "long__slow" for b in beats)
     assert max(b.elapsed_ms for b in beats) > STALE_AFTER_S * 1000
     assert fake.request_count == 2
 
 
 @pytest.mark.timeout(90)
-async def test_a_call_past_its_timeout_is_a_tool_error_and_the_run_completes(settings_factory, topics_created):
-    fake, events = await run_one(settings_factory, "stuck", "The tool took too long.")
+async def test_a_call_past_its_timeout_is_a_tool_error_and_the_run_completes(
+    settings_factory, topics_created, tmp_path
+):
+    fake, events = await run_one(settings_factory, "stuck", "The tool took too long.", tmp_path)
 
     [end] = [e for e in events if isinstance(e, RunFinished)]
     assert (end.status, end.reason, end.text) == ("completed", None, "The tool took too long.")
     assert end.reason != FinishReason.RUNNER_LOST
     [result] = [e for e in events if isinstance(e, ToolResult)]
-    expected = f"tool stuck timed out after {STUCK_TIMEOUT_S:g} s"
+    expected = f"tool long__stuck timed out after {STUCK_TIMEOUT_S:g} s"
     assert (result.ok, result.error, result.retryable) == (False, expected, False)
     assert any(isinstance(e, ToolHeartbeat) for e in events)  # alive until the timeout
     # The model read the error and answered from it.

@@ -12,13 +12,14 @@ from agentstream.contracts import ToolCallRequest, ToolCallResult
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.kafka import produce_raw, read_until
+from agentstream.testing.signed_calls import signed
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 MCP_SERVER = str(Path(__file__).parents[2] / "unit" / "tools" / "mcp_server.py")
 
 
 def request(call_id: str, tool: str, arguments: dict) -> ToolCallRequest:
-    return ToolCallRequest(
+    call = ToolCallRequest(
         run_id="r1",
         root_run_id="r1",
         conversation_key="web:a",
@@ -26,6 +27,7 @@ def request(call_id: str, tool: str, arguments: dict) -> ToolCallRequest:
         tool=tool,
         arguments=json.dumps(arguments),
     )
+    return signed(call, approval_id="a1")  # as the runner sends it once a person approved (the workspace tools ask)
 
 
 async def test_mcp_function_and_workspace_tools_answer_through_kafka(

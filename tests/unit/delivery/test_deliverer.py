@@ -388,3 +388,21 @@ async def test_a_final_keeps_its_markup_as_written_and_a_refused_edit_is_edited_
     assert await d.deliver(Edit(0, "*x*", True), "*x*") == Delivered()
     assert adapter.calls[1:] == [("edit", "<i>x</i>"), ("edit", "x")]
     assert adapter.finals == [True, True, True] and d.message_id(0) == "id1"
+
+
+async def test_a_final_whose_markup_the_message_shows_already_is_recorded_without_a_call():
+    adapter = ScriptedTelegramHtml("id1")
+    d = deliverer(adapter)
+    assert await d.deliver(Send(0, "**x** ▉", False), "**x** ▉") == Delivered()
+    # Other Markdown, the same markup: Telegram would refuse the edit ("message is not modified").
+    assert await d.deliver(Edit(0, "**x** ▉\n\n", True), "**x** ▉\n\n") == Delivered()
+    assert adapter.calls == [("send", "<b>x</b> ▉")]
+    assert d.entries[0].state == "sent" and d.entries[0].final and d.texts[0] == "**x** ▉\n\n"
+
+
+async def test_a_message_showing_the_plain_fallback_still_gets_the_markup():
+    adapter = ScriptedTelegramHtml(FormattingRejected("Bad Request: can't parse entities"), "id1", "ok")
+    d = deliverer(adapter)
+    assert await d.deliver(Send(0, "**x** ▉", False), "**x** ▉") == Delivered()
+    assert await d.deliver(Edit(0, "**x** ▉\n\n", True), "**x** ▉\n\n") == Delivered()
+    assert adapter.calls == [("send", "<b>x</b> ▉"), ("send", "x ▉"), ("edit", "<b>x</b> ▉")]

@@ -9,8 +9,10 @@ from dataclasses import replace
 
 import structlog
 
+from agentstream.config import TextFormat
 from agentstream.contracts import LedgerState, ReplyTarget
 from agentstream_delivery.adapters import MemoryAdapter
+from agentstream_delivery.hooks.base import TransformContext
 from agentstream_delivery.ledger import LedgerEntry, LedgerScope, MemoryLedger, sha256
 from agentstream_delivery.ratelimit import PREVIEW_RESERVE, ChatGate
 from agentstream_delivery.stream_actor import Dispatch, StreamActor, StreamKey
@@ -188,3 +190,24 @@ async def test_preview_leaves_after_the_reserve_and_the_final_at_the_next_slot()
     assert a.task is not None
     await asyncio.wait_for(a.task, 2)
     assert memory.calls[1:] == [(102.0 + PREVIEW_RESERVE, "Hello world!", True)]
+
+
+async def test_a_frame_that_a_transform_makes_render_like_the_shown_one_is_not_sent():
+    memory = MemoryAdapter()
+    memory.capabilities = replace(memory.capabilities, edit_interval=0.0, formatting=TextFormat.TELEGRAM_HTML)
+
+    async def blank_out(text: str, ctx: TransformContext) -> str:  # a filter that leaves blank lines in a token's place
+        return text.replace("#", "\n\n")
+
+    a = StreamActor(StreamKey.of("r1", TARGET), TARGET, memory, structlog.get_logger("test"), outgoing=blank_out)
+    a.start()
+    a.feed(TextDelta("m1", "Hello#"))
+    await memory.wait_for("c1", lambda ms: len(ms) == 1)
+    # Another frame for the machine, but after the transform it renders as the one shown: no call.
+    a.feed(TextDelta("m1", "#"))
+    await asyncio.sleep(0.2)  # its edit is due at once: it would have gone out by now
+    a.feed(Finish("completed"))
+    assert a.task is not None
+    await asyncio.wait_for(a.task, 2)
+    [msg] = memory.messages("c1")
+    assert msg.history == ["Hello\n\n▉", "Hello"]

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from agentstream.config import TextFormat
 from agentstream.contracts import FinishReason, MessageDelta, RunFinished, SegmentBreak, ToolCall, ToolHeartbeat
+from agentstream_delivery.formatting import render_frame
 from agentstream_delivery.platform_ops import Edit, Send, coalesce
 from agentstream_delivery.splitting import open_fence, unsplit, utf16_len
 from agentstream_delivery.stream_inputs import (
@@ -431,3 +433,23 @@ def test_a_marker_that_fills_the_message_exactly_still_fits():
     m, _ = feed(model(max_length=len(text + " ⏹ stopped")), (0.0, TextDelta("m1", text)))
     _, ops = feed(m, (0.1, Finish("interrupted")))
     assert ops == [Edit(0, text + " ⏹ stopped", final=True)]
+
+
+@pytest.mark.parametrize("fmt", [TextFormat.TELEGRAM_HTML, TextFormat.PLAIN])
+def test_a_frame_that_renders_to_what_the_message_shows_is_not_sent(fmt: TextFormat):
+    # Markdown ignores blank lines at the end: `<<<<\n\n` and `<<<<\n\n\n\n` render alike, and
+    # Telegram refuses an edit to what a message shows (400 "message is not modified").
+    shown, longer = "<<<<\n\n" + CURSOR, "<<<<\n\n\n\n" + CURSOR
+    assert render_frame(shown, fmt, final=False) == render_frame(longer, fmt, final=False)
+    m, ops = feed(model(formatting=fmt), (0.0, TextDelta("m1", "<<<<\n\n")))
+    assert ops == [Send(0, "<<<<\n\n" + CURSOR, final=False)]
+    m, ops = feed(m, (2.0, TextDelta("m1", "\n\n")), (3.0, Tick()))
+    assert ops == [] and m.flush_at is None
+    m, ops = feed(m, (4.0, TextDelta("m1", "x")))  # something the reader sees: edited as usual
+    assert ops == [Edit(0, "<<<<\n\n\n\nx" + CURSOR, final=False)]
+
+
+def test_a_frame_that_only_differs_in_its_markdown_is_held_without_a_timer():
+    m, ops = feed(model(formatting=TextFormat.TELEGRAM_HTML), (0.0, TextDelta("m1", "**bold** text\n\n")))
+    m, ops = feed(m, (0.5, TextDelta("m1", "\n\n\n")))  # within the interval: nothing is due at all
+    assert ops == [] and m.flush_at is None

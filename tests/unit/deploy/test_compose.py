@@ -41,8 +41,13 @@ def config_key_exists(path: list[str]) -> bool:
     return True
 
 
+REQUIRED_VALUE = "operator-set"
+
+
 def interpolate(value: str) -> str:
-    """Compose's `${VAR:-default}` with nothing set in the environment."""
+    """Compose's `${VAR:-default}` with nothing set in the environment, and `${VAR:?message}` (a
+    variable compose refuses to start without) as if the operator set it."""
+    value = re.sub(r"\$\{[A-Z_]+:\?[^}]*\}", REQUIRED_VALUE, value)
     return re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", r"\1", value)
 
 
@@ -133,6 +138,25 @@ def test_compose_environment_is_real_config(compose: dict[str, Any], monkeypatch
 def _serve_port(compose: dict[str, Any], service: str) -> str:
     command = compose["services"][service]["command"]
     return str(command[command.index("--port") + 1])
+
+
+def test_compose_has_no_default_password() -> None:
+    """A password compose would fill in by itself is a password every installation shares."""
+    text = (ROOT / "docker-compose.yml").read_text()
+    for variable in ("POSTGRES_PASSWORD", "GRAFANA_ADMIN_PASSWORD"):
+        uses = re.findall(r"\$\{" + variable + r"(:[-?])", text)
+        assert uses and set(uses) == {":?"}, f"{variable} must be required (`${{{variable}:?…}}`), not defaulted"
+    assert not re.search(r"\$\{[A-Z_]*(PASSWORD|SECRET)[A-Z_]*:-[^}]+\}", text)
+
+
+@pytest.mark.parametrize("service", [*SERVICES, "init"])
+def test_compose_agentstream_containers_are_locked_down(compose: dict[str, Any], service: str) -> None:
+    spec = compose["services"][service]
+    assert spec["cap_drop"] == ["ALL"] and "cap_add" not in spec
+    assert spec["read_only"] is True and spec["tmpfs"] == ["/tmp"]
+    assert "no-new-privileges:true" in spec["security_opt"]
+    limits = spec["deploy"]["resources"]["limits"]
+    assert float(limits["cpus"]) > 0 and limits["memory"] and spec["pids_limit"] > 0
 
 
 def test_compose_publishes_nothing_beyond_loopback(compose: dict[str, Any]) -> None:

@@ -12,12 +12,21 @@ import pytest
 import yaml
 
 from agentstream.config import load_settings
-from agentstream.deploy.kafka_resources import LAG_SCALED, strimzi_cluster
+from agentstream.config.core import SaslMechanism, SecurityProtocol
+from agentstream.deploy.kafka_resources import CA_CERT_ENV, LAG_SCALED, SASL_USERNAME_ENV, strimzi_cluster
 from agentstream.kafka.topics import TOPIC_NAMES, Topics, consumer_group
 from tests.unit.deploy.conftest import BASE, K8S, OVERLAYS, by_kind, rendered
 from tests.unit.deploy.test_k8s_base import K8S_VERSIONS, KINDS, validate
 
 NAMESPACES = {"dev": "agentstream-dev", "prod": "agentstream"}
+PROD_SECURITY = {
+    "bootstrap_servers",
+    "security_protocol",
+    "sasl_mechanism",
+    "sasl_username",
+    "sasl_password_env",
+    "ssl_cafile",
+}
 
 
 def overlay_config(overlay: str, tmp_path: Path) -> Any:
@@ -33,6 +42,8 @@ def overlay_config(overlay: str, tmp_path: Path) -> Any:
 def test_overlay_renders_and_validates(overlay: str, version: str) -> None:
     docs = rendered(f"overlays/{overlay}")
     extra = ["KafkaTopic"] * len(TOPIC_NAMES) + ["ScaledObject"] * len(LAG_SCALED)
+    # KEDA's credentials where Kafka is spoken over SASL_SSL (prod), none for plaintext (dev).
+    extra += ["TriggerAuthentication"] if overlay == "prod" else []
     assert sorted(d["kind"] for d in docs) == sorted(KINDS + extra)
     for doc in docs:
         validate(doc, version)
@@ -45,9 +56,9 @@ def test_overlay_config_differs_from_the_base_only_in_kafka(overlay: str, tmp_pa
     settings = overlay_config(overlay, tmp_path)
     base = load_settings(BASE / "agentstream.yaml")
     assert settings.model_dump(exclude={"kafka"}) == base.model_dump(exclude={"kafka"})
-    assert settings.kafka.model_dump(exclude={"partitions", "replication_factor"}) == base.kafka.model_dump(
-        exclude={"partitions", "replication_factor"}
-    )
+    # Sizes differ per overlay; prod also speaks SASL_SSL on the TLS listener.
+    differs = {"partitions", "replication_factor"} | (PROD_SECURITY if overlay == "prod" else set())
+    assert settings.kafka.model_dump(exclude=differs) == base.kafka.model_dump(exclude=differs)
     # Every pod reads that ConfigMap (kustomize renamed it with its content hash).
     docs = rendered(f"overlays/{overlay}")
     (name,) = by_kind(docs, "ConfigMap")
@@ -101,8 +112,59 @@ def test_prod_keeps_two_of_everything() -> None:
 def test_overlays_point_at_a_strimzi_bootstrap_service(tmp_path: Path) -> None:
     for overlay in OVERLAYS:
         kafka = overlay_config(overlay, tmp_path).kafka
-        assert kafka.bootstrap_servers == f"{strimzi_cluster(kafka)}-kafka-bootstrap:9092"
+        port = {"dev": 9092, "prod": 9093}[overlay]
+        assert kafka.bootstrap_servers == f"{strimzi_cluster(kafka)}-kafka-bootstrap:{port}"
         assert kafka.in_memory is False and kafka.auto_create_topics is False
+
+
+def test_plaintext_only_in_dev_and_prod_speaks_sasl_ssl(tmp_path: Path) -> None:
+    assert overlay_config("dev", tmp_path).kafka.security_protocol is SecurityProtocol.PLAINTEXT
+    kafka = overlay_config("prod", tmp_path).kafka
+    assert kafka.security_protocol is SecurityProtocol.SASL_SSL
+    assert kafka.sasl_mechanism is SaslMechanism.SCRAM_SHA_512 and kafka.ssl_cafile and kafka.sasl_password_env
+
+
+def _env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container.get("env", [])}
+
+
+def test_prod_every_kafka_client_gets_its_password_and_ca_from_secrets(tmp_path: Path) -> None:
+    """The password named by kafka.sasl_password_env comes from a Secret (never the ConfigMap), and
+    the file kafka.ssl_cafile is mounted from the cluster CA's Secret, in every pod that speaks Kafka."""
+    kafka = overlay_config("prod", tmp_path).kafka
+    assert kafka.sasl_password_env and kafka.ssl_cafile
+    docs = rendered("overlays/prod")
+    workloads = [*by_kind(docs, "Deployment").values(), *by_kind(docs, "Job").values()]
+    for workload in workloads:
+        pod = workload["spec"]["template"]["spec"]
+        # The init Job speaks to Kafka in its init container `topics`.
+        container = pod["initContainers"][0] if workload["kind"] == "Job" else pod["containers"][0]
+        env = _env(container)
+        name = workload["metadata"]["name"]
+        assert env[kafka.sasl_password_env]["valueFrom"]["secretKeyRef"]["key"] == "password", name
+        assert env[SASL_USERNAME_ENV]["value"] == kafka.sasl_username, name
+        assert "secretKeyRef" in env[CA_CERT_ENV]["valueFrom"], name
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        (ca,) = [m for m in mounts.values() if kafka.ssl_cafile.startswith(m["mountPath"] + "/")]
+        assert ca["readOnly"] is True
+        secret = volumes[ca["name"]]["secret"]
+        assert [item["path"] for item in secret["items"]] == [kafka.ssl_cafile.rsplit("/", 1)[1]], name
+
+
+def test_prod_autoscalers_authenticate_with_what_the_scaled_pods_have(tmp_path: Path) -> None:
+    docs = rendered("overlays/prod")
+    (auth,) = by_kind(docs, "TriggerAuthentication").values()
+    deployments = by_kind(docs, "Deployment")
+    for scaled in by_kind(docs, "ScaledObject").values():
+        env = _env(deployments[scaled["spec"]["scaleTargetRef"]["name"]]["spec"]["template"]["spec"]["containers"][0])
+        for trigger in scaled["spec"]["triggers"]:
+            assert trigger["authenticationRef"]["name"] == auth["metadata"]["name"]
+            assert (trigger["metadata"]["sasl"], trigger["metadata"]["tls"]) == ("scram_sha512", "enable")
+        # KEDA resolves each parameter from the scaled Deployment's container.
+        assert {p["name"] for p in auth["spec"]["env"]} <= set(env)
+    assert {p["parameter"] for p in auth["spec"]["env"]} == {"username", "password", "ca"}
+    assert not by_kind(rendered("overlays/dev"), "TriggerAuthentication")
 
 
 def test_every_overlay_file_is_listed() -> None:

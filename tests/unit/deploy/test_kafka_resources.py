@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from agentstream.config import KafkaSettings
+from agentstream.deploy.__main__ import main as deploy_main
 from agentstream.deploy.files import generated_files, overlay_dirs
 from agentstream.deploy.kafka_resources import (
     LAG_SCALED,
-    NotStrimziBootstrap,
     kafka_topics,
     scaled_objects,
     strimzi_cluster,
@@ -89,9 +89,38 @@ def test_strimzi_cluster_from_the_bootstrap_service(servers: str, cluster: str) 
 
 
 @pytest.mark.parametrize("servers", ["kafka:9092", "-kafka-bootstrap:9092", "10.0.0.1:9092"])
-def test_a_bootstrap_that_is_not_strimzi_is_refused(servers: str) -> None:
-    with pytest.raises(NotStrimziBootstrap, match="not a Strimzi bootstrap Service"):
-        kafka_topics(KafkaSettings(bootstrap_servers=servers))
+def test_a_kafka_of_your_own_gets_no_kafka_topics_but_its_autoscalers(servers: str, tmp_path: Path) -> None:
+    """Not a Strimzi bootstrap Service: the init Job creates the topics; KEDA still scales on lag."""
+    kafka = KafkaSettings(bootstrap_servers=servers)
+    assert strimzi_cluster(kafka) is None
+    assert kafka_topics(kafka) == []
+    overlay = tmp_path / "k8s" / "overlays" / "own"
+    overlay.mkdir(parents=True)
+    (overlay / "agentstream.yaml").write_text(f"kafka: {{bootstrap_servers: '{servers}'}}\n")
+    text = generated_files(tmp_path)[overlay / "kafka.yaml"]
+    docs = list(yaml.safe_load_all(text))
+    assert [d["kind"] for d in docs] == ["ScaledObject"] * len(LAG_SCALED)
+    assert "agentstream-init Job creates the topics" in text
+
+
+def test_one_bad_overlay_is_one_line_and_the_others_are_still_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "k8s" / "overlays" / "good"
+    bad = tmp_path / "k8s" / "overlays" / "bad"
+    broken = tmp_path / "k8s" / "overlays" / "broken"
+    for folder in (good, bad, broken):
+        folder.mkdir(parents=True)
+    (good / "agentstream.yaml").write_text("kafka: {bootstrap_servers: 'my-kafka:9092'}\n")
+    (bad / "agentstream.yaml").write_text("kafka: {partitions: many}\n")
+    (broken / "agentstream.yaml").write_text("kafka: [unclosed\n")
+    assert deploy_main(["--root", str(tmp_path)]) == 2
+    stderr = capsys.readouterr().err
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 2, stderr
+    assert any(line.startswith("error: k8s/overlays/bad/agentstream.yaml: kafka.partitions:") for line in lines)
+    assert any(line.startswith("error: k8s/overlays/broken/agentstream.yaml: not valid YAML") for line in lines)
+    assert (good / "kafka.yaml").exists() and not (bad / "kafka.yaml").exists()
 
 
 def test_generated_file_parses_back(tmp_path: Path) -> None:

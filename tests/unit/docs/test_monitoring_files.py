@@ -5,6 +5,7 @@ Grafana provisioning agree on the data source."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ def test_promtool_accepts_the_configuration_with_its_rule_file(tmp_path: Path) -
 def test_promtool_accepts_the_alert_rules() -> None:
     result = _promtool("check", "rules", str(MONITORING / "alerts.yml"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "8 rules found" in result.stdout + result.stderr
+    assert "9 rules found" in result.stdout + result.stderr
 
 
 def test_one_scrape_job_per_service() -> None:
@@ -52,14 +53,55 @@ def test_one_scrape_job_per_service() -> None:
     assert all(job["authorization"]["credentials_file"] == SECRET_FILE for job in config["scrape_configs"])
 
 
-def test_every_panel_reads_the_provisioned_data_source() -> None:
+def test_every_panel_reads_the_chosen_data_source_and_the_provisioned_one_is_prometheus() -> None:
     source = yaml.safe_load((MONITORING / "grafana/provisioning/datasources/prometheus.yml").read_text())
-    uid = source["datasources"][0]["uid"]
+    assert source["datasources"][0]["type"] == "prometheus"
     dashboard = json.loads((MONITORING / "grafana/dashboards/agentstream-overview.json").read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
     panels = [p for p in dashboard["panels"] if p["type"] != "row"]
-    assert panels and all(p["datasource"]["uid"] == uid for p in panels)
+    # No hard-coded uid: an imported dashboard asks for its Prometheus.
+    assert panels and all(p["datasource"]["uid"] == "${datasource}" for p in panels)
+    assert all(
+        t.get("datasource", {}).get("uid", "${datasource}") == "${datasource}" for p in panels for t in p["targets"]
+    )
     assert all(p["targets"] and all(t["expr"] for t in p["targets"]) for p in panels)
     assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
+
+
+METRIC_SELECTOR = re.compile(r"\b((?:agentstream|process|python)_[a-z_]+|up)\b(\{[^}]*\})?(?!\s*\()")
+
+
+def test_every_series_of_every_panel_is_filtered_by_namespace_and_job() -> None:
+    dashboard = json.loads((MONITORING / "grafana/dashboards/agentstream-overview.json").read_text())
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    for name in ("namespace", "job"):
+        # "All" is `.*`: it also matches series without the label (compose has no namespace).
+        assert variables[name]["includeAll"] and variables[name]["allValue"] == ".*"
+    selectors = [
+        match
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", [])
+        for match in METRIC_SELECTOR.finditer(target["expr"])
+    ]
+    assert len(selectors) > 30
+    unfiltered = [m.group(0) for m in selectors if 'namespace=~"$namespace", job=~"$job"' not in (m.group(2) or "")]
+    assert unfiltered == []
+
+
+def _deploy_anchors() -> set[str]:
+    headings = re.findall(r"^#+ (.+)$", (ROOT / "docs" / "deploy.md").read_text(), flags=re.MULTILINE)
+    return {re.sub(r"[^a-z0-9 -]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_every_alert_has_a_runbook_section_in_deploy_md() -> None:
+    rules = yaml.safe_load((MONITORING / "alerts.yml").read_text())["groups"][0]["rules"]
+    anchors = _deploy_anchors()
+    for rule in rules:
+        url = rule["annotations"]["runbook_url"]
+        path, _, anchor = url.partition("#")
+        assert path == "docs/deploy.md" and anchor == rule["alert"].lower(), url
+        assert anchor in anchors, f"{rule['alert']}: no section `### {rule['alert']}` in docs/deploy.md"
 
 
 def _lag_rule_test(tmp_path: Path, replicas: int, lag: int) -> subprocess.CompletedProcess[str]:
@@ -82,6 +124,7 @@ def _lag_rule_test(tmp_path: Path, replicas: int, lag: int) -> subprocess.Comple
         "exp_annotations": {
             "summary": f"agentstream.delivery falls behind on agentstream.events ({lag + 10} records)",
             "description": rule["annotations"]["description"],
+            "runbook_url": rule["annotations"]["runbook_url"],
         },
     }
     expected = [alert] if lag > 100 else []
@@ -132,6 +175,7 @@ STARTED = 'agentstream_runs_started_total{connector="default"}'
 FINISHED = 'agentstream_runs_finished_total{status="%s",reason="%s"}'
 LLM = 'agentstream_llm_calls_total{connector="default",model="gpt",outcome="%s"}'
 LAG = 'agentstream_consumer_lag{group="agentstream.delivery",topic="agentstream.events",partition="0"}'
+REFUSED = 'agentstream_tool_calls_refused_total{reason="unsigned"}'
 
 ALERT_CASES = [
     AlertCase(
@@ -189,6 +233,13 @@ ALERT_CASES = [
         {"severity": "warning", "connector": "default"},
         firing={LLM % "error": "0+2x30", LLM % "ok": "0+8x30"},  # 20 %
         quiet={LLM % "error": "0+1x30", LLM % "ok": "0+19x30"},  # 5 %
+    ),
+    AlertCase(
+        "AgentstreamToolCallsRefused",
+        "8m",
+        {"severity": "warning", "reason": "unsigned"},
+        firing={REFUSED: "0x5 1x10"},  # one refused call is one too many
+        quiet={REFUSED: "0x15"},
     ),
 ]
 

@@ -55,3 +55,15 @@ def test_nothing_in_the_document_can_close_the_pages_script() -> None:
     assert page.count("</script>") == 2  # the two of the page itself
     assert "<title>&lt;b&gt;x&lt;/b&gt;</title>" in page
     assert json.loads(SPEC.search(page).group(1))["paths"]["/a"]["get"]["description"].startswith("</script>")
+
+
+def test_every_asset_from_the_cdn_is_pinned_and_checked_by_integrity() -> None:
+    """The page runs with a credential in reach: a changed CDN file must be refused by the browser."""
+    page = docs_page({"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {}}, "http://x")
+    external = re.findall(r"<(?:script|link)\b[^>]*\b(?:src|href)=\"https?://[^\"]+\"[^>]*>", page)
+    assert len(external) == 2
+    for tag in external:
+        assert re.search(r'integrity="sha384-[A-Za-z0-9+/]{64}"', tag), tag
+        assert 'crossorigin="anonymous"' in tag
+        # An exact version: a range (`@5`) would serve new bytes the hash refuses.
+        assert re.search(r"swagger-ui-dist@\d+\.\d+\.\d+/", tag), tag

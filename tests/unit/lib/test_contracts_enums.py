@@ -43,6 +43,7 @@ from agentstream.contracts import (
     StartRun,
     StepStarted,
     StepType,
+    ToolCallRefusal,
     ToolCallRequest,
     ToolCallResult,
     ToolCatalogEntry,
@@ -89,6 +90,7 @@ WIRE: dict[type[StrEnum], set[str]] = {
     StepType: {"hook_create", "llm", "tool", "hook_next", "delegate", "approval"},
     ApprovalDecision: {"approve", "deny"},
     ApprovalOutcome: {"approved", "denied", "expired"},
+    ToolCallRefusal: {"not_offered", "not_approved", "unsigned", "bad_signature"},
     NoticeLevel: {"info", "warning", "error"},
     RunStatus: {"completed", "failed", "interrupted"},
     FinishReason: {

@@ -122,6 +122,9 @@ async def test_the_run_waits_then_an_approval_runs_the_call():
         await asyncio.wait_for(run, 5)
     [result] = ports.of(ToolResult)
     assert result.ok and result.content == "42"
+    # The executor is shown who approved it: the request's id travels in the call (signed by the ports).
+    [request] = ports.tool_requests
+    assert request.approval_id == prompt.approval.approval_id
     assert notices(ports)[-1].approval_outcome == ApprovalOutcome.APPROVED
     assert notices(ports)[-1].text == "Approved by u1: running calculator."
     assert ports.finished.status == "completed" and ports.finished.text == "It is 42."

@@ -6,6 +6,7 @@ import json
 
 from agentstream.contracts import ToolCall, ToolResult
 from agentstream.testing.fake_openai import FakeOpenAI
+from agentstream_runner.assistants import BUILTIN_TOOLS
 from agentstream_runner.tool_calls import RETRY_INSTRUCTION
 from tests.unit.runner.runner_harness import assistant, run
 
@@ -18,6 +19,8 @@ async def test_tool_call_succeeds_and_the_model_answers_from_it():
         second = fake.requests[1].body
     [request] = ports.tool_requests
     assert (request.tool, json.loads(request.arguments), request.attempt) == ("calculator", {"expression": "6*7"}, 1)
+    # What the executor checks: the assistant's tools list, and no approval (calculator needs none here).
+    assert (request.offered, request.approval_id) == (list(BUILTIN_TOOLS), None)  # the default assistant's
     assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool"]
     assert second["messages"][3] == {"role": "tool", "content": "42", "tool_call_id": "call_1"}
     assert "tools" in second  # the loop offers tools again
@@ -58,7 +61,7 @@ async def test_retryable_error_then_corrected_call_with_the_exact_retry_messages
 async def test_three_retryable_failures_fail_the_run_clearly():
     async with FakeOpenAI() as fake:
         for _ in range(3):
-            fake.add_turn(tool_calls=[("calculater", {"expression": "1"})])  # unknown tool: retryable
+            fake.add_turn(tool_calls=[("calculater", {"expression": "1"})])  # not offered: unknown, retryable
         fake.add_turn(text="never asked")
         ports = await run(fake, "go")
         assert fake.request_count == 3 and fake.pending_turns == 1
@@ -66,7 +69,8 @@ async def test_three_retryable_failures_fail_the_run_clearly():
     assert finished.status == "failed"
     assert finished.error.startswith("tool calls still failing after 3 attempts: calculater: unknown tool")
     assert "available tools: calculator, clock" in finished.error
-    assert len(ports.tool_requests) == 3 and finished.usage.llm_calls == 3
+    # Refused by the runner: not one reached an executor.
+    assert len(ports.tool_requests) == 0 and finished.usage.llm_calls == 3
 
 
 async def test_non_retryable_error_goes_back_once_and_the_model_answers_without_tools():

@@ -108,3 +108,27 @@ def test_what_libraries_log_stays_out_of_a_commands_output() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == '{"data": 1}\n'
     assert done.stderr == ""
+
+
+def _every_command_path() -> list[list[str]]:
+    """Every command and sub-command, by the words that run it (`["runs", "list"]`)."""
+    paths: list[list[str]] = []
+    for command in COMMANDS:
+        loaded = command.load()
+        subs = getattr(loaded, "commands", {})
+        paths += [[command.name, sub] for sub in subs] if subs else [[command.name]]
+    return paths
+
+
+def test_every_help_is_one_plain_style_without_type_tags() -> None:
+    """One help style everywhere (click's plain text, as the root's), flags without `<bool>` and
+    options named by what they take (`--limit LIMIT`, `--status [completed|failed|…]`)."""
+    paths = _every_command_path()
+    assert ["runs", "list"] in paths and ["send"] in paths
+    for path in paths:
+        result = CliRunner().invoke(app, [*path, "--help"], terminal_width=80)
+        assert result.exit_code == 0, (path, result.output)
+        assert result.output.startswith("Usage: ") and f" {' '.join(path)} " in result.output.splitlines()[0]
+        assert not set("╭╮╰╯│─") & set(result.output), (path, result.output)
+        option_lines = [line for line in result.output.splitlines() if line.lstrip().startswith("-")]
+        assert not [line for line in option_lines if "<" in line.split("  ")[0]], (path, result.output)

@@ -100,3 +100,15 @@ def test_runs_list_on_an_unreachable_database_is_the_one_line() -> None:
     result = CliRunner().invoke(app, ["runs", "list"], env={"AGENTSTREAM__DATABASE__URL": url})
     assert result.exit_code == ExitCode.DATABASE_UNREACHABLE, result.output
     one_line_error(result.output)
+
+
+def test_hints_name_the_command_as_the_caller_can_run_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under `uv run`, `agentstream` alone is not on the caller's PATH: the hint says `uv run agentstream`."""
+    from agentstream_stack.cli_errors import command_line, kafka_hint
+
+    monkeypatch.setenv("UV_RUN_RECURSION_DEPTH", "1")
+    assert command_line("db upgrade") == "uv run agentstream db upgrade"
+    assert "`uv run agentstream doctor`" in kafka_hint()
+    monkeypatch.delenv("UV_RUN_RECURSION_DEPTH")
+    assert command_line("db upgrade") == "agentstream db upgrade"
+    assert "`agentstream doctor`" in kafka_hint() and "uv run" not in kafka_hint()

@@ -48,7 +48,11 @@ def test_json_has_the_config_and_which_env_vars_are_set(tmp_path: Path) -> None:
     assert doc["valid"] is True
     assert doc["config"]["kafka"]["partitions"] == 4
     assert doc["config"]["database"]["url"] == "postgresql+psycopg://agent:***@db:5432/agentstream"
-    assert doc["env"] == {"platforms.telegram.token_env": {"name": "DOCTOR_TG_TOKEN", "set": True}}
+    assert doc["env"] == {
+        "platforms.telegram.token_env": {"name": "DOCTOR_TG_TOKEN", "set": True},
+        # Its variable has a default name; the tests' plugin sets it.
+        "tools.call_secret_env": {"name": "AGENTSTREAM_TOOL_CALL_SECRET", "set": True},
+    }
     assert "secret-token-value" not in result.output
 
 

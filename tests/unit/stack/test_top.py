@@ -223,3 +223,43 @@ async def test_the_live_view_keeps_scraping_until_stopped() -> None:
         server.close()
     assert server.scrapes >= 4, server.scrapes  # the first frame needs two, every refresh one more
     assert "runs started /s" in screen.getvalue() and "agentstream.agent-runner" in screen.getvalue()
+
+
+@pytest.mark.timeout(90)  # a fresh interpreter on a busy machine
+def test_q_on_the_terminal_quits_the_live_view() -> None:
+    """On a real terminal (a pty): the live view runs until `q` is typed, then exits 0 and gives the
+    terminal back as it was (echo on)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import termios
+    import time
+
+    server = MetricsServer(runner_metrics)
+    primary, secondary = pty.openpty()
+    echo_before = termios.tcgetattr(secondary)[3] & termios.ECHO
+    env = {**os.environ, "AGENTSTREAM_METRICS_TOKEN": TOKEN, "COLUMNS": "100", "TERM": "xterm"}
+    cmd = [sys.executable, "-m", "agentstream_stack", "top", "--interval", "0.2", "--url", f"agent-runner={server.url}"]
+    proc = subprocess.Popen(cmd, stdin=secondary, stdout=secondary, stderr=secondary, env=env)
+    screen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"runs started" not in screen and time.monotonic() < deadline and proc.poll() is None:
+            ready, _, _ = __import__("select").select([primary], [], [], 0.5)
+            if ready:
+                screen += os.read(primary, 65536)
+        assert b"runs started" in screen, screen[-2000:]
+        scrapes = server.scrapes
+        time.sleep(0.6)
+        assert proc.poll() is None and server.scrapes > scrapes  # still live, still scraping
+        os.write(primary, b"q")
+        assert proc.wait(timeout=15) == 0
+        assert termios.tcgetattr(secondary)[3] & termios.ECHO == echo_before
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(primary)
+        os.close(secondary)
+        server.close()

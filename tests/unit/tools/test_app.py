@@ -15,6 +15,7 @@ from agentstream.config import load_settings
 from agentstream.contracts import DeadLetter, ToolCallRequest, ToolCallResult
 from agentstream.db import create_engine, upgrade
 from agentstream.db.models_tools import ToolCallState
+from agentstream.testing.signed_calls import signed
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 from agentstream_tools.call_store import STOPPED_DURING_CALL, ToolCallStore
 from agentstream_tools.registry import Tool
@@ -23,8 +24,10 @@ COUNTER_SCHEMA = {"type": "object", "properties": {}, "additionalProperties": Fa
 
 
 def request(call_id: str = "c1", tool: str = "counter", run_id: str = "r1") -> ToolCallRequest:
-    return ToolCallRequest(
-        run_id=run_id, root_run_id=run_id, conversation_key="web:a", call_id=call_id, tool=tool, arguments="{}"
+    return signed(
+        ToolCallRequest(
+            run_id=run_id, root_run_id=run_id, conversation_key="web:a", call_id=call_id, tool=tool, arguments="{}"
+        )
     )
 
 

@@ -16,7 +16,7 @@ from agentstream.contracts import ToolCallRequest, ToolCallResult
 from agentstream_tools.executor import execute
 from agentstream_tools.registry import ToolRegistry
 from agentstream_tools.sandbox import workspace_tools
-from agentstream_tools.sandbox.commands import probe
+from agentstream_tools.sandbox.isolation import probe
 
 # Each test runs sandboxed processes under resource limits (fork bombs, huge outputs).
 pytestmark = pytest.mark.timeout(60)

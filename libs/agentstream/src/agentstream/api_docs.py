@@ -11,7 +11,14 @@ import html
 import json
 from typing import Any
 
-SWAGGER_UI = "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5"
+# Swagger UI's assets come from a CDN, pinned to one exact version of the npm package
+# `swagger-ui-dist` and checked by the browser against these hashes (Subresource Integrity): a changed
+# file is refused, not run with the page's credential in reach. To upgrade: `npm pack
+# swagger-ui-dist@<version>`, then `openssl dgst -sha384 -binary <file> | base64` for both files.
+SWAGGER_UI_VERSION = "5.35.0"
+SWAGGER_UI = f"https://cdn.jsdelivr.net/npm/swagger-ui-dist@{SWAGGER_UI_VERSION}"
+SWAGGER_UI_CSS_SRI = "sha384-WlYgdmXYOOBWL5apwjDEZwN+U3HmXSSu5R6V5aGxEcf7z+KuRNwBhoxKVN1i3D5I"
+SWAGGER_UI_JS_SRI = "sha384-gjRm0bEPMeTmMh5jT2cHccIwCUZSTd8YC+j0d0sXw0MdGEfScduGpSyF3ZSSLkX9"
 
 PAGE = """<!doctype html>
 <html lang="en">
@@ -20,11 +27,11 @@ PAGE = """<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>{title}</title>
-<link rel="stylesheet" href="{ui}/swagger-ui.css">
+<link rel="stylesheet" href="{ui}/swagger-ui.css" integrity="{css_sri}" crossorigin="anonymous">
 </head>
 <body>
 <div id="swagger-ui"></div>
-<script src="{ui}/swagger-ui-bundle.js"></script>
+<script src="{ui}/swagger-ui-bundle.js" integrity="{js_sri}" crossorigin="anonymous"></script>
 <script>
 SwaggerUIBundle({{spec: {spec}, dom_id: "#swagger-ui", deepLinking: true, persistAuthorization: false}});
 </script>
@@ -39,4 +46,4 @@ def docs_page(openapi: dict[str, Any], base_url: str) -> str:
     # Inside <script>: no `</script>` or `<!--` may appear, so every `<` is escaped.
     inlined = json.dumps(spec).replace("<", "\\u003c")
     title = html.escape(str(openapi.get("info", {}).get("title", "API")))
-    return PAGE.format(title=title, ui=SWAGGER_UI, spec=inlined)
+    return PAGE.format(title=title, ui=SWAGGER_UI, css_sri=SWAGGER_UI_CSS_SRI, js_sri=SWAGGER_UI_JS_SRI, spec=inlined)

@@ -13,6 +13,7 @@ from typing import Any
 
 from agentstream.config import Settings
 from agentstream.service import Infra
+from agentstream.tool_call_signing import call_secret
 from agentstream.tools_catalog import approval_selectors
 from agentstream_runner.app import AgentRunnerService
 from agentstream_runner.assistant_files import load_assistants_dir
@@ -39,6 +40,7 @@ def load_assistants(settings: Settings, log: Any) -> Assistants:
 
 def bootstrap(settings: Settings, *, connectors: Connectors | None = None) -> AgentRunnerService:
     """The runner for `settings`; `connectors` replaces the configured ones (tests: fake models)."""
+    secret = call_secret(settings.tools)  # first: a missing secret stops the start with the key to set
     infra = Infra.build(settings, AgentRunnerService.name, uses_database=AgentRunnerService.uses_database)
     assistants = load_assistants(settings, infra.log)
     tool_catalog = ToolCatalog(approval_selectors=approval_selectors(settings.tools))
@@ -46,7 +48,7 @@ def bootstrap(settings: Settings, *, connectors: Connectors | None = None) -> Ag
     connectors = connectors or Connectors(settings, on_retry=metrics.llm_retry)
     waiters = ToolWaiters()
     shared = RunContext(
-        BrokerRunPorts(infra, waiters, metrics),
+        BrokerRunPorts(infra, waiters, metrics, secret),
         connectors,
         assistants,
         settings.runner,

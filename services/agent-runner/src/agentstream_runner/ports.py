@@ -3,7 +3,8 @@
 Built by `bootstrap` over the service's broker, so runs publish through it directly and
 nothing of a run goes back through the service. Tool calls in flight wait in
 `ToolWaiters`: one future per (run_id, call_id), resolved by the `tool-results` handler;
-unknown or late results resolve nothing.
+unknown or late results resolve nothing. Every call leaves signed with the tool-call secret
+(`agentstream.tool_call_signing`): executors refuse calls no runner signed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from agentstream.kafka.internals import producer_of
 from agentstream.kafka.producer import encode_record
 from agentstream.observability import records_published
 from agentstream.service import Infra
+from agentstream.tool_call_signing import sign
 from agentstream_runner.run_metrics import RunMetrics
 
 
@@ -48,8 +50,12 @@ class ToolWaiters:
 class BrokerRunPorts:
     """`RunPorts` through the broker's producer (see `agentstream.kafka.producer`)."""
 
-    def __init__(self, infra: Infra, waiters: ToolWaiters, metrics: RunMetrics) -> None:
+    def __init__(
+        self, infra: Infra, waiters: ToolWaiters, metrics: RunMetrics, call_secret: bytes | None = None
+    ) -> None:
+        """`call_secret`: signs every tool call; None (only with `tools.accept_unsigned_calls`) sends them unsigned."""
         self._broker = infra.broker
+        self._call_secret = call_secret
         self._metrics = metrics
         self._topics = infra.topics
         self._waiters = waiters
@@ -64,6 +70,8 @@ class BrokerRunPorts:
         return ack
 
     async def call_tool(self, request: ToolCallRequest) -> ToolCallResult:
+        if self._call_secret is not None:
+            request = sign(request, self._call_secret)
         result = self._waiters.expect(request.run_id, request.call_id)  # before publishing: no lost result
         try:
             await (await self._send(self._topics.tool_calls, request, request.conversation_key))

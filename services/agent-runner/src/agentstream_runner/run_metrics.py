@@ -26,6 +26,7 @@ from agentstream.contracts import (
     RunFinished,
     RunStarted,
     StepCompleted,
+    ToolCallRefusal,
 )
 from agentstream.contracts import events as ev
 from agentstream.contracts.endings import RunStatus
@@ -141,6 +142,13 @@ class RunMetrics:
             "tool",
             "outcome",
         )
+        self.tool_refusals = counter(
+            registry,
+            "agentstream_runner_tool_calls_refused_total",
+            "Tool calls answered without running, by reason: not_offered (a tool outside the assistant's list, "
+            "refused by the runner), the others by an executor (unsigned, bad_signature, not_approved)",
+            "reason",
+        )
         self.tool_retries = counter(
             registry,
             "agentstream_runner_tool_retries_total",
@@ -165,6 +173,8 @@ class RunMetrics:
             for kind in TokenKind:
                 self.llm_tokens.labels(connector, model or "default", kind)
         self.finished.labels(RunStatus.COMPLETED, NO_REASON)
+        for refusal in ToolCallRefusal:
+            self.tool_refusals.labels(refusal)
 
     def model_of(self, connector: str) -> str:
         return self._models.get(connector) or "default"
@@ -207,6 +217,8 @@ class RunMetrics:
             case ev.ToolResult():
                 outcome = CallOutcome.OK if event.ok else CallOutcome.ERROR
                 self.tool_calls.labels(self.tool_label(event.tool), outcome).inc()
+                if event.refused is not None:
+                    self.tool_refusals.labels(event.refused).inc()
             case ev.RunFinished():
                 self._finished(event)
             case (

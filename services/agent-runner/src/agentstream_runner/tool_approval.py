@@ -11,6 +11,7 @@ on (the model answers without them). See docs/tools.md § Approval.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import assert_never
 
@@ -86,18 +87,27 @@ def refused(scope: RunScope, call: ToolCallSpec, outcome: ApprovalOutcome) -> To
     )
 
 
-async def approval_gate(scope: RunScope, calls: list[ToolCallSpec]) -> dict[str, ToolCallResult]:
-    """The results of calls that may not run, by call id (empty: every call may run)."""
+@dataclass(frozen=True)
+class GateOutcome:
+    """`refused`: the results of calls that may not run, by call id; `approved`: the approval id of
+    each call a person approved (the executor is shown it, signed: docs/tools.md § Which calls run)."""
+
+    refused: dict[str, ToolCallResult] = field(default_factory=dict)
+    approved: dict[str, str] = field(default_factory=dict)
+
+
+async def approval_gate(scope: RunScope, calls: list[ToolCallSpec]) -> GateOutcome:
+    """Which of `calls` may run (none refused: every call may run)."""
     # A resumed run's checkpoint says which calls wait, even before this runner has read the catalogue.
     waited = scope.resumed_approval.call_ids if scope.resumed_approval is not None else frozenset()
     needing = [c for c in calls if c.id in waited or scope.ctx.tools.requires_approval(c.name)]
     if not needing:
-        return {}
+        return GateOutcome()
     request = _resumed(scope, needing) or await _request(scope, needing)
     outcome = await _wait(scope, PendingApproval(request))
     if outcome is ApprovalOutcome.APPROVED:
-        return {}
-    return {c.id: refused(scope, c, outcome) for c in needing}
+        return GateOutcome(approved={c.id: request.approval_id for c in needing})
+    return GateOutcome(refused={c.id: refused(scope, c, outcome) for c in needing})
 
 
 def _resumed(scope: RunScope, needing: list[ToolCallSpec]) -> ApprovalRequest | None:

@@ -18,6 +18,11 @@ The retries (`run_tool_calls`):
 
 Retryable means the tool-executor classified the failure so (bad arguments,
 unknown tool): the model can fix it. Timeouts and server errors are not.
+
+Only the assistant's tools run: a call of any other tool (a model under prompt injection, say)
+is answered "unknown tool" without asking for approval or reaching an executor, counted
+(`agentstream_runner_tool_calls_refused_total`) and logged. Every call that leaves carries the
+assistant's `tools` list and its approval, signed by the ports (docs/tools.md § Which calls run).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import structlog
+
 from agentstream.contracts import (
     ChatMessage,
     EventBase,
@@ -34,17 +41,21 @@ from agentstream.contracts import (
     SegmentBreak,
     StepType,
     ToolCall,
+    ToolCallRefusal,
     ToolCallRequest,
     ToolCallResult,
     ToolCallSpec,
     ToolResult,
     utcnow,
 )
+from agentstream.tool_call_signing import offers
 from agentstream_runner.emitter import step
 from agentstream_runner.llm_step import Completion, llm_turn
 from agentstream_runner.outcome import RunFailure
 from agentstream_runner.scope import MAX_TOOL_ATTEMPTS, RunScope
 from agentstream_runner.tool_approval import approval_gate
+
+log = structlog.get_logger(__name__)
 
 TIMED_OUT = "tool timed out"
 # What a `tool.result` event copies from the call's result: all it has beside the run's identity.
@@ -57,8 +68,41 @@ def tool_message(result: ToolCallResult) -> ChatMessage:
     return ChatMessage(role=MessageRole.TOOL, content=content, name=result.tool, tool_call_id=result.call_id)
 
 
-async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int, call_seq: int | None = None) -> ToolCallResult:
-    """`call_seq`: the seq of the call's `tool.call` event, which the executor's heartbeats repeat."""
+def unknown_tool(scope: RunScope, call: ToolCallSpec) -> ToolCallResult:
+    """The answer to a call of a tool the assistant was not offered: the model can call another."""
+    offered = ", ".join(sorted(spec.name for spec in scope.tool_specs())) or "(none)"
+    return ToolCallResult(
+        run_id=scope.run_id,
+        root_run_id=scope.events.root_run_id,
+        conversation_key=scope.start.conversation_key,
+        call_id=call.id,
+        tool=call.name,
+        ok=False,
+        error=f"unknown tool {call.name[:64]!r}; available tools: {offered}",
+        retryable=True,
+        refused=ToolCallRefusal.NOT_OFFERED,
+    )
+
+
+def not_offered(scope: RunScope, calls: list[ToolCallSpec]) -> dict[str, ToolCallResult]:
+    """The answers to the calls of tools outside the assistant's `tools`, by call id."""
+    refused = {c.id: unknown_tool(scope, c) for c in calls if not offers(scope.tool_names, c.name)}
+    for call_id, result in refused.items():
+        log.warning(
+            "tool call refused: not one of the assistant's tools",
+            run_id=scope.run_id,
+            assistant=scope.assistant.id,
+            call_id=call_id,
+            tool=result.tool[:64],
+        )
+    return refused
+
+
+async def call_tool(
+    scope: RunScope, call: ToolCallSpec, attempt: int, call_seq: int | None = None, approval_id: str | None = None
+) -> ToolCallResult:
+    """`call_seq`: the seq of the call's `tool.call` event, which the executor's heartbeats repeat;
+    `approval_id`: the approval a person gave the call, if it needed one."""
     timeout_s = scope.ctx.runner.tool_timeout_s
     identity: dict[str, Any] = {
         "run_id": scope.run_id,
@@ -73,6 +117,8 @@ async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int, call_seq:
         attempt=attempt,
         deadline=utcnow() + timedelta(seconds=timeout_s),
         call_seq=call_seq,
+        offered=scope.tool_names,
+        approval_id=approval_id,
     )
     # The request leaves inside this span: the executor's spans are its children.
     with scope.ctx.tracing.span(
@@ -94,9 +140,12 @@ async def call_tool(scope: RunScope, call: ToolCallSpec, attempt: int, call_seq:
 async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 1) -> list[ToolCallResult]:
     """Run `calls` (made in the latest assistant message); appends one tool message per result.
 
-    Calls that need approval wait for it first (`approval_gate`); refused ones are answered
-    with their refusal instead of running."""
-    refusals = await approval_gate(scope, calls)
+    Calls of tools the assistant was not offered are answered "unknown tool" at once; calls that
+    need approval wait for it first (`approval_gate`); refused ones are answered with their
+    refusal instead of running."""
+    unoffered = not_offered(scope, calls)
+    gate = await approval_gate(scope, [c for c in calls if c.id not in unoffered])
+    refusals = unoffered | gate.refused
     events = scope.events
     step_input = {"attempt": attempt, "calls": [c.model_dump() for c in calls]}
     async with step(events, StepType.TOOL, scope.step_id(StepType.TOOL), step_input) as record:
@@ -107,7 +156,9 @@ async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 
         # No heartbeat of its own: the pipeline heartbeats for the whole run, the executor for each call.
         results = await asyncio.gather(
             *(
-                _refused(refusals[c.id]) if c.id in refusals else call_tool(scope, c, attempt, a.seq)
+                _refused(refusals[c.id])
+                if c.id in refusals
+                else call_tool(scope, c, attempt, a.seq, gate.approved.get(c.id))
                 for c, a in zip(calls, announced, strict=True)
             )
         )

@@ -139,6 +139,8 @@ class Deliverer:
     entries: dict[int, LedgerEntry] = field(init=False, default_factory=dict)
     # segment → the newest text the platform is known to show (or should)
     texts: dict[int, str] = field(init=False, default_factory=dict)
+    # segment → the text as the platform last accepted it (rendered, or its plain fallback)
+    accepted: dict[int, str] = field(init=False, default_factory=dict)
     status: ChatStatus = field(init=False)
     _call_started: float = field(init=False, default=0.0)  # when the current platform call left (monotonic)
 
@@ -199,6 +201,12 @@ class Deliverer:
                 return Skipped()
             if entry.final and not op.final and entry.state in (SENT, UNKNOWN):
                 return Skipped()  # a replayed preview of a message already finalized (or being so)
+            if self._shows_already(op, text, entry):
+                # Its markup is what the message shows (a preview whose cursor the final's markup swallows
+                # too): an edit would be refused as "not modified". The ledger still learns it is final.
+                await self._record(entry.with_text(SENT, text, op.final))
+                self.texts[op.segment] = text
+                return Delivered()
         drafting = self.status is ChatStatus.DRAFTING
         if (entry is None or entry.message_id is None) and not op.final and op.role == "text" and drafting:
             outcome = await self._draft(op, text)
@@ -211,6 +219,11 @@ class Deliverer:
         if isinstance(outcome, Delivered):
             self.texts[op.segment] = text
         return outcome
+
+    def _shows_already(self, op: Op, text: str, entry: LedgerEntry) -> bool:
+        if entry.state != SENT or entry.message_id is None or op.segment not in self.accepted:
+            return False
+        return render_frame(text, self.adapter.capabilities.formatting, final=op.final) == self.accepted[op.segment]
 
     async def settle(self) -> None:
         """Re-apply each message's final text once the late-landing window of its unknown calls has passed.
@@ -277,7 +290,7 @@ class Deliverer:
             await self._record(entry.with_text(SENDING, text, final))  # from here on it may reach the platform
             self._call_started = time.monotonic()
             try:
-                message_id = await self._put(kind, message_id, text, final)
+                message_id, accepted = await self._put(kind, message_id, text, final)
             except RateLimited as err:
                 self._observe(kind, CallOutcome.RATE_LIMITED)
                 await self._record(entry)  # refused: nothing left, the row is what it was
@@ -327,6 +340,7 @@ class Deliverer:
                 return await self._fail(entry, AdapterError(repr(err)))
             self.gate.succeeded()
             self._observe(kind, CallOutcome.OK)
+            self.accepted[segment] = accepted
             done = entry.with_text(SENT, text, final, message_id)
             if done.reapply_at is not None and done.reapply_at <= left_at:
                 done = replace(done, reapply_at=None)  # whatever could land late had landed before this call
@@ -334,18 +348,22 @@ class Deliverer:
             return Delivered()
         return await self._fail(entry, AdapterError("too many attempts"))
 
-    async def _put(self, kind: CallOp, message_id: str | None, text: str, final: bool) -> str:
-        """One send or edit of `text` rendered in the platform's markup; as plain text if the markup is refused."""
+    async def _put(self, kind: CallOp, message_id: str | None, text: str, final: bool) -> tuple[str, str]:
+        """One send or edit of `text` rendered in the platform's markup; as plain text if the markup is refused.
+
+        Returns the message id and the text as the platform took it."""
         fmt = self.adapter.capabilities.formatting
+        rendered = render_frame(text, fmt, final=final)
         try:
-            return await self._put_as(message_id, render_frame(text, fmt, final=final), final, fmt)
+            return await self._put_as(message_id, rendered, final, fmt), rendered
         except FormattingRejected as err:
             if fmt is TextFormat.PLAIN:
                 raise
             self._observe(kind, err.kind)
             self.log.warning("platform refused the markup; sending the frame as plain text", op=kind, error=str(err))
             await self.gate.acquire()
-            return await self._put_as(message_id, plain(text), final, TextFormat.PLAIN)
+            as_plain = plain(text)
+            return await self._put_as(message_id, as_plain, final, TextFormat.PLAIN), as_plain
 
     async def _put_as(self, message_id: str | None, text: str, final: bool, markup: TextFormat) -> str:
         if message_id is None:

@@ -14,7 +14,8 @@ States and transitions (anything not listed leaves the model unchanged):
       break         → SEALED      Send(final text) if any is pending; the tool line below it
     PREVIEWING  a platform message is open and edited with a cursor
       text, tick    → PREVIEWING  Edit(frame + cursor) at most once per edit_interval (earlier once
-                                  buffer_threshold new chars wait), never the same frame twice;
+                                  buffer_threshold new chars wait), never a frame that renders
+                                  to what the message shows;
                                   past the safe length the head is finalized and a new message opened
       break         → SEALED      Edit(final text, no cursor); the tool line below it
     SEALED      the last text message was finalized at a segment break
@@ -102,7 +103,7 @@ def _sync(model: StreamModel, now: float) -> Step:
         if now < due and len(pending) - model.shown < model.capabilities.buffer_threshold:
             # No frame goes out yet: the length check (which renders the text) waits for the one that will.
             # Back to what is shown, nothing is due at all.
-            return replace(model, flush_at=None if pending + CURSOR == model.frame else due), []
+            return replace(model, flush_at=None if model.shows(pending + CURSOR) else due), []
     model, ops = _split_heads(model, final=False)
     if not model.live_preview:
         return model, ops
@@ -115,8 +116,8 @@ def _sync(model: StreamModel, now: float) -> Step:
             *ops,
             Send(model.msg, frame, final=False),
         ]
-    if frame == model.frame:
-        return replace(model, flush_at=None), ops
+    if model.shows(frame):  # nothing new on the platform: the frame stands for what it shows
+        return replace(model, frame=frame, shown=len(body), flush_at=None), ops
     due = (now if model.sent_at is None else model.sent_at) + model.capabilities.edit_interval
     if now < due and len(body) - model.shown < model.capabilities.buffer_threshold:
         return replace(model, flush_at=due), ops

@@ -7,6 +7,7 @@ from enum import Enum
 
 from agentstream.contracts import RunStatus
 from agentstream_delivery.adapters.base import Capabilities
+from agentstream_delivery.formatting import render_frame
 from agentstream_delivery.platform_ops import Edit
 from agentstream_delivery.render import CURSOR
 from agentstream_delivery.splitting import safe_limit
@@ -86,6 +87,17 @@ class StreamModel:
     def safe_length(self) -> int:
         """Where a message is cut so that a frame with its cursor always fits."""
         return safe_limit(self.capabilities.max_length, CURSOR)
+
+    def shows(self, frame: str) -> bool:
+        """Whether the open message already shows the preview `frame`, compared as the platform gets it:
+        two Markdown frames can render to the same markup (`<<<<\\n\\n` and `<<<<\\n\\n\\n\\n`), and an
+        edit to what a message shows is refused (Telegram: 400 "message is not modified")."""
+        if self.frame is None:
+            return False
+        if frame == self.frame:
+            return True
+        fmt = self.capabilities.formatting
+        return render_frame(frame, fmt, final=False) == render_frame(self.frame, fmt, final=False)
 
     def body(self, *, final: bool) -> str:
         return self.carry + self.segment.visible(final=final)[self.base :]

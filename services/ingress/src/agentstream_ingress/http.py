@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from agentstream.auth import Principal, authenticate
 from agentstream.config import Settings
 from agentstream.contracts import InboundMessage
+from agentstream.contracts.unicode import unencodable
 from agentstream.observability import NotReady
 from agentstream_ingress.identity import PostedMessage, Refused, bind_identity, source_of
 from agentstream_ingress.route_authz import authorize_route
@@ -122,6 +123,13 @@ def _invalid(err: ValidationError) -> JSONResponse:
     return JSONResponse(ValidationProblem(detail=errors).model_dump(), status_code=422)
 
 
+def _not_unicode(value: object) -> JSONResponse | None:
+    """400 for text that is not valid Unicode (an escaped lone surrogate Python's json lets through):
+    the sender's fault, which would otherwise fail the write to Kafka like an outage."""
+    reason = unencodable(value)
+    return None if reason is None else _problem(400, f"text that is not valid Unicode: {reason}")
+
+
 def _json_object(body: bytes) -> dict[str, Any] | None:
     try:
         payload = json.loads(body)
@@ -141,7 +149,7 @@ def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
         422: {"model": ValidationProblem, "description": "Validation error: where and what, not the values."}
     }
     webhook_errors: dict[int | str, dict[str, Any]] = {
-        400: {"model": Problem, "description": "Not a JSON object, or a message with invalid ids."},
+        400: {"model": Problem, "description": "Not a JSON object, invalid ids, or text that is not valid Unicode."},
         401: {"model": Problem},
         404: {"model": Problem},
         **errors,
@@ -166,21 +174,30 @@ def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
         status_code=202,
         tags=["messages"],
         response_model=MessageAccepted,
-        responses={401: {"model": Problem}, 403: {"model": Problem}, 413: {"model": Problem}, **invalid, **errors},
+        responses={
+            400: {"model": Problem, "description": "Text that is not valid Unicode (a lone surrogate)."},
+            401: {"model": Problem},
+            403: {"model": Problem},
+            413: {"model": Problem},
+            **invalid,
+            **errors,
+        },
     )
     async def post_message(post: PostedMessage, principal: Principal = Depends(authenticate)) -> JSONResponse:
         """Send a message as if produced to `inbound`; the answer streams to its reply target.
 
         Who sent it comes from the credential (see docs/ingress.md "Identity"): a `gateway` key relays
         end users' messages as given; any other key with `messages:write` posts as itself."""
+        if (refused := _not_unicode(post)) is not None:
+            return refused
         try:
             bound = bind_identity(post, principal)
         except ValidationError as err:  # e.g. a credential's user id too long to be a chat id
             return _invalid(err)
         if isinstance(bound, Refused):
             return _problem(403, bound.detail)
-        if (refused := authorize_route(bound, principal, settings)) is not None:
-            return _problem(403, refused.detail)
+        if (not_usable := authorize_route(bound, principal, settings)) is not None:
+            return _problem(403, not_usable.detail)
         # The credential is the source (never the body's claim): one caller cannot dedupe away another's ids.
         return await accept(bound.model_copy(update={"source": source_of(principal)}))
 
@@ -204,6 +221,8 @@ def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
         update = _json_object(await request.body())
         if update is None:
             return _problem(400, "body is not a JSON object")
+        if (refused := _not_unicode(update)) is not None:
+            return refused
         try:
             msg = telegram.to_inbound(update, bot)
         except InvalidUpdate:
@@ -232,6 +251,8 @@ def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
         payload = _json_object(body)
         if payload is None:
             return _problem(400, "body is not a JSON object")
+        if (refused := _not_unicode(payload)) is not None:
+            return refused
         if payload.get("type") == "url_verification":
             return JSONResponse({"challenge": payload.get("challenge")})
         try:

@@ -25,6 +25,7 @@ class ExitCode(IntEnum):
     BROKER_DIED = 3  # `agentstream up`: the embedded broker exited; the stack was stopped
     KAFKA_UNREACHABLE = 4
     DATABASE_UNREACHABLE = 5
+    IN_USE = 6  # `agentstream up`: another `up` holds the state folder, or a service port is taken
     INTERRUPTED = 130  # Ctrl-C
 
 
@@ -37,14 +38,26 @@ class Outage:
     code: ExitCode
 
 
-KAFKA_HINT = (
-    "is the broker running? check kafka.bootstrap_servers (env AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS); "
-    "`agentstream doctor` checks every dependency"
-)
-DATABASE_HINT = (
-    "is the database server running and the path writable? check database.url (env AGENTSTREAM__DATABASE__URL); "
-    "`agentstream doctor` checks every dependency"
-)
+def command_line(args: str) -> str:
+    """How to run `agentstream <args>` from where this one was started: through `uv run` when this one
+    was (`agentstream` alone is then not on the caller's PATH)."""
+    return f"{'uv run ' if os.environ.get('UV_RUN_RECURSION_DEPTH') else ''}agentstream {args}"
+
+
+def kafka_hint() -> str:
+    return (
+        "is the broker running? check kafka.bootstrap_servers (env AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS); "
+        f"`{command_line('doctor')}` checks every dependency"
+    )
+
+
+def database_hint() -> str:
+    return (
+        "is the database server running and the path writable? check database.url (env AGENTSTREAM__DATABASE__URL); "
+        f"`{command_line('doctor')}` checks every dependency"
+    )
+
+
 # Where a failure comes from, by the packages its traceback passes through.
 _KAFKA_MODULES = ("aiokafka", "faststream", "agentstream.kafka")
 _DATABASE_MODULES = ("sqlalchemy", "alembic", "asyncpg", "psycopg", "aiosqlite", "sqlite3", "agentstream.db")
@@ -62,9 +75,9 @@ def explain(error: BaseException) -> Outage | None:
     for exc in chain:
         modules = _modules(exc)
         if _is_kafka_error(exc) or (isinstance(exc, OSError) and _from(modules, _KAFKA_MODULES)):
-            return Outage(f"kafka unreachable: {_summary(exc)}", KAFKA_HINT, ExitCode.KAFKA_UNREACHABLE)
+            return Outage(f"kafka unreachable: {_summary(exc)}", kafka_hint(), ExitCode.KAFKA_UNREACHABLE)
         if (_is_database_error(exc) and connecting) or (isinstance(exc, OSError) and _from(modules, _DATABASE_MODULES)):
-            return Outage(f"database unreachable: {_summary(exc)}", DATABASE_HINT, ExitCode.DATABASE_UNREACHABLE)
+            return Outage(f"database unreachable: {_summary(exc)}", database_hint(), ExitCode.DATABASE_UNREACHABLE)
     return None
 
 

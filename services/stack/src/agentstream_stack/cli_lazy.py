@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -40,10 +41,23 @@ class LazyCommand:
             single.command(self.name)(obj)
             command = typer.main.get_command(single)
         command.name = self.name
-        command.rich_markup_mode = None  # plain help, like the root's (rich's help costs a second to import)
+        _plain_help(command)
         if not command.help:
             command.help = self.summary
         return command
+
+
+def _plain_help(command: Any) -> None:
+    """Click's plain help for `command` and every sub-command, like the root's: one style (rich's
+    boxes, and its `<bool>` beside every flag, in none), and rich's help costs a second to import."""
+    command.rich_markup_mode = None
+    for param in getattr(command, "params", []):
+        if param.metavar is None and not getattr(param, "is_flag", False) and param.param_type_name == "option":
+            # `--status [completed|failed]`, `--limit LIMIT`, not typer's `<list[…]>`, `<int range>`
+            choices = re.search(r"[\w.-]+(?:\|[\w.-]+)+", str(param.display_type(None) or ""))
+            param.metavar = f"[{choices.group(0)}]" if choices else param.name.upper()
+    for sub in getattr(command, "commands", {}).values():
+        _plain_help(sub)
 
 
 class LazyGroup(TyperGroup):

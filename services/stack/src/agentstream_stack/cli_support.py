@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -39,20 +39,43 @@ def load_or_exit(config: Path | None, **overrides: object) -> Settings:
     try:
         return load_settings(config, **overrides)
     except ConfigError as e:
-        err.print(f"[red]{escape(str(e))}[/]", highlight=False, soft_wrap=True)
-        err.print("hint: docs/configuration.md describes every key", highlight=False, soft_wrap=True)
-        raise typer.Exit(ExitCode.USAGE) from None
+        exit_on_config_error(e)
+
+
+def exit_on_config_error(e: Exception) -> NoReturn:
+    """A `ConfigError` as the CLI says it: the message naming the key, a hint, exit code 2."""
+    err.print(f"[red]{escape(str(e))}[/]", highlight=False, soft_wrap=True)
+    err.print("hint: docs/configuration.md describes every key", highlight=False, soft_wrap=True)
+    raise typer.Exit(ExitCode.USAGE) from None
+
+
+def config_path(config: Path | None) -> Path | None:
+    """The config file a command reads: `--config`, else AGENTSTREAM_CONFIG, else none."""
+    given = config or os.environ.get("AGENTSTREAM_CONFIG")
+    return Path(given).resolve() if given else None
+
+
+def running_stack(config: Path | None) -> dict[str, Any] | None:
+    """The state of the `agentstream up` running in this directory, when it is the stack this command
+    means: none named a broker (AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS), and the command reads the same
+    config file as that `up` (or neither reads one)."""
+    from agentstream_stack.embedded import read_state
+
+    state = read_state()
+    if state is None or os.environ.get("AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS"):
+        return None
+    file = config_path(config)
+    return state if state.get("config") == (str(file) if file else None) else None
 
 
 def client_settings(config: Path | None) -> Settings:
-    """Config/env first; else the running `agentstream up` of this directory."""
+    """The running `agentstream up` of this directory started from the same config (or none); else
+    config/env as they are."""
     from agentstream.config import KafkaFlavor, SecurityProtocol
-    from agentstream_stack.embedded import read_state
 
     settings = load_or_exit(config)
-    explicit = config or os.environ.get("AGENTSTREAM_CONFIG") or os.environ.get("AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS")
-    state = read_state()
-    if not explicit and state:
+    state = running_stack(config)
+    if state:
         kafka = settings.kafka.model_copy(
             update={
                 "bootstrap_servers": state["kafka"],

@@ -18,6 +18,7 @@ from pathlib import Path
 from agentstream.config import Settings
 from agentstream.kafka.topics import TOPIC_NAMES, TOPIC_PARTITIONS, Topics
 from agentstream.secrets_mask import mask_url
+from agentstream_stack.cli_errors import command_line
 from agentstream_stack.cli_support import masked
 from agentstream_stack.doctor_probes import CheckFailed, NotApplicable, probe_connector, probe_platform
 
@@ -116,7 +117,7 @@ async def _topics(settings: Settings, present: dict[str, int]) -> str:
             wrong.append(f"{name} has {present[name]} partitions, not {want}")
     if missing or wrong:
         problems = ([f"missing: {', '.join(missing)}"] if missing else []) + wrong
-        raise CheckFailed("; ".join(problems) + " (agentstream topics create makes the missing ones)")
+        raise CheckFailed("; ".join(problems) + f" ({command_line('topics create')} makes the missing ones)")
     return f"all {len(TOPIC_NAMES)} present (prefix {settings.kafka.topic_prefix!r}, {settings.kafka.partitions} partitions)"
 
 
@@ -127,14 +128,14 @@ async def _database(url: str) -> str:
 
     u = make_url(url)
     if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:" and not Path(u.database).exists():  # noqa: ASYNC240 - one stat
-        raise CheckFailed(f"no database at {u.database} (agentstream db upgrade creates it)")
+        raise CheckFailed(f"no database at {u.database} ({command_line('db upgrade')} creates it)")
     current = await asyncio.to_thread(current_revisions, url)
     heads = head_revisions()
     where = masked(url)
     if not current:
-        raise CheckFailed(f"{where} reachable but never migrated (agentstream db upgrade)")
+        raise CheckFailed(f"{where} reachable but never migrated ({command_line('db upgrade')})")
     if current != heads:
         raise CheckFailed(
-            f"{where} at {', '.join(current)}, not at head {', '.join(heads)} (agentstream db upgrade migrates it)"
+            f"{where} at {', '.join(current)}, not at head {', '.join(heads)} ({command_line('db upgrade')} migrates it)"
         )
     return f"{where} reachable, migrations at head"

@@ -21,8 +21,9 @@ from agentstream.observability import get_logger
 from agentstream.service import Service
 from agentstream_stack.embedded_auth import forgotten_on_exit, prepare_credentials
 from agentstream_stack.services import build_all
+from agentstream_stack.state_dir import STATE_DIR, private_dir, private_sqlite
 
-STATE_FILE = Path(".agentstream/stack.json")
+STATE_FILE = STATE_DIR / "stack.json"
 LOCAL_CHAT = "local"  # the web chat whose link `agentstream up` prints, and its user
 LOCAL_USER = "local"
 
@@ -35,6 +36,7 @@ class RunningStack:
     broker: EmbeddedBroker | None
     urls: dict[str, str] = field(default_factory=dict)
     new_admin_key: str | None = None  # only on the start that made it: shown once, stored nowhere
+    config_file: str | None = None  # the --config (or AGENTSTREAM_CONFIG) file it started from, resolved
 
     def web_link(self, chat_id: str = LOCAL_CHAT, user_id: str = LOCAL_USER) -> str:
         """The web chat page with a fresh session token for `chat_id`."""
@@ -62,6 +64,7 @@ class RunningStack:
 
     def describe(self) -> dict[str, Any]:
         return {
+            "config": self.config_file,
             "kafka": self.settings.kafka.bootstrap_servers,
             "broker_pid": self.broker.pid if self.broker else None,
             "topic_prefix": self.settings.kafka.topic_prefix,
@@ -93,12 +96,15 @@ async def embedded_stack(
     broker_log: Path | None = None,
     admin_key: bool = False,
     secrets_dir: Path | None = None,
+    config_file: Path | None = None,
     **delivery_kwargs: Any,
 ) -> AsyncIterator[RunningStack]:
     """Start everything; stop everything on exit, in reverse, however the block ends.
 
     `admin_key`: make an admin key when the database has none (`RunningStack.new_admin_key`).
-    `secrets_dir`: where the web session secret persists (else one for this process).
+    `secrets_dir`: where the web session and tool-call secrets persist (else ones for this process).
+    `config_file`: the file the settings came from, written to the state so that a command given the
+    same `--config` finds this stack's broker.
     """
     broker = EmbeddedBroker(log_file=broker_log) if start_broker else None
     if broker is not None:
@@ -108,6 +114,7 @@ async def embedded_stack(
             settings = _with_broker(settings, broker.bootstrap_servers)
         await create_topics(settings.kafka)
         settings = settings.model_copy(update={"kafka": await resolve_flavor(settings.kafka)})
+        private_sqlite(settings.database.url)  # 0600 before SQLite writes a byte (its WAL takes the same mode)
         await upgrade(settings.database.url)
         creds = await prepare_credentials(settings, admin_key=admin_key, state_dir=secrets_dir)
         settings = creds.settings
@@ -124,6 +131,7 @@ async def embedded_stack(
                     broker,
                     urls={n: host.url(n) for n in SERVICES},
                     new_admin_key=creds.new_admin_key,
+                    config_file=str(config_file) if config_file else None,  # resolved by the caller
                 )
                 if state_file is not None:
                     _write_state(state_file, stack.describe())
@@ -153,7 +161,7 @@ def _web_to_this_stack(settings: Settings, ingress_port: int, persistence_port: 
 
 def _write_state(state_file: Path, state: dict[str, Any]) -> None:
     """Where `agentstream send` finds the running stack of this directory."""
-    state_file.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(state_file.parent)
     state_file.write_text(json.dumps(state, indent=2))
 
 

@@ -8,6 +8,8 @@
   that `platforms.web.api_key_env` (`history_key_env`) points to.
 - Web session tokens are signed with a secret kept in `<state dir>/web-secret` (mode 0600), so
   printed links survive a restart; without a state dir, a random one for this process.
+- Tool calls are signed by the runner and verified by the executor with a secret kept in
+  `<state dir>/tool-call-secret` (mode 0600), made once; without a state dir, a random one for this process.
 Whatever the configuration already provides (`platforms.web.api_key_env`, `history_key_env`, `auth.web.secret_env`
 with their env vars set) is used as it is.
 """
@@ -31,6 +33,10 @@ from agentstream.db import create_engine, session_factory
 from agentstream.secrets_mask import register_secret
 
 ADMIN_KEY_NAME = "embedded-admin"
+METRICS_KEY_NAME = "embedded-metrics"
+# `metrics:read` only, so `agentstream top` (and Prometheus on this host) can scrape a running `up`
+# without the admin key, which is never written anywhere: made fresh each start, the previous revoked.
+METRICS_TOKEN_FILE = "metrics-token"
 WEB_GATEWAY_KEY_NAME = "embedded-web-gateway"
 WEB_HISTORY_KEY_NAME = "embedded-web-history"
 # (setting of `platforms.web`, key name, its one scope, env var kind): delivery's two web keys
@@ -39,6 +45,7 @@ WEB_KEYS = (
     ("history_key_env", WEB_HISTORY_KEY_NAME, Scope.CONVERSATIONS_READ, "WEB_HISTORY_KEY"),
 )
 WEB_SECRET_FILE = "web-secret"
+TOOL_CALL_SECRET_FILE = "tool-call-secret"
 WEB_PLATFORM = KnownPlatform.WEB
 
 
@@ -55,7 +62,7 @@ def _env_name(kind: str) -> str:
 
 
 def read_or_make_secret(path: Path) -> str:
-    """The web session secret in `path`, made on first use; the file is kept at mode 0600."""
+    """The secret in `path` (web sessions, tool calls), made on first use; the file is kept at mode 0600."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -70,6 +77,24 @@ def read_or_make_secret(path: Path) -> str:
     with os.fdopen(fd, "w") as f:
         f.write(secret + "\n")
     return secret
+
+
+def write_private(path: Path, text: str) -> None:
+    """`text` into `path` at mode 0600 from its first byte (written beside it, then renamed over it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text + "\n")
+    partial.replace(path)
+
+
+def read_metrics_token(state_dir: Path) -> str | None:
+    """The scrape token of the `up` running with `state_dir`, if one left it there."""
+    try:
+        return (state_dir / METRICS_TOKEN_FILE).read_text().strip() or None
+    except OSError:
+        return None
 
 
 async def prepare_credentials(
@@ -98,6 +123,12 @@ async def prepare_credentials(
             creds.env_names.append(name)
             web = web.model_copy(update={setting: name})
         creds.settings = creds.settings.model_copy(update={"platforms": {**settings.platforms, WEB_PLATFORM: web}})
+        if state_dir is not None:
+            for old in (k for k in live if k.name == METRICS_KEY_NAME):
+                await store.revoke(old.key_id)
+            metrics = await store.create(METRICS_KEY_NAME, {Scope.METRICS_READ}, tenant_id=ALL_TENANTS)
+            register_secret(metrics.token)
+            write_private(state_dir / METRICS_TOKEN_FILE, metrics.token)
     finally:
         await engine.dispose()
     auth = creds.settings.auth
@@ -109,6 +140,14 @@ async def prepare_credentials(
         creds.env_names.append(name)
         web_auth = auth.web.model_copy(update={"secret_env": name})
         creds.settings = creds.settings.model_copy(update={"auth": auth.model_copy(update={"web": web_auth})})
+    tools = creds.settings.tools
+    if not tools.call_secret():
+        secret = read_or_make_secret(state_dir / TOOL_CALL_SECRET_FILE) if state_dir else secrets.token_urlsafe(32)
+        name = _env_name("TOOL_CALL_SECRET")
+        os.environ[name] = secret
+        register_secret(secret)
+        creds.env_names.append(name)
+        creds.settings = creds.settings.model_copy(update={"tools": tools.model_copy(update={"call_secret_env": name})})
     return creds
 
 

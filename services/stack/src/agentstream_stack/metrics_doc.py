@@ -21,6 +21,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from agentstream.config import SERVICES, Settings
+from agentstream.config.tools import ToolsSettings
 from agentstream.observability import configure_logging
 from agentstream_stack.services import build_all
 
@@ -63,7 +64,8 @@ def catalogue() -> dict[str, MetricDoc]:
     """Every metric family of every service's registry, by exposed name."""
     logging.disable(logging.WARNING)  # building services logs setup warnings meant for operators
     try:
-        services = build_all(Settings())
+        # No secret is needed to list metrics: the services are built, never started.
+        services = build_all(Settings(tools=ToolsSettings(accept_unsigned_calls=True)))
     finally:
         logging.disable(logging.NOTSET)
     docs: dict[str, MetricDoc] = {}

@@ -23,7 +23,7 @@ from agentstream.kafka.flavor import resolve_flavor
 from agentstream_persistence.pages import MAX_PAGE_SIZE, InvalidCursor, Key
 from agentstream_persistence.queries import RUNS
 from agentstream_persistence.rows import shorten
-from agentstream_stack.cli_errors import explain
+from agentstream_stack.cli_errors import command_line, explain
 from agentstream_stack.cli_support import ConfigOpt, client_settings, err, out
 from agentstream_stack.run_follower import RunFollower, RunRecorder, StreamPrinter
 from agentstream_stack.runs_store import (
@@ -170,7 +170,7 @@ def _detail_or_exit(url: str, run_id: str) -> RunDetail:
     if detail is None:
         err.print(
             f"[red]unknown run {escape(run_id)}: no stored run has this id "
-            "(a run is stored once it ends; see agentstream runs list)[/]"
+            f"(a run is stored once it ends; see {command_line('runs list')})[/]"
         )
         raise typer.Exit(1)
     return detail
@@ -232,7 +232,7 @@ def _print_detail(detail: RunDetail) -> None:
         out.print(table)
     else:
         out.print("  no completed steps: a resume starts the run over from its input")
-    out.print(f"[dim]resume with: agentstream runs resume {escape(run.run_id)}[/]")
+    out.print(f"[dim]resume with: {command_line('runs resume ' + escape(run.run_id))}[/]")
 
 
 async def _resume(
@@ -303,7 +303,7 @@ def runs_resume(
     except TimeoutError:
         err.print(
             f"[red]run {escape(run.run_id)} did not finish within {timeout:.0f} s; it may still be running: "
-            f"agentstream runs show {escape(run.run_id)}[/]"
+            f"{command_line('runs show ' + escape(run.run_id))}[/]"
         )
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
@@ -315,7 +315,7 @@ def runs_resume(
     if not wait:
         return
     if finished is None:  # the events stream ended first (the consumer was stopped)
-        err.print(f"[red]lost sight of run {escape(run.run_id)}: agentstream runs show {escape(run.run_id)}[/]")
+        err.print(f"[red]lost sight of run {escape(run.run_id)}: {command_line('runs show ' + escape(run.run_id))}[/]")
         raise typer.Exit(1)
     if recorder is None:
         style = STATUS_STYLE.get(finished.status, "white")

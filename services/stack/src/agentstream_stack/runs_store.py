@@ -23,6 +23,7 @@ from agentstream.db.models_persistence import RunCheckpoint
 from agentstream_persistence import queries
 from agentstream_persistence.api import CheckpointOut, MessageOut, RunOut, read_checkpoint
 from agentstream_persistence.pages import Key
+from agentstream_stack.cli_errors import command_line
 
 
 class RunsUnavailable(Exception):
@@ -56,7 +57,7 @@ async def open_runs_db(url: str) -> AsyncIterator[async_sessionmaker[AsyncSessio
     if sqlite_file and not Path(sqlite_file).exists():  # noqa: ASYNC240 - one stat of a local file
         # Connecting would create an empty file: say where the database was expected instead.
         raise RunsUnavailable(
-            f"no database at {sqlite_file}: start the stack (agentstream up) "
+            f"no database at {sqlite_file}: start the stack ({command_line('up')}) "
             "or point --config / AGENTSTREAM__DATABASE__URL at it"
         )
     engine = create_engine(url)
@@ -64,7 +65,7 @@ async def open_runs_db(url: str) -> AsyncIterator[async_sessionmaker[AsyncSessio
         yield session_factory(engine)
     except DBAPIError as e:  # no such table / relation does not exist / connection refused
         raise RunsUnavailable(
-            f"{type(e.orig).__name__}: {e.orig} (is the database migrated? agentstream db upgrade)"
+            f"{type(e.orig).__name__}: {e.orig} (is the database migrated? {command_line('db upgrade')})"
         ) from e
     finally:
         await engine.dispose()

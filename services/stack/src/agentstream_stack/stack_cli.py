@@ -10,22 +10,33 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import httpx
 import typer
+from rich.markup import escape
 
-from agentstream.config import SERVICES, Settings
+from agentstream.config import SERVICES, ConfigError, Settings
 from agentstream.contracts import InboundMessage, RunEvent, RunFinished, RunStatus, User
 from agentstream.host import ServiceHost, install_stop_signals
 from agentstream.kafka import create_topics
 from agentstream.kafka.flavor import resolve_flavor
 from agentstream.observability import configure_logging
 from agentstream_stack.cli_errors import ExitCode
-from agentstream_stack.cli_support import ConfigOpt, client_settings, err, load_or_exit, masked, out
+from agentstream_stack.cli_support import (
+    ConfigOpt,
+    client_settings,
+    config_path,
+    err,
+    exit_on_config_error,
+    load_or_exit,
+    masked,
+    out,
+)
 from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.run_follower import RunFollower, RunRecorder, StreamPrinter
 from agentstream_stack.services import build_service
+from agentstream_stack.state_dir import STATE_DIR, StateDirBusy, busy_port, locked, private_dir
 
 
 def up(
@@ -40,8 +51,29 @@ def up(
     Everything in this process: the embedded broker (unless --no-broker), the database, all five services.
     """
     settings = load_or_exit(config)
-    state_dir = Path(".agentstream")
-    state_dir.mkdir(exist_ok=True)
+    state_dir = private_dir(STATE_DIR)
+    # Before anything is touched (log, database, keys): a second `up` here leaves the running one alone.
+    try:
+        with locked(state_dir):
+            ports = [settings.http.port_for(name) for name in SERVICES]
+            if (port := busy_port(settings.http.host, ports)) is not None:
+                _refuse(
+                    f"port {port} is in use — is another `agentstream up` running here? set `http.*` to use other ports"
+                )
+            code = _up(settings, state_dir, broker, chat, config_path(config))
+    except StateDirBusy as busy:
+        _refuse(str(busy))
+    if code is not None:
+        raise typer.Exit(ExitCode.BROKER_DIED)
+
+
+def _refuse(message: str) -> NoReturn:
+    err.print(f"error: {message}", markup=False, highlight=False)
+    raise typer.Exit(ExitCode.IN_USE)
+
+
+def _up(settings: Settings, state_dir: Path, broker: bool, chat: bool | None, config_file: Path | None) -> int | None:
+    """The stack until a signal stops it (or its broker dies: that exit code; else None)."""
     interactive = sys.stdin.isatty() if chat is None else chat
     log_file = str(state_dir / "agentstream.log") if interactive else None
     configure_logging(settings.log_level, log_file=log_file, settings=settings)
@@ -57,6 +89,7 @@ def up(
             broker_log=state_dir / "broker.log",
             admin_key=True,
             secrets_dir=state_dir,
+            config_file=config_file,
         ) as stack:
             d = stack.describe()
             out.print(
@@ -102,8 +135,7 @@ def up(
         out.print("[green]stopped[/]")
         return stack.broker_exit_code
 
-    if asyncio.run(main()) is not None:
-        raise typer.Exit(ExitCode.BROKER_DIED)
+    return asyncio.run(main())
 
 
 def serve(
@@ -125,7 +157,10 @@ def serve(
         if settings.kafka.auto_create_topics:
             await create_topics(settings.kafka)
         resolved = settings.model_copy(update={"kafka": await resolve_flavor(settings.kafka)})
-        svc = build_service(service, resolved)
+        try:
+            svc = build_service(service, resolved)
+        except ConfigError as e:  # one a service checks when built (a secret its env var lacks)
+            exit_on_config_error(e)
         ports = {service: port or settings.http.port_for(service)}
         async with ServiceHost([svc], host or settings.http.host, ports):
             await stop.wait()
@@ -134,10 +169,12 @@ def serve(
 
 
 async def _send(
-    settings: Settings, message: InboundMessage, timeout: float, printer: Callable[[RunEvent], None]
+    settings: Settings, message: InboundMessage, timeout: float, printer: Callable[[RunEvent], None], *, say: bool
 ) -> RunFinished | None:
     async with RunFollower(await resolve_flavor(settings.kafka)) as follower:
         await follower.send(message)
+        if say:  # the first event can take seconds (the runner, the model): say it was sent
+            err.print(f"[dim]sent to {escape(message.conversation_key)}, waiting for the answer…[/]", highlight=False)
         async with asyncio.timeout(timeout):
             async for event in follower.follow(message):
                 printer(event)
@@ -167,7 +204,9 @@ def send(
     )
     recorder = RunRecorder()
     try:
-        finished = asyncio.run(_send(settings, msg, timeout, recorder if as_json else StreamPrinter(out)))
+        finished = asyncio.run(
+            _send(settings, msg, timeout, recorder if as_json else StreamPrinter(out), say=not as_json)
+        )
     except TimeoutError:
         err.print(f"[red]no answer within {timeout:.0f} s[/]")
         raise typer.Exit(ExitCode.FAILED) from None
@@ -201,7 +240,7 @@ def demo(config: ConfigOpt = None) -> None:
                 )
                 out.print(f"[bold cyan]you>[/] {msg.text}")
                 out.print("[bold green]assistant>[/] ", end="")
-                finished = await _send(stack.settings, msg, 60, StreamPrinter(out))
+                finished = await _send(stack.settings, msg, 60, StreamPrinter(out), say=False)
                 if finished is None:
                     return None
                 assert stack.new_admin_key is not None  # the demo's database is new

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Mapping, Sequence
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -80,8 +83,47 @@ async def run_top(
             else:
                 console.print(frame_view(before, now))
             return
-        with Live(frame_view(before, now), console=console, auto_refresh=False) as live:
-            while True:
-                await asyncio.sleep(interval)
+        quit_pressed = asyncio.Event()
+
+        def on_key(key: str) -> None:
+            if key in QUIT_KEYS:
+                quit_pressed.set()
+
+        with keys_pressed(on_key), Live(frame_view(before, now), console=console, auto_refresh=False) as live:
+            while not quit_pressed.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(quit_pressed.wait(), interval)
+                if quit_pressed.is_set():
+                    break
                 before, now = now, await scrape_all(client, urls)
                 live.update(frame_view(before, now), refresh=True)
+
+
+QUIT_KEYS = ("q", "Q")
+
+
+@contextlib.contextmanager
+def keys_pressed(on_key: Callable[[str], None]) -> Iterator[None]:
+    """While the block runs, `on_key(character)` for each key typed on a terminal's stdin (read
+    unbuffered, not echoed); nothing where stdin is not a terminal (a pipe, CI)."""
+    if not sys.stdin.isatty():
+        yield
+        return
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    loop = asyncio.get_running_loop()
+
+    def read() -> None:
+        for key in os.read(fd, 64).decode(errors="replace"):
+            on_key(key)
+
+    tty.setcbreak(fd)
+    loop.add_reader(fd, read)
+    try:
+        yield
+    finally:
+        loop.remove_reader(fd)
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)

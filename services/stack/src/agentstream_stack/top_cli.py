@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from agentstream_stack.cli_errors import ExitCode
-from agentstream_stack.cli_support import ConfigOpt, err, load_or_exit, out
+from agentstream_stack.cli_support import ConfigOpt, err, load_or_exit, out, running_stack
 
 
 def top(
@@ -31,7 +31,7 @@ def top(
 ) -> None:
     """Live view of the stack from the services' /metrics.
 
-    Runs per second, active runs, lag, 429s, dead letters.
+    Runs per second, active runs, lag, 429s, dead letters. q (or Ctrl-C) quits.
     """
     from agentstream.config import SERVICES
     from agentstream_stack.top import run_top  # rich Live and the parser only for this command
@@ -39,6 +39,10 @@ def top(
     settings = load_or_exit(config)
     host = "127.0.0.1" if settings.http.host in ("0.0.0.0", "::", "") else settings.http.host
     urls = {s: f"http://{host}:{settings.http.port_for(s)}" for s in SERVICES}
+    # A running `agentstream up` here: its services, and the scrape token it left in its state folder.
+    local = running_stack(config)
+    if local and isinstance(local.get("services"), dict):
+        urls = {str(name): str(where) for name, where in local["services"].items()}
     if url:
         urls = {}
         for item in url:
@@ -48,5 +52,10 @@ def top(
                 raise typer.Exit(ExitCode.USAGE)
             urls[service] = target
     token = token or settings.auth.metrics_token() or settings.auth.admin_token()
+    if token is None and local:
+        from agentstream_stack.embedded_auth import read_metrics_token
+        from agentstream_stack.state_dir import STATE_DIR
+
+        token = read_metrics_token(STATE_DIR)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends the live view
         asyncio.run(run_top(urls, token, interval, once, as_json, out))

@@ -12,6 +12,11 @@ call redelivered after a crash replays the stored result, or, when the executor 
 the call or before storing its published result, answers with a non-retryable error instead
 of running the tool again (the runner takes a call's first result and ignores a later one).
 
+Only calls a runner signed run (docs/tools.md § Which calls run): a record that is unsigned, whose
+signature does not match, that names a tool outside its `offered` list, or a tool this executor
+says requires approval without an `approval_id`, is refused before it is claimed: a failed,
+non-retryable result (`refused` says why) answers it and the record goes to `dlq` with the reason.
+
 While a call runs, `tool.heartbeat`s go to `events` (call_heartbeats.py): persistence's watchdog
 never takes a slow call for a lost run, and a call past its timeout is answered as a tool error.
 """
@@ -28,7 +33,7 @@ from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Histogram
 
-from agentstream.contracts import ToolCallRequest, ToolCallResult, ToolHeartbeat
+from agentstream.contracts import ToolCallRefusal, ToolCallRequest, ToolCallResult, ToolHeartbeat
 from agentstream.contracts.tools import ToolCallRequestAdapter
 from agentstream.db import upgrade
 from agentstream.db.models_tools import ToolCallState
@@ -37,10 +42,11 @@ from agentstream.kafka.decoding import Undecodable, decode_record
 from agentstream.kafka.internals import consumer_of, poll_batches_at_once
 from agentstream.kafka.revocations import RevocationListener
 from agentstream.service import Infra, Service
+from agentstream.tool_call_signing import refusal, refusal_error
 from agentstream_tools.call_heartbeats import heartbeats
 from agentstream_tools.call_store import ToolCallStore, stopped_during_call
 from agentstream_tools.catalog import CatalogPublisher
-from agentstream_tools.executor import execute
+from agentstream_tools.executor import answer, execute
 from agentstream_tools.mcp_servers import McpServers
 from agentstream_tools.registry import ToolRegistry
 
@@ -74,8 +80,12 @@ class ToolExecutorService(Service):
         store: ToolCallStore,
         mcp_servers: McpServers,
         catalog: CatalogPublisher,
+        call_secret: bytes | None = None,
     ) -> None:
+        """`call_secret`: verifies the runners' signatures; None (only with `tools.accept_unsigned_calls`)
+        refuses every signed call and runs unsigned ones."""
         super().__init__(infra)
+        self._call_secret = call_secret
         self.tools = tools
         self.store = store
         self.mcp_servers = mcp_servers
@@ -87,6 +97,11 @@ class ToolExecutorService(Service):
         self._stopping = False
         self.calls = self.counter(
             "agentstream_tool_calls_total", "Tool calls run, by tool and outcome", ["tool", "outcome"]
+        )
+        self.refusals = self.counter(
+            "agentstream_tool_calls_refused_total",
+            "Tool calls refused without running (unsigned, bad_signature, not_offered, not_approved), by reason",
+            ["reason"],
         )
         self.replays = self.counter(
             "agentstream_tool_call_replays_total",
@@ -117,6 +132,8 @@ class ToolExecutorService(Service):
         await self.mcp_servers.start()
 
     async def start(self) -> None:
+        for reason in ToolCallRefusal:  # every series at zero: an alert on a rise needs a start
+            self.refusals.labels(reason)
         await super().start()
         self.catalog.start()  # publishing needs the broker's producer: after the start
 
@@ -143,8 +160,28 @@ class ToolExecutorService(Service):
             await self.dead_letter_record(record, request.reason)
             self._done(origin)
             return
+        refused = refusal(
+            request,
+            secret=self._call_secret,
+            accept_unsigned=self.settings.tools.accept_unsigned_calls,
+            requires_approval=self.catalog.requires_approval(request.tool),
+        )
+        if refused is not None:
+            await self._refuse(record, request, refused)
+            self._done(origin)
+            return
         with self.infra.tracing.consuming(record, f"{record.topic} process"):  # the trace the record carries
             self._start_call(request, origin)
+
+    async def _refuse(self, record: ConsumerRecord, request: ToolCallRequest, reason: ToolCallRefusal) -> None:
+        """Answered, so a runner that did send it does not wait out its timeout, and dead-lettered,
+        so an operator sees who tried; never claimed (a redelivery is refused again)."""
+        error = refusal_error(reason, request.tool)
+        self.refusals.labels(reason).inc()
+        self.log.warning("tool call refused", call=request.idempotency_key, tool=request.tool[:64], reason=reason)
+        result = answer(request, ok=False, error=error, retryable=False, refused=reason)
+        await self.publish(self.topics.tool_results, result, request.conversation_key)
+        await self.dead_letter_record(record, f"{error} ({reason})")
 
     def _start_call(self, request: ToolCallRequest, origin: Origin) -> None:
         key = request.idempotency_key

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from agentstream.config import Settings
 from agentstream.service import Infra
+from agentstream.tool_call_signing import call_secret
 from agentstream_tools.app import ToolExecutorService
 from agentstream_tools.builtin import builtin_tools
 from agentstream_tools.call_store import ToolCallStore
@@ -35,6 +36,7 @@ def bootstrap(
 ) -> ToolExecutorService:
     """`tools` and `store` replace the built-in registry and the database store (tests);
     `service_class` a subclass that changes how it publishes or commits (chaos tests)."""
+    secret = call_secret(settings.tools)  # first: a missing secret stops the start with the key to set
     infra = Infra.build(settings, ToolExecutorService.name, uses_database=True)
     assert infra.engine is not None  # uses_database: the engine is built, lazily connected
     registry = tools if tools is not None else configured_tools(settings)
@@ -55,4 +57,5 @@ def bootstrap(
         store=store if store is not None else ToolCallStore(infra.engine),
         mcp_servers=mcp_servers,
         catalog=catalog,
+        call_secret=secret,
     )

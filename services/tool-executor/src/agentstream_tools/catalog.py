@@ -169,6 +169,10 @@ class CatalogPublisher:
                 )
             await self._changes.wait(self._interval_s)
 
+    def requires_approval(self, name: str) -> bool:
+        """What this executor publishes for `name` (a tool it does not serve: by the selectors alone)."""
+        return self._approval.requires(name, self._kind(name)[0])
+
     def start(self) -> None:
         """Publish now and then on every change and heartbeat (needs the broker started)."""
         self._task = asyncio.create_task(self._heartbeat(), name="tool-catalog-heartbeat")

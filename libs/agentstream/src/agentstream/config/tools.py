@@ -5,6 +5,7 @@ See docs/tools.md for what each tool source does and docs/configuration.md for e
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 from enum import StrEnum
@@ -16,7 +17,13 @@ from agentstream.config.core import Section
 
 # A source (MCP server or function-tool group) prefixes its tools as `<source>__<tool>`: the
 # source name itself never holds the separator, so the split is unambiguous.
+DEFAULT_CALL_SECRET_ENV = "AGENTSTREAM_TOOL_CALL_SECRET"
 SOURCE_NAME = re.compile(r"^[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*$")
+# What a sandboxed command sees of the host by default: programs, libraries and /etc (read-only).
+SANDBOX_SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+# Never visible: the sandbox mounts its own there (a host /proc would show every process), or they
+# hold the host's unix sockets.
+SANDBOX_PRIVATE_PATHS = ("/proc", "/dev", "/sys", "/tmp", "/var/tmp", "/run", "/var/run")
 DOTTED_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*([.:][A-Za-z_][A-Za-z0-9_]*)$")
 
 
@@ -84,6 +91,32 @@ class SandboxSettings(Section):
     run_as_uid: int = Field(
         default=65534, ge=1, description="When the executor runs as root, commands run as this uid (nobody)."
     )
+    visible_paths: list[Path] = Field(
+        default_factory=lambda: [Path(p) for p in SANDBOX_SYSTEM_PATHS],
+        description="The only host paths a command sees (read-only): the rest of its file system is private.",
+    )
+    allow_weak_isolation: bool = Field(
+        default=False,
+        description="Serve the workspace tools even where the host cannot isolate commands (no user namespaces, "
+        "or commands would run as the executor's own user); a warning is logged at every start.",
+    )
+
+    @field_validator("visible_paths")
+    @classmethod
+    def _absolute_paths(cls, value: list[Path]) -> list[Path]:
+        if bad := [str(p) for p in value if not p.is_absolute() or ".." in p.parts or p == Path("/")]:
+            raise ValueError(f"not absolute paths below / without '..': {bad}")
+        private = [Path(p) for p in SANDBOX_PRIVATE_PATHS]
+        if bad := [str(p) for p in value if any(p.is_relative_to(q) or q.is_relative_to(p) for q in private)]:
+            raise ValueError(f"{bad} overlap paths the sandbox keeps private: {list(SANDBOX_PRIVATE_PATHS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _workspaces_hidden(self) -> SandboxSettings:
+        root = self.root_dir.absolute()
+        if shown := [str(p) for p in self.visible_paths if root.is_relative_to(p) or p.is_relative_to(root)]:
+            raise ValueError(f"visible_paths {shown} would show the workspaces under root_dir {root} to commands")
+        return self
 
 
 class ToolsSettings(Section):
@@ -104,12 +137,25 @@ class ToolsSettings(Section):
         description="The executor republishes its tools on `tool-catalog` this often; runners drop the tools of "
         "an executor not heard from in 3 intervals.",
     )
+    call_secret_env: str = Field(
+        default=DEFAULT_CALL_SECRET_ENV,
+        description="Env var holding the secret (at least 32 bytes) runners sign `tool-calls` records with and "
+        "executors verify them with; the same value on every runner and executor (docs/tools.md § Which calls run).",
+    )
+    accept_unsigned_calls: bool = Field(
+        default=False,
+        description="Executor: run `tool-calls` records without a signature as they say, unchecked (the behaviour "
+        "before signing). A record with a wrong signature is still refused.",
+    )
     heartbeat_interval_s: float = Field(
         default=5.0,
         gt=0,
         description="While a call runs, the executor sends `tool.heartbeat` on `events` this often; keep it well "
         "below `resume.stale_after_s` so persistence's watchdog never takes a slow call for a lost run.",
     )
+
+    def call_secret(self) -> str | None:
+        return os.environ.get(self.call_secret_env) or None
 
     @field_validator("mcp_servers", "functions")
     @classmethod

@@ -55,7 +55,7 @@ from agentstream.contracts.runs import (
     StartRun,
 )
 from agentstream.contracts.tool_catalog import ToolCatalogEntry, ToolKind
-from agentstream.contracts.tools import ToolCallRequest, ToolCallResult
+from agentstream.contracts.tools import ToolCallRefusal, ToolCallRequest, ToolCallResult
 from agentstream.contracts.web_frames import WebEnding, WebFrame, WebFrameAdapter, WebFrameKind, WebFrameOp
 
 __all__ = [
@@ -119,6 +119,7 @@ __all__ = [
     "StepType",
     "ToolCall",
     "ToolHeartbeat",
+    "ToolCallRefusal",
     "ToolCallRequest",
     "ToolCallResult",
     "ToolCallSpec",

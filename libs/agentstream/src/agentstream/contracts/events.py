@@ -18,6 +18,7 @@ from agentstream.contracts.base import Record, new_id
 from agentstream.contracts.common import ChatMessage, ReplyTarget, Usage
 from agentstream.contracts.endings import FinishReason, RunStatus
 from agentstream.contracts.limits import ConversationKey, JsonText, Name, Reason, RunId, SessionId, Subject
+from agentstream.contracts.tools import ToolCallRefusal
 
 
 class StepType(StrEnum):
@@ -139,6 +140,7 @@ class ToolResult(EventBase):
     error: str | None = None
     retryable: bool = False
     duration_ms: float = 0.0
+    refused: ToolCallRefusal | None = Field(default=None, description="Answered without running: why.")
 
 
 class SegmentBreak(EventBase):

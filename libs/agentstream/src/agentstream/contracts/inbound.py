@@ -17,6 +17,7 @@ from agentstream.contracts.base import Record, Value
 from agentstream.contracts.keys import conversation_key as conversation_key  # its home before keys.py
 from agentstream.contracts.keys import tenant_scoped
 from agentstream.contracts.limits import MAX_CONVERSATION_KEY, MAX_NAME
+from agentstream.contracts.unicode import unencodable
 
 # Ids end up in Kafka keys, database columns and log lines: bounded, and no control
 # characters (C0, DEL, C1). The widths keep `platform:chat_id:thread_id` within the
@@ -107,6 +108,13 @@ class InboundMessage(Record):
         "`webhook:slack`, `api:<key id>`. Records produced straight to Kafka leave it empty, which counts "
         "as source `kafka`. Part of the dedupe key, so one source cannot suppress another's messages.",
     )
+
+    @model_validator(mode="after")
+    def _valid_unicode(self) -> InboundMessage:
+        # Python's json accepts an escaped lone surrogate; no record can be written with one.
+        if (reason := unencodable(self)) is not None:
+            raise ValueError(reason)
+        return self
 
     @model_validator(mode="after")
     def _key_fits(self) -> InboundMessage:

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import Field, TypeAdapter
 
 from agentstream.contracts.base import Record
 from agentstream.contracts.limits import ConversationKey, JsonText, Name, RunId
+
+
+class ToolCallRefusal(StrEnum):
+    """Why a tool call was answered without running (docs/tools.md § Which calls run)."""
+
+    NOT_OFFERED = "not_offered"  # the tool is not in the run's assistant's `tools`
+    NOT_APPROVED = "not_approved"  # the tool requires approval and the call carries none
+    UNSIGNED = "unsigned"  # no `signature`: not published by a runner
+    BAD_SIGNATURE = "bad_signature"  # a signature that does not match the call (forged or altered)
 
 
 class ToolCallRequest(Record):
@@ -27,6 +37,21 @@ class ToolCallRequest(Record):
     deadline: datetime | None = Field(default=None, description="After this the result is useless.")
     call_seq: int | None = Field(
         default=None, ge=0, description="`seq` of the run's `tool.call` event, which the call's heartbeats repeat."
+    )
+
+    offered: list[Name] | None = Field(
+        default=None,
+        max_length=1024,
+        description="The run's assistant's `tools` list (names and `<source>__*`): the only tools this call may name.",
+    )
+    approval_id: Name | None = Field(
+        default=None, description="The approval a person gave this call (`approval_id` of its `ApprovalRequest`)."
+    )
+    signature: str | None = Field(
+        default=None,
+        max_length=128,
+        description="`v1:` + HMAC-SHA256 hex, by the runner, over the call's identity, tool, arguments, "
+        "deadline, `offered` and `approval_id` (docs/tools.md § Which calls run).",
     )
 
     @property
@@ -51,6 +76,9 @@ class ToolCallResult(Record):
     data: dict[str, Any] = Field(
         default_factory=dict,
         description="Details the model is not shown: `argument_repairs`, what the executor fixed in the arguments.",
+    )
+    refused: ToolCallRefusal | None = Field(
+        default=None, description="Set when the call was answered without running: why (runner or executor)."
     )
 
 

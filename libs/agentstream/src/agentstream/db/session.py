@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,7 +84,9 @@ def _sqlite_migration_lock(url: str) -> Iterator[None]:
     if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
         yield
         return
-    with open(f"{u.database}.migrate.lock", "w") as lock:
+    # 0600 like the database beside it (a fresh file; an old one keeps its mode: it holds nothing).
+    fd = os.open(f"{u.database}.migrate.lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    with open(fd, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield

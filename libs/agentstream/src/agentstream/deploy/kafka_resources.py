@@ -11,11 +11,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentstream.config import KafkaSettings
+from agentstream.config.core import SaslMechanism
 from agentstream.kafka.topics import TOPIC_NAMES, Topics, consumer_group, topic_config, topic_partitions
 
 STRIMZI_API = "kafka.strimzi.io/v1"
 KEDA_API = "keda.sh/v1alpha1"
 STRIMZI_BOOTSTRAP_SUFFIX = "-kafka-bootstrap"
+# KEDA's Kafka scaler authenticates like the pods: its TriggerAuthentication reads these variables
+# (and `kafka.sasl_password_env`) from the scaled Deployment's container, which gets them from Secrets.
+TRIGGER_AUTH = "agentstream-kafka"
+SASL_USERNAME_ENV = "KAFKA_SASL_USERNAME"
+CA_CERT_ENV = "KAFKA_CA_CERT"
+KEDA_SASL = {
+    SaslMechanism.PLAIN: "plaintext",
+    SaslMechanism.SCRAM_SHA_256: "scram_sha256",
+    SaslMechanism.SCRAM_SHA_512: "scram_sha512",
+}
 
 
 @dataclass(frozen=True)
@@ -39,19 +50,14 @@ LAG_SCALED = (
 )
 
 
-class NotStrimziBootstrap(ValueError):
-    """The config's bootstrap servers are not a Strimzi bootstrap Service."""
-
-
-def strimzi_cluster(kafka: KafkaSettings) -> str:
-    """`<cluster>-kafka-bootstrap[.<ns>…]:<port>` → `<cluster>` (the KafkaTopic's owner label)."""
+def strimzi_cluster(kafka: KafkaSettings) -> str | None:
+    """`<cluster>-kafka-bootstrap[.<ns>…]:<port>` → `<cluster>` (the KafkaTopic's owner label), or None
+    when the bootstrap servers are not a Strimzi bootstrap Service (a Kafka of your own: then the
+    `agentstream-init` Job creates the topics and no KafkaTopic is generated)."""
     first = kafka.bootstrap_servers.split(",")[0].strip()
     host = first.rsplit(":", 1)[0].split(".")[0]
     if not host.endswith(STRIMZI_BOOTSTRAP_SUFFIX) or host == STRIMZI_BOOTSTRAP_SUFFIX:
-        raise NotStrimziBootstrap(
-            f"kafka.bootstrap_servers {kafka.bootstrap_servers!r} is not a Strimzi bootstrap Service "
-            f"(<cluster>{STRIMZI_BOOTSTRAP_SUFFIX}:<port>)"
-        )
+        return None
     return host.removesuffix(STRIMZI_BOOTSTRAP_SUFFIX)
 
 
@@ -62,6 +68,8 @@ def _resource_name(topic: str) -> str:
 
 def kafka_topics(kafka: KafkaSettings) -> list[dict[str, Any]]:
     cluster = strimzi_cluster(kafka)
+    if cluster is None:
+        return []
     topics = Topics(kafka.topic_prefix)
     return [
         {
@@ -87,8 +95,45 @@ def max_replicas(scaling: LagScaling, kafka: KafkaSettings) -> int:
     return min(topic_partitions(short, kafka) for short in scaling.topics)
 
 
+def _secured(kafka: KafkaSettings) -> bool:
+    return kafka.security_protocol.uses_sasl or kafka.security_protocol.uses_tls
+
+
+def trigger_authentications(kafka: KafkaSettings) -> list[dict[str, Any]]:
+    """KEDA's credentials for a Kafka spoken over TLS and/or SASL (none for plaintext)."""
+    if not _secured(kafka):
+        return []
+    env: list[dict[str, str]] = []
+    if kafka.security_protocol.uses_sasl:
+        assert kafka.sasl_password_env  # the settings refuse SASL without it
+        env += [
+            {"parameter": "username", "name": SASL_USERNAME_ENV},
+            {"parameter": "password", "name": kafka.sasl_password_env},
+        ]
+    if kafka.security_protocol.uses_tls and kafka.ssl_cafile:
+        env.append({"parameter": "ca", "name": CA_CERT_ENV})
+    return [
+        {
+            "apiVersion": KEDA_API,
+            "kind": "TriggerAuthentication",
+            "metadata": {"name": TRIGGER_AUTH, "labels": {"app.kubernetes.io/name": "agentstream"}},
+            "spec": {"env": env},
+        }
+    ]
+
+
+def _trigger_security(kafka: KafkaSettings) -> dict[str, str]:
+    if not _secured(kafka):
+        return {}
+    metadata = {"tls": "enable" if kafka.security_protocol.uses_tls else "disable"}
+    if kafka.security_protocol.uses_sasl and kafka.sasl_mechanism is not None:
+        metadata["sasl"] = KEDA_SASL[kafka.sasl_mechanism]
+    return metadata
+
+
 def scaled_objects(kafka: KafkaSettings) -> list[dict[str, Any]]:
     topics = Topics(kafka.topic_prefix)
+    auth = {"authenticationRef": {"name": TRIGGER_AUTH}} if _secured(kafka) else {}
     return [
         {
             "apiVersion": KEDA_API,
@@ -112,7 +157,9 @@ def scaled_objects(kafka: KafkaSettings) -> list[dict[str, Any]]:
                             "topic": topics.name(short),
                             "lagThreshold": str(scaling.lag_per_replica),
                             "allowIdleConsumers": "false",
+                            **_trigger_security(kafka),
                         },
+                        **auth,
                     }
                     for short in scaling.topics
                 ],

@@ -19,7 +19,10 @@ class NotARuleFile(ValueError):
 
 
 def prometheus_rule(rule_file: Path, name: str = "agentstream") -> dict[str, Any]:
-    data = yaml.safe_load(rule_file.read_text())
+    try:
+        data = yaml.safe_load(rule_file.read_text())
+    except yaml.YAMLError as err:
+        raise NotARuleFile(f"{rule_file}: not valid YAML ({' '.join(str(err).split())})") from err
     groups = data.get("groups") if isinstance(data, dict) else None
     if not isinstance(groups, list) or not groups:
         raise NotARuleFile(f"{rule_file}: no `groups:` list of rule groups")

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from agentstream.config import KafkaFlavor, Settings, load_settings
+from agentstream.config.tools import DEFAULT_CALL_SECRET_ENV
 from agentstream.kafka import EmbeddedBroker, create_topics
 from agentstream.testing.brokers import (
     LOCAL_PG_URL,
@@ -40,6 +41,9 @@ GIVEN_PG_URL = os.environ.get(TEST_PG_ENV)
 ADMIN_TOKEN_ENV = "AGENTSTREAM_TEST_ADMIN_TOKEN"
 ADMIN_TOKEN = os.environ.setdefault(ADMIN_TOKEN_ENV, f"test-admin-{uuid.uuid4().hex}")
 ADMIN_HEADERS = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+# Runners sign tool calls and executors verify them with the secret in `tools.call_secret_env`'s
+# default variable: every test stack (and every service process it starts) shares this one.
+TOOL_CALL_SECRET = os.environ.setdefault(DEFAULT_CALL_SECRET_ENV, f"test-tool-calls-{uuid.uuid4().hex}")
 
 
 def _pg_answers(url: str) -> bool:

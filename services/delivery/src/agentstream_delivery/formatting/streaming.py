@@ -4,7 +4,8 @@ Markdown shows `**bold te` literally until its closing `**` arrives; a preview c
 for the reader: a code span (an odd backtick), `**` and `~~` left open in the frame's last
 block are closed before the cursor, the one opened last first. Only what the frame
 already shows content for is closed (`**` with nothing after it yet stays as it is), a
-fence is left to the parser (it runs to the end), and single `*`/`_` are left alone:
+fence is left to the parser (it runs to the end; a cursor on the fence's own line goes below
+it, where it shows), and single `*`/`_` are left alone:
 they are bullets and intraword characters too often to guess.
 """
 
@@ -19,7 +20,13 @@ PAIRED = ("**", "~~")
 def close_dangling(frame: str) -> str:
     body, cursor = (frame[: -len(CURSOR)], CURSOR) if frame.endswith(CURSOR) else (frame, "")
     text = body.rstrip()
-    if not text or open_fence(text) is not None:
+    if not text:
+        return frame
+    if open_fence(text) is not None:
+        if cursor and open_fence(text[: text.rfind("\n") + 1]) is None:
+            # The frame's last line opens the fence: on it, the cursor would be the fence's info string and
+            # vanish (the preview then renders like the final). Below it, as the code so far; no longer.
+            return text + "\n" + CURSOR.strip()
         return frame
     block = text[text.rfind("\n\n") + 1 :]
     if block.count("`") % 2 == 1:  # inside a code span: nothing else can be open in it

@@ -1,16 +1,16 @@
-"""Running one command in a workspace: rlimits, wall timeout, no network, capped output.
+"""Running one command in a workspace: rlimits, wall timeout, isolation, capped output.
 
-The command line is `prlimit <limits> -- [unshare ...] sh -c <setup> <command>`:
+The command line is `prlimit <limits> -- unshare ... sh -c <setup> sh <command>`:
 - `prlimit` sets RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE and RLIMIT_NPROC (inherited by everything
   the command starts);
-- when the executor is root the process runs as `run_as_uid` (RLIMIT_NPROC does not apply to
-  root, and nobody owns little);
-- `unshare` (when the kernel allows user namespaces, probed once) gives the command its own
-  network (loopback only, down), mount and PID namespaces: private tmpfs on /tmp, /var/tmp and
-  /dev/shm, the workspace mounted at /tmp/workspace, and every process it started killed with it.
+- when the executor is root the process runs as `run_as_uid` (never the executor's own uid, and
+  RLIMIT_NPROC does not apply to root);
+- `unshare` and the set-up (isolation.py) give it no network, a private read-only root with only
+  `visible_paths` of the host, locked mounts, no capabilities, and every process it started
+  killed with it. Without it (only with `allow_weak_isolation`) the command runs as it is.
 The process gets a session of its own; on the wall timeout (or when the call is cancelled) the
 whole group is killed. Output (stdout and stderr together) is read to the end but kept only up
-to `output_max_chars`. See docs/tools.md for what this does not protect against.
+to `output_max_chars`. See docs/tools.md for what this guarantees and how it is tested.
 """
 
 from __future__ import annotations
@@ -18,73 +18,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from agentstream.config.tools import SandboxSettings
-from agentstream.observability import get_logger
+from agentstream_tools.sandbox.isolation import MOUNTED_WORKSPACE, PATH, Isolation, isolated_argv, sandbox_uid
 from agentstream_tools.sandbox.workspace import truncated
 
-log = get_logger("agentstream.tool-executor.sandbox")
-
-MOUNTED_WORKSPACE = "/tmp/workspace"
-NAMESPACES = ["--user", "--map-root-user", "--net", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc"]
-# Runs inside the namespaces, before the command: private temporary directories, and the
-# workspace (the current directory) at a fixed path.
-SETUP = (
-    "set -e; for d in /tmp /var/tmp /dev/shm; do [ -d $d ] && mount -t tmpfs -o size=64m,mode=1777 tmpfs $d; done; "
-    f"mkdir {MOUNTED_WORKSPACE}; mount --bind --no-canonicalize /proc/self/cwd {MOUNTED_WORKSPACE}; "
-    f"cd {MOUNTED_WORKSPACE}; set +e; "
-    '"$@"; exit $?'  # not exec: the shell (PID 1 here) turns a fatal signal into 128 + its number
-)
-PATH = "/usr/local/bin:/usr/bin:/bin"
 READ_CHUNK = 65536
 # Past the wall timeout the command is already killed; this only bounds the cleanup.
 TIMEOUT_MARGIN_S = 5.0
-
-
-@dataclass(frozen=True)
-class Isolation:
-    limits: bool  # prlimit found
-    namespaces: bool  # unshare works here
-
-    def describe(self) -> str:
-        return (
-            f"rlimits {'on' if self.limits else 'OFF (no prlimit)'}, "
-            f"network/mount/pid isolation {'on' if self.namespaces else 'OFF (user namespaces not allowed)'}"
-        )
-
-
-def _as_user(settings: SandboxSettings) -> int | None:
-    return settings.run_as_uid if os.geteuid() == 0 else None
-
-
-def probe(settings: SandboxSettings) -> Isolation:
-    """What this machine allows, tried once at start with the sandbox's user."""
-    limits = shutil.which("prlimit") is not None
-    namespaces = False
-    if shutil.which("unshare") is not None:
-        uid = _as_user(settings)
-        try:
-            done = subprocess.run(
-                ["unshare", *NAMESPACES, "sh", "-c", "mount -t tmpfs tmpfs /tmp"],
-                capture_output=True,
-                timeout=10,
-                cwd="/",
-                user=uid,
-                group=uid,
-                extra_groups=[] if uid is not None else None,
-                check=False,
-            )
-            namespaces = done.returncode == 0
-        except (OSError, subprocess.SubprocessError) as err:
-            log.warning("unshare probe failed", error=repr(err))
-    isolation = Isolation(limits, namespaces)
-    log.info("workspace sandbox", isolation=isolation.describe())
-    return isolation
 
 
 def _exit_text(code: int, settings: SandboxSettings) -> str:
@@ -111,10 +54,8 @@ class CommandRunner:
 
     def argv(self, command: list[str]) -> list[str]:
         s = self.settings
-        nproc = s.max_processes + (0 if _as_user(s) is not None else _processes_of_this_user())
-        argv = ["sh", "-c", SETUP, "sh", *command] if self.isolation.namespaces else command
-        if self.isolation.namespaces:
-            argv = ["unshare", *NAMESPACES, *argv]
+        nproc = s.max_processes + (0 if sandbox_uid(s) is not None else _processes_of_this_user())
+        argv = isolated_argv(s, command) if self.isolation.namespaces else command
         if self.isolation.limits:
             limits = [
                 f"--cpu={s.cpu_s}:{s.cpu_s + 1}",  # SIGXCPU at the limit, SIGKILL a second later
@@ -128,7 +69,7 @@ class CommandRunner:
     async def run(self, workspace: Path, command: list[str]) -> str:
         """The command's exit status and output (cut with a marker), or how it was stopped."""
         s = self.settings
-        uid = _as_user(s)
+        uid = sandbox_uid(s)
         home = MOUNTED_WORKSPACE if self.isolation.namespaces else str(workspace)
         proc = await asyncio.create_subprocess_exec(
             *self.argv(command),

@@ -5,21 +5,27 @@ component) are refused. The path is walked one component at a time from the work
 directory descriptor with `O_NOFOLLOW`, so a link swapped in while a call runs is not
 followed either. Only regular files with a single link are read or replaced (a hard link
 could point outside; a FIFO would block the executor).
+
+A workspace's directory is named by an HMAC of the conversation key with a secret kept in
+`<root_dir>/.name-key` (mode 0600, made on first start): knowing a conversation key is not
+enough to find its directory.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import hmac
 import os
-import re
+import secrets
 import stat
 from pathlib import Path, PurePosixPath
 
 from agentstream.config.tools import SandboxSettings
 from agentstream_tools.validation import ArgumentError, ToolError, shown
 
-UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+NAME_KEY_FILE = ".name-key"
+NAME_KEY_BYTES = 32
 
 
 def truncated(text: str, limit: int, total: str) -> str:
@@ -29,21 +35,49 @@ def truncated(text: str, limit: int, total: str) -> str:
     return text[:limit] + f"\n[output truncated: {total} in all, the first {limit} characters shown]"
 
 
+def name_key(path: Path) -> bytes:
+    """The secret in `path`, made on first use; the file is kept at mode 0600, owned by the executor."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            raise ValueError(f"{path} is not a regular file of the executor's user: delete it") from None
+        if stat.S_IMODE(info.st_mode) != 0o600:
+            os.chmod(path, 0o600)
+        try:
+            key = bytes.fromhex(path.read_text().strip())
+        except ValueError:
+            key = b""
+        if len(key) < NAME_KEY_BYTES:
+            raise ValueError(
+                f"{path} holds no usable key (at least {NAME_KEY_BYTES} bytes in hex): delete it"
+            ) from None
+        return key
+    key = secrets.token_bytes(NAME_KEY_BYTES)
+    with os.fdopen(fd, "w") as f:
+        f.write(key.hex() + "\n")
+    return key
+
+
 class Workspaces:
     def __init__(self, settings: SandboxSettings) -> None:
         self.settings = settings
         self.root = settings.root_dir
         # Commands run as `run_as_uid` when the executor is root: their files must be theirs.
         self.owner = settings.run_as_uid if os.geteuid() == 0 else None
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o711)  # others may enter a directory they can name, not list them
+        self.name_key = name_key(self.root / NAME_KEY_FILE)
+
+    def name(self, conversation_key: str) -> str:
+        """HMAC-SHA256 of the key, 128 bits in hex: two keys never share a directory."""
+        return hmac.new(self.name_key, conversation_key.encode(), hashlib.sha256).hexdigest()[:32]
 
     def path(self, conversation_key: str) -> Path:
-        """The conversation's directory (created on first use): readable name plus a hash, so two
-        keys never share one."""
-        digest = hashlib.sha256(conversation_key.encode()).hexdigest()[:16]
-        directory = self.root / f"{UNSAFE.sub('_', conversation_key)[:64]}-{digest}"
+        """The conversation's directory (created on first use)."""
+        directory = self.root / self.name(conversation_key)
         if not directory.is_dir():
-            self.root.mkdir(parents=True, exist_ok=True)
-            os.chmod(self.root, 0o711)  # others may enter their own directory, not list the rest
             directory.mkdir(mode=0o700, exist_ok=True)
             if self.owner is not None:
                 os.chown(directory, self.owner, self.owner)

@@ -87,7 +87,9 @@ class StandInIngress:
         await self.producer.send_and_wait(topic, record.to_json(), key=record.conversation_key.encode())
 
     async def run(self, msg: InboundMessage, ids: dict[str, str]) -> None:
-        target = ReplyTarget(platform=msg.platform, chat_id=msg.chat_id)
+        target = ReplyTarget(
+            platform=msg.platform, chat_id=msg.chat_id, tenant_id=msg.user.tenant_id
+        )  # as ingress does
         user = ChatMessage(role=MessageRole.USER, content=msg.text)
         answer = answer_to(msg.text) + (" And on, and on." * 40 if msg.text == SLOW else "")
         pace = 0.15 if msg.text == SLOW else 0.03
@@ -275,7 +277,7 @@ async def test_two_replicas_serve_one_chat_with_tools_stop_resume_and_history(
                 stop_hidden = await phone.is_hidden("#stop")
 
                 # 3. Last-Event-ID: what replica A sent after an id, replica B sends after that id
-                kept = len(replica_b.web.messages(CHAT))
+                kept = len(replica_b.web.messages(CHAT, TENANT))
                 async with httpx.AsyncClient(timeout=10) as http:
                     from_a = await sse_frames(http, f"{url_a}/v1/web/{CHAT}/events", token, None, kept)
                     resume_at = FrameId.parse(from_a[1][0])
@@ -286,7 +288,13 @@ async def test_two_replicas_serve_one_chat_with_tools_stop_resume_and_history(
                 # 4. a server-rendered HTML frame: shown as HTML, its code block highlighted
                 html = '<p>Run <strong>this</strong>:</p><pre><code class="language-python">def f():\n    return "x"  # done\n</code></pre>'
                 frame = WebFrame(
-                    chat_id=CHAT, message_id="html-1", op=WebFrameOp.SEND, text=html, markup="html", final=True
+                    chat_id=CHAT,
+                    tenant_id=TENANT,  # the session's tenant: a frame of another tenant's chat would not show
+                    message_id="html-1",
+                    op=WebFrameOp.SEND,
+                    text=html,
+                    markup="html",
+                    final=True,
                 )
                 await ingress.producer.send_and_wait(
                     f"{settings.kafka.topic_prefix}web-frames", frame.to_json(), key=CHAT.encode()

@@ -78,7 +78,9 @@ def stand_in_ingress(settings: Settings, received: list[InboundMessage]) -> Fast
 
     async def run(msg: InboundMessage) -> None:
         key = msg.conversation_key
-        target = ReplyTarget(platform=msg.platform, chat_id=msg.chat_id)
+        target = ReplyTarget(
+            platform=msg.platform, chat_id=msg.chat_id, tenant_id=msg.user.tenant_id
+        )  # as ingress does
         ids = {"run_id": f"run-{msg.id}", "root_run_id": f"run-{msg.id}", "conversation_key": key}
         answer = answer_to(msg.text)
         records = [

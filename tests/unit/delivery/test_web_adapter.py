@@ -162,3 +162,20 @@ def test_the_web_pages_endings_are_read_in_the_texts_it_is_configured_with() -> 
     assert ending_of("Antwort\n\n⏸ Neu gestartet.", texts) is WebEnding.PAUSED
     assert ending_of("Antwort\n\nFehler: boom", texts) is WebEnding.FAILED
     assert ending_of(stopped_frame("answer"), texts) is None  # the default words are not this page's
+
+
+async def test_a_chat_id_of_two_tenants_is_two_chats() -> None:
+    """Chat ids are the gateway's: acme's `alice` and beta's `alice` never see each other's frames."""
+    web = WebAdapter()
+    acme, beta = (ReplyTarget(platform="web", chat_id="alice", tenant_id=t) for t in ("acme", "beta"))
+    await web.send(acme, "for acme")
+    beta_page = web.frames("alice", tenant_id="beta")
+    assert (await anext(beta_page)).endswith(b": connected\n\n")  # no backlog of acme's
+    await web.send(acme, "acme again")
+    await web.send(beta, "for beta")
+    _, frame = decode(await anext(beta_page))
+    assert frame["text"] == "for beta"
+    await web.close()
+    assert [m.text for m in web.messages("alice", "acme")] == ["for acme", "acme again"]
+    assert [m.text for m in web.messages("alice", "beta")] == ["for beta"]
+    assert web.messages("alice") == []  # the default tenant's alice is a third chat

@@ -278,7 +278,9 @@ async def test_posts_the_inbound_contract_refuses_are_422(sqlite_url: str, gatew
 
 
 def stand_in_persistence(seen: list[tuple[str, str | None]]) -> FastAPI:
-    """Two runs of `web:chat-1` in tenant acme (one stopped) and one of another tenant, over two pages."""
+    """Two runs of `acme/web:chat-1` in tenant acme (one stopped) and one of another tenant, over two pages.
+    (Keys carry the tenant, so another tenant's run would not be under this key; the stand-in has one to
+    show the tenant filter still holds.)"""
     app = FastAPI()
     runs = [
         {"run_id": "r1", "tenant_id": "acme", "status": "completed", "reason": None, "error": None},
@@ -334,7 +336,7 @@ async def test_history_has_both_sides_of_the_sessions_tenant_with_endings(
         ("assistant", "Well", "r2", None),
         ("assistant", "⏹ stopped", "r2", "stopped"),
     ]
-    assert seen == [("web:chat-1", f"Bearer {HISTORY_KEY}")]
+    assert seen == [("acme/web:chat-1", f"Bearer {HISTORY_KEY}")]  # the session's tenant's conversation
     assert (anonymous.status_code, elsewhere.status_code) == (401, 403)
 
 

@@ -20,18 +20,23 @@ from agentstream_runner.approvals import ApprovalState, ApprovalWaiters, NotPend
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def pending(user: str | None = "u1") -> PendingApproval:
+def pending(user: str | None = "u1", tenant: str | None = None) -> PendingApproval:
     calls = [PendingCall(call_id="c1", tool="shell", arguments='{"command": "ls"}')]
     return PendingApproval(
-        ApprovalRequest(approval_id="a1", calls=calls, user_id=user, expires_at=NOW + timedelta(minutes=10))
+        ApprovalRequest(
+            approval_id="a1", calls=calls, user_id=user, tenant_id=tenant, expires_at=NOW + timedelta(minutes=10)
+        )
     )
 
 
-def answer(decision: ApprovalDecision, user: str, admin: bool = False, key: str = "web:c1") -> AnswerApproval:
+def answer(
+    decision: ApprovalDecision, user: str, admin: bool = False, key: str = "web:c1", tenant: str | None = None
+) -> AnswerApproval:
     return AnswerApproval(
         conversation_key=key,
         decision=decision,
         user_id=user,
+        tenant_id=tenant,
         admin=admin,
         reply_target=ReplyTarget(platform="web", chat_id="c1"),
     )
@@ -57,6 +62,17 @@ def test_another_users_answer_does_not_count_and_it_stays_pending():
     p = pending()
     assert p.answer(answer(ApprovalDecision.APPROVE, "mallory")) is False
     assert p.state is ApprovalState.PENDING and p.outcome is None and p.answered_by is None
+
+
+def test_only_the_runs_tenant_counts_its_user_and_its_admins_alike():
+    p = pending(tenant="acme")
+    assert p.answer(answer(ApprovalDecision.APPROVE, "u1", tenant="beta")) is False  # beta's u1 is another user
+    assert p.answer(answer(ApprovalDecision.APPROVE, "boss", admin=True, tenant="beta")) is False
+    assert p.answer(answer(ApprovalDecision.APPROVE, "u1")) is False  # the default tenant's u1 too
+    assert p.state is ApprovalState.PENDING
+    assert p.answer(answer(ApprovalDecision.APPROVE, "u1", tenant="acme")) is True
+    # No tenant on either side is the default tenant's (a checkpoint from before the field).
+    assert pending().answer(answer(ApprovalDecision.DENY, "u1", tenant="default")) is True
 
 
 def test_a_run_without_a_user_can_only_be_answered_by_an_admin():

@@ -1,7 +1,7 @@
 """Pending tool approvals: one request's state machine, and where answers find it.
 
-    PENDING → APPROVED   an `/approve` from the run's user or an admin
-            → DENIED     a `/deny` from the run's user or an admin
+    PENDING → APPROVED   an `/approve` from the run's user or an admin, of the run's tenant
+            → DENIED     a `/deny` from the run's user or an admin, of the run's tenant
             → EXPIRED    nobody answered by `expires_at`
 
 An answer from anyone else leaves it PENDING (`counts`; the chat is told why). `expires_at` is a wall
@@ -19,6 +19,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from agentstream.contracts import AnswerApproval, ApprovalDecision, ApprovalOutcome, ApprovalRequest
+from agentstream.contracts.keys import DEFAULT_TENANT
 
 
 class ApprovalState(StrEnum):
@@ -42,7 +43,10 @@ class PendingApproval:
     answered_by: str | None = None
 
     def counts(self, answer: AnswerApproval) -> bool:
-        """Whether `answer` may end the request: the run's user's or an admin's."""
+        """Whether `answer` may end the request: the run's user's or an admin's, and of the run's tenant
+        (user ids are only unique inside a tenant; the conversation key keeps tenants apart already)."""
+        if (answer.tenant_id or DEFAULT_TENANT) != (self.request.tenant_id or DEFAULT_TENANT):
+            return False
         return answer.admin or (self.request.user_id is not None and answer.user_id == self.request.user_id)
 
     def answer(self, answer: AnswerApproval) -> bool:

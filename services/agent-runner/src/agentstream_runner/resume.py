@@ -37,6 +37,7 @@ from agentstream.contracts import (
     Usage,
     User,
 )
+from agentstream.contracts.keys import ConversationParts, split_conversation_key
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
 
 CHECKPOINT_WAIT_S = 5.0  # a resume may arrive before persistence has written the checkpoint
@@ -97,13 +98,15 @@ def start_of(command: ResumeRun, checkpoint: Checkpoint) -> StartRun:
     user_id = info.get("user_id")
     inputs = [ChatMessage.model_validate(m) for m in info.get("input") or []]
     text = next((m.content for m in inputs if m.role == MessageRole.USER), None) or info.get("text") or ""
-    target = info.get("reply_target") or _target_of(command.conversation_key)
+    parts = split_conversation_key(command.conversation_key)
+    target = info.get("reply_target") or _target_of(parts)
+    tenant = info.get("tenant_id") or parts.tenant_id  # the key has it when the checkpoint predates the field
     return StartRun(
         run_id=command.run_id,
         conversation_key=command.conversation_key,
         session_id=info.get("session_id"),
         assistant_id=info.get("assistant_id") or "default",
-        user=User(id=user_id) if user_id else None,
+        user=User(id=user_id, tenant_id=tenant) if user_id else None,
         text=text,
         reply_target=ReplyTarget.model_validate(target),
         options=RunOptions(connector=info["connector_id"]) if info.get("connector_id") else RunOptions(),
@@ -115,10 +118,13 @@ def saved_input(checkpoint: Checkpoint, start: StartRun) -> list[ChatMessage]:
     return inputs or [ChatMessage(role=MessageRole.USER, content=start.text)]
 
 
-def _target_of(conversation_key: str) -> dict[str, Any]:
-    platform, _, rest = conversation_key.partition(":")
-    chat, _, thread = rest.partition(":")
-    return {"platform": platform, "chat_id": chat, "thread_id": thread or None}
+def _target_of(parts: ConversationParts) -> dict[str, Any]:
+    return {
+        "platform": parts.platform,
+        "chat_id": parts.chat_id,
+        "thread_id": parts.thread_id,
+        "tenant_id": parts.tenant_id,
+    }
 
 
 # -- database reads ------------------------------------------------------------------

@@ -124,6 +124,7 @@ async def _request(scope: RunScope, needing: list[ToolCallSpec]) -> ApprovalRequ
         approval_id=new_id(),
         calls=[PendingCall(call_id=c.id, tool=c.name, arguments=shown_arguments(c.arguments)) for c in needing],
         user_id=scope.start.user.id if scope.start.user else None,
+        tenant_id=scope.start.user.tenant_id if scope.start.user else None,
         expires_at=utcnow() + timedelta(seconds=expiry_s),
     )
     step_input = {"calls": [c.id for c in needing]}

@@ -20,7 +20,7 @@ from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from pydantic import BaseModel
 
-from agentstream.contracts import DeadLetter, InboundMessage, Notice, NoticeLevel, ReplyTarget, conversation_key, new_id
+from agentstream.contracts import DeadLetter, InboundMessage, Notice, NoticeLevel, ReplyTarget, new_id
 from agentstream.db import upgrade
 from agentstream.kafka.internals import consumer_of, producer_of
 from agentstream.kafka.revocations import RevocationListener
@@ -219,7 +219,7 @@ class IngressService(Service):
 
     @staticmethod
     def key_of(target: ReplyTarget) -> str:
-        return conversation_key(target.platform, target.chat_id, target.thread_id)
+        return target.conversation_key
 
     def count(self, decision: str, reason: str) -> None:
         key = (decision, str(reason))

@@ -164,6 +164,7 @@ def answer_approval(
         conversation_key=msg.conversation_key,
         decision=decision,
         user_id=msg.user.id,
+        tenant_id=msg.user.tenant_id,
         admin=is_admin(msg, settings),
         reply_target=target_of(msg),
     )

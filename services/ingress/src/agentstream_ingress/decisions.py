@@ -84,4 +84,10 @@ Decision = DeadLetterDecision | DropDecision | NoticeDecision | CommandDecision 
 
 
 def target_of(msg: InboundMessage) -> ReplyTarget:
-    return ReplyTarget(platform=msg.platform, chat_id=msg.chat_id, thread_id=msg.thread_id, reply_to_id=msg.reply_to_id)
+    return ReplyTarget(
+        platform=msg.platform,
+        chat_id=msg.chat_id,
+        thread_id=msg.thread_id,
+        reply_to_id=msg.reply_to_id,
+        tenant_id=msg.user.tenant_id,
+    )

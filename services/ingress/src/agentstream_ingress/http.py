@@ -26,6 +26,7 @@ from agentstream.contracts import InboundMessage
 from agentstream.contracts.unicode import unencodable
 from agentstream.observability import NotReady
 from agentstream_ingress.identity import PostedMessage, Refused, bind_identity, source_of
+from agentstream_ingress.route_authz import authorize_route
 from agentstream_ingress.webhooks import InvalidUpdate, slack, telegram
 
 Produce = Callable[[InboundMessage], Awaitable[None]]
@@ -195,6 +196,8 @@ def register(app: FastAPI, settings: Settings, produce: Produce) -> None:
             return _invalid(err)
         if isinstance(bound, Refused):
             return _problem(403, bound.detail)
+        if (not_usable := authorize_route(bound, principal, settings)) is not None:
+            return _problem(403, not_usable.detail)
         # The credential is the source (never the body's claim): one caller cannot dedupe away another's ids.
         return await accept(bound.model_copy(update={"source": source_of(principal)}))
 

@@ -8,7 +8,7 @@ import json
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from agentstream.contracts import InboundMessage, ReplyTarget
-from agentstream.contracts.inbound import ChatId, PlatformName, ThreadId
+from agentstream.contracts.inbound import ChatId, PlatformName, TenantId, ThreadId
 from agentstream.kafka.decoding import Undecodable, decode_record
 from agentstream_ingress.decisions import DeadLetterDecision
 
@@ -22,6 +22,7 @@ class _Target(BaseModel):
     platform: PlatformName
     chat_id: ChatId
     thread_id: ThreadId | None = None
+    tenant_id: TenantId | None = None  # the notice goes to this tenant's chat, not another's
 
 
 def _numeric_as_text(value: object) -> object:
@@ -38,13 +39,17 @@ def reply_target_of(raw: bytes) -> ReplyTarget | None:
     if not isinstance(data, dict):
         return None
     chat, thread = (_numeric_as_text(data.get(k)) for k in ("chat_id", "thread_id"))
+    user = data.get("user")
+    tenant = user.get("tenant_id") if isinstance(user, dict) else None
     try:
         target = _Target.model_validate(
-            {"platform": data.get("platform"), "chat_id": chat, "thread_id": thread or None}
+            {"platform": data.get("platform"), "chat_id": chat, "thread_id": thread or None, "tenant_id": tenant}
         )
     except ValidationError:
         return None
-    return ReplyTarget(platform=target.platform, chat_id=target.chat_id, thread_id=target.thread_id)
+    return ReplyTarget(
+        platform=target.platform, chat_id=target.chat_id, thread_id=target.thread_id, tenant_id=target.tenant_id
+    )
 
 
 def parse(raw: bytes, max_text_chars: int | None = None) -> InboundMessage | DeadLetterDecision:
@@ -53,6 +58,8 @@ def parse(raw: bytes, max_text_chars: int | None = None) -> InboundMessage | Dea
         return DeadLetterDecision(msg.reason, reply_target_of(raw))
     if max_text_chars is not None and len(msg.text) > max_text_chars:
         # A huge text would be a huge prompt: refuse it here, visibly, instead of in the model call.
-        target = ReplyTarget(platform=msg.platform, chat_id=msg.chat_id, thread_id=msg.thread_id)
+        target = ReplyTarget(
+            platform=msg.platform, chat_id=msg.chat_id, thread_id=msg.thread_id, tenant_id=msg.user.tenant_id
+        )
         return DeadLetterDecision(f"text: longer than {max_text_chars} characters ({len(msg.text)})", target)
     return msg

@@ -13,6 +13,8 @@ DEFAULT_PROFILE = "default"
 # One field outweighs every less specific field together, so "thread" beats "chat + team + bot + platform".
 WEIGHTS = {"thread": 16, "chat": 8, "team": 4, "bot": 2, "platform": 1}
 NO_PROFILE = ProfileSettings()  # what an unconfigured default profile means (read only)
+BOT_METADATA = "bot"  # the receiving bot, as its webhook or gateway says
+ROUTING_METADATA = frozenset({BOT_METADATA})  # the metadata keys routes read (route_authz.py checks who set them)
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,7 @@ class Routed:
 
 
 def _values(msg: InboundMessage) -> dict[str, str | None]:
-    bot = msg.metadata.get("bot")
+    bot = msg.metadata.get(BOT_METADATA)
     return {
         "platform": msg.platform,
         "team": msg.user.team_id,
@@ -49,13 +51,13 @@ def specificity(route: RouteSettings, msg: InboundMessage) -> int | None:
 
 
 def route(msg: InboundMessage, settings: Settings) -> Routed:
-    by_routes = _by_routes(msg, settings)
-    if msg.profile and msg.profile in settings.profiles and msg.profile != by_routes.name:
-        return Routed(msg.profile, settings.profiles[msg.profile], bypassed=by_routes.profile)
-    return by_routes
+    routed = by_routes(msg, settings)
+    if msg.profile and msg.profile in settings.profiles and msg.profile != routed.name:
+        return Routed(msg.profile, settings.profiles[msg.profile], bypassed=routed.profile)
+    return routed
 
 
-def _by_routes(msg: InboundMessage, settings: Settings) -> Routed:
+def by_routes(msg: InboundMessage, settings: Settings) -> Routed:
     best: tuple[int, RouteSettings] | None = None
     for candidate in settings.routes:
         score = specificity(candidate, msg)

@@ -38,6 +38,7 @@ from agentstream.contracts import (
     SegmentBreak,
     ToolCall,
 )
+from agentstream.contracts.keys import split_conversation_key
 from agentstream_persistence.buffers import RunBuffer, ToolExchange
 
 SUMMARY_LIMIT = 200
@@ -63,6 +64,7 @@ def start_info(buf: RunBuffer) -> dict[str, Any]:
         "assistant_id": started.assistant_id if started else (queued.assistant_id if queued else None),
         "connector_id": started.connector_id if started else None,
         "user_id": (started.user_id if started else None) or (queued.user_id if queued else None),
+        "tenant_id": (started.tenant_id if started else None) or (queued.tenant_id if queued else None),
         "session_id": started.session_id if started else None,
         "reply_target": source.reply_target.model_dump(mode="json") if source else None,
         "input": [m.model_dump(mode="json") for m in started.input] if started else [],
@@ -140,9 +142,10 @@ def _target(buf: RunBuffer) -> ReplyTarget:
     source = buf.started or buf.queued
     if source is not None:
         return source.reply_target
-    platform, _, rest = buf.conversation_key.partition(":")  # platform:chat_id[:thread_id]
-    chat, _, thread = rest.partition(":")
-    return ReplyTarget(platform=platform, chat_id=chat, thread_id=thread or None)
+    parts = split_conversation_key(buf.conversation_key)
+    return ReplyTarget(
+        platform=parts.platform, chat_id=parts.chat_id, thread_id=parts.thread_id, tenant_id=parts.tenant_id
+    )
 
 
 def _user_input(buf: RunBuffer) -> list[tuple[int, int, ChatMessage, datetime]]:

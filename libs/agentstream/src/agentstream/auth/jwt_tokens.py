@@ -7,7 +7,7 @@ from typing import Any
 
 import jwt
 
-from agentstream.auth.principal import DEFAULT_TENANT, CredentialKind, Principal, Scope
+from agentstream.auth.principal import ALL_TENANTS, DEFAULT_TENANT, CredentialKind, Principal, Scope
 from agentstream.config.auth import JwtSettings
 
 _SCOPES = frozenset(s.value for s in Scope)
@@ -58,12 +58,16 @@ class JwtVerifier:
         platform = claims.get(self.cfg.platform_claim)
         if not isinstance(user, str | int) or not isinstance(tenant, str):
             return None
+        scopes = frozenset(Scope(n) for n in names if n in _SCOPES)
+        if tenant == ALL_TENANTS and Scope.ADMIN not in scopes:
+            # Every tenant is an operator's reach: an identity provider grants it only with `admin`.
+            return None
         # An identity provider's token speaks for one end user: on its own platform, else the `api` platform.
         return Principal(
             subject=f"jwt:{claims['sub']}",
             kind=CredentialKind.JWT,
             tenant_id=tenant,
-            scopes=frozenset(Scope(n) for n in names if n in _SCOPES),
+            scopes=scopes,
             platform=platform if isinstance(platform, str) else "api",
             user_id=str(user),
         )

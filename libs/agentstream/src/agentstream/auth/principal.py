@@ -6,7 +6,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-DEFAULT_TENANT = "default"
+from agentstream.contracts.keys import DEFAULT_TENANT as DEFAULT_TENANT  # one value, shared with the keys
+
 ALL_TENANTS = "*"
 
 

@@ -50,6 +50,9 @@ class ApprovalRequest(Value):
     approval_id: Name
     calls: list[PendingCall] = Field(min_length=1)
     user_id: Subject | None = Field(description="Who may answer (besides an admin): the run's user.")
+    tenant_id: Subject | None = Field(
+        default=None, description="The run's tenant (none: `default`): only its users' answers count."
+    )
     expires_at: datetime = Field(description="Unanswered by then: the calls are refused as expired.")
 
     @property

@@ -7,6 +7,7 @@ from enum import StrEnum
 from pydantic import Field
 
 from agentstream.contracts.base import Value
+from agentstream.contracts.keys import conversation_key
 from agentstream.contracts.limits import Chat, JsonText, Name, Platform, Subject
 
 
@@ -26,6 +27,13 @@ class ReplyTarget(Value):
     chat_id: Chat
     thread_id: Chat | None = None
     reply_to_id: Subject | None = Field(default=None, description="Platform message id to reply to.")
+    tenant_id: Subject | None = Field(
+        default=None, description="The conversation's tenant (none: `default`); chat ids are only unique in one."
+    )
+
+    @property
+    def conversation_key(self) -> str:
+        return conversation_key(self.platform, self.chat_id, self.thread_id, tenant_id=self.tenant_id)
 
 
 class ToolCallSpec(Value):

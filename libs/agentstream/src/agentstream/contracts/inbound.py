@@ -1,11 +1,12 @@
 """`inbound` topic: what users and webhooks produce.
 
-Key: the conversation key ``platform:chat_id[:thread_id]`` (see `conversation_key`).
+Key: the conversation key ``[tenant/]platform:chat_id[:thread_id]`` (see `agentstream.contracts.keys`).
 This is the public contract users build on; keep it stable.
 """
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -13,15 +14,10 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints, model_validator
 
 from agentstream.contracts.base import Record, Value
-from agentstream.contracts.limits import MAX_NAME
+from agentstream.contracts.keys import conversation_key as conversation_key  # its home before keys.py
+from agentstream.contracts.keys import tenant_scoped
+from agentstream.contracts.limits import MAX_CONVERSATION_KEY, MAX_NAME
 from agentstream.contracts.unicode import unencodable
-
-
-def conversation_key(platform: str, chat_id: str, thread_id: str | None = None) -> str:
-    """The Kafka key of every run-scoped record of one conversation."""
-    key = f"{platform}:{chat_id}"
-    return f"{key}:{thread_id}" if thread_id else key
-
 
 # Ids end up in Kafka keys, database columns and log lines: bounded, and no control
 # characters (C0, DEL, C1). The widths keep `platform:chat_id:thread_id` within the
@@ -29,7 +25,10 @@ def conversation_key(platform: str, chat_id: str, thread_id: str | None = None) 
 # bool or an object is refused, never turned into text.
 NO_CONTROL_CHARS = r"^[^\x00-\x1f\x7f-\x9f]*$"
 MAX_ID = 256
-PlatformName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=NO_CONTROL_CHARS)]
+# A key reads `[tenant/]platform:chat…`: a platform without `/` and a tenant without `/` or `:` keep
+# every (tenant, platform, chat, thread) its own key (no tenant's key can pass for another's).
+PlatformName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\x00-\x1f\x7f-\x9f/]*$")]
+TenantId = Annotated[str, StringConstraints(max_length=MAX_ID, pattern=r"^[^\x00-\x1f\x7f-\x9f/:]*$")]
 ChatId = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=NO_CONTROL_CHARS)]
 ThreadId = Annotated[str, StringConstraints(max_length=200, pattern=NO_CONTROL_CHARS)]
 Identifier = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID, pattern=NO_CONTROL_CHARS)]
@@ -72,7 +71,9 @@ class User(Value):
     id: Identifier = Field(description="Platform user id; the identity used for permission.")
     name: str | None = Field(default=None, description="Display name.")
     team_id: OptionalIdentifier | None = Field(default=None, description="Team / guild / workspace id.")
-    tenant_id: OptionalIdentifier | None = Field(default=None, description="Tenant id for billing and isolation.")
+    tenant_id: TenantId | None = Field(
+        default=None, description="Tenant id for billing and isolation (no `/` or `:`: it is part of the key)."
+    )
 
 
 class Attachment(Value):
@@ -115,11 +116,25 @@ class InboundMessage(Record):
             raise ValueError(reason)
         return self
 
+    @model_validator(mode="after")
+    def _key_fits(self) -> InboundMessage:
+        if len(self.conversation_key) > MAX_CONVERSATION_KEY:
+            raise ValueError(
+                f"tenant, platform, chat_id and thread_id make a conversation key longer than "
+                f"{MAX_CONVERSATION_KEY} characters"
+            )
+        return self
+
     @property
     def conversation_key(self) -> str:
-        return conversation_key(self.platform, self.chat_id, self.thread_id)
+        """The tenant is part of it: two tenants' chats of the same ids are two conversations."""
+        return conversation_key(self.platform, self.chat_id, self.thread_id, tenant_id=self.user.tenant_id)
 
     @property
     def dedupe_key(self) -> DedupeKey:
-        """(source, platform, id): a message id is unique per source and platform."""
-        return (self.source or KAFKA_SOURCE, self.platform, self.id)
+        """(source, platform, id): a message id is unique per source, platform and tenant (a gateway
+        relaying several tenants must not let one suppress another's message by reusing its id)."""
+        source = tenant_scoped(self.user.tenant_id, self.source or KAFKA_SOURCE)
+        if len(source) > MAX_ID:  # the dedupe table's width: a long tenant and source hashed together
+            source = "h." + hashlib.sha256(source.encode()).hexdigest()
+        return (source, self.platform, self.id)

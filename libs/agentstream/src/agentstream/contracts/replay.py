@@ -22,7 +22,6 @@ from agentstream.contracts.events import (
     SegmentBreak,
     ToolCall,
 )
-from agentstream.contracts.inbound import conversation_key
 
 # What a chat shows of a run, and so what a run's archive keeps (in `seq` order). A message that
 # completed is kept as its `message.completed` alone (its deltas only led up to that text); one
@@ -58,7 +57,7 @@ def replayed(event: ArchivedEvent, replay_id: str, target: ReplyTarget) -> Archi
         "run_id": mapped(event.run_id),
         "root_run_id": replay_id,
         "parent_run_id": mapped(event.parent_run_id),
-        "conversation_key": conversation_key(target.platform, target.chat_id, target.thread_id),
+        "conversation_key": target.conversation_key,
         "epoch": 0,
     }
     if isinstance(event, RunStarted):

@@ -149,12 +149,14 @@ class ResetConversation(Record):
 class AnswerApproval(Record):
     """`/approve` or `/deny`: the answer to the conversation's pending tool approval.
 
-    The runner decides whether it counts: from the run's own user, or from an admin."""
+    The runner decides whether it counts: from the run's own user (of the run's tenant), or from an admin
+    of the run's tenant."""
 
     type: Literal["run.approval"] = "run.approval"
     conversation_key: ConversationKey
     decision: ApprovalDecision
     user_id: Subject = Field(description="Who answered.")
+    tenant_id: Subject | None = Field(default=None, description="The answerer's tenant (none: `default`).")
     admin: bool = Field(default=False, description="Ingress found the answerer in `authz.*.admins`.")
     reply_target: ReplyTarget = Field(description="Where to say that no call waits, when none does.")
 

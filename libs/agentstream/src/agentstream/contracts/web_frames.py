@@ -15,6 +15,7 @@ from pydantic import Field, TypeAdapter
 
 from agentstream.contracts.base import Record
 from agentstream.contracts.inbound import ChatId
+from agentstream.contracts.limits import Subject
 
 
 class WebFrameOp(StrEnum):
@@ -41,6 +42,9 @@ class WebFrame(Record):
 
     type: Literal["web.frame"] = "web.frame"
     chat_id: ChatId
+    tenant_id: Subject | None = Field(
+        default=None, description="The chat's tenant (none: `default`): only its sessions see the frame."
+    )
     message_id: str = Field(min_length=1, max_length=128, description="Unique across delivery replicas.")
     run_id: str | None = Field(default=None, description="The root run the message belongs to.")
     op: WebFrameOp

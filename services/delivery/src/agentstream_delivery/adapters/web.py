@@ -11,6 +11,10 @@ Two halves, so that any delivery replica serves any chat:
   every replica, so a page that reconnects to another replica with `Last-Event-ID` gets
   exactly the frames it missed.
 
+A chat is a tenant's: chat ids are the gateway's, so two tenants may both have a chat `alice`.
+Frames carry their run's tenant and are kept and pushed per (tenant, chat) — `chat_ref` — so a
+session sees only its own tenant's chat.
+
 Every frame carries the whole message text — the page replaces, never appends — so resuming
 needs only the newest frame of each message past the page's id. The text is the renderer's
 sanitised HTML (`markup: "html"`, see `formatting.web_html`) or plain text the page shows as such. Without a sink (unit tests,
@@ -34,6 +38,7 @@ from aiokafka.errors import KafkaError
 
 from agentstream.config import TextFormat, ToolProgress
 from agentstream.contracts import KnownPlatform, ReplyTarget, WebFrame, WebFrameKind, WebFrameOp, new_id
+from agentstream.contracts.keys import tenant_scoped
 from agentstream_delivery.adapters.base import (
     DELIVERING_RUN,
     Capabilities,
@@ -46,6 +51,11 @@ from agentstream_delivery.adapters.web_endings import ending_of, visible_text
 KEEP_MESSAGES = 200  # per chat, for pages that connect late
 SUBSCRIBER_QUEUE = 1000  # frames a slow browser may lag behind before it is disconnected
 FrameSink = Callable[[WebFrame], Awaitable[None]]
+
+
+def chat_ref(chat_id: str, tenant_id: str | None) -> str:
+    """Which chat a frame or a page belongs to: the chat id inside its tenant."""
+    return tenant_scoped(tenant_id, chat_id)
 
 
 @dataclass(frozen=True, order=True)
@@ -111,14 +121,15 @@ class WebAdapter(InProcessAdapter[OrderedDict[str, Shown]]):
         self.keep = keep
         self.sink = sink
         self._local_offsets = itertools.count()
-        # Only chats with a connected page have an entry: the last one to leave removes it.
+        # Only chats with a connected page have an entry: the last one to leave removes it. Keyed, like
+        # `_chats`, by `chat_ref`.
         self._subscribers: dict[str, set[asyncio.Queue[Shown | _Closed]]] = {}
 
     def __len__(self) -> int:
         return len(self._chats)
 
-    def messages(self, chat_id: str) -> list[WebFrame]:
-        chat = self._chats.peek(chat_id)
+    def messages(self, chat_id: str, tenant_id: str | None = None) -> list[WebFrame]:
+        chat = self._chats.peek(chat_ref(chat_id, tenant_id))
         return [] if chat is None else [s.frame for s in chat.values()]
 
     # -- platform side --------------------------------------------------------------
@@ -147,6 +158,7 @@ class WebAdapter(InProcessAdapter[OrderedDict[str, Shown]]):
         texts = self.capabilities.texts
         return WebFrame(
             chat_id=target.chat_id,
+            tenant_id=target.tenant_id,
             message_id=message_id,
             run_id=DELIVERING_RUN.get(),
             op=op,
@@ -171,15 +183,16 @@ class WebAdapter(InProcessAdapter[OrderedDict[str, Shown]]):
     # -- page side ------------------------------------------------------------------
     def receive(self, frame_id: FrameId, frame: WebFrame) -> None:
         """A frame read from `web-frames`: remembered for late pages, pushed to connected ones."""
-        chat = self._chats.get_or_create(frame.chat_id, OrderedDict)
+        ref = chat_ref(frame.chat_id, frame.tenant_id)
+        chat = self._chats.get_or_create(ref, OrderedDict)
         shown = Shown(frame_id, frame)
         chat[frame.message_id] = shown  # an edit keeps the message's place: pages order by first frame
         while len(chat) > self.keep:
             chat.popitem(last=False)
-        for q in list(self._subscribers.get(frame.chat_id, ())):
+        for q in list(self._subscribers.get(ref, ())):
             if not _offer(q, shown):
                 # A browser this far behind is dropped; it reconnects with its last id and catches up.
-                self._unsubscribe(frame.chat_id, q)
+                self._unsubscribe(ref, q)
                 _offer(q, _Closed(), force=True)
 
     async def close(self) -> None:
@@ -188,15 +201,16 @@ class WebAdapter(InProcessAdapter[OrderedDict[str, Shown]]):
                 _offer(q, _Closed())
 
     async def frames(
-        self, chat_id: str, after: FrameId | None = None, heartbeat_s: float = 15.0
+        self, chat_id: str, after: FrameId | None = None, heartbeat_s: float = 15.0, tenant_id: str | None = None
     ) -> AsyncIterator[bytes]:
         """The SSE body of one connection: what the page lacks of the kept messages, then every new
-        frame, then heartbeats. `after`: the page's `Last-Event-ID`."""
+        frame, then heartbeats. `after`: the page's `Last-Event-ID`; `tenant_id`: the session's."""
+        ref = chat_ref(chat_id, tenant_id)
         # Subscribing and taking the backlog happen together (no await between): nothing is missed
         # or sent twice in between.
         queue: asyncio.Queue[Shown | _Closed] = asyncio.Queue(maxsize=SUBSCRIBER_QUEUE)
-        self._subscribers.setdefault(chat_id, set()).add(queue)
-        chat = self._chats.peek(chat_id)
+        self._subscribers.setdefault(ref, set()).add(queue)
+        chat = self._chats.peek(ref)
         backlog = [s for s in (chat.values() if chat is not None else ()) if s.id.follows(after)]
         try:
             yield b": connected\n\n"
@@ -213,17 +227,17 @@ class WebAdapter(InProcessAdapter[OrderedDict[str, Shown]]):
                     return
                 yield item.sse()
         finally:
-            self._unsubscribe(chat_id, queue)
+            self._unsubscribe(ref, queue)
 
-    def _in_use(self, chat_id: str, chat: OrderedDict[str, Shown]) -> bool:
-        return chat_id in self._subscribers or any(not s.frame.final for s in chat.values())
+    def _in_use(self, ref: str, chat: OrderedDict[str, Shown]) -> bool:
+        return ref in self._subscribers or any(not s.frame.final for s in chat.values())
 
-    def _unsubscribe(self, chat_id: str, queue: asyncio.Queue[Shown | _Closed]) -> None:
-        queues = self._subscribers.get(chat_id)
+    def _unsubscribe(self, ref: str, queue: asyncio.Queue[Shown | _Closed]) -> None:
+        queues = self._subscribers.get(ref)
         if queues is not None:
             queues.discard(queue)
             if not queues:
-                del self._subscribers[chat_id]
+                del self._subscribers[ref]
 
 
 def _offer(q: asyncio.Queue[Shown | _Closed], item: Shown | _Closed, force: bool = False) -> bool:

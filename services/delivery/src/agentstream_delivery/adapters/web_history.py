@@ -59,7 +59,7 @@ class ConversationHistory:
                 "env var holding a key with the 'conversations:read' scope"
                 + (f" (env var {self.key_env} is empty)" if self.key_env else ""),
             )
-        path = f"{self.base_url.rstrip('/')}/v1/conversations/{quote(conversation_key(KnownPlatform.WEB, chat_id), safe='')}"
+        path = f"{self.base_url.rstrip('/')}/v1/conversations/{quote(conversation_key(KnownPlatform.WEB, chat_id, tenant_id=tenant_id), safe='')}"
         try:
             async with httpx.AsyncClient(timeout=self.timeout_s, headers={"authorization": f"Bearer {key}"}) as http:
                 runs = await _all(http, f"{path}/runs")

@@ -120,9 +120,9 @@ def add_web_routes(
         authorization: str | None = Header(default=None),
         last_event_id: str | None = Header(default=None, description="The last frame id the page saw."),
     ) -> StreamingResponse:
-        session_of(chat_id, token or bearer_token(authorization))
+        session = session_of(chat_id, token or bearer_token(authorization))
         return StreamingResponse(
-            adapter.frames(chat_id, FrameId.parse(last_event_id)),
+            adapter.frames(chat_id, FrameId.parse(last_event_id), tenant_id=session.tenant_id),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )

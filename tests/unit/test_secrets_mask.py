@@ -125,6 +125,7 @@ def test_settings_secrets_walk_every_env_field(monkeypatch: pytest.MonkeyPatch) 
         ("T_HOOK", "hook-hmac-5555"),
         ("T_SHORT", "abc"),
         ("T_FILES", "files-token-77"),
+        ("T_TOOL_CALLS", "tool-call-signing-secret-0123456789abcdef"),
     ]:
         monkeypatch.setenv(name, value)
     settings = load_settings(
@@ -137,7 +138,8 @@ def test_settings_secrets_walk_every_env_field(monkeypatch: pytest.MonkeyPatch) 
             "mcp_servers": {
                 "weather": {"url": "http://x/mcp", "headers_env": {"Authorization": "T_SHORT"}},
                 "files": {"command": "files-mcp", "pass_env": ["T_FILES"]},
-            }
+            },
+            "call_secret_env": "T_TOOL_CALLS",
         },
     )
     assert set(settings_secrets(settings)) == {
@@ -148,6 +150,7 @@ def test_settings_secrets_walk_every_env_field(monkeypatch: pytest.MonkeyPatch) 
         "extra-1234",
         "hook-hmac-5555",
         "files-token-77",
+        "tool-call-signing-secret-0123456789abcdef",
     }
 
 

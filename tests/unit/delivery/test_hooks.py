@@ -133,19 +133,18 @@ async def test_a_raising_or_slow_observer_does_not_block_the_others() -> None:
     )
     pool.start()
     try:
-        waited = 0.0
         for ev in [*(event(n=n) for n in range(5)), event("session:start", 9)]:  # "ok" skips session:*
-            t0 = time.perf_counter()
-            await pool.submit(ev)  # never waits for a non-durable hook
-            waited = max(waited, time.perf_counter() - t0)
+            # Never waits for a non-durable hook: "slow" blocks until released, so a submit that waited
+            # for it would never return (a bound, not a timing: the machine may be slow).
+            await asyncio.wait_for(pool.submit(ev), timeout=5.0)
             await asyncio.sleep(0.02)  # "ok" keeps up; "slow" never does
-        assert waited < 0.01
-        for _ in range(100):
-            if len(seen) == 5:
+        broken_calls = metrics.calls.labels("broken", "observer", "error")
+        for _ in range(1000):  # up to ~10 s on a loaded machine
+            if len(seen) == 5 and broken_calls._value.get() == 6:
                 break
             await asyncio.sleep(0.01)
         assert seen == ["e0", "e1", "e2", "e3", "e4"]
-        assert metrics.calls.labels("broken", "observer", "error")._value.get() == 6
+        assert broken_calls._value.get() == 6
         assert metrics.dropped.labels("slow")._value.get() >= 3  # its queue of 2 overflowed
     finally:
         release.set()

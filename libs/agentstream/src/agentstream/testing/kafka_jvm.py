@@ -45,6 +45,7 @@ HOST = "127.0.0.1"
 COMPLETE_MARKER = ".complete"  # written last: a folder without it is an interrupted fetch
 FETCH_TIMEOUT_S = 900.0
 START_TIMEOUT_S = 120.0
+FORMAT_TIMEOUT_S = 60.0
 STOP_GRACE_S = 15.0
 START_ATTEMPTS = 3  # a free port taken by another process before the JVM bound it: new ports, again
 # 2 cores are shared by every test process: a small heap, the serial collector, the quick compiler
@@ -304,9 +305,17 @@ class KafkaJvmCluster:
                 formatting.append(
                     (node, subprocess.Popen(java_command(jars, STORAGE_TOOL_MAIN, *args), stdout=log, stderr=log))
                 )
-        for node, process in formatting:
-            if process.wait(timeout=self.start_timeout_s) != 0:
-                raise KafkaStartError(node, f"storage format failed (exit {process.returncode})")
+        try:
+            for node, process in formatting:
+                if process.wait(timeout=FORMAT_TIMEOUT_S) != 0:
+                    raise KafkaStartError(node, f"storage format failed (exit {process.returncode})")
+        except subprocess.TimeoutExpired:
+            raise KafkaStartError(node, f"storage format did not end in {FORMAT_TIMEOUT_S:.0f}s") from None
+        finally:
+            for _, process in formatting:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
 
     def stop_node(self, node_id: int, sig: signal.Signals = signal.SIGTERM) -> None:
         """Stop one node (SIGTERM: a controlled shutdown; SIGKILL: a crash), the others kept."""

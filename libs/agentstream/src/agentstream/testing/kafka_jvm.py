@@ -383,7 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with KafkaJvmCluster(nodes=args.nodes) as cluster:
         print(
-            f"Apache Kafka {KAFKA_VERSION} on {cluster.bootstrap_servers} (logs in {cluster.workdir}); Ctrl-C stops it"
+            f"Apache Kafka {KAFKA_VERSION} on {cluster.bootstrap_servers} (logs in {cluster.workdir}); Ctrl-C stops it",
+            flush=True,
         )
         with contextlib.suppress(KeyboardInterrupt):
             signal.pause()

@@ -1,7 +1,7 @@
 """Apache Kafka on the JVM (`agentstream.testing.kafka_jvm`), really started: one node produces and
 consumes through a consumer group and stops; three nodes form a 3-voter quorum that keeps serving
-with one node killed; the jars are fetched with Maven into an empty cache; and the test broker's
-path without Docker is this cluster, detected as Apache Kafka.
+with one node killed; the jars are fetched with Maven into an empty cache; the test broker's
+path without Docker is this cluster, detected as Apache Kafka; `python -m … run` serves until SIGTERM.
 
 Whatever broker the rest of the run uses: these tests own their clusters. Each JVM is a few seconds
 of CPU on start, so each test starts one cluster at most."""
@@ -9,8 +9,11 @@ of CPU on start, so each test starts one cluster at most."""
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import socket
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -167,3 +170,23 @@ async def test_without_docker_the_test_broker_is_this_cluster(tmp_path: Path, mo
     finally:
         context.__exit__(None, None, None)
     assert not _listening(bootstrap)
+
+
+def test_the_run_command_serves_until_sigterm_then_stops_the_nodes() -> None:
+    command = [sys.executable, "-m", "agentstream.testing.kafka_jvm", "run"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()  # printed once the node started
+        match = re.search(r"Apache Kafka (\S+) on (127\.0\.0\.1:\d+) \(logs in (\S+)\)", line)
+        assert match, line
+        assert match[1] == kafka_jvm.KAFKA_VERSION
+        bootstrap, workdir = match[2], Path(match[3])
+        assert _listening(bootstrap)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert not _listening(bootstrap)
+    assert not workdir.exists(), "its own temp dir is removed"

@@ -381,6 +381,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "fetch":
         print(fetch_jars())
         return 0
+    # SIGTERM as Ctrl-C (and Ctrl-C even when started in the background, where SIGINT comes ignored):
+    # either leaves the block, which stops the nodes.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.default_int_handler)
     with KafkaJvmCluster(nodes=args.nodes) as cluster:
         print(
             f"Apache Kafka {KAFKA_VERSION} on {cluster.bootstrap_servers} (logs in {cluster.workdir}); Ctrl-C stops it",

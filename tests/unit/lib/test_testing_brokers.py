@@ -122,3 +122,34 @@ def test_the_kafka_container_runs_the_apache_image_in_kraft_mode(monkeypatch: py
     assert "KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://localhost:32771,BROKER://" in script
     assert script.rstrip().endswith("exec /etc/kafka/docker/run")
     assert "/etc/confluent" not in script
+
+
+@pytest.mark.parametrize(
+    ("broker", "jars_ready", "on_jvm", "fetches"),
+    [
+        ("kafka", False, True, True),  # Kafka on the JVM, no jars yet: fetched before any test
+        ("kafka", True, True, False),  # already fetched
+        ("kafka", False, False, False),  # Docker answers: the image, no jars
+        ("tansu", False, True, False),  # no Kafka at all
+    ],
+)
+def test_the_session_fetches_the_jars_only_for_kafka_on_the_jvm(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    broker: str,
+    jars_ready: bool,
+    on_jvm: bool,
+    fetches: bool,
+) -> None:
+    from agentstream.testing import fixtures
+
+    monkeypatch.setenv(brokers.TEST_BROKER_ENV, broker)
+    monkeypatch.delenv(brokers.TEST_BOOTSTRAP_ENV, raising=False)
+    monkeypatch.setattr(fixtures, "jars_ready", lambda: jars_ready)
+    monkeypatch.setattr(fixtures, "kafka_on_jvm", lambda: on_jvm)
+    monkeypatch.setattr(fixtures, "broker_unavailable", lambda: None)
+    said_with: list[object] = []
+    monkeypatch.setattr(fixtures, "fetch_jars", lambda say: said_with.append(say))
+    fixtures.pytest_sessionstart(request.session)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    assert said_with == ([reporter.write_line if reporter else print] if fetches else [])

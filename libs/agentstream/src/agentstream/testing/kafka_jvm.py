@@ -159,8 +159,11 @@ def fetch_jars(say: Callable[[str], None] = _to_stderr) -> Path:
 
 def new_cluster_id() -> str:
     """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (what `kafka-storage
-    random-uuid` prints)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    random-uuid` prints). Never one starting with "-": the storage tool would read it as an option
+    (Kafka's own Uuid.randomUuid draws again for the same reason)."""
+    while (cluster_id := base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")).startswith("-"):
+        pass
+    return cluster_id
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from agentstream.contracts import DeadLetter, RunFinished, ToolCall, ToolResult
 from agentstream.db import Message, Run, create_engine, session_factory
-from agentstream.testing.fixtures import ADMIN_HEADERS
+from agentstream.testing.fixtures import ADMIN_HEADERS, kafka_env
 from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_delivery.adapters.web_endings import visible_text
 from agentstream_stack.cli import app
@@ -188,12 +188,7 @@ async def test_the_web_link_chats_through_the_whole_stack(settings_factory):
 async def test_send_json_prints_the_runs_outcome_as_one_document(settings_factory):
     settings = settings_factory()
     async with embedded_stack(settings, start_broker=False, ports=free_ports(), state_file=None) as stack:
-        kafka = stack.settings.kafka
-        env = {
-            "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": kafka.bootstrap_servers,
-            "AGENTSTREAM__KAFKA__TOPIC_PREFIX": kafka.topic_prefix,
-            "AGENTSTREAM__KAFKA__IN_MEMORY": "true",
-        }
+        env = kafka_env(stack.settings)  # the test broker's flavor: Kafka's idempotent producer on Kafka
         args = ["send", "calculate 6*7", "--platform", "memory", "--chat", "json-chat", "--json"]
         result = await asyncio.to_thread(CliRunner().invoke, app, args, env=env)
     assert result.exit_code == 0, result.output

@@ -9,6 +9,7 @@ expiry period after the resume), without the model being asked for the call agai
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -83,6 +84,10 @@ async def test_the_deadline_of_a_paused_approval_survives_a_runner_restart(setti
             assert (ended.status, ended.reason) == ("interrupted", "shutdown")
             assert fake.request_count == 1 and not of(records, ToolResult)
 
+            # The resume at least 4 s after the request, so the original deadline and one renewed on the
+            # resume are more than the expiry's 3 s slack apart (on Kafka a runner restarts in under 1 s).
+            asked_at = request.expires_at.timestamp() - EXPIRY_S
+            await asyncio.sleep(max(0.0, asked_at + 4 - time.time()))
             second = runner_bootstrap(settings)  # its catalogue starts empty; the checkpoint decides
             async with ServiceHost([second], "127.0.0.1", {second.name: free_port()}):
                 records = await read_until(

@@ -34,7 +34,7 @@ from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import Topics, free_port
 from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.fixtures import ADMIN_HEADERS, authed_app
+from agentstream.testing.fixtures import ADMIN_HEADERS, authed_app, kafka_env
 from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
@@ -158,13 +158,9 @@ async def cli(*args: str, env: dict[str, str]) -> Result:
     return await asyncio.to_thread(CliRunner().invoke, app, list(args), env={"COLUMNS": "220", **env})
 
 
-def kafka_env(settings: Settings) -> dict[str, str]:
-    return {
-        "AGENTSTREAM__KAFKA__BOOTSTRAP_SERVERS": settings.kafka.bootstrap_servers,
-        "AGENTSTREAM__KAFKA__TOPIC_PREFIX": settings.kafka.topic_prefix,
-        "AGENTSTREAM__KAFKA__IN_MEMORY": "true",  # Tansu: no idempotent producer
-        "AGENTSTREAM__DATABASE__URL": settings.database.url,
-    }
+def cli_env(settings: Settings) -> dict[str, str]:
+    """The test broker's settings (its flavor's producer: idempotent on Kafka, not on Tansu) and the database."""
+    return {**kafka_env(settings), "AGENTSTREAM__DATABASE__URL": settings.database.url}
 
 
 async def test_list_and_show_read_what_persistence_stored(db_url: str) -> None:
@@ -353,7 +349,7 @@ async def test_resume_no_wait_produces_resume_run_keyed_by_conversation(settings
         rows("run-done-1", KEY_A, "completed", T0),
         rows("run-stop-3", KEY_B, "interrupted", T0, reason="user", steps=1),
     )
-    env = kafka_env(settings)
+    env = cli_env(settings)
     runs_topic = Topics(settings.kafka.topic_prefix).runs
 
     completed = await cli("runs", "resume", "run-done-1", "--no-wait", env=env)
@@ -417,7 +413,7 @@ async def test_resume_follows_an_interrupted_run_to_completion(settings_factory,
         )
         services = [runner_bootstrap(settings), bootstrap_tool_executor(settings), bootstrap_persistence(settings)]
         bootstrap, topics = settings.kafka.bootstrap_servers, Topics(settings.kafka.topic_prefix)
-        env = kafka_env(settings)
+        env = cli_env(settings)
         start = StartRun(
             run_id=run_id,
             conversation_key=key,

@@ -66,7 +66,7 @@ def test_compose_files_follow_the_compose_specification(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     # The schema is strict enough to catch a misspelt key.
     bad = tmp_path / "compose.yml"
-    bad.write_text("services:\n  kafka:\n    image: apache/kafka:3.9.0\n    helthcheck: {}\n")
+    bad.write_text("services:\n  kafka:\n    image: apache/kafka:4.4.0\n    helthcheck: {}\n")
     result = check_jsonschema(bad)
     assert result.returncode != 0 and "helthcheck" in result.stdout
 

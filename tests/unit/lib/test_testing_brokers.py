@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from agentstream.config import KafkaFlavor
-from agentstream.testing import brokers
+from agentstream.testing import brokers, kafka_jvm
 from agentstream.testing.fixtures import make_test_settings
 
 COMPOSE = Path(__file__).resolve().parents[3] / "docker-compose.yml"
@@ -24,13 +24,29 @@ def test_tansu_is_the_default_and_kafka_is_chosen_by_name(monkeypatch: pytest.Mo
         brokers.flavor_under_test()
 
 
-def test_kafka_without_docker_is_unavailable_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kafka_without_docker_nor_java_is_unavailable_with_both_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(brokers.TEST_BROKER_ENV, "kafka")
     monkeypatch.delenv(brokers.TEST_BOOTSTRAP_ENV, raising=False)
     monkeypatch.setattr(brokers, "docker_missing", lambda: "no Docker engine answers (DockerException)")
+    monkeypatch.setattr(brokers, "jvm_missing", lambda: "no `java` on PATH")
     reason = brokers.broker_unavailable()
-    assert reason == "AGENTSTREAM_TEST_BROKER=kafka needs a Docker engine: no Docker engine answers (DockerException)"
+    assert reason == (
+        "AGENTSTREAM_TEST_BROKER=kafka needs a Docker engine or Java: "
+        "no Docker engine answers (DockerException); no `java` on PATH"
+    )
     assert reason in brokers.broker_description()
+
+
+def test_kafka_without_docker_runs_on_the_jvm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(brokers.TEST_BROKER_ENV, "kafka")
+    monkeypatch.delenv(brokers.TEST_BOOTSTRAP_ENV, raising=False)
+    monkeypatch.setattr(brokers, "docker_missing", lambda: "no Docker engine answers (DockerException)")
+    monkeypatch.setattr(brokers, "jvm_missing", lambda: None)
+    assert brokers.broker_unavailable() is None
+    assert brokers.kafka_on_jvm()
+    description = brokers.broker_description()
+    assert f"Apache Kafka {kafka_jvm.KAFKA_VERSION} (KRaft) on the JVM" in description
+    assert str(kafka_jvm.jars_dir()) in description
 
 
 def test_kafka_with_docker_or_a_given_broker_is_available(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,8 +54,10 @@ def test_kafka_with_docker_or_a_given_broker_is_available(monkeypatch: pytest.Mo
     monkeypatch.delenv(brokers.TEST_BOOTSTRAP_ENV, raising=False)
     monkeypatch.setattr(brokers, "docker_missing", lambda: None)
     assert brokers.broker_unavailable() is None
+    assert not brokers.kafka_on_jvm()
     assert brokers.KAFKA_IMAGE in brokers.broker_description()
     monkeypatch.setattr(brokers, "docker_missing", lambda: "none")
+    monkeypatch.setattr(brokers, "jvm_missing", lambda: "none")
     monkeypatch.setenv(brokers.TEST_BOOTSTRAP_ENV, "kafka-1:9092")
     assert brokers.broker_unavailable() is None
     assert "kafka-1:9092" in brokers.broker_description()
@@ -65,6 +83,13 @@ def test_containers_use_the_images_of_docker_compose() -> None:
     services = yaml.safe_load(COMPOSE.read_text())["services"]
     assert services["kafka"]["image"] == brokers.KAFKA_IMAGE
     assert services["postgres"]["image"] == brokers.POSTGRES_IMAGE
+
+
+def test_the_jvm_broker_is_the_version_of_the_image() -> None:
+    # One Kafka version: the pom's (what `make kafka` fetches) is the image's of docker-compose.yml.
+    assert kafka_jvm.pinned_version() == kafka_jvm.KAFKA_VERSION
+    assert f"apache/kafka:{kafka_jvm.pinned_version()}" == brokers.KAFKA_IMAGE
+    assert kafka_jvm.KAFKA_VERSION.split(".")[0] == "4", "Kafka 4.x: KRaft only, as the launcher assumes"
 
 
 class _NoDocker:
@@ -97,3 +122,34 @@ def test_the_kafka_container_runs_the_apache_image_in_kraft_mode(monkeypatch: py
     assert "KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://localhost:32771,BROKER://" in script
     assert script.rstrip().endswith("exec /etc/kafka/docker/run")
     assert "/etc/confluent" not in script
+
+
+@pytest.mark.parametrize(
+    ("broker", "jars_ready", "on_jvm", "fetches"),
+    [
+        ("kafka", False, True, True),  # Kafka on the JVM, no jars yet: fetched before any test
+        ("kafka", True, True, False),  # already fetched
+        ("kafka", False, False, False),  # Docker answers: the image, no jars
+        ("tansu", False, True, False),  # no Kafka at all
+    ],
+)
+def test_the_session_fetches_the_jars_only_for_kafka_on_the_jvm(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    broker: str,
+    jars_ready: bool,
+    on_jvm: bool,
+    fetches: bool,
+) -> None:
+    from agentstream.testing import fixtures
+
+    monkeypatch.setenv(brokers.TEST_BROKER_ENV, broker)
+    monkeypatch.delenv(brokers.TEST_BOOTSTRAP_ENV, raising=False)
+    monkeypatch.setattr(fixtures, "jars_ready", lambda: jars_ready)
+    monkeypatch.setattr(fixtures, "kafka_on_jvm", lambda: on_jvm)
+    monkeypatch.setattr(fixtures, "broker_unavailable", lambda: None)
+    said_with: list[object] = []
+    monkeypatch.setattr(fixtures, "fetch_jars", lambda say: said_with.append(say))
+    fixtures.pytest_sessionstart(request.session)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    assert said_with == ([reporter.write_line if reporter else print] if fetches else [])

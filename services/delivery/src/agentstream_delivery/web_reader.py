@@ -26,6 +26,7 @@ from agentstream.kafka.decoding import describe_validation_error
 from agentstream.kafka.end_watch import watch_ends
 from agentstream.kafka.flavor import CONSUMER_TIMEOUT_MS, tuning
 from agentstream.kafka.idle import IdleFetchGate, IdlePacing
+from agentstream.kafka.internals import refresh_metadata
 from agentstream.kafka.security import client_security
 from agentstream_delivery.adapters.web import FrameId, WebAdapter
 
@@ -111,7 +112,9 @@ class WebFramesReader:
     async def _position(self, consumer: AIOKafkaConsumer) -> None:
         partitions: set[int] | None = None
         for attempt in itertools.count():  # the topic's metadata may lag its creation
-            await consumer.topics()
+            # The consumer's own metadata (topics() fills a copy, and aiokafka's bootstrap request
+            # names no topic, which Apache Kafka answers with none).
+            await refresh_metadata(consumer)
             partitions = consumer.partitions_for_topic(self.topic)
             if partitions:
                 break

@@ -18,6 +18,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from agentstream.config import KafkaSettings
 from agentstream.kafka.idle import DOORBELL, Doorbell
+from agentstream.kafka.internals import refresh_metadata
 from agentstream.kafka.security import client_security
 from agentstream.observability import get_logger
 
@@ -72,7 +73,7 @@ class EndWatcher:
                 for p in sorted(consumer.partitions_for_topic(topic) or ())
             ]
             if len({tp.topic for tp in tps}) < len(self.topics):
-                await consumer.topics()  # refreshes the partitions of every topic
+                await refresh_metadata(consumer)  # the consumer's own partitions (topics() fills a copy)
             if tps:
                 now = await consumer.end_offsets(tps)
                 for topic in moved_topics(before, now):

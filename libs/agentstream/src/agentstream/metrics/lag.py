@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry
 
 from agentstream.config import KafkaSettings
 from agentstream.kafka.flavor import tuning
+from agentstream.kafka.internals import refresh_metadata
 from agentstream.kafka.security import client_security
 from agentstream.metrics.declare import counter, gauge
 
@@ -137,7 +138,11 @@ class ConsumerLag:
         if self._consumer is None:
             self._consumer = await self._started(None)
         consumer = self._consumer
-        known = await consumer.topics()  # also refreshes the partitions of every topic
+        known = await consumer.topics()
+        # topics() reads a metadata copy of its own: the consumer's partitions may predate a topic
+        # (Apache Kafka answers the empty topic list of its bootstrap request with no topic; Tansu with all).
+        if any(t in known and not consumer.partitions_for_topic(t) for sub in self.subscriptions for t in sub.topics):
+            await refresh_metadata(consumer)
         for sub in self.subscriptions:
             if sub.group not in self._groups:
                 self._groups[sub.group] = await self._started(sub.group)

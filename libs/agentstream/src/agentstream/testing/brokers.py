@@ -1,11 +1,12 @@
 """The Kafka broker and PostgreSQL server the integration, e2e and chaos tests run against.
 
 Kafka: ``AGENTSTREAM_TEST_BROKER`` is ``tansu`` (default: the embedded broker) or ``kafka``
-(Apache Kafka in KRaft mode, the image of docker-compose.yml, in a testcontainers
-container); ``AGENTSTREAM_TEST_BOOTSTRAP`` names a broker already running instead (its
-flavor is still ``AGENTSTREAM_TEST_BROKER``'s).
+(Apache Kafka in KRaft mode, the version of docker-compose.yml's image: in a testcontainers
+container where a Docker engine answers, else on the JVM from its Maven artifacts,
+`agentstream.testing.kafka_jvm`); ``AGENTSTREAM_TEST_BOOTSTRAP`` names a broker already
+running instead (its flavor is still ``AGENTSTREAM_TEST_BROKER``'s).
 PostgreSQL: ``AGENTSTREAM_TEST_PG``, else the local server, else a container where Docker is.
-Without a Docker engine the container paths are skipped with one reason.
+Kafka with neither Docker nor Java is left out with one reason.
 """
 
 from __future__ import annotations
@@ -15,15 +16,18 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from agentstream.config import KafkaFlavor
+from agentstream.testing.kafka_jvm import KAFKA_VERSION, KafkaJvmCluster, jars_dir, jvm_missing
 
 TEST_BROKER_ENV = "AGENTSTREAM_TEST_BROKER"
 TEST_BOOTSTRAP_ENV = "AGENTSTREAM_TEST_BOOTSTRAP"
 TEST_PG_ENV = "AGENTSTREAM_TEST_PG"
 LOCAL_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
-# The images of docker-compose.yml (tests/unit/docs/test_deploy_files.py keeps them equal).
-KAFKA_IMAGE = "apache/kafka:3.9.0"
+# The images of docker-compose.yml (tests/unit/lib/test_testing_brokers.py keeps them equal); Kafka's
+# version is the one kafka_jvm's pom pins.
+KAFKA_IMAGE = f"apache/kafka:{KAFKA_VERSION}"
 POSTGRES_IMAGE = "postgres:16"
 CONTAINER_START_TIMEOUT_S = 120
 
@@ -52,12 +56,17 @@ def docker_missing() -> str | None:
     return None
 
 
+def kafka_on_jvm() -> bool:
+    """Whether Apache Kafka runs on the JVM here rather than in Docker: no Docker engine answers."""
+    return docker_missing() is not None
+
+
 def broker_unavailable() -> str | None:
-    """Why the broker asked for cannot be had here (Kafka without Docker), or None."""
+    """Why the broker asked for cannot be had here (Kafka with neither Docker nor Java), or None."""
     if os.environ.get(TEST_BOOTSTRAP_ENV) or flavor_under_test() is KafkaFlavor.TANSU:
         return None
-    if reason := docker_missing():
-        return f"{TEST_BROKER_ENV}=kafka needs a Docker engine: {reason}"
+    if (no_docker := docker_missing()) and (no_jvm := jvm_missing()):
+        return f"{TEST_BROKER_ENV}=kafka needs a Docker engine or Java: {no_docker}; {no_jvm}"
     return None
 
 
@@ -69,6 +78,8 @@ def broker_description() -> str:
         return f"agentstream test broker: embedded Tansu ({TEST_BROKER_ENV}=kafka for Apache Kafka)"
     if reason := broker_unavailable():
         return f"agentstream test broker: NONE, the tests that need one are skipped ({reason})"
+    if kafka_on_jvm():
+        return f"agentstream test broker: Apache Kafka {KAFKA_VERSION} (KRaft) on the JVM, jars in {jars_dir()}"
     return f"agentstream test broker: Apache Kafka {KAFKA_IMAGE} (KRaft) in Docker"
 
 
@@ -119,6 +130,18 @@ def kafka_in_docker(image: str = KAFKA_IMAGE) -> Iterator[str]:
         yield str(container.get_bootstrap_server())  # type: ignore[attr-defined]
     finally:
         container.stop()  # type: ignore[attr-defined]
+
+
+@contextmanager
+def apache_kafka(workdir: Path) -> Iterator[str]:
+    """Apache Kafka for as long as the block runs, in Docker where a Docker engine answers, else a
+    1-node cluster on the JVM (its nodes' logs under `workdir`); yields its bootstrap servers."""
+    if not kafka_on_jvm():
+        with kafka_in_docker() as bootstrap:
+            yield bootstrap
+        return
+    with KafkaJvmCluster(nodes=1, workdir=workdir) as cluster:
+        yield cluster.bootstrap_servers
 
 
 @contextmanager

@@ -1,8 +1,8 @@
 """pytest fixtures shared by every test tree.
 
 One broker per test session (a group join costs seconds, a broker start less than one):
-the embedded Tansu, or Apache Kafka in Docker with ``AGENTSTREAM_TEST_BROKER=kafka``
-(`agentstream.testing.brokers`); every test isolates itself with its own topic prefix,
+the embedded Tansu, or Apache Kafka with ``AGENTSTREAM_TEST_BROKER=kafka`` (in Docker where a
+Docker engine answers, else on the JVM: `agentstream.testing.brokers`); every test isolates itself with its own topic prefix,
 hence its own topics and consumer groups. Databases: SQLite in a temp dir and PostgreSQL
 (a fresh database per test on ``AGENTSTREAM_TEST_PG``, else the local server, else a
 container where Docker is).
@@ -24,15 +24,16 @@ from agentstream.kafka import EmbeddedBroker, create_topics
 from agentstream.testing.brokers import (
     LOCAL_PG_URL,
     TEST_BOOTSTRAP_ENV,
-    TEST_BROKER_ENV,
     TEST_PG_ENV,
+    apache_kafka,
     broker_description,
     broker_unavailable,
     docker_missing,
     flavor_under_test,
-    kafka_in_docker,
+    kafka_on_jvm,
     postgres_in_docker,
 )
+from agentstream.testing.kafka_jvm import fetch_jars, jars_ready
 
 GIVEN_PG_URL = os.environ.get(TEST_PG_ENV)
 
@@ -64,6 +65,16 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 _SKIPPED_WITHOUT_BROKER = pytest.StashKey[int]()
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Kafka on the JVM without its jars yet: fetched here, once, before any test (or xdist
+    worker) starts, saying so; a failed fetch ends the run with Maven's reason."""
+    if os.environ.get(TEST_BOOTSTRAP_ENV) or flavor_under_test() is not KafkaFlavor.KAFKA or jars_ready():
+        return
+    if broker_unavailable() is None and kafka_on_jvm():
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        fetch_jars(say=reporter.write_line if reporter else print)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without the broker asked for, its tests are left out here, said once by the report
     header, rather than each skipped with the same reason on its own line."""
@@ -90,17 +101,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap() -> Iterator[str]:
-    """Bootstrap servers of the test broker: ``AGENTSTREAM_TEST_BOOTSTRAP``, Apache Kafka in
-    Docker (``AGENTSTREAM_TEST_BROKER=kafka``) or an embedded Tansu."""
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Bootstrap servers of the test broker: ``AGENTSTREAM_TEST_BOOTSTRAP``, Apache Kafka
+    (``AGENTSTREAM_TEST_BROKER=kafka``: in Docker, else on the JVM, its logs in the session's
+    temp dir, ``kafka0/node-1/kafka.log``) or an embedded Tansu."""
     external = os.environ.get(TEST_BOOTSTRAP_ENV)
     if external:
         yield external
         return
     if flavor_under_test() is KafkaFlavor.KAFKA:
-        if reason := docker_missing():
-            pytest.skip(f"{TEST_BROKER_ENV}=kafka: {reason}")
-        with kafka_in_docker() as bootstrap:
+        if reason := broker_unavailable():
+            pytest.skip(reason)
+        with apache_kafka(tmp_path_factory.mktemp("kafka")) as bootstrap:
             yield bootstrap
         return
     with EmbeddedBroker() as broker:

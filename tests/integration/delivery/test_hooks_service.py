@@ -231,11 +231,9 @@ async def test_hooks_redact_observe_bill_and_never_slow_the_stream(
     events, finished = run_events()
     async with ServiceHost([svc], "127.0.0.1", {svc.name: free_port()}), producer_for(settings) as publish:
         await publish(events, pause=0.01)
-        t_finished = time.monotonic()
         await publish([finished])
         await svc.memory.wait_for_final(CHAT, 1, timeout=30)
         await svc.memory.wait_for_final(MIRROR, 1, timeout=30)
-        latency = time.monotonic() - t_finished
         stuck_on = list(hooks_mod.SLOW_CALLS)
 
         # The key never reached the platform, in any frame of the chat or its mirror
@@ -248,8 +246,9 @@ async def test_hooks_redact_observe_bill_and_never_slow_the_stream(
         # A raising transform passed the text through (SHOWN above is the plain answer,
         # redacted); the whole stream, final included, went out while the slow observer was still stuck
         # on its very first event and another observer raised on every one
+        # (the slow observer is released only below: had the stream waited for it, no final would have
+        # arrived within wait_for_final's 30 s; no wall-clock bound, which a loaded machine could break)
         assert stuck_on == ["session:start"]
-        assert latency < 5.0, latency  # loose: a shared 2-core machine; the point is it did not wait
         hooks_mod.RELEASE.set()
 
         notice = Notice(

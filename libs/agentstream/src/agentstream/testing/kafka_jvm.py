@@ -388,13 +388,14 @@ def main(argv: list[str] | None = None) -> int:
     # either leaves the block, which stops the nodes.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.default_int_handler)
-    with KafkaJvmCluster(nodes=args.nodes) as cluster:
+    # The whole block: a signal that comes right after the line is printed (before the pause) stops
+    # the nodes the same way, and exits 0, not as an uncaught KeyboardInterrupt (-2).
+    with contextlib.suppress(KeyboardInterrupt), KafkaJvmCluster(nodes=args.nodes) as cluster:
         print(
             f"Apache Kafka {KAFKA_VERSION} on {cluster.bootstrap_servers} (logs in {cluster.workdir}); Ctrl-C stops it",
             flush=True,
         )
-        with contextlib.suppress(KeyboardInterrupt):
-            signal.pause()
+        signal.pause()
     return 0
 
 

@@ -11,7 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentstream.contracts import ApprovalRequest, ChatMessage, MessageRole, StartRun, Usage
+from agentstream.contracts import (
+    ApprovalRequest,
+    ChatMessage,
+    MessageRole,
+    StartRun,
+    ToolCallRefusal,
+    ToolCallResult,
+    ToolCallSpec,
+    Usage,
+)
 from agentstream.tools_catalog import ToolSpec
 from agentstream_runner.assistants import Assistant
 from agentstream_runner.connectors.base import Connector
@@ -77,3 +86,19 @@ class RunScope:
         if "tools" not in self.connector.capabilities:
             return ()
         return self.ctx.tools.offered(self.tool_names)
+
+    def failed_call(
+        self, call: ToolCallSpec, error: str, *, retryable: bool, refused: ToolCallRefusal | None = None
+    ) -> ToolCallResult:
+        """The result of a call the runner answers itself, without an executor (refused, denied, expired)."""
+        return ToolCallResult(
+            run_id=self.run_id,
+            root_run_id=self.events.root_run_id,
+            conversation_key=self.start.conversation_key,
+            call_id=call.id,
+            tool=call.name,
+            ok=False,
+            error=error,
+            retryable=retryable,
+            refused=refused,
+        )

@@ -75,16 +75,7 @@ def _duration(seconds: float) -> str:
 
 def refused(scope: RunScope, call: ToolCallSpec, outcome: ApprovalOutcome) -> ToolCallResult:
     error = DENIED_ERROR if outcome is ApprovalOutcome.DENIED else EXPIRED_ERROR
-    return ToolCallResult(
-        run_id=scope.run_id,
-        root_run_id=scope.events.root_run_id,
-        conversation_key=scope.start.conversation_key,
-        call_id=call.id,
-        tool=call.name,
-        ok=False,
-        error=error,
-        retryable=False,
-    )
+    return scope.failed_call(call, error, retryable=False)
 
 
 @dataclass(frozen=True)

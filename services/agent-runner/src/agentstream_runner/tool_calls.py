@@ -71,17 +71,8 @@ def tool_message(result: ToolCallResult) -> ChatMessage:
 def unknown_tool(scope: RunScope, call: ToolCallSpec) -> ToolCallResult:
     """The answer to a call of a tool the assistant was not offered: the model can call another."""
     offered = ", ".join(sorted(spec.name for spec in scope.tool_specs())) or "(none)"
-    return ToolCallResult(
-        run_id=scope.run_id,
-        root_run_id=scope.events.root_run_id,
-        conversation_key=scope.start.conversation_key,
-        call_id=call.id,
-        tool=call.name,
-        ok=False,
-        error=f"unknown tool {call.name[:64]!r}; available tools: {offered}",
-        retryable=True,
-        refused=ToolCallRefusal.NOT_OFFERED,
-    )
+    error = f"unknown tool {call.name[:64]!r}; available tools: {offered}"
+    return scope.failed_call(call, error, retryable=True, refused=ToolCallRefusal.NOT_OFFERED)
 
 
 def not_offered(scope: RunScope, calls: list[ToolCallSpec]) -> dict[str, ToolCallResult]:

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
 import pytest
-from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka import TopicPartition
 from sqlalchemy import func, select
 
 from agentstream.contracts import InboundMessage, Notice, RunCommandAdapter, RunQueued, RunStarted, StartRun
@@ -19,7 +19,7 @@ from agentstream.contracts.inbound import DedupeKey
 from agentstream.db import Message, Run, create_engine, session_factory
 from agentstream.kafka.idle import DOORBELL
 from agentstream.kafka.internals import consumer_of
-from agentstream.testing.kafka import read_until
+from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_ingress.app import IngressService
 from agentstream_stack.embedded import embedded_stack, free_ports
 from tests.integration.ingress.test_stack import Tail, msg, poll_run
@@ -103,14 +103,12 @@ async def test_a_batch_read_again_after_its_output_was_acked_answers_once(settin
         crash = CrashAfterAcks(ingress, before_reread)
         ingress.ports.record_sightings = crash  # type: ignore[method-assign]
         async with Tail(kafka.bootstrap_servers, topics.events) as tail:
-            producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap_servers)
-            await producer.start()
-            try:
-                sent = await producer.send_and_wait(
-                    topics.inbound, message.model_dump_json().encode(), key=message.conversation_key.encode()
-                )
-            finally:
-                await producer.stop()
+            sent = await produce_raw(
+                kafka.bootstrap_servers,
+                topics.inbound,
+                message.model_dump_json().encode(),
+                key=message.conversation_key.encode(),
+            )
             crash.record_at(sent.topic, sent.partition, sent.offset)
 
             runs = await read_until(kafka.bootstrap_servers, topics.runs, lambda rs: len(rs) >= 2, timeout=60)
@@ -147,14 +145,12 @@ async def test_a_notice_of_a_batch_read_again_is_shown_once(settings_factory):
         crash = CrashAfterAcks(ingress, shown_first)
         ingress.ports.record_sightings = crash  # type: ignore[method-assign]
         async with Tail(kafka.bootstrap_servers, topics.events) as tail:
-            producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap_servers)
-            await producer.start()
-            try:
-                sent = await producer.send_and_wait(
-                    topics.inbound, message.model_dump_json().encode(), key=message.conversation_key.encode()
-                )
-            finally:
-                await producer.stop()
+            sent = await produce_raw(
+                kafka.bootstrap_servers,
+                topics.inbound,
+                message.model_dump_json().encode(),
+                key=message.conversation_key.encode(),
+            )
             crash.record_at(sent.topic, sent.partition, sent.offset)
             await tail.wait(lambda _: sum(isinstance(e, Notice) for e in tail.events) >= 2, timeout=60)
             await asyncio.sleep(1.0)  # a second platform message would land now

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.structs import RecordMetadata
 
 from agentstream.kafka.flavor import FLAVORS
 from agentstream.kafka.internals import refresh_metadata
@@ -26,11 +27,12 @@ class RawRecord:
     headers: tuple[tuple[str, bytes], ...] = ()
 
 
-async def produce_raw(bootstrap: str, topic: str, value: bytes, key: bytes | None = None) -> None:
+async def produce_raw(bootstrap: str, topic: str, value: bytes, key: bytes | None = None) -> RecordMetadata:
+    """One record, acknowledged; where it landed (topic, partition, offset)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
     try:
-        await producer.send_and_wait(topic, value, key=key)
+        return await producer.send_and_wait(topic, value, key=key)
     finally:
         await producer.stop()
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from agentstream.config import Settings
 from agentstream.config.delivery import PlatformSettings
 from agentstream.contracts import KnownPlatform
 from agentstream.db import create_engine, session_factory
+from agentstream.secret_files import read_or_make
 from agentstream.secrets_mask import register_secret
 
 ADMIN_KEY_NAME = "embedded-admin"
@@ -63,20 +63,12 @@ def _env_name(kind: str) -> str:
 
 def read_or_make_secret(path: Path) -> str:
     """The secret in `path` (web sessions, tool calls), made on first use; the file is kept at mode 0600."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        if stat.S_IMODE(path.stat().st_mode) != 0o600:
-            path.chmod(0o600)
-        secret = path.read_text().strip()
-        if len(secret.encode()) < MIN_SECRET_BYTES:
-            raise ValueError(f"{path} holds no usable secret (under {MIN_SECRET_BYTES} bytes): delete it") from None
-        return secret
-    secret = secrets.token_urlsafe(MIN_SECRET_BYTES)
-    with os.fdopen(fd, "w") as f:
-        f.write(secret + "\n")
-    return secret
+    return read_or_make(
+        path,
+        lambda: secrets.token_urlsafe(MIN_SECRET_BYTES),
+        lambda text: len(text.encode()) >= MIN_SECRET_BYTES,
+        f"secret (under {MIN_SECRET_BYTES} bytes)",
+    )
 
 
 def write_private(path: Path, text: str) -> None:

@@ -22,6 +22,7 @@ import stat
 from pathlib import Path, PurePosixPath
 
 from agentstream.config.tools import SandboxSettings
+from agentstream.secret_files import read_or_make
 from agentstream_tools.validation import ArgumentError, ToolError, shown
 
 NAME_KEY_FILE = ".name-key"
@@ -37,27 +38,17 @@ def truncated(text: str, limit: int, total: str) -> str:
 
 def name_key(path: Path) -> bytes:
     """The secret in `path`, made on first use; the file is kept at mode 0600, owned by the executor."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    except FileExistsError:
-        info = os.lstat(path)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
-            raise ValueError(f"{path} is not a regular file of the executor's user: delete it") from None
-        if stat.S_IMODE(info.st_mode) != 0o600:
-            os.chmod(path, 0o600)
+
+    def usable(text: str) -> bool:
         try:
-            key = bytes.fromhex(path.read_text().strip())
+            return len(bytes.fromhex(text)) >= NAME_KEY_BYTES
         except ValueError:
-            key = b""
-        if len(key) < NAME_KEY_BYTES:
-            raise ValueError(
-                f"{path} holds no usable key (at least {NAME_KEY_BYTES} bytes in hex): delete it"
-            ) from None
-        return key
-    key = secrets.token_bytes(NAME_KEY_BYTES)
-    with os.fdopen(fd, "w") as f:
-        f.write(key.hex() + "\n")
-    return key
+            return False
+
+    text = read_or_make(
+        path, lambda: secrets.token_bytes(NAME_KEY_BYTES).hex(), usable, f"key (at least {NAME_KEY_BYTES} bytes in hex)"
+    )
+    return bytes.fromhex(text)
 
 
 class Workspaces:

@@ -233,7 +233,6 @@ async def test_each_attempt_is_timed_in_the_flush_seconds_buckets_whatever_its_o
     flusher = Flusher(BrokenSessions(OperationalError("connect", {}, Exception("refused"))), registry)  # type: ignore[arg-type]
     await flusher.attempt(buffer())
     assert registry.get_sample_value("agentstream_persistence_flush_seconds_count") == 1
-    # A failure at once is in the 15 s bucket however slow the machine; the smallest buckets exist too.
+    # A failure at once is in the 15 s bucket however slow the machine (not necessarily in the 5 ms one).
     for le in ("15.0", "+Inf"):
         assert registry.get_sample_value("agentstream_persistence_flush_seconds_bucket", {"le": le}) == 1
-    assert registry.get_sample_value("agentstream_persistence_flush_seconds_bucket", {"le": "0.005"}) in (0, 1)

@@ -122,7 +122,7 @@ SCENARIOS = {
 # An open defect, not a flake to retry: on Apache Kafka this scenario sometimes never sees one or two of its
 # four runs end (2 of about 12 runs here; never on Tansu). The executor's log shows the missing runs' calls
 # were never executed: they reached it in a later poll than the first ones, while the first ones' stores
-# hang on purpose. Left skipped on Kafka, with this reason, until it is understood (closing note, issue 27).
+# hang on purpose. Left skipped on Kafka, with this reason, until it is understood.
 KAFKA_OPEN_DEFECT = pytest.mark.skipif(
     flavor_under_test() is KafkaFlavor.KAFKA,
     reason="open defect on Apache Kafka: a call in a later poll than the held ones is sometimes never executed",

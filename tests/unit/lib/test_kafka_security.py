@@ -273,3 +273,10 @@ def test_sasl_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         "sasl_plain_username": "agentstream",
         "sasl_plain_password": SECRET,
     }
+
+
+def test_a_list_of_brokers_reaches_the_clients_one_host_each() -> None:
+    # FastStream hands a string to aiokafka inside a list, where aiokafka no longer splits it.
+    broker = make_broker(KafkaSettings(bootstrap_servers="k1:9092, k2:9093,k3:9094"))
+    assert broker.config.broker_config.builder.keywords["bootstrap_servers"] == ["k1:9092", "k2:9093", "k3:9094"]
+    assert broker._connection_kwargs["bootstrap_servers"] == ["k1:9092", "k2:9093", "k3:9094"]

@@ -37,3 +37,15 @@ def test_topic_settings_compaction_or_retention() -> None:
     assert topic_config("events") == {"retention.ms": str(7 * DAY_MS)}
     assert (topic_partitions("runs", kafka), topic_partitions("tool-catalog", kafka)) == (6, 1)
     assert consumer_group(kafka, "agent-runner") == "p.agent-runner"
+
+
+def test_min_insync_replicas_goes_on_every_topic_when_set() -> None:
+    assert topic_config("events", 2) == {"retention.ms": str(7 * DAY_MS), "min.insync.replicas": "2"}
+    assert topic_config("tool-catalog", 2) == {"cleanup.policy": "compact", "min.insync.replicas": "2"}
+    assert "min.insync.replicas" not in topic_config("events", None)  # the broker's default
+
+
+def test_min_insync_replicas_above_the_replication_factor_is_refused() -> None:
+    assert KafkaSettings(replication_factor=3, min_insync_replicas=2).min_insync_replicas == 2
+    with pytest.raises(ValueError, match="min_insync_replicas 3 exceeds kafka.replication_factor 2"):
+        KafkaSettings(replication_factor=2, min_insync_replicas=3)

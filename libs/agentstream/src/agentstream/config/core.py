@@ -59,6 +59,12 @@ class KafkaSettings(Section):
     topic_prefix: str = Field(default="agentstream.", description="Prefix of every topic name.")
     partitions: int = Field(default=4, ge=1, description="Partitions of every co-partitioned topic.")
     replication_factor: int = Field(default=1, ge=1)
+    min_insync_replicas: int | None = Field(
+        default=None,
+        ge=1,
+        description="min.insync.replicas of created topics: replicas that must hold a record before an acks=all "
+        "write succeeds (2 with replication_factor 3); default: the broker's.",
+    )
     in_memory: bool = Field(
         default=False,
         description="The broker keeps its topics in memory and forgets them when it restarts (a Tansu with "
@@ -143,6 +149,12 @@ class KafkaSettings(Section):
             )
         if self.ssl_keyfile and not self.ssl_certfile:
             raise ValueError("kafka.ssl_keyfile is set without kafka.ssl_certfile")
+        # More than the replicas a topic has: the broker would refuse every acks=all write to it.
+        if self.min_insync_replicas is not None and self.min_insync_replicas > self.replication_factor:
+            raise ValueError(
+                f"kafka.min_insync_replicas {self.min_insync_replicas} exceeds kafka.replication_factor "
+                f"{self.replication_factor}: no write could succeed"
+            )
         return self
 
 

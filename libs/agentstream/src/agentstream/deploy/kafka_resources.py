@@ -83,7 +83,7 @@ def kafka_topics(kafka: KafkaSettings) -> list[dict[str, Any]]:
                 "topicName": topics.name(short),
                 "partitions": topic_partitions(short, kafka),
                 "replicas": kafka.replication_factor,
-                "config": topic_config(short),
+                "config": topic_config(short, kafka.min_insync_replicas),
             },
         }
         for short in TOPIC_NAMES

@@ -43,7 +43,7 @@ def make_broker(
     if registry is not None:
         middlewares.append(KafkaPrometheusMiddleware(registry=registry, app_name=client_id or kafka.client_id))
     return KafkaBroker(
-        kafka.bootstrap_servers,
+        bootstrap_list(kafka),
         client_id=client_id or kafka.client_id,
         enable_idempotence=broker_tuning.idempotent,
         acks=broker_tuning.acks,
@@ -59,6 +59,13 @@ def make_broker(
         apply_types=False,
         decoder=the_message_itself,
     )
+
+
+def bootstrap_list(kafka: KafkaSettings) -> list[str]:
+    """`kafka.bootstrap_servers` as one `host:port` per broker. FastStream wraps a string in a list
+    as it is, and aiokafka splits only a string at commas: "a:9092,b:9092" given as such reached
+    aiokafka as one host named "a:9092,b", and a service could not start on a cluster's list."""
+    return [server.strip() for server in kafka.bootstrap_servers.split(",") if server.strip()]
 
 
 async def the_message_itself(message: KafkaMessage) -> KafkaMessage:

@@ -40,11 +40,15 @@ TOPIC_RETENTION_MS = {"dlq": 30 * DAY_MS, "web-frames": DAY_MS}
 DEFAULT_RETENTION_MS = 7 * DAY_MS
 
 
-def topic_config(short: str) -> dict[str, str]:
-    """The broker settings of one topic: compaction, or retention by time."""
+def topic_config(short: str, min_insync_replicas: int | None = None) -> dict[str, str]:
+    """The broker settings of one topic: compaction, or retention by time; and how many replicas
+    must hold a record before an `acks=all` write of it succeeds, when set (else the broker's
+    default, 1: a write then survives no broker loss; docs/deploy.md)."""
     config = dict(TOPIC_CONFIGS.get(short, {}))
     if config.get("cleanup.policy") != "compact":
         config["retention.ms"] = str(TOPIC_RETENTION_MS.get(short, DEFAULT_RETENTION_MS))
+    if min_insync_replicas is not None:
+        config["min.insync.replicas"] = str(min_insync_replicas)
     return config
 
 
@@ -113,7 +117,7 @@ async def create_topics(kafka: KafkaSettings) -> list[str]:
                 topics.name(short),
                 num_partitions=topic_partitions(short, kafka),
                 replication_factor=kafka.replication_factor,
-                topic_configs=topic_config(short),
+                topic_configs=topic_config(short, kafka.min_insync_replicas),
             )
             for short in TOPIC_NAMES
             if topics.name(short) not in existing

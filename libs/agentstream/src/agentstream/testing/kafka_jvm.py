@@ -287,14 +287,7 @@ class KafkaJvmCluster:
             node.config_file.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
         self._format_storage(jars)
         for node in self.nodes:
-            with open(node.log_file, "ab") as log:
-                node.process = subprocess.Popen(
-                    java_command(jars, BROKER_MAIN, str(node.config_file)),
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    preexec_fn=_die_with_parent,  # noqa: PLW1509
-                )
+            spawn_node(node, jars)
         deadline = time.monotonic() + self.start_timeout_s
         for node in self.nodes:
             wait_started(node, deadline)
@@ -324,6 +317,16 @@ class KafkaJvmCluster:
         """Stop one node (SIGTERM: a controlled shutdown; SIGKILL: a crash), the others kept."""
         stop_processes([node for node in self.nodes if node.node_id == node_id], sig)
 
+    def start_node(self, node_id: int) -> None:
+        """A stopped node started again on its ports and its data (a broker restart), waited for
+        until it logs that it started; KafkaStartError if it does not."""
+        (node,) = [node for node in self.nodes if node.node_id == node_id]
+        if node.process is not None and node.process.poll() is None:
+            raise RuntimeError(f"Kafka node {node_id} is running")
+        since = node.log_file.stat().st_size if node.log_file.exists() else 0
+        spawn_node(node, fetch_jars())
+        wait_started(node, time.monotonic() + self.start_timeout_s, since=since)
+
     def stop(self) -> None:
         """SIGTERM to every node, SIGKILL to any still running after the grace; the data removed."""
         stop_processes(self.nodes, signal.SIGTERM)
@@ -340,16 +343,29 @@ class KafkaJvmCluster:
         self.stop()
 
 
-def wait_started(node: KafkaNode, deadline: float) -> None:
-    """Until `node`'s log says it started; KafkaStartError if it exits or the deadline passes."""
-    seen = 0
+def spawn_node(node: KafkaNode, jars: Path) -> None:
+    """The node's JVM, its output appended to its log; it dies with the thread that spawned it."""
+    with open(node.log_file, "ab") as log:
+        node.process = subprocess.Popen(
+            java_command(jars, BROKER_MAIN, str(node.config_file)),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509
+        )
+
+
+def wait_started(node: KafkaNode, deadline: float, since: int = 0) -> None:
+    """Until `node`'s log says it started after byte `since` (a restarted node's log holds the
+    first start's line); KafkaStartError if it exits or the deadline passes."""
+    seen = since
     while True:
         process = node.process
         if process is None or process.poll() is not None:
             code = None if process is None else process.returncode
             raise KafkaStartError(node, f"exited with code {code} while starting")
         with open(node.log_file, "rb") as log:
-            log.seek(max(0, seen - len(STARTED_LINE)))  # the line may have been half written last time
+            log.seek(max(since, seen - len(STARTED_LINE)))  # the line may have been half written last time
             chunk = log.read()
             seen = log.tell()
         if STARTED_LINE.encode() in chunk:

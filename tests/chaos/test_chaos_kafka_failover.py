@@ -20,6 +20,7 @@ of the three for the rolling restart). docs/deploy.md "Kafka settings for produc
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import time
 import uuid
@@ -28,6 +29,7 @@ from functools import partial
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 
 from agentstream.config import KafkaFlavor, Settings
@@ -78,15 +80,30 @@ def cluster_ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterOps
         ops.close()
 
 
+@pytest.fixture
+def stack_db(pg_admin_url: str | None) -> Iterator[str]:
+    """A fresh PostgreSQL database for the stack, as deployed: five services starting at once on one
+    SQLite file wait on its lock, past SQLite's timeout on a loaded machine."""
+    if pg_admin_url is None:
+        (pytest.fail if os.environ.get("CI") else pytest.skip)("PostgreSQL is not reachable (AGENTSTREAM_TEST_PG)")
+    name = f"as_failover_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_url, autocommit=True, connect_timeout=3) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base = pg_admin_url.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://", 1)
+    yield f"{base}/{name}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 async def all_nodes_up(ops: ClusterOps) -> None:
     for node in ops.cluster.nodes:
         if node.process is None or node.process.poll() is not None:
             await ops.call(partial(ops.cluster.start_node, node.node_id))
 
 
-def failover_settings(bootstrap: str, prefix: str, tmp_path: Path) -> Settings:
+def failover_settings(bootstrap: str, prefix: str, db_url: str) -> Settings:
     kafka = {"flavor": KafkaFlavor.KAFKA.value, "replication_factor": REPLICAS, "min_insync_replicas": MIN_IN_SYNC}
-    return make_test_settings(bootstrap, prefix, f"sqlite+aiosqlite:///{tmp_path / 'stack.db'}", kafka=kafka)
+    return make_test_settings(bootstrap, prefix, db_url, kafka=kafka)
 
 
 def failover_stack(settings: Settings, tmp_path: Path) -> Stack:
@@ -116,11 +133,13 @@ def report(row: FailoverRow) -> None:
     assert (row.unfinished_runs, row.inbound_missing) == (0, 0), row
 
 
-async def test_leader_of_inbound_and_events_killed_mid_stream(cluster_ops: ClusterOps, tmp_path: Path) -> None:
+async def test_leader_of_inbound_and_events_killed_mid_stream(
+    cluster_ops: ClusterOps, stack_db: str, tmp_path: Path
+) -> None:
     cluster = cluster_ops.cluster
     await all_nodes_up(cluster_ops)
     bootstrap, prefix = cluster.bootstrap_servers, f"fo{uuid.uuid4().hex[:6]}."
-    settings = failover_settings(bootstrap, prefix, tmp_path)
+    settings = failover_settings(bootstrap, prefix, stack_db)
     topics = Topics(prefix)
     # inbound and events created here, led by one broker; the services create the other topics.
     led = [(topics.inbound, "inbound"), (topics.events, "events")]
@@ -155,11 +174,13 @@ async def test_leader_of_inbound_and_events_killed_mid_stream(cluster_ops: Clust
     report(row)
 
 
-async def test_rolling_restart_of_all_three_brokers_under_traffic(cluster_ops: ClusterOps, tmp_path: Path) -> None:
+async def test_rolling_restart_of_all_three_brokers_under_traffic(
+    cluster_ops: ClusterOps, stack_db: str, tmp_path: Path
+) -> None:
     cluster = cluster_ops.cluster
     await all_nodes_up(cluster_ops)
     bootstrap, prefix = cluster.bootstrap_servers, f"fo{uuid.uuid4().hex[:6]}."
-    settings = failover_settings(bootstrap, prefix, tmp_path)
+    settings = failover_settings(bootstrap, prefix, stack_db)
     names = Topics(prefix).all()
     stack = failover_stack(settings, tmp_path)
     stack.start()

@@ -14,6 +14,7 @@ import yaml
 from agentstream.config import load_settings
 from agentstream.config.core import SaslMechanism, SecurityProtocol
 from agentstream.deploy.kafka_resources import CA_CERT_ENV, LAG_SCALED, SASL_USERNAME_ENV, strimzi_cluster
+from agentstream.kafka.flavor import tuning
 from agentstream.kafka.topics import TOPIC_NAMES, Topics, consumer_group
 from tests.unit.deploy.conftest import BASE, K8S, OVERLAYS, by_kind, rendered
 from tests.unit.deploy.test_k8s_base import K8S_VERSIONS, KINDS, validate
@@ -57,7 +58,9 @@ def test_overlay_config_differs_from_the_base_only_in_kafka(overlay: str, tmp_pa
     base = load_settings(BASE / "agentstream.yaml")
     assert settings.model_dump(exclude={"kafka"}) == base.model_dump(exclude={"kafka"})
     # Sizes differ per overlay; prod also speaks SASL_SSL on the TLS listener.
-    differs = {"partitions", "replication_factor"} | (PROD_SECURITY if overlay == "prod" else set())
+    differs = {"partitions", "replication_factor", "min_insync_replicas"} | (
+        PROD_SECURITY if overlay == "prod" else set()
+    )
     assert settings.kafka.model_dump(exclude=differs) == base.kafka.model_dump(exclude=differs)
     # Every pod reads that ConfigMap (kustomize renamed it with its content hash).
     docs = rendered(f"overlays/{overlay}")
@@ -76,7 +79,23 @@ def test_overlay_topics_belong_to_the_cluster_the_pods_use(overlay: str, tmp_pat
     for topic in topics.values():
         assert topic["metadata"]["labels"]["strimzi.io/cluster"] == strimzi_cluster(kafka)
         assert topic["spec"]["replicas"] == kafka.replication_factor
+        min_isr = None if kafka.min_insync_replicas is None else str(kafka.min_insync_replicas)
+        assert topic["spec"]["config"].get("min.insync.replicas") == min_isr
     assert topics[names.runs]["spec"]["partitions"] == kafka.partitions
+
+
+def test_prod_has_the_kafka_settings_the_failover_tests_prove(tmp_path: Path) -> None:
+    # tests/chaos/test_chaos_kafka_failover.py: a leader killed, every broker restarted in turn, nothing
+    # lost, with these settings (docs/deploy.md "Kafka settings for production").
+    kafka = overlay_config("prod", tmp_path).kafka
+    assert (kafka.replication_factor, kafka.min_insync_replicas) == (3, 2)
+    assert (tuning(kafka).idempotent, tuning(kafka).acks) == (True, "all")
+    assert kafka.security_protocol is SecurityProtocol.SASL_SSL
+    topics = by_kind(rendered("overlays/prod"), "KafkaTopic").values()
+    assert {(t["spec"]["replicas"], t["spec"]["config"]["min.insync.replicas"]) for t in topics} == {(3, "2")}
+    # A single-broker dev cluster cannot hold 2 replicas of anything.
+    dev = overlay_config("dev", tmp_path).kafka
+    assert (dev.replication_factor, dev.min_insync_replicas) == (1, None)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

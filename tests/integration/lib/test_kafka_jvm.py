@@ -1,7 +1,8 @@
 """Apache Kafka on the JVM (`agentstream.testing.kafka_jvm`), really started: one node produces and
 consumes through a consumer group and stops; three nodes form a 3-voter quorum that keeps serving
-with one node killed; the jars are fetched with Maven into an empty cache; the test broker's
-path without Docker is this cluster, detected as Apache Kafka; `python -m … run` serves until SIGTERM.
+with one node killed, and the killed node serves again once started on its data; the jars are
+fetched with Maven into an empty cache; the test broker's path without Docker is this cluster,
+detected as Apache Kafka; `python -m … run` serves until SIGTERM.
 
 Whatever broker the rest of the run uses: these tests own their clusters. Each JVM is a few seconds
 of CPU on start, so each test starts one cluster at most."""
@@ -132,6 +133,14 @@ async def test_three_nodes_form_a_quorum_that_survives_one_node_killed(tmp_path:
         alive = ",".join(node.bootstrap for node in cluster.nodes if node.node_id != 3)
         await _produce(alive, "three", [b"after"])
         assert sorted(await _consume(alive, "three", 2)) == [b"after", b"before"]
+
+        # Started again on its data and ports (its log already says "started" once): it serves again.
+        await asyncio.to_thread(cluster.start_node, 3)
+        assert cluster.nodes[2].log_file.read_text().count(kafka_jvm.STARTED_LINE) == 2
+        await _produce(cluster.nodes[2].bootstrap, "three", [b"back"])
+        assert sorted(await _consume(cluster.nodes[2].bootstrap, "three", 3)) == [b"after", b"back", b"before"]
+        with pytest.raises(RuntimeError, match="Kafka node 3 is running"):
+            cluster.start_node(3)
     finally:
         cluster.stop()
     assert not any(_listening(node.bootstrap) for node in cluster.nodes)

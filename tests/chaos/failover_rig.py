@@ -152,6 +152,10 @@ class Traffic:
             conversation.refused += 1
             await asyncio.sleep(RETRY_PAUSE_S)
 
+    def in_flight(self) -> int:
+        """Conversations accepted and not answered yet."""
+        return sum(c.accepted is not None and c.answered is None for c in self.conversations.values())
+
     def start(self, chat: str) -> asyncio.Task[Conversation]:
         return asyncio.create_task(self.converse(chat), name=f"converse:{chat}")
 
@@ -183,6 +187,7 @@ class FailoverRow:
     """One line of the failover table (docs/deploy.md "Kafka settings for production")."""
 
     fault: str
+    in_flight: int  # accepted, not yet answered when the fault came (summed over the faults)
     runs: int
     exact: int
     duplicates: int
@@ -194,13 +199,15 @@ class FailoverRow:
 
     def line(self) -> str:
         return (
-            f"failover | fault={self.fault} runs={self.runs} exact={self.exact} duplicates={self.duplicates} "
+            f"failover | fault={self.fault} in_flight={self.in_flight} runs={self.runs} exact={self.exact} duplicates={self.duplicates} "
             f"lost={self.lost} recover_s={self.recover_s:.1f} unfinished_runs={self.unfinished_runs} "
             f"inbound_missing={self.inbound_missing} refused_503={self.refused_503}"
         )
 
 
-async def tally(traffic: Traffic, bootstrap: str, prefix: str, fault: str, recover_s: float) -> FailoverRow:
+async def tally(
+    traffic: Traffic, bootstrap: str, prefix: str, fault: str, in_flight: int, recover_s: float
+) -> FailoverRow:
     """The row of one test, read from the platform (what users saw) and the topics (what ran)."""
     chats = list(traffic.conversations)
     texts = {chat: await chat_texts(traffic.http, traffic.stack.url("delivery"), chat) for chat in chats}
@@ -214,6 +221,7 @@ async def tally(traffic: Traffic, bootstrap: str, prefix: str, fault: str, recov
     on_inbound = b"".join(r.value or b"" for r in inbound)
     return FailoverRow(
         fault=fault,
+        in_flight=in_flight,
         runs=len(chats),
         exact=sum(t == [DEMO_ANSWER] and runs_per_chat[chat] == 1 for chat, t in texts.items()),
         duplicates=sum(max(0, t.count(DEMO_ANSWER) - 1) + max(0, runs_per_chat[c] - 1) for c, t in texts.items()),

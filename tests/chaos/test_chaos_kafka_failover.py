@@ -129,6 +129,7 @@ async def check_replication(bootstrap: str, names: list[str]) -> dict[str, list[
 
 def report(row: FailoverRow) -> None:
     print("\n" + row.line())
+    assert row.in_flight > 0, "the fault came after every answer: nothing was streaming"
     assert (row.runs, row.exact, row.duplicates, row.lost) == (CONVERSATIONS, CONVERSATIONS, 0, 0), row
     assert (row.unfinished_runs, row.inbound_missing) == (0, 0), row
 
@@ -155,7 +156,7 @@ async def test_leader_of_inbound_and_events_killed_mid_stream(
             try:
                 await asyncio.gather(*(traffic.start(f"before-{i}") for i in range(CONVERSATIONS // 2)))
                 await asyncio.sleep(0.5)  # accepted, now streaming
-                killed_at = time.monotonic()
+                in_flight, killed_at = traffic.in_flight(), time.monotonic()
                 await cluster_ops.call(partial(cluster.stop_node, VICTIM, signal.SIGKILL))
                 await asyncio.gather(*(traffic.start(f"after-{i}") for i in range(CONVERSATIONS // 2)))
                 await traffic.all_answered(ANSWER_TIMEOUT_S)
@@ -164,7 +165,8 @@ async def test_leader_of_inbound_and_events_killed_mid_stream(
                 moved = await partitions(bootstrap, [name for name, _ in led])
                 assert all(p["leader"] not in (VICTIM, -1) for parts in moved.values() for p in parts), moved
                 await asyncio.sleep(2.0)  # a duplicate would show by now
-                row = await tally(traffic, bootstrap, prefix, "kill -9 leader of inbound+events", recover_s)
+                fault = "kill -9 leader of inbound+events"
+                row = await tally(traffic, bootstrap, prefix, fault, in_flight, recover_s)
             finally:
                 await traffic.close()
         await cluster_ops.call(partial(cluster.start_node, VICTIM))
@@ -188,13 +190,14 @@ async def test_rolling_restart_of_all_three_brokers_under_traffic(
         await stack.wait(ready=True, timeout=180)
         await check_replication(bootstrap, names)
         waits: list[float] = []
+        in_flight = 0
         async with httpx.AsyncClient(timeout=30) as http:
             traffic = Traffic(http, stack)
             try:
                 for node in cluster.nodes:
                     await asyncio.gather(*(traffic.start(f"n{node.node_id}-before-{i}") for i in range(3)))
                     await asyncio.sleep(0.5)
-                    stopped_at = time.monotonic()
+                    in_flight, stopped_at = in_flight + traffic.in_flight(), time.monotonic()
                     await cluster_ops.call(partial(cluster.stop_node, node.node_id))
                     down = [traffic.start(f"n{node.node_id}-down-{i}") for i in range(3)]
                     await asyncio.gather(*down)
@@ -206,7 +209,8 @@ async def test_rolling_restart_of_all_three_brokers_under_traffic(
                 probes = [traffic.conversations[f"n{node.node_id}-down-0"].answered for node in cluster.nodes]
                 recover_s = max((p - t if p is not None else -1.0) for p, t in zip(probes, waits, strict=True))
                 await asyncio.sleep(2.0)
-                row = await tally(traffic, bootstrap, prefix, "rolling restart of 3 brokers", recover_s)
+                fault = "rolling restart of 3 brokers"
+                row = await tally(traffic, bootstrap, prefix, fault, in_flight, recover_s)
             finally:
                 await traffic.close()
     finally:

@@ -146,7 +146,7 @@
 
   function labelOf(session) {
     const first = list.querySelector('.msg.user[data-session="' + CSS.escape(session.id) + '"] .body');
-    const text = first ? first.textContent.trim() : "";
+    const text = first ? first.textContent.replace(/\s+/g, " ").trim() : "";
     return text ? (text.length > 40 ? text.slice(0, 39) + "…" : text) : session.label;
   }
 
@@ -240,10 +240,8 @@
         mine.classList.add("accepted");
         return;
       }
-      status.textContent = "not sent (" + res.status + ")";
-      markFailed(mine, refusal(res), again);
+      markFailed(mine, refusal(res), again);  // on the bubble, not the header: it is this message's
     } catch (err) {
-      status.textContent = "not sent: " + err;
       markFailed(mine, String(err), again);
     }
   }
@@ -269,8 +267,9 @@
   });
 
   function grow() {
+    // As tall as its text (CSS caps it): the content's height plus the borders (box-sizing: border-box).
     input.style.height = "auto";
-    input.style.height = input.scrollHeight + "px";
+    input.style.height = (input.scrollHeight + input.offsetHeight - input.clientHeight) + "px";
   }
   input.addEventListener("input", grow);
 

@@ -181,8 +181,10 @@ async def test_the_web_link_chats_through_the_whole_stack(settings_factory):
         async with httpx.AsyncClient(base_url=base, timeout=30) as http:  # the page's history: delivery's own key
             history = await http.get("/v1/web/local/history", headers={"Authorization": f"Bearer {token}"})
         assert history.status_code == 200, history.text
-        sides = [(item["role"], item["text"]) for item in history.json()["items"]]
-        assert sides[0] == ("user", "calculate 6*7") and ("assistant", DEMO_ANSWER) in sides
+        sides = [(item["role"], item["text"], item["markup"]) for item in history.json()["items"]]
+        # the answer as the live view showed it: the final frame's very HTML
+        assert sides[0] == ("user", "calculate 6*7", "plain") and ("assistant", frames[-1]["text"], "html") in sides
+        assert frames[-1]["markup"] == "html" and visible_text(frames[-1]["text"]) == DEMO_ANSWER
 
 
 async def test_send_json_prints_the_runs_outcome_as_one_document(settings_factory):

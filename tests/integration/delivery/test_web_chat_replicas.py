@@ -331,7 +331,7 @@ async def test_two_replicas_serve_one_chat_with_tools_stop_resume_and_history(
     # streaming: previews with the cursor, then the final text, on A and B, one replica delivering
     assert any(s.endswith(" ▉") and "streaming" in s for s in seen), seen
     assert sum(n > 0 for n in delivered_by.values()) == 1, delivered_by  # the other page got it via Kafka
-    assert tool_lines == ["🔧 search …"], tool_lines
+    assert tool_lines == ["🔧 search ✓"], tool_lines  # the tool ended: the line says so
     # stop
     assert [m.text for m in ingress.received] == ["hello from chromium", SLOW, "/stop"]
     assert stopped is not None and stopped.endswith("⏹ stopped") and stop_hidden

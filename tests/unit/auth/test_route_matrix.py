@@ -29,7 +29,7 @@ from agentstream.service import Service
 from agentstream.testing.fixtures import ADMIN_HEADERS, make_test_settings
 from agentstream_stack.services import build_service
 
-PUBLIC_PATHS = {"/healthz", "/readyz", "/web/{chat_id}", "/web/static/{name}"}
+PUBLIC_PATHS = {"/healthz", "/readyz", "/web/{chat_id}", "/web/static/{name}", "/favicon.ico"}
 PUBLIC_PREFIXES = ("/webhooks/",)  # platform webhooks check their platform's secret instead
 
 ANY = "any valid credential"

@@ -125,7 +125,11 @@ async def test_page_and_static_files_are_public(sqlite_url: str) -> None:
         page = await http.get("/web/chat-1")
         js = await http.get("/web/static/chat.js")
         other = await http.get("/web/static/secrets.txt")
+        icon, static_icon = await http.get("/favicon.ico"), await http.get("/web/static/favicon.svg")
     assert page.status_code == 200 and 'src="static/chat.js"' in page.text
+    assert 'rel="icon" href="static/favicon.svg"' in page.text
+    assert icon.status_code == static_icon.status_code == 200 and icon.content == static_icon.content
+    assert icon.headers["content-type"] == "image/svg+xml" and icon.text.startswith("<svg")
     assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
     assert "EventSource" in js.text and "sessionStorage" in js.text and "user_id" not in js.text
     assert other.status_code == 404
@@ -286,15 +290,24 @@ def stand_in_persistence(seen: list[tuple[str, str | None]]) -> FastAPI:
         {"run_id": "r1", "tenant_id": "acme", "status": "completed", "reason": None, "error": None},
         {"run_id": "r2", "tenant_id": "acme", "status": "interrupted", "reason": "user", "error": None},
         {"run_id": "rx", "tenant_id": "other", "status": "completed", "reason": None, "error": None},
+        {
+            "run_id": "r3",
+            "tenant_id": "acme",
+            "status": "failed",
+            "reason": "error",
+            "error": "boom",
+            "session_id": "s2",
+        },
     ]
     messages = [
-        {"root_run_id": "r1", "role": "user", "content": "hello"},
-        {"root_run_id": "r1", "role": "assistant", "content": ""},
-        {"root_run_id": "r1", "role": "tool", "content": "{}"},
-        {"root_run_id": "r1", "role": "assistant", "content": "Hi **there**"},
-        {"root_run_id": "rx", "role": "user", "content": "not yours"},
-        {"root_run_id": "r2", "role": "user", "content": "tell me more"},
-        {"root_run_id": "r2", "role": "assistant", "content": "Well"},
+        {"root_run_id": "r1", "role": "user", "content": "hello", "session_id": "s1"},
+        {"root_run_id": "r1", "role": "assistant", "content": "", "session_id": "s1"},
+        {"root_run_id": "r1", "role": "tool", "content": "{}", "session_id": "s1"},
+        {"root_run_id": "r1", "role": "assistant", "content": "## Hi\n\n| a |\n|---|\n| **b** |", "session_id": "s1"},
+        {"root_run_id": "rx", "role": "user", "content": "not yours", "session_id": "s1"},
+        {"root_run_id": "r2", "role": "user", "content": "tell me more", "session_id": "s1"},
+        {"root_run_id": "r2", "role": "assistant", "content": "Well", "session_id": "s1"},
+        {"root_run_id": "r3", "role": "user", "content": "and now?", "session_id": "s2"},
     ]
 
     @app.get("/v1/conversations/{key:path}/runs")
@@ -329,12 +342,18 @@ async def test_history_has_both_sides_of_the_sessions_tenant_with_endings(
         elsewhere = await http.get("/v1/web/chat-1/history", headers=bearer(other))
     assert without_key.status_code == 503 and "history_key_env" in without_key.text
     assert found.status_code == 200, found.text
-    assert [(i["role"], i["text"], i["run_id"], i["ending"]) for i in found.json()["items"]] == [
-        ("user", "hello", "r1", None),
-        ("assistant", "Hi **there**", "r1", None),
-        ("user", "tell me more", "r2", None),
-        ("assistant", "Well", "r2", None),
-        ("assistant", "⏹ stopped", "r2", "stopped"),
+    # Answers as their live final frames show them: rendered, the ending's words appended to the run's
+    # last answer (the stopped marker) or, nothing of the run shown, a message of their own.
+    table = "<table>\n<thead>\n<tr>\n<th>a</th>\n</tr>\n</thead>\n<tbody>\n<tr>\n<td><strong>b</strong></td>\n</tr>\n</tbody>\n</table>"
+    assert [
+        (i["role"], i["text"], i["markup"], i["run_id"], i["ending"], i["session_id"]) for i in found.json()["items"]
+    ] == [
+        ("user", "hello", "plain", "r1", None, "s1"),
+        ("assistant", f"<h2>Hi</h2>\n{table}", "html", "r1", None, "s1"),
+        ("user", "tell me more", "plain", "r2", None, "s1"),
+        ("assistant", "<p>Well ⏹ stopped</p>", "html", "r2", "stopped", "s1"),
+        ("user", "and now?", "plain", "r3", None, "s2"),
+        ("assistant", "<p>⚠️ The run failed: boom</p>", "html", "r3", "failed", "s2"),
     ]
     assert seen == [("acme/web:chat-1", f"Bearer {HISTORY_KEY}")]  # the session's tenant's conversation
     assert (anonymous.status_code, elsewhere.status_code) == (401, 403)

@@ -8,6 +8,7 @@ appended to the last message that showed the run's text, or, when nothing was sh
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agentstream.config import PlatformTexts
@@ -15,6 +16,8 @@ from agentstream.contracts import FinishReason, RunStatus
 
 CURSOR = " ▉"
 FIRST_SEND_MIN_CHARS = 4
+TOOL_RUNNING = " …"  # the tool line's end while a tool of it still runs
+TOOL_OUTCOME = {True: " ✓", False: " ✗"}  # after a tool's name once its result came (`marks_tool_ends`)
 ENDING_SEPARATOR = "\n\n"
 
 # Stops someone asked for: the short stopped marker; nothing at all when no text was shown.
@@ -77,9 +80,12 @@ class FixedTexts:
     def failure_text(self, error: str | None) -> str:
         return f"{self.failure_prefix}{error or 'unknown error'}"
 
-    def tool_line(self, tools: tuple[str, ...]) -> str:
-        """The one tool progress line of a tool phase: every tool shown, in call order."""
-        return self.tool_line_prefix + " → ".join(tools) + " …"
+    def tool_line(self, tools: tuple[str, ...], ended: Mapping[str, bool] | None = None) -> str:
+        """The one tool progress line of a tool phase: every tool shown, in call order; with `ended`
+        (a tool's last outcome), each ended tool marked ✓/✗ and the line's `…` gone once all are."""
+        ended = ended or {}
+        names = " → ".join(t + TOOL_OUTCOME[ended[t]] if t in ended else t for t in tools)
+        return self.tool_line_prefix + names + ("" if ended and all(t in ended for t in tools) else TOOL_RUNNING)
 
 
 DEFAULT_TEXTS = FixedTexts.of(PlatformTexts())
@@ -110,5 +116,5 @@ def failure_text(error: str | None) -> str:
     return DEFAULT_TEXTS.failure_text(error)
 
 
-def tool_line(tools: tuple[str, ...]) -> str:
-    return DEFAULT_TEXTS.tool_line(tools)
+def tool_line(tools: tuple[str, ...], ended: Mapping[str, bool] | None = None) -> str:
+    return DEFAULT_TEXTS.tool_line(tools, ended)

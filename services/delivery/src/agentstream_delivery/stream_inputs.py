@@ -19,6 +19,7 @@ from agentstream.contracts import (
     RunStatus,
     SegmentBreak,
     ToolCall,
+    ToolResult,
 )
 from agentstream.contracts import events as ev
 
@@ -52,6 +53,14 @@ class ToolStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolEnded:
+    """A tool call's result (`tool.result`): the tool line marks the tool done, on a platform that shows it."""
+
+    tool: str
+    ok: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Tick:
     """The stream's timer fired: a held-back frame may now be due."""
 
@@ -82,7 +91,7 @@ class Finish:
             object.__setattr__(self, "reason", FinishReason(self.reason))
 
 
-StreamInput = TextDelta | TextCompleted | Break | ToolStarted | Tick | Degrade | Finish
+StreamInput = TextDelta | TextCompleted | Break | ToolStarted | ToolEnded | Tick | Degrade | Finish
 
 
 def stream_input(event: RunProgressEvent | RunFinished) -> StreamInput | None:
@@ -98,18 +107,19 @@ def stream_input(event: RunProgressEvent | RunFinished) -> StreamInput | None:
             return Break()
         case ToolCall():
             return ToolStarted(event.tool) if event.attempt == 1 else None  # a retry shows no new tool
+        case ToolResult():
+            return ToolEnded(event.tool, event.ok)
         case RunFinished():
             return finish_input(event)
         case (
             ev.MessageStarted()
-            | ev.ToolResult()
             | ev.StepStarted()
             | ev.StepCompleted()
             | ev.StepFailed()
             | ev.RunHeartbeat()
             | ev.ToolHeartbeat()
         ):
-            return None  # tool results, steps, heartbeats: not shown
+            return None  # steps, heartbeats: not shown
         case _:
             assert_never(event)
 

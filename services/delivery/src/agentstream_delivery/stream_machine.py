@@ -21,6 +21,7 @@ States and transitions (anything not listed leaves the model unchanged):
     SEALED      the last text message was finalized at a segment break
       text          → SEALED | PREVIEWING   as IDLE, on a new platform message
       tool          → SEALED      the tool line is updated
+      tool ended    → any         Edit(tool line with the tool's ✓/✗) where `marks_tool_ends` (the web)
     DEGRADED    rate-limit strikes: no previews any more; texts are sent final, split by length
       text          → DEGRADED    full heads past the safe length are sent
       break         → DEGRADED    the missing tail of the segment is sent
@@ -56,6 +57,7 @@ from agentstream_delivery.stream_inputs import (
     TextCompleted,
     TextDelta,
     Tick,
+    ToolEnded,
     ToolStarted,
 )
 from agentstream_delivery.stream_model import END_STATE, Segment, StreamModel, StreamState
@@ -168,7 +170,7 @@ def _add_text(model: StreamModel, inp: StreamInput, now: float) -> Step:
     )
     model = replace(model, segment=seg)
     if model.tools and visible_chars(seg.visible(final=False)):
-        model = replace(model, tools=(), progress=None)  # the tool phase is over: its line stays as it is
+        model = replace(model, tools=(), progress=None, ended=())  # the tool phase is over: its line stays as it is
     return _sync(model, now)
 
 
@@ -202,10 +204,18 @@ def _tool(model: StreamModel, inp: StreamInput, now: float) -> Step:
     return _progress_line(model)
 
 
+def _tool_ended(model: StreamModel, inp: StreamInput, now: float) -> Step:
+    assert isinstance(inp, ToolEnded)
+    if not model.capabilities.marks_tool_ends or inp.tool not in model.tools:
+        return model, []  # a line without outcomes, or a tool it does not show
+    model = replace(model, ended=(*model.ended, (inp.tool, inp.ok)))
+    return _progress_line(model) if model.progress is not None else (model, [])
+
+
 def _progress_line(model: StreamModel) -> Step:
     if not model.tools or not model.live_preview:
         return model, []
-    text = model.capabilities.texts.tool_line(model.tools)
+    text = model.capabilities.texts.tool_line(model.tools, dict(model.ended))
     if model.progress is None:
         return replace(model, progress=(model.msg, text), msg=model.msg + 1), [
             Send(model.msg, text, final=True, role="progress")
@@ -298,6 +308,7 @@ _TABLE: dict[tuple[StreamState, type], Handler] = {
     **{(s, TextCompleted): _add_text for s in _LIVE},
     **{(s, Break): _seal for s in _LIVE},
     **{(s, ToolStarted): _tool for s in _LIVE},
+    **{(s, ToolEnded): _tool_ended for s in _LIVE},
     **{(s, Degrade): _degrade for s in _LIVE if s is not StreamState.DEGRADED},
     **{(s, Finish): _finish for s in _LIVE},
     (StreamState.PREVIEWING, Tick): _tick,

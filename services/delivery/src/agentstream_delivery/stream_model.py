@@ -74,6 +74,7 @@ class StreamModel:
     sealed_ids: frozenset[str] = frozenset()  # model messages whose segment is sealed
     tools: tuple[str, ...] = ()  # tools of the current tool phase (progress line)
     progress: tuple[int, str] | None = None  # (index, text) of the tool line on the platform
+    ended: tuple[tuple[str, bool], ...] = ()  # results of the phase's tools, in arrival order (`marks_tool_ends`)
     sent_at: float | None = None  # when the last send/edit of the current message went out
     flush_at: float | None = None  # the stream's timer: a held-back frame is due then
     # A run that did not complete: the edit that marks its ending message if the run is resumed.

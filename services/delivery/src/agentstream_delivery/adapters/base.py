@@ -36,6 +36,7 @@ class Capabilities:
     edit_interval: float = 1.0
     buffer_threshold: int = 300
     tool_progress: ToolProgress = ToolProgress.NEW
+    marks_tool_ends: bool = False  # the tool line is edited to each tool's outcome (✓/✗) when it ends
     chat_interval: float = 0.0  # minimum seconds between two calls to one chat (the platform's budget)
     formatting: TextFormat = TextFormat.MARKDOWN  # the markup the model's Markdown is rendered to
     texts: FixedTexts = DEFAULT_TEXTS  # stopped marker, tool line, endings

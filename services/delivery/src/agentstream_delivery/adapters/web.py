@@ -114,6 +114,7 @@ class WebAdapter(InProcessAdapter[OrderedDict[str, Shown]]):
                 max_length=100_000,
                 edit_interval=edit_interval,
                 tool_progress=ToolProgress.NEW,
+                marks_tool_ends=True,  # an edit costs nothing here; the page shows which tools are done
                 formatting=TextFormat.HTML,
             ),
             bounds,

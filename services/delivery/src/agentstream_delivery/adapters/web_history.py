@@ -4,7 +4,9 @@
 ended; `GET /v1/conversations/{key}/messages` gives their messages in order. The page gets
 the user's messages, the assistant's texts, and the ending's words of each run that did not
 complete (`render.Ending`), each tagged with its root run id so live frames of the same run
-replace what history showed of it. Delivery reads with its own key (`platforms.web.history_key_env`,
+replace what history showed of it. An answer is rendered as its live final frame was: the same
+renderer (`formatting.render_frame`, the web's HTML), the ending's marker appended to the run's
+last answer as the stream machine appends it, so a reload shows what the live view showed. Delivery reads with its own key (`platforms.web.history_key_env`,
 scope `conversations:read`); the session decides the chat and the tenant.
 """
 
@@ -19,8 +21,10 @@ import httpx
 from fastapi import HTTPException
 from pydantic import BaseModel
 
+from agentstream.config import TextFormat
 from agentstream.contracts import FinishReason, KnownPlatform, MessageRole, RunStatus, WebEnding, conversation_key
-from agentstream_delivery.adapters.web_endings import ending_of
+from agentstream_delivery.adapters.web_endings import ending_of, visible_text
+from agentstream_delivery.formatting import render_frame
 from agentstream_delivery.render import DEFAULT_TEXTS, FixedTexts
 
 KEEP_ITEMS = 200  # the page shows the conversation's last items
@@ -31,9 +35,11 @@ MAX_PAGES = 20  # per list: a conversation longer than 20,000 messages shows its
 class HistoryItem(BaseModel):
     role: MessageRole
     text: str
-    markup: str = "plain"  # as a frame's: what `text` is written in (`plain` | `html`)
+    markup: TextFormat = TextFormat.PLAIN  # as a frame's: `html` (an answer) or `plain` (what the user typed)
     run_id: str
     ending: WebEnding | None = None
+    # The history session the message belongs to (`/new` starts one): the page lists the chat's conversations by it.
+    session_id: str | None = None
 
 
 class History(BaseModel):
@@ -91,7 +97,7 @@ def _items(
 ) -> list[HistoryItem]:
     # Chat ids are the gateway's: another tenant's chat of the same id is not this session's.
     mine = {r["run_id"]: r for r in runs if r.get("tenant_id") in (tenant_id, None)}
-    items: list[HistoryItem] = []
+    items: list[HistoryItem] = []  # answers' texts still Markdown here: an ending may be appended
     current: str | None = None
 
     def close(run_id: str | None) -> None:
@@ -100,9 +106,13 @@ def _items(
             return
         reason = str(run.get("reason"))
         known = FinishReason(reason) if reason in FinishReason._value2member_map_ else None
-        text = texts.ending(RunStatus(run["status"]), known, run.get("error")).follow_up
-        ending = ending_of(text, texts)
-        items.append(HistoryItem(role=MessageRole.ASSISTANT, text=text, run_id=run["run_id"], ending=ending))
+        ending = texts.ending(RunStatus(run["status"]), known, run.get("error"))
+        last = items[-1] if items else None
+        if last is not None and last.run_id == run["run_id"] and last.role is MessageRole.ASSISTANT:
+            last.text += ending.marker  # as `stream_machine._end_visibly` appends it to the open message
+        else:
+            follow_up = HistoryItem(role=MessageRole.ASSISTANT, text=ending.follow_up, run_id=run["run_id"])
+            items.append(follow_up.model_copy(update={"session_id": run.get("session_id")}))
 
     for m in messages:
         run_id = m["root_run_id"]
@@ -112,6 +122,16 @@ def _items(
             close(current)
             current = run_id
         if m["role"] in (MessageRole.USER, MessageRole.ASSISTANT) and m["content"].strip():
-            items.append(HistoryItem(role=MessageRole(m["role"]), text=m["content"], run_id=run_id))
+            role, session = MessageRole(m["role"]), m.get("session_id")
+            items.append(HistoryItem(role=role, text=m["content"], run_id=run_id, session_id=session))
     close(current)
-    return items
+    return [_as_shown(item, texts) for item in items]
+
+
+def _as_shown(item: HistoryItem, texts: FixedTexts) -> HistoryItem:
+    """An answer as its final live frame showed it (`WebAdapter._frame`): rendered, its ending read from that."""
+    if item.role is not MessageRole.ASSISTANT:
+        return item
+    shown = render_frame(item.text, TextFormat.HTML, final=True)
+    ending = ending_of(visible_text(shown), texts)
+    return item.model_copy(update={"text": shown, "markup": TextFormat.HTML, "ending": ending})

@@ -1,6 +1,7 @@
 """HTTP side of the web adapter: the chat page, its sessions, its SSE stream, and the message forwarder.
 
-- `GET /web/{chat_id}`, `GET /web/static/{name}`: the page (static HTML + JS + CSS; public, no data);
+- `GET /web/{chat_id}`, `GET /web/static/{name}`: the page (static HTML + JS + CSS + icon; public, no data);
+  `GET /favicon.ico`: the page's icon where a browser looks for it unasked (public, as the page);
 - `POST /v1/web/sessions` (an API key or JWT, see `web_identity`): a session token for one chat and
   one user, and the page URL `/web/{chat_id}#token=…` (a fragment never reaches a server's logs);
 - `GET /v1/web/{chat_id}/events?token=…` (or `Authorization: Bearer`): `text/event-stream` of that
@@ -40,7 +41,12 @@ from agentstream_delivery.adapters.web_identity import (
 )
 
 STATIC = files("agentstream_delivery.adapters") / "static"
-STATIC_TYPES = {"chat.js": "text/javascript", "highlight.js": "text/javascript", "chat.css": "text/css"}
+STATIC_TYPES = {
+    "chat.js": "text/javascript",
+    "highlight.js": "text/javascript",
+    "chat.css": "text/css",
+    "favicon.svg": "image/svg+xml",
+}
 SESSION_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "No valid session token."},
     403: {"description": "The session token is for another chat."},
@@ -99,6 +105,11 @@ def add_web_routes(
         if name not in STATIC_TYPES:
             raise HTTPException(404)
         return Response((STATIC / name).read_text(encoding="utf-8"), media_type=STATIC_TYPES[name])
+
+    @app.get("/favicon.ico", tags=["web"])
+    async def favicon() -> Response:
+        # The SVG icon itself: browsers read the content type, not the name.
+        return Response((STATIC / "favicon.svg").read_text(encoding="utf-8"), media_type="image/svg+xml")
 
     @app.post("/v1/web/sessions", tags=["web"], status_code=201, responses=AUTH_RESPONSES)
     async def create_session(req: SessionRequest, principal: Principal = Depends(authenticate)) -> SessionIssued:

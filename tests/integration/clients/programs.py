@@ -72,6 +72,9 @@ def built(program: ClientProgram) -> Path:
         except OSError:
             if not target.is_dir():  # else another process built the same sources first
                 raise
+        for older in CACHE.glob(f"{program.name}-*"):  # builds of sources that changed since
+            if older != target:
+                shutil.rmtree(older, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target

@@ -87,7 +87,7 @@ def main() -> int:
                     continue
                 raise RuntimeError(f"consuming {prefix}events: {record.error()}")
             try:
-                event = json.loads(record.value())
+                event = json.loads(record.value() or b"")
             except ValueError:
                 continue  # not ours to judge: agentstream's own consumers send bad records to dlq
             if root is None and event.get("type") == "run.queued" and event.get("inbound_id") == message["id"]:

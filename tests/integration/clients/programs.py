@@ -52,7 +52,9 @@ def sources_hash(folder: Path) -> str:
 def _run(command: list[str], cwd: Path) -> None:
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+        raise RuntimeError(
+            f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+        )
 
 
 def built(program: ClientProgram) -> Path:
@@ -119,7 +121,9 @@ PROGRAMS: tuple[ClientProgram, ...] = (
 )
 
 
-def program_env(bootstrap: str, prefix: str, group: str, chat_id: str, user_id: str, timeout_s: float) -> dict[str, str]:
+def program_env(
+    bootstrap: str, prefix: str, group: str, chat_id: str, user_id: str, timeout_s: float
+) -> dict[str, str]:
     return {
         **os.environ,
         "BOOTSTRAP_SERVERS": bootstrap,

@@ -76,7 +76,9 @@ async def test_client_program_sends_a_message_and_follows_the_answer(
     topics = Topics(kafka.topic_prefix)
     chat_id = f"{program.name}-{uuid.uuid4().hex[:6]}"
     group = f"{kafka.topic_prefix}{program.name}-client"
-    env = program_env(kafka.bootstrap_servers, kafka.topic_prefix, group, chat_id, f"u-{program.name}", ANSWER_TIMEOUT_S)
+    env = program_env(
+        kafka.bootstrap_servers, kafka.topic_prefix, group, chat_id, f"u-{program.name}", ANSWER_TIMEOUT_S
+    )
 
     process = await asyncio.create_subprocess_exec(
         *program.command(folder), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE

@@ -82,10 +82,10 @@ def main() -> int:
             record = consumer.poll(0.2)
             if record is None:
                 continue
-            if record.error() is not None:
-                if record.error().retriable():
+            if (error := record.error()) is not None:
+                if error.retriable():
                     continue
-                raise RuntimeError(f"consuming {prefix}events: {record.error()}")
+                raise RuntimeError(f"consuming {prefix}events: {error}")
             try:
                 event = json.loads(record.value() or b"")
             except ValueError:

@@ -21,7 +21,7 @@ import pytest_asyncio
 from confluent_kafka import Consumer, TopicPartition
 
 from agentstream.config import KafkaFlavor, Settings
-from agentstream.kafka import Topics
+from agentstream.kafka import Topics, create_topics
 from agentstream.kafka.internals import partition_of_key
 from agentstream.testing.brokers import flavor_under_test
 from agentstream.testing.fixtures import make_test_settings
@@ -117,3 +117,26 @@ async def test_client_program_sends_a_message_and_follows_the_answer(
     # Its group stored its offset on the answer's partition (the conversation's partition number).
     committed = await asyncio.to_thread(committed_offset, kafka.bootstrap_servers, group, topics.events, partition)
     assert committed > 0, committed
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
+async def test_client_program_without_an_answer_exits_non_zero_saying_so(
+    program: ClientProgram, kafka_bootstrap: str
+) -> None:
+    """Topics that exist but that no agentstream service reads: the answer never comes."""
+    if reason := unavailable(program):
+        if os.environ.get("CI") and program.missing_tools():
+            pytest.fail(f"{reason} (CI must install it: .ci/run)")
+        pytest.skip(reason)
+    folder: Path = await asyncio.to_thread(built, program)
+    prefix = f"t{uuid.uuid4().hex[:10]}."
+    await create_topics(make_test_settings(kafka_bootstrap, prefix, "sqlite+aiosqlite:///:memory:").kafka)
+    env = program_env(kafka_bootstrap, prefix, f"{prefix}{program.name}-client", "nobody", "u-nobody", 3)
+
+    process = await asyncio.create_subprocess_exec(
+        *program.command(folder), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 90)
+    assert process.returncode == 2, (process.returncode, err.decode())
+    assert out == b""
+    assert f"{program.name} client: timed out after 3" in err.decode(), err.decode()

@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.Properties;
 import java.util.UUID;
 import org.apache.kafka.clients.CommonClientConfigs;
+import org.apache.kafka.clients.consumer.CloseOptions;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -87,10 +88,10 @@ public final class Client {
     }
 
     long deadline = System.nanoTime() + (long) (timeoutS * 1e9);
-    try (KafkaConsumer<String, String> consumer =
-            new KafkaConsumer<>(consumerProps, new StringDeserializer(), new StringDeserializer());
-        KafkaProducer<String, String> producer =
-            new KafkaProducer<>(producerProps, new StringSerializer(), new StringSerializer())) {
+    KafkaConsumer<String, String> consumer =
+        new KafkaConsumer<>(consumerProps, new StringDeserializer(), new StringDeserializer());
+    try (KafkaProducer<String, String> producer =
+        new KafkaProducer<>(producerProps, new StringSerializer(), new StringSerializer())) {
       consumer.subscribe(List.of(prefix + "events"));
       RecordMetadata produced =
           producer
@@ -132,6 +133,9 @@ public final class Client {
       System.err.printf(
           "java client: timed out after %ss waiting for the answer to %s (root run %s)%n", timeoutS, id, root);
       return 2;
+    } finally {
+      // Leaving the group waits for a join still in progress: not for long when giving up.
+      consumer.close(CloseOptions.timeout(Duration.ofSeconds(3)));
     }
   }
 }

@@ -63,11 +63,14 @@ docs: setup  ## regenerate docs/asyncapi.json from the contracts and docs/metric
 k8s: setup  ## regenerate the generated k8s files (overlays' KafkaTopics and ScaledObjects, the PrometheusRule)
 	$(UV) run python -m agentstream.deploy
 
-bench: setup  ## every benchmark, each beside the raw-Kafka baseline of the same run → bench/results/<date>/report.md + plots (long)
-	$(UV) run python -m bench.all
+# The broker every benchmark runs on: tansu (the embedded one) or kafka (Apache Kafka, as `make test-kafka` starts it).
+BENCH_BROKER ?= tansu
+
+bench: setup  ## every benchmark, each beside the raw-Kafka baseline of the same run → bench/results/<date>/report.md + plots (long); BENCH_BROKER=kafka on Apache Kafka
+	$(UV) run python -m bench.all --broker $(BENCH_BROKER)
 
 bench-quick: setup  ## a ~2-minute subset of `make bench`
-	$(UV) run python -m bench.all --quick
+	$(UV) run python -m bench.all --quick --broker $(BENCH_BROKER)
 
 soak: setup  ## the embedded stack under 100 conversations for 10 minutes; fails if memory, lag or buffers creep
 	$(UV) run python -m bench.soak

@@ -4,10 +4,14 @@ baseline of the same run, and one plot per curve.
     uv run python -m bench.all            # everything, full sizes (make bench); tens of minutes
     uv run python -m bench.all --quick    # a ~2-minute subset
     uv run python -m bench.all --smoke    # tiny sizes, seconds: the suite runs this
+    uv run python -m bench.all --broker kafka   # on Apache Kafka (make bench BENCH_BROKER=kafka)
 
-One embedded Tansu broker carries every Kafka benchmark; the raw baseline (`bench.kafka_baseline`)
-is measured on it first and every broker figure is shown as a ratio to it. Writes
-`bench/results/<date>[-quick|-smoke]/report.md` and its PNGs (`--out DIR` elsewhere). A benchmark
+One broker carries every Kafka benchmark: an embedded Tansu (`--broker tansu`, the default), or a
+1-node Apache Kafka (`--broker kafka`, or AGENTSTREAM_BENCH_BROKER=kafka: in Docker where a Docker
+engine answers, else on the JVM from its Maven artifacts, `agentstream.testing.kafka_jvm`). The raw
+baseline (`bench.kafka_baseline`) is measured on it first and every broker figure is shown as a
+ratio to it; the report names the broker. Writes
+`bench/results/<date>[-quick|-smoke][-kafka]/report.md` and its PNGs (`--out DIR` elsewhere). A benchmark
 that fails is listed under "Not measured" and the exit status is 1; the others still run.
 """
 
@@ -18,9 +22,11 @@ import asyncio
 import datetime
 import os
 import sys
+import tempfile
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +35,7 @@ import structlog
 if __package__ in (None, ""):  # run as a file (`python bench/all.py`): make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agentstream.config import KafkaFlavor  # noqa: E402
 from agentstream.kafka import EmbeddedBroker  # noqa: E402
 from bench import cli_startup, delivery_efficiency, formatting, run_overhead, tool_roundtrip  # noqa: E402
 from bench.ingress_http import TARGET_RATIO as HTTP_TARGET  # noqa: E402
@@ -45,6 +52,7 @@ from bench.kafka_baseline import BaselineResult, measure_baseline  # noqa: E402
 from bench.report import Curve, Figure, Report, Series, write  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+BROKER_ENV = "AGENTSTREAM_BENCH_BROKER"
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,7 @@ class Context:
     bootstrap: str
     baseline: BaselineResult
     sizes: Sizes
+    embedded: bool  # the broker is the embedded Tansu: its tuning applies (`agentstream.kafka.flavor`)
 
 
 async def kafka_baseline(ctx: Context, report: Report) -> None:
@@ -95,6 +104,7 @@ async def overhead(ctx: Context, report: Report) -> None:
     s = ctx.sizes
     result = await run_overhead.run_bench(
         ctx.bootstrap,
+        embedded=ctx.embedded,
         levels=s.levels,
         tokens=s.tokens,
         rate=s.token_rate,
@@ -271,7 +281,7 @@ async def ingress(ctx: Context, report: Report) -> None:
     admin = os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)
     async with temporary_pg_database(admin) as db_url:
         r = await measure_ingress(
-            ctx.bootstrap, db_url, ctx.sizes.ingress_messages, embedded=True, baseline=ctx.baseline
+            ctx.bootstrap, db_url, ctx.sizes.ingress_messages, embedded=ctx.embedded, baseline=ctx.baseline
         )
     report.add(
         Figure(
@@ -294,7 +304,7 @@ async def ingress_http(ctx: Context, report: Report) -> None:
         return
     async with temporary_pg_database(os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)) as db_url:
         r = await measure_http(
-            lambda extra: bench_settings(ctx.bootstrap, db_url, True, extra),
+            lambda extra: bench_settings(ctx.bootstrap, db_url, ctx.embedded, extra),
             db_url,
             USERS,
             requests=ctx.sizes.http_requests,
@@ -318,7 +328,11 @@ async def ingress_http(ctx: Context, report: Report) -> None:
 async def tools(ctx: Context, report: Report) -> None:
     s = ctx.sizes
     r = await tool_roundtrip.run_bench(
-        ctx.bootstrap, parallels=s.tool_parallels, calls=s.tool_calls, baseline_messages=s.baseline_messages
+        ctx.bootstrap,
+        embedded=ctx.embedded,
+        parallels=s.tool_parallels,
+        calls=s.tool_calls,
+        baseline_messages=s.baseline_messages,
     )
     for lv in r.levels:
         name = "function" if lv.tool == tool_roundtrip.FUNCTION_TOOL else "MCP stdio"
@@ -392,17 +406,52 @@ BENCHES: dict[str, Bench] = {
 }
 
 
-async def run_all(mode: str, only: list[str] | None = None) -> Report:
+def broker_name(broker: KafkaFlavor) -> str:
+    """The broker as the report names it."""
+    if broker is KafkaFlavor.TANSU:
+        return "embedded Tansu broker"
+    from agentstream.testing.kafka_jvm import KAFKA_VERSION
+
+    return f"Apache Kafka {KAFKA_VERSION} broker (1 node, KRaft)"
+
+
+@asynccontextmanager
+async def started_broker(broker: KafkaFlavor) -> AsyncIterator[str]:
+    """The broker's bootstrap servers for as long as the block runs."""
+    if broker is KafkaFlavor.TANSU:
+        async with EmbeddedBroker() as embedded:
+            yield embedded.bootstrap_servers
+        return
+    # The test support starts Apache Kafka (a dev dependency, as the benchmarks are).
+    from agentstream.testing.brokers import apache_kafka, broker_unavailable, kafka_on_jvm
+    from agentstream.testing.kafka_jvm import fetch_jars, jars_ready
+
+    if reason := broker_unavailable():
+        raise RuntimeError(reason)
+    if kafka_on_jvm() and not jars_ready():
+        await asyncio.to_thread(fetch_jars, lambda line: print(line, file=sys.stderr, flush=True))
+    with tempfile.TemporaryDirectory(prefix="agentstream-bench-kafka-") as workdir:
+        # Started and stopped in a thread: the launcher waits on the JVM with blocking calls.
+        cluster = apache_kafka(Path(workdir))
+        bootstrap = await asyncio.to_thread(cluster.__enter__)
+        try:
+            yield bootstrap
+        finally:
+            await asyncio.to_thread(cluster.__exit__, None, None, None)
+
+
+async def run_all(mode: str, only: list[str] | None = None, broker: KafkaFlavor = KafkaFlavor.TANSU) -> Report:
     sizes = SIZES[mode]
     report = Report(f"agentstream benchmarks — {mode}, {datetime.datetime.now():%Y-%m-%d %H:%M}")
     load = os.getloadavg()[0]
     report.lines.append(
-        f"Machine: {os.cpu_count()} cores, load average {load:.1f} at the start; embedded Tansu broker. "
+        f"Machine: {os.cpu_count()} cores, load average {load:.1f} at the start; {broker_name(broker)}. "
         "Every ratio is to a baseline measured in this run."
     )
-    async with EmbeddedBroker() as broker:
-        baseline = await measure_baseline(broker.bootstrap_servers, sizes.baseline_messages, embedded=True)
-        ctx = Context(broker.bootstrap_servers, baseline, sizes)
+    embedded = broker is KafkaFlavor.TANSU
+    async with started_broker(broker) as bootstrap:
+        baseline = await measure_baseline(bootstrap, sizes.baseline_messages, embedded=embedded)
+        ctx = Context(bootstrap, baseline, sizes, embedded)
         for name, bench in BENCHES.items():
             if only and name not in only:
                 continue
@@ -423,12 +472,19 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--quick", action="store_true", help="a ~2-minute subset")
     mode.add_argument("--smoke", action="store_true", help="tiny sizes (seconds): that every benchmark runs")
     parser.add_argument("--only", nargs="+", choices=list(BENCHES), help="these benchmarks only")
-    parser.add_argument("--out", type=Path, help="report directory (default bench/results/<date>[-mode])")
+    parser.add_argument(
+        "--broker",
+        choices=[KafkaFlavor.TANSU.value, KafkaFlavor.KAFKA.value],
+        default=os.environ.get(BROKER_ENV) or KafkaFlavor.TANSU.value,
+        help=f"the broker every benchmark runs on (default ${BROKER_ENV}, else tansu: the embedded one)",
+    )
+    parser.add_argument("--out", type=Path, help="report directory (default bench/results/<date>[-mode][-kafka])")
     args = parser.parse_args(argv)
     name = "quick" if args.quick else "smoke" if args.smoke else "full"
+    broker = KafkaFlavor(args.broker)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings and up
-    report = asyncio.run(run_all(name, args.only))
-    suffix = "" if name == "full" else f"-{name}"
+    report = asyncio.run(run_all(name, args.only, broker))
+    suffix = ("" if name == "full" else f"-{name}") + ("" if broker is KafkaFlavor.TANSU else f"-{broker.value}")
     out = args.out or RESULTS / f"{datetime.date.today():%Y-%m-%d}{suffix}"
     path = write(report, out)
     print(path.read_text())

@@ -29,6 +29,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import secrets
 import sys
 import tempfile
 import time
@@ -43,6 +45,7 @@ import httpx
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from agentstream.config import Settings, load_settings
+from agentstream.config.tools import DEFAULT_CALL_SECRET_ENV
 from agentstream.contracts import ReplyTarget, RunEventAdapter, StartRun, User
 from agentstream.db import upgrade
 from agentstream.kafka import create_topics
@@ -343,6 +346,9 @@ async def run_bench(
     """`database_url`: the runner's database (default: a new SQLite file, as `agentstream up`);
     `runners`: agent-runner processes (one consumer group)."""
     baseline = await measure_baseline(bootstrap, baseline_messages, embedded=embedded)
+    # The runner signs its tool calls and refuses to start without the secret (docs/tools.md);
+    # its process inherits this one.
+    os.environ.setdefault(DEFAULT_CALL_SECRET_ENV, secrets.token_hex(32))
     workdir = Path(tempfile.mkdtemp(prefix="agentstream-bench-"))
     db_url = database_url or f"sqlite+aiosqlite:///{workdir / 'bench.db'}"
     await upgrade(db_url)

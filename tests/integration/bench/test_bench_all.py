@@ -13,8 +13,10 @@ ROOT = str(Path(__file__).resolve().parents[3])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.all import BENCHES, run_all  # noqa: E402
+from bench.all import BENCHES, broker_name, main, run_all  # noqa: E402
 from bench.report import Figure, Report, write  # noqa: E402
+
+from agentstream.testing.brokers import broker_unavailable, flavor_under_test  # noqa: E402
 
 # Every curve comes from these; ingress, tools and the CLI have their own smoke tests beside this one.
 CURVES_FROM = ["kafka_baseline", "run_overhead", "delivery_efficiency", "formatting"]
@@ -41,6 +43,26 @@ async def test_bench_all_smoke_writes_every_figure_and_plot(tmp_path: Path) -> N
     assert first.ratio == pytest.approx(first.value / raw.value)
 
     _check_written(report, tmp_path)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)  # on Apache Kafka it starts a broker of its own
+async def test_bench_all_runs_on_the_broker_under_test_and_names_it() -> None:
+    broker = flavor_under_test()
+    if reason := broker_unavailable():
+        pytest.skip(reason)
+    report = await run_all("smoke", ["kafka_baseline"], broker)
+
+    assert report.errors == []
+    assert broker_name(broker) in report.lines[0]
+    assert [f.name for f in report.figures] == ["raw round trip p50", "raw round trip p99", "raw throughput"]
+    assert all(math.isfinite(f.value) and f.value > 0 for f in report.figures)
+
+
+def test_bench_all_refuses_an_unknown_broker(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--smoke", "--broker", "redpanda"])
+    assert "invalid choice: 'redpanda'" in capsys.readouterr().err
 
 
 def _check_written(report: Report, tmp_path: Path) -> None:

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.integration
 
 
 def produce_inbound(bootstrap: str, topic: str, message: dict[str, Any]) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap})
+    # murmur2 of the key, as agentstream's own producers partition (docs/producing.md § The key).
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
     delivered: list[KafkaError | None] = []
     key = f"{message['platform']}:{message['chat_id']}"  # platform:chat_id[:thread_id]
     producer.produce(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
@@ -132,6 +132,10 @@ class Ledger(Protocol):
 
     async def record(self, scope: LedgerScope, entry: LedgerEntry) -> None: ...
 
+    async def known_ids(self, platform: str, chat_id: str, ids: Collection[str]) -> set[str]:
+        """Which of `ids` are messages of the chat some stream's row knows (any run)."""
+        ...
+
 
 class MemoryLedger:
     """The ledger without a database (tests, benchmarks); still publishes receipts if given a sink."""
@@ -145,6 +149,13 @@ class MemoryLedger:
             seg: e
             for (p, c, r, seg), e in self.rows.items()
             if (p, c, r) == (scope.platform, scope.chat_id, scope.root_run_id)
+        }
+
+    async def known_ids(self, platform: str, chat_id: str, ids: Collection[str]) -> set[str]:
+        return {
+            e.message_id
+            for (p, c, _, _), e in self.rows.items()
+            if (p, c) == (platform, chat_id) and e.message_id is not None and e.message_id in ids
         }
 
     async def record(self, scope: LedgerScope, entry: LedgerEntry) -> None:
@@ -182,6 +193,17 @@ class SqlLedger:
             )
             for r in rows
         }
+
+    async def known_ids(self, platform: str, chat_id: str, ids: Collection[str]) -> set[str]:
+        async with self.sessions() as session:
+            found = await session.scalars(
+                select(DeliveryLedger.platform_message_id).where(
+                    DeliveryLedger.platform == platform,
+                    DeliveryLedger.chat_id == chat_id,
+                    DeliveryLedger.platform_message_id.in_(list(ids)),
+                )
+            )
+            return {i for i in found if i is not None}
 
     async def record(self, scope: LedgerScope, entry: LedgerEntry) -> None:
         async with self.sessions.begin() as session:

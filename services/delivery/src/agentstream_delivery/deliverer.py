@@ -257,7 +257,7 @@ class Deliverer:
         if (delay := orphan.lands_by - self.wall()) > 0:
             await asyncio.sleep(delay)
         own = [i for e in self.entries.values() if (i := numeric(e.message_id)) is not None]
-        ids = candidates(orphan, own)
+        ids = candidates(orphan, own, self.adapter.ids_taken(self.target))
         # Another stream's message of this chat is never probed: the probe would replace its text.
         known = await self.ledger.known_ids(self.scope.platform, self.scope.chat_id, [str(i) for i in ids])
         ids = [i for i in ids if str(i) not in known]

@@ -10,8 +10,9 @@ stub's exact text: the message that shows it is the orphan, and it is deleted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
+from itertools import islice
 
 import structlog
 
@@ -21,8 +22,9 @@ from agentstream_delivery.adapters.base import AdapterError, NotFound, OrphanPro
 from agentstream_delivery.ratelimit import ChatGate
 
 # Ids probed per orphan, at most: the orphan is next to the stream's next message unless other
-# messages of the chat (the bot's private chats and basic groups share one id sequence) came between.
-PROBE_SPAN = 10
+# messages (the bot's private chats and basic groups share one id sequence) came between.
+PROBE_SPAN = 12
+FARTHEST = 1000  # ids further than this from the stream's next message are never probed
 RATE_LIMITED_TRIES = 3  # 429s on one probe before the search gives up
 
 
@@ -41,22 +43,25 @@ def numeric(message_id: str | None) -> int | None:
     return int(message_id) if message_id is not None and message_id.isdigit() else None
 
 
-def candidates(orphan: Orphan, anchors: Iterable[int], span: int = PROBE_SPAN) -> list[int]:
-    """The ids to probe, nearest first, given the ids of the stream's own messages (`anchors`).
+def candidates(
+    orphan: Orphan, anchors: Iterable[int], taken: Collection[int] = (), span: int = PROBE_SPAN
+) -> list[int]:
+    """The ids to probe, nearest first, given the ids of the stream's own messages (`anchors`) and
+    of the messages the bot created elsewhere in the chat's id sequence (`taken`): neither is it.
 
     Around the first message the stream posted after the orphan's send left, N: N-1 (its answer
     was lost, it landed before N), N+1 (it landed late, after N), N-2, N+2… never at or below
-    `floor`, never one of the stream's own. With no such message: upwards from the floor."""
+    `floor`. With no such message: upwards from the floor."""
     own = set(anchors)
     after = sorted(a for a in own if orphan.floor is None or a > orphan.floor)
     if after:
-        order = [after[0] + d * side for d in range(1, span + 1) for side in (-1, 1)]
+        order = (after[0] + d * side for d in range(1, FARTHEST + 1) for side in (-1, 1))
     elif orphan.floor is not None:
-        order = [orphan.floor + d for d in range(1, 2 * span + 1)]
+        order = (orphan.floor + d for d in range(1, FARTHEST + 1))
     else:
         return []
-    above = [i for i in order if i > max(orphan.floor or 0, 0) and i not in own]
-    return above[:span]
+    lowest = max(orphan.floor or 0, 0)
+    return list(islice((i for i in order if i > lowest and i not in own and i not in taken), span))
 
 
 async def remove(

@@ -163,6 +163,11 @@ class OrphanProbe(Protocol):
 
     async def shows(self, target: ReplyTarget, message_id: str, text: str, *, markup: TextFormat) -> Probe: ...
 
+    def ids_taken(self, target: ReplyTarget) -> set[int]:
+        """Ids of messages this adapter created (and knows) in the id sequence `target`'s messages
+        take theirs from: none of them is an orphan, none is probed."""
+        ...
+
     async def delete(self, target: ReplyTarget, message_id: str) -> None: ...
 
 

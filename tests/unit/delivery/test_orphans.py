@@ -5,10 +5,15 @@ from __future__ import annotations
 import structlog
 
 from agentstream.config import TextFormat
-from agentstream.contracts import ReplyTarget
-from agentstream_delivery.adapters.base import NotFound, Probe, RateLimited, Transient
+from agentstream.contracts import LedgerState, ReplyTarget
+from agentstream_delivery.adapters.base import NotFound, OutcomeUnknown, Probe, RateLimited, Transient
+from agentstream_delivery.deliverer import Deliverer
+from agentstream_delivery.ledger import LedgerEntry, LedgerScope, MemoryLedger
 from agentstream_delivery.orphans import Orphan, candidates, remove
+from agentstream_delivery.platform_ops import Send
 from agentstream_delivery.ratelimit import ChatGate
+from tests.unit.delivery.deliverer_harness import SCOPE, Scripted, Wall
+from tests.unit.delivery.deliverer_harness import TARGET as SCRIPTED_TARGET
 
 TARGET = ReplyTarget(platform="telegram", chat_id="-1")
 LOG = structlog.get_logger("test")
@@ -32,10 +37,6 @@ def test_first_message_of_the_stream_has_no_floor():
 
 def test_no_message_after_the_send_searches_up_from_the_floor():
     assert candidates(orphan(7), [7], span=3) == [8, 9, 10]
-
-
-def test_ids_the_bot_created_elsewhere_are_skipped():
-    assert candidates(orphan(None), [12], taken={11, 13, 10}, span=4) == [14, 9, 15, 8]
 
 
 def test_nothing_to_search_without_any_id():
@@ -85,3 +86,69 @@ async def test_not_found_within_the_span_leaves_it():
     adapter = Probing(Probe.ABSENT, Probe.ABSENT)
     assert await remove(orphan(None), [5, 6], TARGET, adapter, ChatGate(0.0), LOG) is None
     assert adapter.deleted == []
+
+
+class ProbingScripted(Scripted):
+    """A scripted platform that also probes: the message `stub` shows the text of the lost send."""
+
+    def __init__(self, *outcomes: object, stub: str) -> None:
+        super().__init__(*outcomes)
+        self.stub, self.stub_text = stub, ""
+        self.deleted: list[str] = []
+
+    async def send(
+        self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
+    ) -> str:
+        self.stub_text = self.stub_text or text  # the first send is the one whose answer is lost
+        return await super().send(target, text, final=final, markup=markup)
+
+    async def shows(self, target: ReplyTarget, message_id: str, text: str, *, markup: TextFormat) -> Probe:
+        return Probe.SHOWS if (message_id, text) == (self.stub, self.stub_text) else Probe.ABSENT
+
+    async def delete(self, target: ReplyTarget, message_id: str) -> None:
+        self.deleted.append(message_id)
+
+    def shares_ids(self, chat_id: str, other_chat_id: str) -> bool:
+        return True
+
+
+def restartable(adapter: Scripted, ledger: MemoryLedger, wall: Wall) -> Deliverer:
+    return Deliverer(SCOPE, SCRIPTED_TARGET, adapter, ChatGate(0.0), ledger, LOG, late_landing_s=5.0, wall=wall)
+
+
+async def test_the_orphan_is_searched_for_after_a_restart_too():
+    ledger, wall = MemoryLedger(), Wall()
+    first = ProbingScripted(OutcomeUnknown("timed out"), "12", stub="11")
+    before = restartable(first, ledger, wall)
+    await before.recover()
+    await before.deliver(Send(0, "Brok", final=False), "Brok")
+    await before.deliver(Send(0, "Broken up", final=True), "Broken up")
+    assert len(await ledger.orphans(SCOPE)) == 1  # kept before the window passed: a crash now loses nothing
+    # delivery dies here; the restarted one settles the stream from the ledger
+    after_adapter = ProbingScripted(stub="11")
+    after_adapter.stub_text = first.stub_text
+    wall.now += 10
+    after = restartable(after_adapter, ledger, wall)
+    await after.recover()
+    await after.settle()
+    assert after_adapter.deleted == ["11"] and await ledger.orphans(SCOPE) == []
+
+
+async def test_a_message_another_stream_knows_is_never_probed():
+    ledger, wall = MemoryLedger(), Wall()
+    await ledger.record(LedgerScope("scripted", "c", "earlier", "k"), LedgerEntry(0, LedgerState.SENT, "11"))
+    adapter = ProbingScripted(OutcomeUnknown("timed out"), "12", stub="13")
+    probed: list[str] = []
+    shows = adapter.shows
+
+    async def watching(target: ReplyTarget, message_id: str, text: str, *, markup: TextFormat) -> Probe:
+        probed.append(message_id)
+        return await shows(target, message_id, text, markup=markup)
+
+    adapter.shows = watching  # type: ignore[method-assign]
+    d = restartable(adapter, ledger, wall)
+    await d.recover()
+    await d.deliver(Send(0, "Brok", final=True), "Brok")
+    wall.now += 10
+    await d.settle()
+    assert probed == ["13"] and adapter.deleted == ["13"]  # 11 (another run's) skipped, 12 is the stream's own

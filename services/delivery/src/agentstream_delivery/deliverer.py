@@ -66,7 +66,7 @@ from agentstream_delivery.adapters.base import (
 from agentstream_delivery.delivery_metrics import CallOp, CallOutcome, DeliveryMetrics
 from agentstream_delivery.formatting import plain, render_frame
 from agentstream_delivery.ledger import Ledger, LedgerEntry, LedgerScope, sha256
-from agentstream_delivery.orphans import Orphan, candidates, numeric, remove
+from agentstream_delivery.orphans import PROBE_POOL, PROBE_SPAN, Orphan, candidates, numeric, remove
 from agentstream_delivery.platform_ops import Op, Send
 from agentstream_delivery.ratelimit import ChatGate
 from agentstream_delivery.render import CURSOR
@@ -163,6 +163,7 @@ class Deliverer:
         `pending` rows stay: their call never left, the replay carries it out.
         """
         self.entries = await self.ledger.load(self.scope)
+        self.orphans = await self.ledger.orphans(self.scope)  # searched for in `settle`, as before the crash
         for entry in list(self.entries.values()):
             if entry.state != SENDING:
                 continue
@@ -250,17 +251,23 @@ class Deliverer:
     async def _settle(self) -> None:
         await self._reapply()
         while self.orphans and self.status is not ChatStatus.DEAD:
-            await self._remove_orphan(self.orphans.pop(0))
+            orphan = self.orphans.pop(0)
+            await self._remove_orphan(orphan)
+            await self.ledger.drop_orphan(self.scope, orphan)
 
     async def _remove_orphan(self, orphan: Orphan) -> None:
-        assert isinstance(self.adapter, OrphanProbe)
+        if not isinstance(self.adapter, OrphanProbe):
+            return
         if (delay := orphan.lands_by - self.wall()) > 0:
             await asyncio.sleep(delay)
         own = [i for e in self.entries.values() if (i := numeric(e.message_id)) is not None]
-        ids = candidates(orphan, own, self.adapter.ids_taken(self.target))
-        # Another stream's message of this chat is never probed: the probe would replace its text.
-        known = await self.ledger.known_ids(self.scope.platform, self.scope.chat_id, [str(i) for i in ids])
-        ids = [i for i in ids if str(i) not in known]
+        pool = candidates(orphan, own, span=PROBE_POOL)
+        # A message a ledger row knows is never probed: in this chat the probe would replace its text,
+        # in another chat of the same id sequence it cannot be this chat's.
+        known = await self.ledger.known_ids(self.scope.platform, [str(i) for i in pool])
+        chat = self.scope.chat_id
+        skip = {int(i) for c, i in known if c == chat or self.adapter.shares_ids(c, chat)}
+        ids = [i for i in pool if i not in skip][:PROBE_SPAN]
         await remove(orphan, ids, self.target, self.adapter, self.gate, self.log)
 
     async def _reapply(self) -> None:
@@ -348,7 +355,7 @@ class Deliverer:
                     )
                     await self._record(entry)
                     continue
-                self._note_orphan(segment)
+                await self._note_orphan(segment)
                 entry = LedgerEntry(segment, UNKNOWN, None, len(text), sha256(text), final, str(err))
                 await self._record(entry)
                 if final and not resent:  # the segment still gets its final, as a new message
@@ -402,14 +409,17 @@ class Deliverer:
         await self.adapter.edit(self.target, message_id, text, final=final, markup=markup)
         return message_id
 
-    def _note_orphan(self, segment: int) -> None:
-        """A send timed out: remember what it sent, to find its message after the window (`settle`)."""
+    async def _note_orphan(self, segment: int) -> None:
+        """A send timed out: remember what it sent (in the ledger: a restart searches for it too), to
+        find its message after the window (`settle`)."""
         if not isinstance(self.adapter, OrphanProbe) or self._sent_as is None:
             return
         own = [i for e in self.entries.values() if (i := numeric(e.message_id)) is not None]
         text, markup = self._sent_as
         lands_by = self.wall() + self.late_landing_s
-        self.orphans.append(Orphan(segment, text, markup, max(own, default=None), lands_by))
+        orphan = Orphan(segment, text, markup, max(own, default=None), lands_by)
+        await self.ledger.keep_orphan(self.scope, orphan)
+        self.orphans.append(orphan)
 
     def _strike(self, err: RateLimited) -> None:
         """A 429: the gate schedules the chat's next call; at the strike limit the stream degrades."""

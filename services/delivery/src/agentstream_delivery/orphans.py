@@ -10,7 +10,7 @@ stub's exact text: the message that shows it is the orphan, and it is deleted.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import islice
 
@@ -24,6 +24,7 @@ from agentstream_delivery.ratelimit import ChatGate
 # Ids probed per orphan, at most: the orphan is next to the stream's next message unless other
 # messages (the bot's private chats and basic groups share one id sequence) came between.
 PROBE_SPAN = 12
+PROBE_POOL = 8 * PROBE_SPAN  # the nearest ids looked up in the ledger, to pick the span from those it does not know
 FARTHEST = 1000  # ids further than this from the stream's next message are never probed
 RATE_LIMITED_TRIES = 3  # 429s on one probe before the search gives up
 
@@ -43,11 +44,8 @@ def numeric(message_id: str | None) -> int | None:
     return int(message_id) if message_id is not None and message_id.isdigit() else None
 
 
-def candidates(
-    orphan: Orphan, anchors: Iterable[int], taken: Collection[int] = (), span: int = PROBE_SPAN
-) -> list[int]:
-    """The ids to probe, nearest first, given the ids of the stream's own messages (`anchors`) and
-    of the messages the bot created elsewhere in the chat's id sequence (`taken`): neither is it.
+def candidates(orphan: Orphan, anchors: Iterable[int], span: int = PROBE_SPAN) -> list[int]:
+    """The ids to probe, nearest first, given the ids of the stream's own messages (`anchors`).
 
     Around the first message the stream posted after the orphan's send left, N: N-1 (its answer
     was lost, it landed before N), N+1 (it landed late, after N), N-2, N+2… never at or below
@@ -61,7 +59,7 @@ def candidates(
     else:
         return []
     lowest = max(orphan.floor or 0, 0)
-    return list(islice((i for i in order if i > lowest and i not in own and i not in taken), span))
+    return list(islice((i for i in order if i > lowest and i not in own), span))
 
 
 async def remove(

@@ -163,9 +163,8 @@ class OrphanProbe(Protocol):
 
     async def shows(self, target: ReplyTarget, message_id: str, text: str, *, markup: TextFormat) -> Probe: ...
 
-    def ids_taken(self, target: ReplyTarget) -> set[int]:
-        """Ids of messages this adapter created (and knows) in the id sequence `target`'s messages
-        take theirs from: none of them is an orphan, none is probed."""
+    def shares_ids(self, chat_id: str, other_chat_id: str) -> bool:
+        """Whether the two chats' message ids come from one sequence (an id known in one is none of the other's)."""
         ...
 
     async def delete(self, target: ReplyTarget, message_id: str) -> None: ...

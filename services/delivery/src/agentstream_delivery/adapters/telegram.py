@@ -13,7 +13,6 @@ refuses HTML it cannot parse ("can't parse entities"), which is `FormattingRejec
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 from agentstream.config import TextFormat
@@ -31,7 +30,6 @@ from agentstream_delivery.adapters.base import (
 from agentstream_delivery.adapters.http import HttpAdapter, by_status
 
 DEFAULT_API_URL = "https://api.telegram.org"
-CREATED_KEPT = 4096  # the newest ids the bot created, kept to skip them when probing for an orphan
 CAPABILITIES = Capabilities(
     max_length=4096, measure="utf16", draft_streaming=True, chat_interval=1.0, formatting=TextFormat.TELEGRAM_HTML
 )
@@ -44,7 +42,6 @@ class TelegramAdapter(HttpAdapter):
     def __init__(self, token: str, api_url: str = DEFAULT_API_URL, **kw: Any) -> None:
         super().__init__(api_url, bot=token.split(":", 1)[0], **kw)
         self._base = f"{self.api_url}/bot{token}"
-        self._created: deque[tuple[str, int]] = deque(maxlen=CREATED_KEPT)  # (id sequence, message id)
 
     @property
     def endpoint(self) -> str:
@@ -63,7 +60,6 @@ class TelegramAdapter(HttpAdapter):
             reply_to = int(target.reply_to_id) if target.reply_to_id.isdigit() else target.reply_to_id
             body["reply_parameters"] = {"message_id": reply_to, "allow_sending_without_reply": True}
         result = await self._call("sendMessage", body)
-        self._created.append((_sequence(target), int(result["message_id"])))
         return str(result["message_id"])
 
     async def edit(
@@ -95,9 +91,8 @@ class TelegramAdapter(HttpAdapter):
             return Probe.SHOWS if "message is not modified" in str(err) else Probe.ABSENT
         return Probe.CHANGED
 
-    def ids_taken(self, target: ReplyTarget) -> set[int]:
-        sequence = _sequence(target)
-        return {i for seq, i in self._created if seq == sequence}
+    def shares_ids(self, chat_id: str, other_chat_id: str) -> bool:
+        return _sequence(chat_id) == _sequence(other_chat_id)
 
     async def delete(self, target: ReplyTarget, message_id: str) -> None:
         await self._call("deleteMessage", {"chat_id": target.chat_id, "message_id": message_id})
@@ -119,10 +114,10 @@ class TelegramAdapter(HttpAdapter):
         raise classify(resp.status_code, data)
 
 
-def _sequence(target: ReplyTarget) -> str:
+def _sequence(chat_id: str) -> str:
     """Where a chat's message ids come from: a supergroup or channel (`-100…`) numbers its own; a
     bot's private chats and basic groups share one sequence, the bot's."""
-    return target.chat_id if target.chat_id.startswith("-100") else ""
+    return chat_id if chat_id.startswith("-100") else ""
 
 
 def _parse_mode(markup: TextFormat) -> dict[str, str]:

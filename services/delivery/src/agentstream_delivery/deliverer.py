@@ -250,9 +250,10 @@ class Deliverer:
 
     async def _settle(self) -> None:
         await self._reapply()
-        while self.orphans and self.status is not ChatStatus.DEAD:
+        while self.orphans:
             orphan = self.orphans.pop(0)
-            await self._remove_orphan(orphan)
+            if self.status is not ChatStatus.DEAD:  # a dead chat is not searched: nothing can be deleted there
+                await self._remove_orphan(orphan)
             await self.ledger.drop_orphan(self.scope, orphan)
 
     async def _remove_orphan(self, orphan: Orphan) -> None:

@@ -4,7 +4,7 @@
 2. an edit that times out and lands after the final is overwritten by the final again
    once the late-landing window has passed, also when delivery dies inside the window;
 3. a first send that times out (it did post a message) still gets its segment's final,
-   as a new message: at worst the orphan stub remains, the segment is never missing;
+   as a new message, and the stub it posted is found and deleted by the restarted delivery;
 4. notices go through the ledger: exactly once across a restart.
 
 Each prints its row of the table (fault, runs, exact finals, duplicates, lost).
@@ -74,7 +74,9 @@ async def test_late_landing_edit_never_outlives_the_final_across_kill9(kafka_boo
     assert "re-applying the text after a call of unknown outcome" in rig.log()
 
 
-async def test_timed_out_first_send_still_gets_its_final(kafka_bootstrap, topic_prefix, tmp_path):
+async def test_timed_out_first_send_gets_its_final_and_its_stub_deleted_across_kill9(
+    kafka_bootstrap, topic_prefix, tmp_path
+):
     async with FakeTelegram() as tg, DeliveryRig(kafka_bootstrap, topic_prefix, tmp_path, tg) as rig:
         chats = [f"-{300 + i}" for i in range(CHATS)]
         for chat in chats:
@@ -88,13 +90,13 @@ async def test_timed_out_first_send_still_gets_its_final(kafka_bootstrap, topic_
         await rig.kill9_and_restart()  # mid-stream, after a send of unknown outcome in every chat
         await runs
         finals = {c: answer(i, 30) for i, c in enumerate(chats)}
-        await rig.until(lambda: all(tg.texts(c)[-1:] == [f] for c, f in finals.items()), 30, "every final")
+        await rig.until(lambda: all(tg.texts(c) == [f] for c, f in finals.items()), 30, "every final, no stub")
         await asyncio.sleep(0.5)
-        stubs = {c: 1 for c in chats}
-        for chat in chats:  # the orphan is the frame whose answer was lost, nothing else
+        for chat in chats:  # the orphan was the frame whose answer was lost, deleted unchanged
             first = tg.calls_to(chat, "sendMessage")[0]
-            assert tg.messages(chat)[0].text == first.body["text"]
-        await tally(rig, "first send times out (message created), kill -9", finals, orphans=stubs)
+            stub = tg.chats[chat][0]
+            assert stub.text == first.body["text"] and stub.deleted and stub.history == [stub.text]
+        await tally(rig, "first send times out (message created), kill -9", finals)
 
 
 async def test_notices_exactly_once_across_kill9(kafka_bootstrap, topic_prefix, tmp_path):

@@ -48,6 +48,7 @@ def actor(
     run: str = "r1",
     limiter: RateLimiter | None = None,
     ledger: MemoryLedger | None = None,
+    late_landing_s: float = 15.0,
 ) -> StreamActor:
     target = ReplyTarget(platform=adapter.platform, chat_id=chat)
     limiter = limiter or RateLimiter()
@@ -59,6 +60,7 @@ def actor(
         ledger=ledger or MemoryLedger(),
         conversation_key=f"{adapter.platform}:{chat}",
         gate=limiter.gate(adapter.platform, "bot", chat, adapter.capabilities.chat_interval),
+        late_landing_s=late_landing_s,
     )
     a.start()
     return a
@@ -150,17 +152,73 @@ async def test_not_modified_never_breaks_a_stream():
     assert tg.texts("-5") == [render(answer, TextFormat.TELEGRAM_HTML)]
 
 
-async def test_timed_out_send_is_unknown_and_the_segment_still_gets_its_final():
+async def test_timed_out_send_is_unknown_and_its_orphan_is_found_and_deleted():
     ledger = MemoryLedger()
     answer = "Hello there, a send that times out."
     async with FakeTelegram() as tg:
         tg.lose_answer("sendMessage", 1.5)  # the preview is posted; its answer comes too late
-        a = actor(TelegramAdapter(tg.token, api_url=tg.url, timeout=0.5), "-6", ledger=ledger)
+        a = actor(TelegramAdapter(tg.token, api_url=tg.url, timeout=0.5), "-6", ledger=ledger, late_landing_s=2.0)
         await stream(a, [*deltas(answer), Finish("completed")], pause=0.02)
     sends = tg.calls_to("-6", "sendMessage")
     assert len(sends) == 2  # the final went out as a new message
-    assert tg.texts("-6") == [sends[0].body["text"], answer]  # at worst the orphan preview stays above it
+    orphan = tg.chats["-6"][0]
+    assert orphan.text == sends[0].body["text"] and orphan.deleted  # the stub the lost answer left, gone
+    assert tg.texts("-6") == [answer]
+    probes = tg.calls_to("-6", "editMessageText")
+    assert [p.body["message_id"] for p in probes] == [orphan.message_id]  # N-1 first: it landed before N
+    assert orphan.history == [orphan.text]  # the probe never changed it
     assert [e.state for e in ledger.rows.values()] == ["sent"]
+
+
+async def test_first_send_landing_after_the_timeout_is_found_above_the_final_and_deleted():
+    answer = "The first frame reaches the chat only after the client gave up on it."
+    async with FakeTelegram() as tg:
+        tg.land_late("sendMessage", 1.0)  # no answer; applied 1 s later, after the final's own send
+        a = actor(TelegramAdapter(tg.token, api_url=tg.url, timeout=0.3), "-7", late_landing_s=1.5)
+        await stream(a, [*deltas(answer), Finish("completed")], pause=0.02)
+    first, final = tg.calls_to("-7", "sendMessage")[:2]
+    orphan = next(m for m in tg.chats["-7"] if m.text == first.body["text"])
+    assert int(orphan.message_id) > int(final.message_id or 0) and orphan.deleted
+    assert tg.texts("-7") == [answer]
+    assert len(tg.calls_to("-7", "deleteMessage")) == 1
+
+
+async def test_orphan_probe_never_touches_another_runs_message_of_the_chat():
+    ledger = MemoryLedger()
+    async with FakeTelegram() as tg:
+        adapter = TelegramAdapter(tg.token, api_url=tg.url, timeout=0.5)
+        await stream(actor(adapter, "-8", "r0", ledger=ledger), [Finish("completed", text="The earlier answer.")])
+        earlier = tg.messages("-8")[0]
+        tg.lose_answer("sendMessage", 1.5)
+        answer = "The next answer, whose first send times out."
+        a = actor(adapter, "-8", "r1", ledger=ledger, late_landing_s=2.0)
+        await stream(a, [*deltas(answer), Finish("completed")], pause=0.02)
+    assert earlier.history == ["The earlier answer."]  # known to the ledger: never probed
+    assert earlier.message_id not in [c.body["message_id"] for c in tg.calls_to("-8", "editMessageText")]
+    assert tg.texts("-8") == ["The earlier answer.", answer]
+
+
+async def test_discord_resent_create_returns_the_first_message_by_its_nonce():
+    answer = "Discord answers a repeated create with the message the first one made."
+    async with FakeDiscord() as dc:
+        dc.lose_answer("create", 1.5, chat_id="c9")  # created, but its answer comes too late
+        a = actor(DiscordAdapter(dc.token, api_url=dc.url, timeout=0.5), "c9", late_landing_s=2.0)
+        await stream(a, [*deltas(answer), Finish("completed")], pause=0.02)
+    creates = dc.calls_to("c9", "create")
+    assert len(creates) == 2 and creates[0].body["nonce"] == creates[1].body["nonce"]
+    assert all(c.body["enforce_nonce"] is True and len(c.body["nonce"]) <= 25 for c in creates)
+    assert creates[0].message_id == creates[1].message_id  # no second message
+    assert dc.texts("c9") == [answer]
+
+
+async def test_discord_nonces_differ_per_message():
+    async with FakeDiscord() as dc:
+        a = actor(DiscordAdapter(dc.token, api_url=dc.url), "c10")
+        inputs = [*deltas("First."), ToolStarted("calculator"), Break(), *deltas("Second.", mid="m2")]
+        await stream(a, [*inputs, Finish("completed", text="Second.")], pause=0.05)
+    creates = dc.calls_to("c10", "create")
+    assert len(creates) == 3 and len({c.body["nonce"] for c in creates}) == 3
+    assert dc.texts("c10") == ["First.", "🔧 calculator …", "Second."]
 
 
 # -- drafts in private chats ---------------------------------------------------------------------

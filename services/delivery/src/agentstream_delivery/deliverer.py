@@ -15,8 +15,11 @@ How each error class is handled:
   late-landing window has passed (`settle`): the timed-out request may still land
   after the final and must not leave a stale preview.
 - timed out on a send → `unknown` without a message id: it may have posted an orphan
-  we can never address. The segment's next text (a final at once) goes out as a new
-  message, so the segment is never missing; at worst the orphan remains.
+  we cannot address. The segment's next text (a final at once) goes out as a new
+  message, so the segment is never missing. Every send carries the message's key
+  (`SEND_KEY`: a platform with idempotent creates answers the repeat with the first
+  message), and on a platform with an `OrphanProbe` (Telegram) the orphan is searched
+  for and deleted once the late-landing window has passed (`orphans`, in `settle`).
 - formatting rejected (Telegram "can't parse entities") → the same call at once as plain
   text (`formatting.plain`): the frame is shown without its markup, never lost.
 - too long, bad format → `failed`; forbidden → `failed`, the chat is `DEAD` and no call
@@ -48,11 +51,13 @@ from agentstream.config import TextFormat
 from agentstream.contracts import LedgerState, Notice, ReplyTarget
 from agentstream_delivery.adapters.base import (
     DELIVERING_RUN,
+    SEND_KEY,
     AdapterError,
     DraftAdapter,
     Forbidden,
     FormattingRejected,
     NotFound,
+    OrphanProbe,
     OutcomeUnknown,
     PlatformAdapter,
     RateLimited,
@@ -61,6 +66,7 @@ from agentstream_delivery.adapters.base import (
 from agentstream_delivery.delivery_metrics import CallOp, CallOutcome, DeliveryMetrics
 from agentstream_delivery.formatting import plain, render_frame
 from agentstream_delivery.ledger import Ledger, LedgerEntry, LedgerScope, sha256
+from agentstream_delivery.orphans import PROBE_POOL, PROBE_SPAN, Orphan, candidates, numeric, remove
 from agentstream_delivery.platform_ops import Op, Send
 from agentstream_delivery.ratelimit import ChatGate
 from agentstream_delivery.render import CURSOR
@@ -142,6 +148,9 @@ class Deliverer:
     # segment → the text as the platform last accepted it (rendered, or its plain fallback)
     accepted: dict[int, str] = field(init=False, default_factory=dict)
     status: ChatStatus = field(init=False)
+    orphans: list[Orphan] = field(init=False, default_factory=list)  # sends of unknown outcome, to find
+    _reposts: dict[int, int] = field(init=False, default_factory=dict)  # segment → new messages after a deletion
+    _sent_as: tuple[str, TextFormat] | None = field(init=False, default=None)  # the current send's body
     _call_started: float = field(init=False, default=0.0)  # when the current platform call left (monotonic)
 
     def __post_init__(self) -> None:
@@ -154,6 +163,7 @@ class Deliverer:
         `pending` rows stay: their call never left, the replay carries it out.
         """
         self.entries = await self.ledger.load(self.scope)
+        self.orphans = await self.ledger.orphans(self.scope)  # searched for in `settle`, as before the crash
         for entry in list(self.entries.values()):
             if entry.state != SENDING:
                 continue
@@ -239,6 +249,29 @@ class Deliverer:
             DELIVERING_RUN.reset(run)
 
     async def _settle(self) -> None:
+        await self._reapply()
+        while self.orphans:
+            orphan = self.orphans.pop(0)
+            if self.status is not ChatStatus.DEAD:  # a dead chat is not searched: nothing can be deleted there
+                await self._remove_orphan(orphan)
+            await self.ledger.drop_orphan(self.scope, orphan)
+
+    async def _remove_orphan(self, orphan: Orphan) -> None:
+        if not isinstance(self.adapter, OrphanProbe):
+            return
+        if (delay := orphan.lands_by - self.wall()) > 0:
+            await asyncio.sleep(delay)
+        own = [i for e in self.entries.values() if (i := numeric(e.message_id)) is not None]
+        pool = candidates(orphan, own, span=PROBE_POOL)
+        # A message a ledger row knows is never probed: in this chat the probe would replace its text,
+        # in another chat of the same id sequence it cannot be this chat's.
+        known = await self.ledger.known_ids(self.scope.platform, [str(i) for i in pool])
+        chat = self.scope.chat_id
+        skip = {int(i) for c, i in known if c == chat or self.adapter.shares_ids(c, chat)}
+        ids = [i for i in pool if i not in skip][:PROBE_SPAN]
+        await remove(orphan, ids, self.target, self.adapter, self.gate, self.log)
+
+    async def _reapply(self) -> None:
         for _ in range(REAPPLY_ROUNDS * max(1, len(self.entries))):
             due = [
                 (e.reapply_at, seg)
@@ -290,7 +323,7 @@ class Deliverer:
             await self._record(entry.with_text(SENDING, text, final))  # from here on it may reach the platform
             self._call_started = time.monotonic()
             try:
-                message_id, accepted = await self._put(kind, message_id, text, final)
+                message_id, accepted = await self._put(kind, segment, message_id, text, final)
             except RateLimited as err:
                 self._observe(kind, CallOutcome.RATE_LIMITED)
                 await self._record(entry)  # refused: nothing left, the row is what it was
@@ -303,6 +336,7 @@ class Deliverer:
                 if message_id is None:
                     return await self._fail(entry, err)
                 entry = LedgerEntry(segment, PENDING)  # deleted on the platform: post it again
+                self._reposts[segment] = self._reposts.get(segment, 0) + 1  # a new message: a new key
                 await self._record(entry)
                 continue
             except (Transient, ConnectionError) as err:  # the request did not land: try again
@@ -322,6 +356,7 @@ class Deliverer:
                     )
                     await self._record(entry)
                     continue
+                await self._note_orphan(segment)
                 entry = LedgerEntry(segment, UNKNOWN, None, len(text), sha256(text), final, str(err))
                 await self._record(entry)
                 if final and not resent:  # the segment still gets its final, as a new message
@@ -348,12 +383,13 @@ class Deliverer:
             return Delivered()
         return await self._fail(entry, AdapterError("too many attempts"))
 
-    async def _put(self, kind: CallOp, message_id: str | None, text: str, final: bool) -> tuple[str, str]:
+    async def _put(self, kind: CallOp, segment: int, message_id: str | None, text: str, final: bool) -> tuple[str, str]:
         """One send or edit of `text` rendered in the platform's markup; as plain text if the markup is refused.
 
         Returns the message id and the text as the platform took it."""
         fmt = self.adapter.capabilities.formatting
         rendered = render_frame(text, fmt, final=final)
+        key = SEND_KEY.set(f"{self.scope.root_run_id}:{segment}:{self._reposts.get(segment, 0)}")
         try:
             return await self._put_as(message_id, rendered, final, fmt), rendered
         except FormattingRejected as err:
@@ -364,12 +400,27 @@ class Deliverer:
             await self.gate.acquire()
             as_plain = plain(text)
             return await self._put_as(message_id, as_plain, final, TextFormat.PLAIN), as_plain
+        finally:
+            SEND_KEY.reset(key)
 
     async def _put_as(self, message_id: str | None, text: str, final: bool, markup: TextFormat) -> str:
         if message_id is None:
+            self._sent_as = (text, markup)
             return await self.adapter.send(self.target, text, final=final, markup=markup)
         await self.adapter.edit(self.target, message_id, text, final=final, markup=markup)
         return message_id
+
+    async def _note_orphan(self, segment: int) -> None:
+        """A send timed out: remember what it sent (in the ledger: a restart searches for it too), to
+        find its message after the window (`settle`)."""
+        if not isinstance(self.adapter, OrphanProbe) or self._sent_as is None:
+            return
+        own = [i for e in self.entries.values() if (i := numeric(e.message_id)) is not None]
+        text, markup = self._sent_as
+        lands_by = self.wall() + self.late_landing_s
+        orphan = Orphan(segment, text, markup, max(own, default=None), lands_by)
+        await self.ledger.keep_orphan(self.scope, orphan)
+        self.orphans.append(orphan)
 
     def _strike(self, err: RateLimited) -> None:
         """A 429: the gate schedules the chat's next call; at the strike limit the stream degrades."""

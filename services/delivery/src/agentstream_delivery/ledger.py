@@ -22,18 +22,20 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
 import structlog
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, delete, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agentstream.config import TextFormat
 from agentstream.contracts import DeliveryReceipt
 from agentstream.contracts.deliveries import LedgerState
-from agentstream.db.models_delivery import DeliveryLedger
+from agentstream.db.models_delivery import DeliveryLedger, DeliveryOrphan
+from agentstream_delivery.orphans import Orphan
 
 
 def sha256(text: str) -> str:
@@ -132,19 +134,50 @@ class Ledger(Protocol):
 
     async def record(self, scope: LedgerScope, entry: LedgerEntry) -> None: ...
 
+    async def known_ids(self, platform: str, ids: Collection[str]) -> set[tuple[str, str]]:
+        """(chat, id) of the messages among `ids` that some stream's row knows (any chat, any run)."""
+        ...
+
+    async def orphans(self, scope: LedgerScope) -> list[Orphan]:
+        """The stream's sends of unknown outcome still to be searched for (`orphans.py`)."""
+        ...
+
+    async def keep_orphan(self, scope: LedgerScope, orphan: Orphan) -> None: ...
+
+    async def drop_orphan(self, scope: LedgerScope, orphan: Orphan) -> None: ...
+
 
 class MemoryLedger:
     """The ledger without a database (tests, benchmarks); still publishes receipts if given a sink."""
 
     def __init__(self, sink: ReceiptSink | None = None) -> None:
         self.rows: dict[tuple[str, str, str, int], LedgerEntry] = {}
+        self.orphan_rows: dict[LedgerScope, list[Orphan]] = {}
         self.sink = sink
+
+    async def orphans(self, scope: LedgerScope) -> list[Orphan]:
+        return list(self.orphan_rows.get(scope, []))
+
+    async def keep_orphan(self, scope: LedgerScope, orphan: Orphan) -> None:
+        self.orphan_rows.setdefault(scope, []).append(orphan)
+
+    async def drop_orphan(self, scope: LedgerScope, orphan: Orphan) -> None:
+        kept = self.orphan_rows.get(scope, [])
+        if orphan in kept:
+            kept.remove(orphan)
 
     async def load(self, scope: LedgerScope) -> dict[int, LedgerEntry]:
         return {
             seg: e
             for (p, c, r, seg), e in self.rows.items()
             if (p, c, r) == (scope.platform, scope.chat_id, scope.root_run_id)
+        }
+
+    async def known_ids(self, platform: str, ids: Collection[str]) -> set[tuple[str, str]]:
+        return {
+            (c, e.message_id)
+            for (p, c, _, _), e in self.rows.items()
+            if p == platform and e.message_id is not None and e.message_id in ids
         }
 
     async def record(self, scope: LedgerScope, entry: LedgerEntry) -> None:
@@ -183,6 +216,47 @@ class SqlLedger:
             for r in rows
         }
 
+    async def known_ids(self, platform: str, ids: Collection[str]) -> set[tuple[str, str]]:
+        async with self.sessions() as session:
+            found = await session.execute(
+                select(DeliveryLedger.chat_id, DeliveryLedger.platform_message_id).where(
+                    DeliveryLedger.platform == platform, DeliveryLedger.platform_message_id.in_(list(ids))
+                )
+            )
+            return {(chat, i) for chat, i in found.tuples() if i is not None}
+
+    async def orphans(self, scope: LedgerScope) -> list[Orphan]:
+        async with self.sessions() as session:
+            rows = (
+                await session.scalars(select(DeliveryOrphan).where(*_orphans_of(scope)).order_by(DeliveryOrphan.id))
+            ).all()
+        return [Orphan(r.segment, r.text, TextFormat(r.markup), r.floor, r.lands_by) for r in rows]
+
+    async def keep_orphan(self, scope: LedgerScope, orphan: Orphan) -> None:
+        async with self.sessions.begin() as session:
+            session.add(
+                DeliveryOrphan(
+                    platform=scope.platform,
+                    chat_id=scope.chat_id,
+                    root_run_id=scope.root_run_id,
+                    segment=orphan.segment,
+                    text=orphan.text,
+                    markup=orphan.markup.value,
+                    floor=orphan.floor,
+                    lands_by=orphan.lands_by,
+                )
+            )
+
+    async def drop_orphan(self, scope: LedgerScope, orphan: Orphan) -> None:
+        async with self.sessions.begin() as session:
+            await session.execute(
+                delete(DeliveryOrphan).where(
+                    *_orphans_of(scope),
+                    DeliveryOrphan.segment == orphan.segment,
+                    DeliveryOrphan.lands_by == orphan.lands_by,
+                )
+            )
+
     async def record(self, scope: LedgerScope, entry: LedgerEntry) -> None:
         async with self.sessions.begin() as session:
             row = await session.scalar(
@@ -212,3 +286,11 @@ class SqlLedger:
             row.updated_at = datetime.now(UTC)
         if self.sink is not None:
             await self.sink(entry.receipt(scope))
+
+
+def _orphans_of(scope: LedgerScope) -> tuple[ColumnElement[bool], ...]:
+    return (
+        DeliveryOrphan.platform == scope.platform,
+        DeliveryOrphan.chat_id == scope.chat_id,
+        DeliveryOrphan.root_run_id == scope.root_run_id,
+    )

@@ -14,6 +14,7 @@ from typing import Annotated, TypeVar
 
 import typer
 from rich import box
+from rich.markup import escape
 from rich.table import Table
 
 from agentstream.auth import ALL_TENANTS, DEFAULT_TENANT, KeyStore, NewKey, Scope
@@ -126,23 +127,29 @@ def list_keys(
     if as_json:
         out.print_json(json.dumps([_describe(k.key_id, k.name, k) for k in keys]))
         return
-    table = Table(box=box.SIMPLE_HEAD)
-    for column in ("key id", "name", "tenant", "scopes", "identity", "created", "state"):
-        table.add_column(column)
+    out.print(keys_table(keys))
+
+
+def keys_table(keys: list[KeyInfo]) -> Table:
+    """Fits 80 columns without cutting anything: the key id (what `revoke` takes), the scopes (one
+    a line), the creation time (the date above the time) and the state never wrap; a key's
+    identity goes under its name; the rest folds (docs/cli.md)."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    table.add_column("key id", no_wrap=True, style="bold")
+    table.add_column("name / identity", overflow="fold")
+    table.add_column("tenant", overflow="fold")
+    table.add_column("scopes", no_wrap=True)
+    table.add_column("created", no_wrap=True)
+    table.add_column("state", no_wrap=True)
     for k in keys:
         p = k.principal
-        identity = f"{p.platform}:{p.user_id}" if p.platform else ""
+        name = escape(k.name) + (f"\n[dim]{escape(p.platform)}:{escape(p.user_id or '')}[/]" if p.platform else "")
         state = "revoked" if k.revoked_at else "expired" if not k.active else "active"
+        scopes = "\n".join(sorted(s.value for s in p.scopes))
         table.add_row(
-            k.key_id,
-            k.name,
-            p.tenant_id,
-            " ".join(sorted(s.value for s in p.scopes)),
-            identity,
-            k.created_at.strftime("%Y-%m-%d %H:%M"),
-            state,
+            escape(k.key_id), name, escape(p.tenant_id), scopes, k.created_at.strftime("%Y-%m-%d\n%H:%M"), state
         )
-    out.print(table)
+    return table
 
 
 @keys_app.command("revoke")

@@ -143,17 +143,24 @@ def _runs_table(runs: list[RunListItem], limit: int, full_ids: bool, all_columns
     """Full run ids need a wide terminal, else a prefix (show and resume take one); a narrow
     terminal also drops the assistant and start time (--json has everything)."""
     table = Table(
-        title=f"runs, newest first (at most {limit})", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False
+        title=f"runs, newest first (at most {limit})",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),  # one space between columns: 80 columns hold the conversation key whole
+        expand=True,  # the room left goes to the conversation and the reason, by their ratios
     )
     table.add_column("run id", no_wrap=True, style="bold")
-    table.add_column("conversation", overflow="fold")
+    table.add_column("conversation", overflow="fold", ratio=2)  # the room left: a supergroup's key whole
     if all_columns:
         table.add_column("assistant", overflow="fold")
     table.add_column("status", no_wrap=True)
-    table.add_column("reason / error", ratio=1)
+    table.add_column("reason / error", ratio=1, overflow="fold")
     if all_columns:
-        table.add_column("started (UTC)", min_width=10)  # narrower: the date above the time
-    table.add_column("finished (UTC)", min_width=10)
+        table.add_column("started (UTC)", min_width=10)  # the date above the time
+    # Narrow, the date goes above the time: the room is the conversation's.
+    table.add_column("finished (UTC)", min_width=10, max_width=None if all_columns else 10)
     table.add_column("resumable", justify="center", no_wrap=True)  # a checkpoint exists
     for r in runs:
         cells = [escape(r.run_id if full_ids else _short_id(r.run_id)), escape(r.conversation_key)]

@@ -51,16 +51,17 @@ def frame_view(before: Sequence[Scrape], now: Sequence[Scrape]) -> Group:
     stack.add_column(justify="right")
     for figure, value in figures(before, now).items():
         stack.add_row(LABELS[figure], shown(value))
-    services = Table(title="services")
-    for column in ("service", "url", "metrics"):
-        services.add_column(column)
+    services = Table(title="services")  # 80 columns: the url and the error fold, never cut
+    services.add_column("service", no_wrap=True)
+    services.add_column("url", overflow="fold")
+    services.add_column("metrics", overflow="fold")
     for s in now:
         services.add_row(s.service, s.url, "[green]ok[/]" if s.error is None else f"[red]{s.error}[/]")
     parts: list[Table] = [stack, services]
     lag = lag_by_group(now)
     if lag:
         groups = Table(title="lag by consumer group")
-        groups.add_column("group")
+        groups.add_column("group", overflow="fold")
         groups.add_column("records", justify="right")
         for group, value in lag.items():
             groups.add_row(group, shown(value))

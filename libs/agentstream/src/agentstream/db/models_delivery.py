@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, Float, Integer, String, UniqueConstraint
+from sqlalchemy import BigInteger, Boolean, Float, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from agentstream.db.models import Base
@@ -81,3 +81,24 @@ class DeliveryLedger(Base):
     error: Mapped[str | None] = mapped_column(String(512))
     updated_at: Mapped[datetime]
     reapply_at: Mapped[float | None] = mapped_column(Float)
+
+
+# -- orphan stubs to find (migration 0013_delivery_orphans) -------------------------------
+
+
+class DeliveryOrphan(Base):
+    """A send of unknown outcome that may have posted a message delivery cannot address: what it
+    sent, so the stream can find that message and delete it once `lands_by` (epoch seconds) has
+    passed, also after a restart (docs/delivery.md, "Orphan stubs"). Deleted once searched for."""
+
+    __tablename__ = "delivery_orphans"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    platform: Mapped[str] = mapped_column(String(64))
+    chat_id: Mapped[str] = mapped_column(String(256))
+    root_run_id: Mapped[str] = mapped_column(String(64), index=True)
+    segment: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)  # the body as sent: the probe must match it exactly
+    markup: Mapped[str] = mapped_column(String(32))
+    floor: Mapped[int | None] = mapped_column(BigInteger)
+    lands_by: Mapped[float] = mapped_column(Float)

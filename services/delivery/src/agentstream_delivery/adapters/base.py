@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
 from agentstream.bounded import BoundedMap
@@ -145,7 +146,36 @@ class DraftAdapter(Protocol):
     ) -> None: ...
 
 
+class Probe(Enum):
+    """What a probe of one message id found."""
+
+    SHOWS = "shows"  # the message shows exactly the text: left unchanged
+    ABSENT = "absent"  # no message of the bot with that id (deleted, never there, or not the bot's)
+    CHANGED = "changed"  # a message of the bot with another text: the probe replaced it
+
+
+@runtime_checkable
+class OrphanProbe(Protocol):
+    """Adapters that can find a message a send of unknown outcome posted, and delete it (Telegram).
+
+    `shows` answers whether the message `message_id` shows exactly `text` (as sent, in `markup`)
+    without changing it when it does; docs/delivery.md says how Telegram's probe works and what
+    it may touch."""
+
+    async def shows(self, target: ReplyTarget, message_id: str, text: str, *, markup: TextFormat) -> Probe: ...
+
+    def shares_ids(self, chat_id: str, other_chat_id: str) -> bool:
+        """Whether the two chats' message ids come from one sequence (an id known in one is none of the other's)."""
+        ...
+
+    async def delete(self, target: ReplyTarget, message_id: str) -> None: ...
+
+
 ChatT = TypeVar("ChatT")
+# The key of the message a send creates, set by the deliverer around its sends: the same for a send
+# repeated after an unknown outcome, so a platform with idempotent creates (Discord's `enforce_nonce`)
+# returns the message the first one posted instead of a second one.
+SEND_KEY: ContextVar[str | None] = ContextVar("send_key", default=None)
 # The root run whose message an adapter call carries, set by the deliverer around its calls: an
 # adapter that shows runs apart (the web page) reads it; the others never need it.
 DELIVERING_RUN: ContextVar[str | None] = ContextVar("delivering_run", default=None)

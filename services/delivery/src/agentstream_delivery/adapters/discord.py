@@ -1,18 +1,26 @@
-"""Discord REST API: create and edit channel messages (2,000 characters, 429 JSON retry_after)."""
+"""Discord REST API: create and edit channel messages (2,000 characters, 429 JSON retry_after).
+
+A create carries a `nonce` derived from the deliverer's `SEND_KEY` with `enforce_nonce`: Discord
+then answers a repeated create (after a timeout, whose first attempt may have posted) with the
+message the first one created, instead of a second message. That message may show an older text
+(a preview's send timed out, the segment's next text is sent): it is edited to the new text.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from agentstream.config import TextFormat
 from agentstream.contracts import KnownPlatform, ReplyTarget
-from agentstream_delivery.adapters.base import Capabilities, NotFound, RateLimited, TooLong
+from agentstream_delivery.adapters.base import SEND_KEY, Capabilities, NotFound, RateLimited, TooLong
 from agentstream_delivery.adapters.http import BotTokenHttpAdapter, by_status
 
 DEFAULT_API_URL = "https://discord.com/api/v10"
 CAPABILITIES = Capabilities(
     max_length=2000, buffer_threshold=200, chat_interval=1.0, formatting=TextFormat.DISCORD_MARKDOWN
 )
+NONCE_CHARS = 25  # Discord's limit for a string nonce
 UNKNOWN_MESSAGE = 10008
 INVALID_FORM_BODY = 50035
 
@@ -27,8 +35,14 @@ class DiscordAdapter(BotTokenHttpAdapter):
         self, target: ReplyTarget, text: str, *, final: bool = False, markup: TextFormat = TextFormat.PLAIN
     ) -> str:
         channel = target.thread_id or target.chat_id  # a Discord thread is a channel of its own
-        data = await self._call("POST", f"/channels/{channel}/messages", {"content": text})
-        return str(data["id"])
+        body: dict[str, Any] = {"content": text}
+        if (key := SEND_KEY.get()) is not None:
+            body |= {"nonce": nonce(key), "enforce_nonce": True}
+        data = await self._call("POST", f"/channels/{channel}/messages", body)
+        message_id = str(data["id"])
+        if data.get("content", text) != text:  # the message an earlier attempt created, with its text
+            await self.edit(target, message_id, text, final=final, markup=markup)
+        return message_id
 
     async def edit(
         self,
@@ -58,3 +72,8 @@ class DiscordAdapter(BotTokenHttpAdapter):
         if data.get("code") == INVALID_FORM_BODY and "MAX_LENGTH" in str(data.get("errors")):
             raise TooLong(message)
         raise by_status(resp.status_code, message)
+
+
+def nonce(key: str) -> str:
+    """The create's nonce: the same for every attempt at one message, within Discord's 25 characters."""
+    return hashlib.sha256(key.encode()).hexdigest()[:NONCE_CHARS]

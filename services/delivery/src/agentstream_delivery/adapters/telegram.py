@@ -1,5 +1,8 @@
 """Telegram Bot API: sendMessage / editMessageText / deleteMessage, drafts in private chats.
 
+A `sendMessage` whose answer never came may have posted a message: `shows` probes an id for it
+(an edit to its exact text is "not modified") and `delete` removes it.
+
 Length is counted in UTF-16 code units (4,096 per message). A 429 carries
 `parameters.retry_after`; "message is not modified" means the platform already shows
 the text, which is success. Formatted text goes as `parse_mode: HTML`; the Bot API
@@ -20,6 +23,7 @@ from agentstream_delivery.adapters.base import (
     Capabilities,
     FormattingRejected,
     NotFound,
+    Probe,
     RateLimited,
     TooLong,
 )
@@ -74,6 +78,22 @@ class TelegramAdapter(HttpAdapter):
             if "message is not modified" not in str(err):
                 raise  # otherwise: the platform already shows exactly this text
 
+    async def shows(self, target: ReplyTarget, message_id: str, text: str, *, markup: TextFormat) -> Probe:
+        """The probe for an orphan: an edit to the exact text is refused as "message is not modified"
+        by the message that shows it, and only by it (docs/delivery.md, "Orphan stubs")."""
+        body = {"chat_id": target.chat_id, "message_id": message_id, "text": text, **_parse_mode(markup)}
+        try:
+            await self._call("editMessageText", body)
+        except NotFound:
+            return Probe.ABSENT
+        except BadFormat as err:
+            # "message can't be edited": another sender's message
+            return Probe.SHOWS if "message is not modified" in str(err) else Probe.ABSENT
+        return Probe.CHANGED
+
+    def shares_ids(self, chat_id: str, other_chat_id: str) -> bool:
+        return _sequence(chat_id) == _sequence(other_chat_id)
+
     async def delete(self, target: ReplyTarget, message_id: str) -> None:
         await self._call("deleteMessage", {"chat_id": target.chat_id, "message_id": message_id})
 
@@ -92,6 +112,12 @@ class TelegramAdapter(HttpAdapter):
         if resp.status_code == 200 and data.get("ok"):
             return data.get("result")
         raise classify(resp.status_code, data)
+
+
+def _sequence(chat_id: str) -> str:
+    """Where a chat's message ids come from: a supergroup or channel (`-100…`) numbers its own; a
+    bot's private chats and basic groups share one sequence, the bot's."""
+    return chat_id if chat_id.startswith("-100") else ""
 
 
 def _parse_mode(markup: TextFormat) -> dict[str, str]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from agentstream.config import TextFormat
+from agentstream_delivery.formatting.incremental import MEMO, BlockMemo, BlockRenderer
 from agentstream_delivery.formatting.streaming import close_dangling
 from agentstream_delivery.formatting.styles import (
     DiscordMarkdownStyle,
@@ -25,8 +26,8 @@ from agentstream_delivery.formatting.styles import (
     Style,
     TelegramHtmlStyle,
 )
-from agentstream_delivery.formatting.tree import Writer
-from agentstream_delivery.formatting.web_html import render_html
+from agentstream_delivery.formatting.tree import Writer, join_blocks
+from agentstream_delivery.formatting.web_html import html_blocks, render_html
 
 Measure = Callable[[str], int]
 _TAG = re.compile(r"<[^>]*>")
@@ -36,19 +37,42 @@ _STYLES: dict[TextFormat, Callable[[], Style]] = {
     TextFormat.SLACK_MRKDWN: SlackMrkdwnStyle,
     TextFormat.DISCORD_MARKDOWN: DiscordMarkdownStyle,
 }
+_BLOCKS: dict[TextFormat, BlockRenderer] = {
+    fmt: (lambda style: lambda text: Writer(style()).top_blocks(text))(style) for fmt, style in _STYLES.items()
+}
 
 
 @lru_cache(maxsize=512)
 def render(text: str, fmt: TextFormat) -> str:
-    """`text` (the model's Markdown) in the markup `fmt`; cached: a frame is measured, then sent."""
+    """`text` (the model's Markdown) in the markup `fmt`; cached: a frame is measured, then sent.
+
+    The blocks a growing text has closed are kept from its earlier renderings (`incremental.py`);
+    the result is byte for byte `render_whole`'s.
+    """
+    return render_kept(text, fmt, MEMO)
+
+
+def render_kept(text: str, fmt: TextFormat, memo: BlockMemo) -> str:
+    """`render`, keeping closed blocks in `memo`."""
+    if fmt is TextFormat.MARKDOWN:
+        return text
+    if fmt is TextFormat.HTML:
+        return "".join(memo.parts(text, fmt, html_blocks)).rstrip("\n")
+    return _non_empty(text, fmt, join_blocks(memo.parts(text, fmt, _BLOCKS[fmt])))
+
+
+def render_whole(text: str, fmt: TextFormat) -> str:
+    """`render` from one parse of the whole text, nothing kept (what `render` is checked against)."""
     if fmt is TextFormat.MARKDOWN:
         return text
     if fmt is TextFormat.HTML:
         return render_html(text)
-    style = _STYLES[fmt]()
-    out = Writer(style).render(text)
+    return _non_empty(text, fmt, Writer(_STYLES[fmt]()).render(text))
+
+
+def _non_empty(text: str, fmt: TextFormat, out: str) -> str:
     if text.strip() and not shown_text(out, fmt).strip():  # `<pre></pre>`: a platform refuses an empty text
-        return style.text(text)
+        return _STYLES[fmt]().text(text)
     return out
 
 
@@ -109,4 +133,15 @@ def measurer(unit: Measure, fmt: TextFormat) -> Measure:
     return unit if fmt is TextFormat.MARKDOWN else RenderedMeasure(unit, fmt)
 
 
-__all__ = ["Measure", "RenderedMeasure", "TextFormat", "measurer", "plain", "render", "render_frame", "shown_text"]
+__all__ = [
+    "Measure",
+    "RenderedMeasure",
+    "TextFormat",
+    "measurer",
+    "plain",
+    "render",
+    "render_frame",
+    "render_kept",
+    "render_whole",
+    "shown_text",
+]

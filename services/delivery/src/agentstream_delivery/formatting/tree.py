@@ -30,6 +30,10 @@ def parse(text: str) -> SyntaxTreeNode:
     return SyntaxTreeNode(parser().parse(text))
 
 
+def join_blocks(parts: list[str]) -> str:
+    return "\n\n".join(p for p in parts if p).strip("\n")
+
+
 class Style:
     """How one platform writes each construct; the defaults write plain text."""
 
@@ -72,7 +76,11 @@ class Writer:
         self._quote_depth = 0
 
     def render(self, text: str) -> str:
-        return self.blocks(parse(text)).strip("\n")
+        return join_blocks([part for _, part in self.top_blocks(text)])
+
+    def top_blocks(self, text: str) -> list[tuple[int | None, str]]:
+        """Each top-level block as written, with its first line: `join_blocks` of them is `render(text)`."""
+        return [(child.map[0] if child.map else None, self.block(child)) for child in parse(text).children]
 
     # -- blocks --------------------------------------------------------------------
     def blocks(self, node: SyntaxTreeNode, sep: str = "\n\n") -> str:

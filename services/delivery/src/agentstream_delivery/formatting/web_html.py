@@ -49,3 +49,16 @@ def web_parser() -> MarkdownIt:
 
 def render_html(text: str) -> str:
     return web_parser().render(text).rstrip("\n")
+
+
+def html_blocks(text: str) -> list[tuple[int | None, str]]:
+    """Each top-level block's HTML, with its first line: joined, they are `render_html(text)` before its rstrip."""
+    md = web_parser()
+    env: dict[str, Any] = {}
+    tokens = md.parse(text, env)
+    starts = [i for i, t in enumerate(tokens) if t.level == 0 and t.nesting >= 0]
+    ends = [*starts[1:], len(tokens)]
+    return [
+        (tokens[a].map[0] if tokens[a].map else None, md.renderer.render(tokens[a:b], md.options, env))
+        for a, b in zip(starts, ends, strict=False)
+    ]

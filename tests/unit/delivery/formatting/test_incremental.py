@@ -27,15 +27,15 @@ BLOCKS = [
     "    indented code\n", "---\n\n", "para\n===\n", "| a | b |\n|---|---|\n| 1 | 2 |\n\n", "[ref]: https://e.com\n",
     "[ref]\n\n", "a\r\nb", "- item\n\n  continued\n\n", "text\n\n    code after a blank\n", "~~~\nfence\n",
 ]  # fmt: skip
-markdown = st.lists(st.sampled_from(PIECES + BLOCKS) | st.text(alphabet="ab <>&*_`#-|=>\n 😀", max_size=8), max_size=60).map(
-    "".join
-)
+markdown = st.lists(
+    st.sampled_from(PIECES + BLOCKS) | st.text(alphabet="ab <>&*_`#-|=>\n 😀", max_size=8), max_size=60
+).map("".join)
 chunkings = st.lists(st.integers(1, 40), min_size=1, max_size=8)
 
 
 def check_stream(text: str, sizes: list[int], memo: BlockMemo) -> None:
-    ends = list(itertools.accumulate(itertools.cycle(sizes), initial=0))
-    for end in [*itertools.takewhile(lambda e: e < len(text), ends[1:]), len(text)]:
+    ends = itertools.takewhile(lambda e: e < len(text), itertools.accumulate(itertools.cycle(sizes)))
+    for end in [*ends, len(text)]:
         so_far = text[:end]
         for fmt in MARKUPS:
             for t in (so_far, close_dangling(so_far + CURSOR), so_far[: end // 2]):

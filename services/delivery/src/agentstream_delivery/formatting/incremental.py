@@ -74,6 +74,9 @@ class BlockMemo:
     def __len__(self) -> int:
         return len(self._chains)
 
+    def clear(self) -> None:
+        self._chains.clear()
+
     def parts(self, text: str, fmt: TextFormat, blocks: BlockRenderer) -> list[str]:
         """Every top-level block of `text` as `blocks` writes it, in order (the same as `blocks(text)`'s)."""
         if len(text) < self.head or any(s in text for s in _WHOLE_ONLY):

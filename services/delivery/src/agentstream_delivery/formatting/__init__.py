@@ -37,9 +37,16 @@ _STYLES: dict[TextFormat, Callable[[], Style]] = {
     TextFormat.SLACK_MRKDWN: SlackMrkdwnStyle,
     TextFormat.DISCORD_MARKDOWN: DiscordMarkdownStyle,
 }
-_BLOCKS: dict[TextFormat, BlockRenderer] = {
-    fmt: (lambda style: lambda text: Writer(style()).top_blocks(text))(style) for fmt, style in _STYLES.items()
-}
+
+
+def _written_with(style: Callable[[], Style]) -> BlockRenderer:
+    def blocks(text: str) -> list[tuple[int | None, str]]:
+        return Writer(style()).top_blocks(text)
+
+    return blocks
+
+
+_BLOCKS: dict[TextFormat, BlockRenderer] = {fmt: _written_with(style) for fmt, style in _STYLES.items()}
 
 
 @lru_cache(maxsize=512)

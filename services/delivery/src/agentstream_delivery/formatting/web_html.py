@@ -57,8 +57,12 @@ def html_blocks(text: str) -> list[tuple[int | None, str]]:
     env: dict[str, Any] = {}
     tokens = md.parse(text, env)
     starts = [i for i, t in enumerate(tokens) if t.level == 0 and t.nesting >= 0]
-    ends = [*starts[1:], len(tokens)]
+    ends = [*starts[1:], len(tokens)] if starts else []
     return [
-        (tokens[a].map[0] if tokens[a].map else None, md.renderer.render(tokens[a:b], md.options, env))
-        for a, b in zip(starts, ends, strict=False)
+        (_first_line(tokens[a]), md.renderer.render(tokens[a:b], md.options, env))
+        for a, b in zip(starts, ends, strict=True)
     ]
+
+
+def _first_line(token: Token) -> int | None:
+    return token.map[0] if token.map else None

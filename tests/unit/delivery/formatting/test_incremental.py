@@ -14,9 +14,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agentstream.config import TextFormat
-from agentstream_delivery.formatting import render, render_kept, render_whole
+from agentstream_delivery.formatting import STYLES, render, render_kept, render_whole, shown_text, shows_something
 from agentstream_delivery.formatting.incremental import BlockMemo
 from agentstream_delivery.formatting.streaming import close_dangling
+from agentstream_delivery.formatting.tree import Writer
 from agentstream_delivery.render import CURSOR
 from tests.unit.delivery.formatting.test_frames import PIECES
 
@@ -82,3 +83,13 @@ def test_the_memo_forgets_the_least_recently_used_texts() -> None:
         text = f"text {i:03d}\n\npara\n\nmore\n"
         assert render_kept(text, TextFormat.PLAIN, memo) == render_whole(text, TextFormat.PLAIN)
     assert len(memo) == 3
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(markdown)
+@example("```\n```")
+@example("&#32;")
+def test_whether_a_rendering_shows_anything_is_told_without_unescaping_it(text: str) -> None:
+    for fmt in MARKUPS:
+        for out in (Writer(STYLES[fmt]()).render(text) if fmt in STYLES else render_whole(text, fmt), " \n", ""):
+            assert shows_something(out, fmt) == bool(shown_text(out, fmt).strip()), (fmt, out)

@@ -31,7 +31,8 @@ from agentstream_delivery.formatting.web_html import html_blocks, render_html
 
 Measure = Callable[[str], int]
 _TAG = re.compile(r"<[^>]*>")
-_STYLES: dict[TextFormat, Callable[[], Style]] = {
+_VISIBLE = re.compile(r"(?:^|>)[^<]*?[^\s<]")
+STYLES: dict[TextFormat, Callable[[], Style]] = {
     TextFormat.PLAIN: PlainStyle,
     TextFormat.TELEGRAM_HTML: TelegramHtmlStyle,
     TextFormat.SLACK_MRKDWN: SlackMrkdwnStyle,
@@ -46,7 +47,7 @@ def _written_with(style: Callable[[], Style]) -> BlockRenderer:
     return blocks
 
 
-_BLOCKS: dict[TextFormat, BlockRenderer] = {fmt: _written_with(style) for fmt, style in _STYLES.items()}
+_BLOCKS: dict[TextFormat, BlockRenderer] = {fmt: _written_with(style) for fmt, style in STYLES.items()}
 
 
 @lru_cache(maxsize=512)
@@ -74,15 +75,24 @@ def render_whole(text: str, fmt: TextFormat) -> str:
         return text
     if fmt is TextFormat.HTML:
         return render_html(text)
-    return _non_empty(text, fmt, Writer(_STYLES[fmt]()).render(text))
+    return _non_empty(text, fmt, Writer(STYLES[fmt]()).render(text))
 
 
 def _non_empty(text: str, fmt: TextFormat, out: str) -> str:
-    if text.strip() and not shown_text(out, fmt).strip():  # `<pre></pre>`: a platform refuses an empty text
-        return _STYLES[fmt]().text(text)
+    if text.strip() and not shows_something(out, fmt):  # `<pre></pre>`: a platform refuses an empty text
+        return STYLES[fmt]().text(text)
     return out
 
 
+def shows_something(rendered: str, fmt: TextFormat) -> bool:
+    """`shown_text(rendered, fmt).strip() != ""`, without unescaping the whole text: the first character
+    outside a tag that is not whitespace (the styles escape only `& < >`, none of which shows as whitespace)."""
+    if fmt is TextFormat.TELEGRAM_HTML:
+        return _VISIBLE.search(rendered) is not None
+    return not rendered.isspace() and rendered != ""
+
+
+@lru_cache(maxsize=256)
 def render_frame(text: str, fmt: TextFormat, *, final: bool) -> str:
     """A frame as the platform gets it: a preview's dangling `**`, `~~` or code span closed first."""
     if final or fmt is TextFormat.MARKDOWN:
@@ -151,4 +161,5 @@ __all__ = [
     "render_kept",
     "render_whole",
     "shown_text",
+    "shows_something",
 ]

@@ -46,6 +46,7 @@ from bench.formatting import answer
 
 TARGET_P50_MS = 800.0
 DELTA_CHARS = 20
+STAGGER_S = 2.0  # the streams' starts spread over this long
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -53,13 +54,15 @@ def chats(streams: int) -> list[str]:
     return [f"-{1000 + i}" for i in range(streams)]  # groups: no drafts, every frame is a message edit
 
 
+def spread(i: int) -> float:
+    """Stream `i`'s place in [0, 1), evenly spread and unrelated to its neighbours' (the golden ratio's steps)."""
+    return (i * 0.6180339887) % 1.0
+
+
 def answers(streams: int, seconds: float, rate: float) -> list[str]:
-    """One answer per stream, each its own text (nothing one renders helps another), `seconds` of deltas
-    plus up to 1 s more, spread over the streams so the ends fall at every phase of the chats' cadence."""
-    return [
-        answer(int((seconds * rate + (i * rate) // max(streams, 1)) * DELTA_CHARS), salt=f".{i}")
-        for i in range(streams)
-    ]
+    """One answer per stream, each its own text (nothing one renders helps another): `seconds` of deltas
+    plus up to 2 s more, so the ends fall at every phase of the chats' call cadence."""
+    return [answer(int((seconds + 2 * spread(i)) * rate) * DELTA_CHARS, salt=f".{i}") for i in range(streams)]
 
 
 # -- the delivery process -------------------------------------------------------------
@@ -73,7 +76,7 @@ async def deliver(
     finished: dict[str, float] = {}
     fed = 0
 
-    async def one(chat: str, text: str) -> None:
+    async def one(i: int, chat: str, text: str) -> None:
         nonlocal fed
         target = ReplyTarget(platform="telegram", chat_id=chat)
         actor = StreamActor(
@@ -84,6 +87,7 @@ async def deliver(
             conversation_key=f"telegram:{chat}",
             gate=limiter.gate("telegram", adapter.bot, chat, adapter.capabilities.chat_interval),
         )
+        await asyncio.sleep(STAGGER_S * spread(i + 7))  # streams do not all start at once
         task = actor.start()
         start = time.monotonic()
         for k in range(0, len(text), DELTA_CHARS):
@@ -96,7 +100,8 @@ async def deliver(
 
     cpu, wall = time.process_time(), time.monotonic()
     try:
-        await asyncio.gather(*(one(c, a) for c, a in zip(chats(streams), answers(streams, seconds, rate), strict=True)))
+        texts = answers(streams, seconds, rate)
+        await asyncio.gather(*(one(i, c, a) for i, (c, a) in enumerate(zip(chats(streams), texts, strict=True))))
     finally:
         await adapter.close()
     return {"finished": finished, "cpu_s": time.process_time() - cpu, "wall_s": time.monotonic() - wall, "deltas": fed}

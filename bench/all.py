@@ -428,6 +428,12 @@ async def capacity(ctx: Context, report: Report) -> None:
                 ratio=r.cpu_ratio if versus else None,
                 versus=versus,
             ),
+            Figure(
+                "stream_capacity",
+                f"streams a whole core carries (CPU), {cap.markup}",
+                cap.streams_per_core(20.0),
+                "streams",
+            ),
         )
 
 

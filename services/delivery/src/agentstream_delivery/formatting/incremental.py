@@ -32,7 +32,7 @@ from agentstream.config import TextFormat
 BlockRenderer = Callable[[str], list[tuple[int | None, str]]]
 
 HEAD = 64  # characters of a text that find its chain: a stream's text keeps its beginning
-MAX_TEXTS = 1024  # distinct beginnings remembered (streams open at once, times their markups)
+MAX_TEXTS = 512  # distinct beginnings remembered (streams open at once, times their markups); ~16 MiB at most
 CHAINS_PER_HEAD = 2  # texts that begin alike (the same canned opening) each keep their own chain
 _WHOLE_ONLY = ("]:", "\r", "\0")
 

@@ -72,9 +72,10 @@ def nest(tokens: list[Token]) -> list[Node]:
     return top
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=8)
 def parse(text: str) -> list[Node]:
-    """The top-level blocks of `text` (read only): cached, as a frame is written for its platform and as plain text."""
+    """The top-level blocks of `text` (read only): cached, as a text is written for its platform and then as
+    plain text (the length check measures both, one after the other)."""
     md = parser_without_references() if "]:" not in text else parser()
     return nest(md.parse(text))
 

@@ -37,7 +37,7 @@ if __package__ in (None, ""):  # run as a file (`python bench/all.py`): make `be
 
 from agentstream.config import KafkaFlavor  # noqa: E402
 from agentstream.kafka import EmbeddedBroker  # noqa: E402
-from bench import cli_startup, delivery_efficiency, formatting, run_overhead, tool_roundtrip  # noqa: E402
+from bench import cli_startup, delivery_efficiency, formatting, run_overhead, stream_capacity, tool_roundtrip  # noqa: E402
 from bench.ingress_http import TARGET_RATIO as HTTP_TARGET  # noqa: E402
 from bench.ingress_http import measure_http  # noqa: E402
 from bench.ingress_throughput import (  # noqa: E402
@@ -72,14 +72,52 @@ class Sizes:
     formatting_chars: int
     cli_processes: int
     http_requests: int = 0  # ingress over HTTP, per round and side (0: not in this mode)
+    # Streams per delivery core: levels searched from the first (doubling), or these levels only.
+    capacity_first: int = 20
+    capacity_levels: tuple[int, ...] = ()
+    capacity_seconds: float = 8.0
 
 
 SIZES = {
     "full": Sizes(
         2000, (1, 10, 50, 100, 200, 500), 100, 100.0, 20, 200, (5, 20, 50), 8.0, 20.0, 5000, (1, 50), 500, 4000, 9, 600
     ),
-    "quick": Sizes(1000, (1, 20, 100), 50, 100.0, 10, 200, (5, 20), 2.0, 5.0, 1000, (1, 10), 100, 4000, 3),
-    "smoke": Sizes(30, (1, 3), 5, 200.0, 2, 40, (2, 3), 0.6, 5.0, 40, (1, 2), 5, 400, 1),
+    "quick": Sizes(
+        1000,
+        (1, 20, 100),
+        50,
+        100.0,
+        10,
+        200,
+        (5, 20),
+        2.0,
+        5.0,
+        1000,
+        (1, 10),
+        100,
+        4000,
+        3,
+        capacity_levels=(10, 40),
+        capacity_seconds=4.0,
+    ),
+    "smoke": Sizes(
+        30,
+        (1, 3),
+        5,
+        200.0,
+        2,
+        40,
+        (2, 3),
+        0.6,
+        5.0,
+        40,
+        (1, 2),
+        5,
+        400,
+        1,
+        capacity_levels=(2,),
+        capacity_seconds=1.0,
+    ),
 }
 
 
@@ -357,22 +395,60 @@ async def tools(ctx: Context, report: Report) -> None:
 async def render(ctx: Context, report: Report) -> None:
     r = formatting.measure(ctx.sizes.formatting_chars)
     report.add(
-        Figure(
-            "formatting",
-            "state machine per delta, Telegram HTML",
-            r.per_delta_us_telegram_html,
-            "µs",
-            ratio=r.ratio,
-            versus="Markdown passed through",
+        *(
+            Figure(
+                "formatting",
+                f"state machine per delta, {markup}",
+                us,
+                "µs",
+                f"≤ {formatting.TARGET_RATIO:g}× passthrough",
+                r.ratios[markup],
+                "Markdown passed through",
+            )
+            for markup, us in r.per_delta_us.items()
         ),
         Figure(
             "formatting", "state machine per delta, Markdown passed through", r.per_delta_us_markdown_passthrough, "µs"
         ),
         *(
-            Figure("formatting", f"one {r.chars}-char frame rendered, {markup}", ms, "ms")
+            Figure("formatting", f"one {r.chars}-char frame rendered whole, {markup}", ms, "ms")
             for markup, ms in r.render_ms.items()
         ),
     )
+
+
+async def capacity(ctx: Context, report: Report) -> None:
+    s = ctx.sizes
+    r = await stream_capacity.measure(
+        first=s.capacity_first, levels=list(s.capacity_levels) or None, seconds=s.capacity_seconds
+    )
+    judged = "largest level carried" if not s.capacity_levels else f"of the levels {s.capacity_levels}"
+    for cap, versus in ((r.telegram_html, "Markdown passed through"), (r.passthrough, "")):
+        report.add(
+            Figure(
+                "stream_capacity",
+                f"streams one delivery process carries ({judged}), {cap.markup}",
+                cap.streams,
+                "streams",
+                "final p50 ≤ 800 ms, 0 × 429",
+                cap.streams / max(r.passthrough.streams, 1) if versus else None,
+                versus,
+            ),
+            Figure(
+                "stream_capacity",
+                f"delivery CPU per delta, {cap.markup}",
+                cap.cpu_us_per_delta,
+                "µs",
+                ratio=r.cpu_ratio if versus else None,
+                versus=versus,
+            ),
+            Figure(
+                "stream_capacity",
+                f"streams a whole core carries (CPU), {cap.markup}",
+                cap.streams_per_core(20.0),
+                "streams",
+            ),
+        )
 
 
 async def cli(ctx: Context, report: Report) -> None:
@@ -402,6 +478,7 @@ BENCHES: dict[str, Bench] = {
     "ingress_http": ingress_http,
     "tool_roundtrip": tools,
     "formatting": render,
+    "stream_capacity": capacity,
     "cli_startup": cli,
 }
 

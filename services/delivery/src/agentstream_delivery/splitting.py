@@ -38,8 +38,10 @@ _FENCE_LINE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[ \t]*([\w+#.-]*)", re.MULTIL
 
 
 def utf16_len(text: str) -> int:
-    """UTF-16 code units (how Telegram counts): characters beyond the BMP count twice."""
-    return len(text) + sum(1 for ch in text if ord(ch) > 0xFFFF)
+    """UTF-16 code units (how Telegram counts): characters beyond the BMP count twice.
+
+    Counted by the codec (a lone surrogate passes as the one unit it is), not a loop over characters."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 MEASURES: dict[MeasureName, Measure] = {"chars": len, "utf16": utf16_len}

@@ -103,9 +103,10 @@ def _sync(model: StreamModel, now: float) -> Step:
         due = model.sent_at + model.capabilities.edit_interval
         pending = model.body(final=False)
         if now < due and len(pending) - model.shown < model.capabilities.buffer_threshold:
-            # No frame goes out yet: the length check (which renders the text) waits for the one that will.
-            # Back to what is shown, nothing is due at all.
-            return replace(model, flush_at=None if model.shows(pending + CURSOR) else due), []
+            # No frame goes out yet: the length check and the rendering wait for the one that will. Back to
+            # what is shown (give or take trailing blank lines, how a stream's frames come to render alike),
+            # nothing is due at all; any other frame that renders as shown is dropped when due.
+            return replace(model, flush_at=None if model.shows_already(pending) else due), []
     model, ops = _split_heads(model, final=False)
     if not model.live_preview:
         return model, ops

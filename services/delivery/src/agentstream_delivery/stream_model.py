@@ -100,5 +100,16 @@ class StreamModel:
         fmt = self.capabilities.formatting
         return render_frame(frame, fmt, final=False) == render_frame(self.frame, fmt, final=False)
 
+    def shows_already(self, body: str) -> bool:
+        """`shows(body + CURSOR)`, rendered only when `body` is what the frame showed plus whitespace:
+        a cheap check for every delta (any other frame that renders alike is caught by `shows` when due)."""
+        if (
+            self.frame is None
+            or not self.frame.endswith(CURSOR)
+            or body.rstrip() != self.frame[: -len(CURSOR)].rstrip()
+        ):
+            return False
+        return self.shows(body + CURSOR)
+
     def body(self, *, final: bool) -> str:
         return self.carry + self.segment.visible(final=final)[self.base :]

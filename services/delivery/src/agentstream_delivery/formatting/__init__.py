@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from agentstream.config import TextFormat
+from agentstream_delivery.formatting.incremental import MEMO, BlockMemo, BlockRenderer
 from agentstream_delivery.formatting.streaming import close_dangling
 from agentstream_delivery.formatting.styles import (
     DiscordMarkdownStyle,
@@ -25,12 +26,13 @@ from agentstream_delivery.formatting.styles import (
     Style,
     TelegramHtmlStyle,
 )
-from agentstream_delivery.formatting.tree import Writer
-from agentstream_delivery.formatting.web_html import render_html
+from agentstream_delivery.formatting.tree import Writer, join_blocks
+from agentstream_delivery.formatting.web_html import html_blocks, render_html
 
 Measure = Callable[[str], int]
 _TAG = re.compile(r"<[^>]*>")
-_STYLES: dict[TextFormat, Callable[[], Style]] = {
+_VISIBLE = re.compile(r"(?:^|>)[^<]*?[^\s<]")
+STYLES: dict[TextFormat, Callable[[], Style]] = {
     TextFormat.PLAIN: PlainStyle,
     TextFormat.TELEGRAM_HTML: TelegramHtmlStyle,
     TextFormat.SLACK_MRKDWN: SlackMrkdwnStyle,
@@ -38,20 +40,59 @@ _STYLES: dict[TextFormat, Callable[[], Style]] = {
 }
 
 
+def _written_with(style: Callable[[], Style]) -> BlockRenderer:
+    def blocks(text: str) -> list[tuple[int | None, str]]:
+        return Writer(style()).top_blocks(text)
+
+    return blocks
+
+
+_BLOCKS: dict[TextFormat, BlockRenderer] = {fmt: _written_with(style) for fmt, style in STYLES.items()}
+
+
 @lru_cache(maxsize=512)
 def render(text: str, fmt: TextFormat) -> str:
-    """`text` (the model's Markdown) in the markup `fmt`; cached: a frame is measured, then sent."""
+    """`text` (the model's Markdown) in the markup `fmt`; cached: a frame is measured, then sent.
+
+    The blocks a growing text has closed are kept from its earlier renderings (`incremental.py`);
+    the result is byte for byte `render_whole`'s.
+    """
+    return render_kept(text, fmt, MEMO)
+
+
+def render_kept(text: str, fmt: TextFormat, memo: BlockMemo) -> str:
+    """`render`, keeping closed blocks in `memo`."""
+    if fmt is TextFormat.MARKDOWN:
+        return text
+    if fmt is TextFormat.HTML:
+        return "".join(memo.parts(text, fmt, html_blocks)).rstrip("\n")
+    return _non_empty(text, fmt, join_blocks(memo.parts(text, fmt, _BLOCKS[fmt])))
+
+
+def render_whole(text: str, fmt: TextFormat) -> str:
+    """`render` from one parse of the whole text, nothing kept (what `render` is checked against)."""
     if fmt is TextFormat.MARKDOWN:
         return text
     if fmt is TextFormat.HTML:
         return render_html(text)
-    style = _STYLES[fmt]()
-    out = Writer(style).render(text)
-    if text.strip() and not shown_text(out, fmt).strip():  # `<pre></pre>`: a platform refuses an empty text
-        return style.text(text)
+    return _non_empty(text, fmt, Writer(STYLES[fmt]()).render(text))
+
+
+def _non_empty(text: str, fmt: TextFormat, out: str) -> str:
+    if text.strip() and not shows_something(out, fmt):  # `<pre></pre>`: a platform refuses an empty text
+        return STYLES[fmt]().text(text)
     return out
 
 
+def shows_something(rendered: str, fmt: TextFormat) -> bool:
+    """`shown_text(rendered, fmt).strip() != ""`, without unescaping the whole text: the first character
+    outside a tag that is not whitespace (the styles escape only `& < >`, none of which shows as whitespace)."""
+    if fmt is TextFormat.TELEGRAM_HTML:
+        return _VISIBLE.search(rendered) is not None
+    return not rendered.isspace() and rendered != ""
+
+
+@lru_cache(maxsize=256)
 def render_frame(text: str, fmt: TextFormat, *, final: bool) -> str:
     """A frame as the platform gets it: a preview's dangling `**`, `~~` or code span closed first."""
     if final or fmt is TextFormat.MARKDOWN:
@@ -109,4 +150,16 @@ def measurer(unit: Measure, fmt: TextFormat) -> Measure:
     return unit if fmt is TextFormat.MARKDOWN else RenderedMeasure(unit, fmt)
 
 
-__all__ = ["Measure", "RenderedMeasure", "TextFormat", "measurer", "plain", "render", "render_frame", "shown_text"]
+__all__ = [
+    "Measure",
+    "RenderedMeasure",
+    "TextFormat",
+    "measurer",
+    "plain",
+    "render",
+    "render_frame",
+    "render_kept",
+    "render_whole",
+    "shown_text",
+    "shows_something",
+]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from markdown_it import MarkdownIt
-from markdown_it.tree import SyntaxTreeNode
+from markdown_it.token import Token
 
 BULLETS = ("•", "◦", "▪")
 RULE = "———"
@@ -23,11 +23,65 @@ MAX_NEST = 3  # lists and quotes nested deeper are not indented further (keeps l
 
 @lru_cache(maxsize=1)
 def parser() -> MarkdownIt:
+    return _commonmark()
+
+
+@lru_cache(maxsize=1)
+def parser_without_references() -> MarkdownIt:
+    """`parser()` for a text with no `]:`, where no reference definition can be: one rule fewer to try per line."""
+    return _commonmark().disable("reference")
+
+
+def _commonmark() -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(["strikethrough", "table"])
 
 
-def parse(text: str) -> SyntaxTreeNode:
-    return SyntaxTreeNode(parser().parse(text))
+class Node:
+    """A node of the syntax tree: a block or inline construct and what it holds (markdown-it's tokens, nested)."""
+
+    __slots__ = ("attrs", "children", "content", "hidden", "info", "map", "tag", "type")
+
+    def __init__(self, token: Token, type_: str, content: str) -> None:
+        self.type = type_
+        self.tag = token.tag
+        self.attrs = token.attrs
+        self.map = token.map
+        self.info = token.info
+        self.content = content
+        self.hidden = token.hidden
+        self.children: list[Node] = []
+
+
+def nest(tokens: list[Token]) -> list[Node]:
+    """markdown-it's flat token stream as a tree: an `x_open` … `x_close` pair is one node `x`."""
+    top: list[Node] = []
+    stack = [top]
+    for token in tokens:
+        if token.nesting == 1:
+            node = Node(token, token.type.removesuffix("_open"), token.content)
+            stack[-1].append(node)
+            stack.append(node.children)
+        elif token.nesting == -1:
+            if len(stack) > 1:
+                stack.pop()
+        else:
+            node = Node(token, token.type, token.content)
+            if token.children:
+                node.children = nest(token.children)
+            stack[-1].append(node)
+    return top
+
+
+@lru_cache(maxsize=8)
+def parse(text: str) -> list[Node]:
+    """The top-level blocks of `text` (read only): cached, as a text is written for its platform and then as
+    plain text (the length check measures both, one after the other)."""
+    md = parser_without_references() if "]:" not in text else parser()
+    return nest(md.parse(text))
+
+
+def join_blocks(parts: list[str]) -> str:
+    return "\n\n".join(p for p in parts if p).strip("\n")
 
 
 class Style:
@@ -72,14 +126,18 @@ class Writer:
         self._quote_depth = 0
 
     def render(self, text: str) -> str:
-        return self.blocks(parse(text)).strip("\n")
+        return join_blocks([part for _, part in self.top_blocks(text)])
+
+    def top_blocks(self, text: str) -> list[tuple[int | None, str]]:
+        """Each top-level block as written, with its first line: `join_blocks` of them is `render(text)`."""
+        return [(child.map[0] if child.map else None, self.block(child)) for child in parse(text)]
 
     # -- blocks --------------------------------------------------------------------
-    def blocks(self, node: SyntaxTreeNode, sep: str = "\n\n") -> str:
+    def blocks(self, node: Node, sep: str = "\n\n") -> str:
         parts = (self.block(child) for child in node.children)
         return sep.join(p for p in parts if p)
 
-    def block(self, node: SyntaxTreeNode) -> str:
+    def block(self, node: Node) -> str:
         match node.type:
             case "paragraph":
                 return self.inlines(node)
@@ -99,7 +157,7 @@ class Writer:
                 return self.style.text(node.content.rstrip("\n"))
         return self.blocks(node)
 
-    def list(self, node: SyntaxTreeNode) -> str:
+    def list(self, node: Node) -> str:
         start = int(str(node.attrs.get("start", 1))) if node.type == "ordered_list" else None
         depth = self._list_depth
         self._list_depth += 1
@@ -116,7 +174,7 @@ class Writer:
         finally:
             self._list_depth = depth
 
-    def quote(self, node: SyntaxTreeNode) -> str:
+    def quote(self, node: Node) -> str:
         self._quote_depth += 1
         try:
             inner = self.blocks(node)
@@ -125,10 +183,10 @@ class Writer:
             self._quote_depth -= 1
 
     # -- inlines -------------------------------------------------------------------
-    def inlines(self, node: SyntaxTreeNode) -> str:
+    def inlines(self, node: Node) -> str:
         return "".join(self.inline(child) for child in node.children)
 
-    def inline(self, node: SyntaxTreeNode) -> str:
+    def inline(self, node: Node) -> str:
         match node.type:
             case "inline":
                 return self.inlines(node)
@@ -151,12 +209,12 @@ class Writer:
                 return self.style.link(src, self.style.text(alt), alt)
         return self.inlines(node)
 
-    def wrapped(self, node: SyntaxTreeNode) -> str:
+    def wrapped(self, node: Node) -> str:
         if node.type in self._open:  # `**a **b** c**`: already bold, the inner one adds nothing
             return self.inlines(node)
         return self.style.wrap(node.type, self.within(node.type, node, self.inlines))
 
-    def within(self, kind: str, node: SyntaxTreeNode, render: Callable[[SyntaxTreeNode], str]) -> str:
+    def within(self, kind: str, node: Node, render: Callable[[Node], str]) -> str:
         self._open.append(kind)
         try:
             return render(node)
@@ -169,7 +227,7 @@ def readable_url(href: str) -> str:
     return parser().normalizeLinkText(href)
 
 
-def plain_text(node: SyntaxTreeNode) -> str:
+def plain_text(node: Node) -> str:
     """The text of an inline subtree, without any markup."""
     if node.type in ("text", "code_inline", "html_inline"):
         return node.content
@@ -178,7 +236,7 @@ def plain_text(node: SyntaxTreeNode) -> str:
     return "".join(plain_text(child) for child in node.children)
 
 
-def _tight(item: SyntaxTreeNode) -> bool:
+def _tight(item: Node) -> bool:
     # markdown-it hides the paragraphs of a tight list's items.
     return all(child.hidden for child in item.children if child.type == "paragraph")
 
@@ -188,7 +246,7 @@ def _language(info: str) -> str:
     return "".join(ch for ch in word if ch.isalnum() or ch in "+#.-_")
 
 
-def _table_grid(table: SyntaxTreeNode) -> str:
+def _table_grid(table: Node) -> str:
     rows: list[list[str]] = []
     for section in table.children:
         for row in section.children:

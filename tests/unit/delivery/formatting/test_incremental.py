@@ -1,0 +1,95 @@
+"""A growing text rendered block by block is byte for byte the whole text rendered at once.
+
+Generated Markdown is streamed in generated chunkings; at every chunk each markup renders
+the text so far, its preview frame and a shorter prefix (what a length bisection asks),
+keeping closed blocks in one memo, and each result is compared with `render_whole`.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from agentstream.config import TextFormat
+from agentstream_delivery.formatting import STYLES, render, render_kept, render_whole, shown_text, shows_something
+from agentstream_delivery.formatting.incremental import BlockMemo
+from agentstream_delivery.formatting.streaming import close_dangling
+from agentstream_delivery.formatting.tree import Writer
+from agentstream_delivery.render import CURSOR
+from tests.unit.delivery.formatting.test_frames import PIECES
+
+MARKUPS = [f for f in TextFormat if f is not TextFormat.MARKDOWN]
+# Blocks a model writes, so that most texts have many closed ones; plus what is rendered whole.
+BLOCKS = [
+    "\n\n", "\n", "# Title\n\n", "- a\n- b\n\n", "1. one\n2. two\n", "> quoted\n\n", "```py\nx = 1\n```\n\n",
+    "    indented code\n", "---\n\n", "para\n===\n", "| a | b |\n|---|---|\n| 1 | 2 |\n\n", "[ref]: https://e.com\n",
+    "[ref]\n\n", "a\r\nb", "- item\n\n  continued\n\n", "text\n\n    code after a blank\n", "~~~\nfence\n",
+]  # fmt: skip
+markdown = st.lists(
+    st.sampled_from(PIECES + BLOCKS) | st.text(alphabet="ab <>&*_`#-|=>\n 😀", max_size=8), max_size=60
+).map("".join)
+chunkings = st.lists(st.integers(1, 40), min_size=1, max_size=8)
+
+
+def check_stream(text: str, sizes: list[int], memo: BlockMemo) -> None:
+    ends = itertools.takewhile(lambda e: e < len(text), itertools.accumulate(itertools.cycle(sizes)))
+    for end in [*ends, len(text)]:
+        so_far = text[:end]
+        for fmt in MARKUPS:
+            for t in (so_far, close_dangling(so_far + CURSOR), so_far[: end // 2]):
+                assert render_kept(t, fmt, memo) == render_whole(t, fmt), (fmt, t)
+
+
+@pytest.mark.timeout(180)  # every chunk of each example, three texts, five markups
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(markdown, chunkings)
+@example("- a\n\n-\n\nb\n\n", [1])
+def test_a_stream_rendered_block_by_block_equals_the_whole_render(text: str, sizes: list[int]) -> None:
+    check_stream(text, sizes, BlockMemo(head=1))
+
+
+@pytest.mark.timeout(120)
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(markdown, min_size=2, max_size=3), chunkings)
+def test_texts_that_begin_alike_keep_their_own_blocks(texts: list[str], sizes: list[int]) -> None:
+    # Streams whose first characters are the same, rendered in turns, share one memo entry.
+    opening = "Sure! Here is the answer.\n\n"
+    memo = BlockMemo(head=len(opening))
+    for t in texts:
+        check_stream(opening + t, sizes, memo)
+    for t in texts:  # a text seen before, after the others took the entry
+        check_stream(opening + t, sizes[::-1], memo)
+
+
+def test_render_keeps_the_closed_blocks_of_a_growing_answer() -> None:
+    answer = "".join(f"## Part {i}\n\nSome **bold** words and `code`.\n\n- one\n- two\n\n" for i in range(30))
+    memo = BlockMemo()
+    for end in range(0, len(answer), 50):
+        assert render_kept(answer[:end], TextFormat.TELEGRAM_HTML, memo) == render_whole(
+            answer[:end], TextFormat.TELEGRAM_HTML
+        )
+    (chain,) = memo._chains[(TextFormat.TELEGRAM_HTML, answer[: memo.head])]
+    # Every closed block is kept: only the last one is parsed again.
+    assert len(chain.parts) >= answer.count("\n\n") - 3
+    assert render(answer, TextFormat.TELEGRAM_HTML) == render_whole(answer, TextFormat.TELEGRAM_HTML)
+
+
+def test_the_memo_forgets_the_least_recently_used_texts() -> None:
+    memo = BlockMemo(max_texts=3, head=8)
+    for i in range(5):
+        text = f"text {i:03d}\n\npara\n\nmore\n"
+        assert render_kept(text, TextFormat.PLAIN, memo) == render_whole(text, TextFormat.PLAIN)
+    assert len(memo) == 3
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(markdown)
+@example("```\n```")
+@example("&#32;")
+def test_whether_a_rendering_shows_anything_is_told_without_unescaping_it(text: str) -> None:
+    for fmt in MARKUPS:
+        for out in (Writer(STYLES[fmt]()).render(text) if fmt in STYLES else render_whole(text, fmt), " \n", ""):
+            assert shows_something(out, fmt) == bool(shown_text(out, fmt).strip()), (fmt, out)

@@ -6,13 +6,15 @@ it (`approvals.py`), ResetConversation opens a new session and
 stops the run, a ToolCallResult resolves the waiting call. Runs publish through the
 `BrokerRunPorts` that `bootstrap` gave their launcher, never through the service. When
 a partition moves to another runner, the runs of its conversations end
-`failed(reason=rebalanced)`.
+`failed(reason=rebalanced)`. Asked to stop, it drains: no new run starts here (a start is
+left on `runs` for the next owner), the runs it has finish within `shutdown.grace_s`.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, assert_never
 
+from aiokafka import TopicPartition
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Gauge
@@ -30,6 +32,7 @@ from agentstream.contracts import (
 from agentstream.contracts.tool_catalog import ToolCatalogEntryAdapter
 from agentstream.kafka import consumer_options
 from agentstream.kafka.decoding import RecordDecoder, Undecodable, decode_record
+from agentstream.kafka.internals import consumer_of_message
 from agentstream.kafka.revocations import RevocationListener
 from agentstream.observability import NotReady
 from agentstream.service import Infra, Service
@@ -111,8 +114,31 @@ class AgentRunnerService(Service):
         with self.log_context():
             record = await self.decoder(msg)  # a dead letter's line names the service
         self.records.labels(record.type if record is not None else "undecodable").inc()
+        if self.draining and isinstance(record, StartRun | ResumeRun) and self._leave_for_next_owner(msg):
+            return
         with self.log_context(record):
             await self._route(record, msg)
+
+    def _leave_for_next_owner(self, msg: KafkaMessage) -> bool:
+        """While draining, a run that would start here is left on `runs`: the consumer goes back
+        to it and that partition is paused, so the offset committed on the way out is this
+        record's and the partition's next owner starts the run whole. False when it cannot be."""
+        raw = msg.raw_message
+        consumer = consumer_of_message(msg)
+        topic, partition, offset = (getattr(raw, name, None) for name in ("topic", "partition", "offset"))
+        if consumer is None or not isinstance(topic, str) or not isinstance(partition, int):
+            return False
+        if not isinstance(offset, int):
+            return False
+        tp = TopicPartition(topic, partition)
+        try:
+            consumer.seek(tp, offset)
+            consumer.pause(tp)
+        except Exception as err:  # unassigned meanwhile: the record is its new owner's anyway
+            self.log.info("start not left behind: partition gone", partition=partition, error=repr(err))
+            return True
+        self.log.info("draining: run left for the next owner", partition=partition, offset=offset)
+        return True
 
     async def _route(self, record: RunnerRecord | None, msg: KafkaMessage) -> None:
         match record:
@@ -171,8 +197,15 @@ class AgentRunnerService(Service):
         if keys:
             self.log.warning("partitions revoked: runs stopped", partitions=sorted(partitions), conversations=keys)
 
+    async def on_drain(self) -> None:
+        await self.conversations.idle()
+
     async def stop(self) -> None:
-        # Runs end (interrupted, reason "shutdown") while the broker can still publish run.finished.
+        # Runs still there after the drain end (interrupted, reason "shutdown") while the broker can
+        # still publish run.finished; with resume.auto they continue on another runner.
+        active, waiting = self.conversations.runs()
+        self.cut("runs", active)
+        self.cut("queued_runs", waiting)
         await self.conversations.close(FinishReason.SHUTDOWN)
         await self.connectors.close()
         await super().stop()

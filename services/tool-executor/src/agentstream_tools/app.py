@@ -318,10 +318,22 @@ class ToolExecutorService(Service):
         await self.commit()
         self.commits.forget(partitions)
 
-    async def stop(self) -> None:
+    async def on_drain(self) -> None:
+        """No new call is read; the calls running finish (their results published, their offsets
+        committed by `stop`) within the grace period."""
+        await self._withdraw()
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
+    async def _withdraw(self) -> None:
+        if self._stopping:
+            return
         self._stopping = True
         # First: runners stop offering this executor's tools while its last calls finish.
         await self.final_step(self.catalog.withdraw(), "tool catalog withdrawal")
+
+    async def stop(self) -> None:
+        await self._withdraw()
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=DRAIN_S)
         try:
@@ -336,6 +348,7 @@ class ToolExecutorService(Service):
     async def on_stop(self) -> None:
         # The broker is stopped: results of calls still running could not be published. Their
         # claims stay `running`: after a restart they are answered as interrupted, not repeated.
+        self.cut("tool_calls", sum(not task.done() for task in self._tasks))
         for task in self._tasks:
             task.cancel()
         if self._tasks:

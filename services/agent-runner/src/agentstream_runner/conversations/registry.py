@@ -55,6 +55,7 @@ class Conversations:
             collect_window_s=collect_window_s,
         )
         self._by_key: dict[str, Conversation] = {}
+        self._emptied = asyncio.Event()  # set whenever the last owner goes
         self._known: RecentIds[str] = RecentIds(known_runs)
         self._log = log or structlog.get_logger(__name__)
 
@@ -93,6 +94,17 @@ class Conversations:
         if owner is not None:
             owner.reset()
 
+    def runs(self) -> tuple[int, int]:
+        """(active, waiting) runs of every conversation: what a stop would end now."""
+        owners = self._by_key.values()
+        return sum(o.active_run_id is not None for o in owners), sum(o.queued for o in owners)
+
+    async def idle(self) -> None:
+        """Until no conversation has a run, active or waiting (owners forget themselves when idle)."""
+        while self._by_key:
+            self._emptied.clear()
+            await self._emptied.wait()
+
     async def close(self, reason: FinishReason = FinishReason.SHUTDOWN) -> None:
         await self._close(list(self._by_key.values()), reason)
 
@@ -109,7 +121,13 @@ class Conversations:
         await asyncio.gather(*(o.close(reason) for o in owners))
         for o in owners:
             self._by_key.pop(o.key, None)
+        self._note_if_empty()
 
     def _forget(self, key: str) -> None:
         # Idle owners hold nothing worth keeping; the next message creates a new one.
         self._by_key.pop(key, None)
+        self._note_if_empty()
+
+    def _note_if_empty(self) -> None:
+        if not self._by_key:
+            self._emptied.set()

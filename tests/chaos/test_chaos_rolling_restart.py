@@ -1,5 +1,6 @@
-"""A rolling restart of agent-runner under traffic: two replicas, each replaced one at a time
-(the new one starts, then the old one gets SIGTERM), while 20 conversations stream answers.
+"""Membership changes of agent-runner under traffic, while 20 conversations stream answers: a
+rolling restart of two replicas, each replaced one at a time (the new one starts, then the old
+one gets SIGTERM), and a scale-out 1 → 3 followed by a scale-in 3 → 1.
 
 Every replacement is two rebalances (a join, then a leave) and a drain: the runs on partitions
 that move finish on the runner that has them (`runner.handover_s`), a stopped runner lets its runs
@@ -119,7 +120,11 @@ async def test_rolling_restart_of_agent_runner_under_traffic_cuts_nothing(kafka_
             for p in (*old, *new):
                 p.stop()
         figures = table(run_events(records), starts, fake.requests)
-    print("\nrolling restart of agent-runner (2 replicas, 20 conversations):")
+    report("rolling restart of agent-runner (2 replicas, 20 conversations)", figures)
+
+
+def report(title: str, figures: dict[str, int]) -> None:
+    print(f"\n{title}:")
     for name, value in figures.items():
         print(f"  {name:<28} {value}")
     assert figures == {
@@ -131,3 +136,52 @@ async def test_rolling_restart_of_agent_runner_under_traffic_cuts_nothing(kafka_
         "lost": 0,
         "LLM requests repeated": 0,
     }
+
+
+@pytest.mark.timeout(240)
+async def test_scale_out_then_in_of_agent_runner_under_traffic_cuts_nothing(kafka_bootstrap, topic_prefix, tmp_path):
+    async with FakeOpenAI(echo_token_delay_s=TOKEN_DELAY_S) as fake:
+        connectors = [{"id": "fake", "type": "openai", "base_url": fake.base_url, "model": "fake-model"}]
+        settings = make_test_settings(
+            kafka_bootstrap,
+            topic_prefix,
+            f"sqlite+aiosqlite:///{tmp_path / 'scale.db'}",
+            connectors=connectors,
+            default_connector="fake",
+            kafka={"partitions": 4},
+            shutdown={"grace_s": 30.0},
+        )
+        await create_topics(settings.kafka)
+        env = service_env(settings, connectors=connectors, default_connector="fake", runner__coalesce_ms="10")
+        replicas = [ServiceProcess("agent-runner", env, free_port(), tmp_path, f"r{i}") for i in range(3)]
+        starts = [start_run(i) for i in range(CONVERSATIONS)]
+        bootstrap, runs, events = settings.kafka.bootstrap_servers, f"{topic_prefix}runs", f"{topic_prefix}events"
+        waves = iter([starts[i : i + CONVERSATIONS // 4] for i in range(0, CONVERSATIONS, CONVERSATIONS // 4)])
+
+        async def send(wave: list[StartRun]) -> None:
+            for s in wave:
+                await produce_raw(bootstrap, runs, s.to_json(), key=s.conversation_key.encode())
+
+        try:
+            await replicas[0].start()
+            await send(next(waves))
+            await asyncio.sleep(1.0)
+            await asyncio.gather(replicas[1].start(), replicas[2].start())  # scale-out 1 → 3
+            await send(next(waves))
+            await asyncio.sleep(1.0)
+            for leaving in replicas[1:]:  # scale-in 3 → 1, as KEDA removes replicas
+                await send(next(waves))
+                await asyncio.sleep(1.0)
+                leaving.sigterm()
+                assert await leaving.exited(timeout=45) == 0
+            records = await read_until(
+                bootstrap,
+                events,
+                lambda rs: sum(isinstance(e, RunFinished) for e in run_events(rs)) >= CONVERSATIONS,
+                timeout=90,
+            )
+        finally:
+            for p in replicas:
+                p.stop()
+        figures = table(run_events(records), starts, fake.requests)
+    report("agent-runner scaled out 1 → 3, then in 3 → 1 (20 conversations)", figures)

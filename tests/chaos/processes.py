@@ -19,7 +19,11 @@ from tests.e2e.processes import spawn, stop
 
 def service_env(settings: Settings, **extra: Any) -> dict[str, str]:
     """The child's configuration, as AGENTSTREAM__ variables (lists and maps as JSON)."""
-    env = {**kafka_env(settings), "AGENTSTREAM__DATABASE__URL": settings.database.url}
+    env = {
+        **kafka_env(settings),
+        "AGENTSTREAM__DATABASE__URL": settings.database.url,
+        "AGENTSTREAM__SHUTDOWN__GRACE_S": str(settings.shutdown.grace_s),
+    }
     for key, value in extra.items():
         env[f"AGENTSTREAM__{key.upper()}"] = value if isinstance(value, str) else json.dumps(value)
     return env
@@ -47,6 +51,16 @@ class ServiceProcess:
         assert self.proc is not None
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
+
+    def sigterm(self) -> None:
+        """SIGTERM to the service (as Kubernetes stops a pod); returns at once."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+
+    async def exited(self, timeout: float) -> int:
+        """The exit code, once the process has ended (`subprocess.TimeoutExpired` after `timeout`)."""
+        assert self.proc is not None
+        return await asyncio.to_thread(self.proc.wait, timeout)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from agentstream.config import SERVICES, Settings, load_settings
+from agentstream.config import SERVICES, Settings, ShutdownSettings, load_settings
 from agentstream.host import STOP_BACKSTOP_S
 from agentstream.kafka.flavor import tuning
 from tests.unit.deploy.conftest import ROOT, SERVE_ARGS
@@ -93,7 +93,8 @@ def test_compose_service_serves_itself_with_a_healthcheck(compose: dict[str, Any
     assert spec["depends_on"] == {"init": {"condition": "service_completed_successfully"}}
     check = " ".join(spec["healthcheck"]["test"])
     assert "http://127.0.0.1:8080/readyz" in check, "healthy means ready (broker, topics, database)"
-    assert _seconds(spec["stop_grace_period"]) > STOP_BACKSTOP_S, "a stop must end before SIGKILL"
+    drain_and_stop = ShutdownSettings().grace_s + STOP_BACKSTOP_S + 3
+    assert _seconds(spec["stop_grace_period"]) >= drain_and_stop, "a drain and a stop must end before SIGKILL"
     assert spec["image"] == compose["services"]["init"]["image"]
 
 

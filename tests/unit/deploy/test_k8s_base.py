@@ -182,11 +182,33 @@ def test_k8s_resources_match_the_documented_sizing(manifests: Manifests) -> None
     assert table["agent-runner"]["cpu"] == "1"
 
 
+def _pre_stop_s(container: dict[str, Any]) -> int:
+    """Seconds a container's preStop sleeps (0 without one): they count against the pod's grace."""
+    pre_stop = container.get("lifecycle", {}).get("preStop")
+    if pre_stop is None:
+        return 0
+    command = pre_stop["exec"]["command"]
+    assert command[0] == "sleep", command  # the only hook the base uses: a wait, nothing else
+    return int(command[1])
+
+
 @pytest.mark.parametrize("service", SERVICES)
-def test_k8s_termination_outlasts_the_stop(manifests: Manifests, service: str) -> None:
+def test_k8s_termination_outlasts_the_drain_and_the_stop(
+    manifests: Manifests, kustomization: dict[str, Any], service: str
+) -> None:
     spec = manifests[("Deployment", f"agentstream-{service}")]["spec"]["template"]["spec"]
-    # The host abandons services after STOP_BACKSTOP_S; uvicorn and the process exit need a little more.
-    assert math.ceil(STOP_BACKSTOP_S) + 3 <= spec["terminationGracePeriodSeconds"] <= 30
+    source = kustomization["configMapGenerator"][0]["files"][0].split("=")[-1]
+    grace_s = load_settings(BASE / source).shutdown.grace_s
+    # preStop, then the drain (shutdown.grace_s), then the stop: the host abandons services after
+    # STOP_BACKSTOP_S; uvicorn and the process exit need a little more. SIGKILL cuts none of it.
+    needed = _pre_stop_s(_container(spec)) + math.ceil(grace_s) + math.ceil(STOP_BACKSTOP_S) + 3
+    assert needed <= spec["terminationGracePeriodSeconds"] <= needed + 10
+
+
+@pytest.mark.parametrize("service", ["ingress", "delivery"])
+def test_k8s_http_front_doors_leave_the_endpoints_before_they_stop(manifests: Manifests, service: str) -> None:
+    spec = manifests[("Deployment", f"agentstream-{service}")]["spec"]["template"]["spec"]
+    assert _pre_stop_s(_container(spec)) >= 3  # the endpoints update takes a moment after the pod is terminating
 
 
 @pytest.mark.parametrize("service", SERVICES)

@@ -84,6 +84,13 @@ class ServiceHost(StartStop):
                 raise r
 
     async def stop(self) -> None:
+        # First what runs finishes (each service's shutdown.grace_s), then the stops.
+        drained = await asyncio.gather(
+            *(s.drain(s.settings.shutdown.grace_s) for s in self._started), return_exceptions=True
+        )
+        for svc, result in zip(self._started, drained, strict=True):
+            if isinstance(result, BaseException):  # the stop goes on: what runs is cut, as without a drain
+                get_logger("agentstream.host").error("drain failed", service=svc.name, error=repr(result))
         try:
             # Each stop bounds its own steps; this is the backstop for a step that does not.
             async with asyncio.timeout(STOP_BACKSTOP_S):

@@ -150,6 +150,12 @@ class Service:
         self.engine: AsyncEngine | None = infra.engine
         self.sessions: async_sessionmaker | None = infra.sessions  # type: ignore[type-arg]
         self.started = False
+        self.draining = False  # asked to stop: no new work, what runs finishes (`drain`)
+        self.shutdown_cuts = self.counter(
+            "agentstream_shutdown_cut_total",
+            "Work still running when a stop's grace period (shutdown.grace_s) ended, and cut, by what it was",
+            ["service", "what"],
+        )
         self.dead_letters = self.counter(
             "agentstream_dead_letters_total",
             "Records sent to the dlq, by the topic they came from and a class of the reason",
@@ -193,6 +199,10 @@ class Service:
     async def on_stop(self) -> None:
         """Close resources after the broker stopped."""
 
+    async def on_drain(self) -> None:
+        """Stop taking new work and return once what this service runs has finished; cancelled
+        when the grace period ends (`stop` then cuts what is left and counts it in `cut`)."""
+
     # -- lifecycle ---------------------------------------------------------------
     @property
     def group_id(self) -> str:
@@ -217,14 +227,43 @@ class Service:
             kafka_flavor=tuning(self.settings.kafka).flavor.value,
         )
 
+    async def drain(self, grace_s: float) -> None:
+        """The first step of a stop (SIGTERM): not ready, no new work, and up to `grace_s` for what
+        runs to finish while the broker still consumes and publishes (docs/deploy.md § Stopping)."""
+        if self.draining or not self.started:
+            return
+        self.draining = True
+        # The idle gate pauses and resumes whole consumers; a drain pauses partitions of its own.
+        await self._stop_idle_gates()
+        self.log.info("draining", grace_s=grace_s)
+        try:
+            async with asyncio.timeout(grace_s):
+                await self.on_drain()
+        except TimeoutError:
+            self.log.warning("grace period over: what still runs is cut", grace_s=grace_s)
+        else:
+            self.log.info("drained")
+
+    def cut(self, what: str, count: int) -> None:
+        """`count` pieces of work (`what`: runs, tool calls, streams) cut by a stop."""
+        if count:
+            self.shutdown_cuts.labels(self.name, what).inc(count)
+            self.log.warning("cut by the stop", what=what, count=count)
+
+    async def _stop_idle_gates(self) -> None:
+        for task in self._idle_tasks:  # a gate resumes its consumers on the way out
+            task.cancel()
+            await asyncio.wait({task})
+        self._idle_tasks.clear()
+        self.idle_gates.clear()
+
     async def stop(self) -> None:
         self.started = False
-        for task in (self._health_task, self._lag_task, *self._idle_tasks):
+        for task in (self._health_task, self._lag_task):
             if task is not None:
                 task.cancel()
                 await asyncio.wait({task})
-        self._idle_tasks.clear()
-        self.idle_gates.clear()
+        await self._stop_idle_gates()
         if self._unwatch is not None:
             unwatch, self._unwatch = self._unwatch, None
             await unwatch()
@@ -375,6 +414,8 @@ class Service:
     async def _broker_ready(self) -> bool:
         if not self.started:
             raise NotReady("not started")
+        if self.draining:  # out of the Service's endpoints while what runs finishes
+            raise NotReady("draining")
         self.broker_health.raise_if_down()
         # The periodic check may be up to an interval old: a ping says at once that the broker went away.
         if not await self.broker.ping(timeout=2.0):

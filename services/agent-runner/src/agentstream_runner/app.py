@@ -5,18 +5,21 @@ owner, InterruptRun cancels its active run, AnswerApproval goes to the run waiti
 it (`approvals.py`), ResetConversation opens a new session and
 stops the run, a ToolCallResult resolves the waiting call. Runs publish through the
 `BrokerRunPorts` that `bootstrap` gave their launcher, never through the service. When
-a partition moves to another runner, the runs of its conversations end
-`failed(reason=rebalanced)`.
+a partition moves to another runner, the runs of its conversations finish here first
+(`handover.py`, up to `runner.handover_s`; what is left ends `failed(reason=rebalanced)`). Asked to stop, it drains: no new run starts here (a start is
+left on `runs` for the next owner), the runs it has finish within `shutdown.grace_s`.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, assert_never
 
+from aiokafka import TopicPartition
 from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Gauge
-from pydantic import Field, TypeAdapter
+from pydantic import Field, TypeAdapter, ValidationError
 
 from agentstream.contracts import (
     AnswerApproval,
@@ -30,11 +33,13 @@ from agentstream.contracts import (
 from agentstream.contracts.tool_catalog import ToolCatalogEntryAdapter
 from agentstream.kafka import consumer_options
 from agentstream.kafka.decoding import RecordDecoder, Undecodable, decode_record
+from agentstream.kafka.internals import consumer_of, consumer_of_message
 from agentstream.kafka.revocations import RevocationListener
 from agentstream.observability import NotReady
 from agentstream.service import Infra, Service
 from agentstream_runner.connectors.resolve import Connectors
 from agentstream_runner.conversations.registry import Conversations
+from agentstream_runner.handover import ResultsReader
 from agentstream_runner.launcher import RunLauncher
 from agentstream_runner.ports import ToolWaiters
 from agentstream_runner.tool_catalog import ToolCatalog
@@ -44,6 +49,10 @@ from agentstream_runner.tool_catalog import ToolCatalog
 # from scratch beside its resume. A run lost in that window is not lost for good:
 # persistence's watchdog ends it and `resume.auto` rebuilds it from its `run.queued`.
 COMMIT_INTERVAL_MS = 100
+
+# The rebalance waits for the handover and then for this member's JoinGroup: a margin for the latter.
+REJOIN_MARGIN_S = 10.0
+POSITION_TIMEOUT_S = 2.0
 
 # What the one subscription (`runs` + `tool-results`) carries, told apart by `type`.
 RunnerRecord = Annotated[
@@ -82,15 +91,17 @@ class AgentRunnerService(Service):
         ).set_function(lambda: len(self.conversations))
         # One subscription for both topics: they are co-partitioned, so a conversation's
         # commands and tool results reach the same runner, in order.
-        self.broker.subscriber(
+        self.subscriber = self.broker.subscriber(
             self.topics.runs,
             self.topics.tool_results,
             **self.subscriber_options(),
             auto_commit_interval_ms=COMMIT_INTERVAL_MS,
-            # Before a partition moves, its runs end (`failed`, reason `rebalanced`), so the new
-            # owner can resume them and two runners never write one conversation.
+            # Before a partition moves, its runs finish here (`runner.handover_s`), so two runners
+            # never write one conversation; the group waits that long for this member to rejoin.
             listener=RevocationListener(self.partitions_revoked, topic=self.topics.runs),
-        )(self.on_record)
+            rebalance_timeout_ms=int((self.settings.runner.handover_s + REJOIN_MARGIN_S) * 1000),
+        )
+        self.subscriber(self.on_record)
         # Every runner needs the whole catalogue: no group (nothing shared, nothing committed),
         # read from the beginning on every start (docs/tools.md).
         self.broker.subscriber(
@@ -111,8 +122,31 @@ class AgentRunnerService(Service):
         with self.log_context():
             record = await self.decoder(msg)  # a dead letter's line names the service
         self.records.labels(record.type if record is not None else "undecodable").inc()
+        if self.draining and isinstance(record, StartRun | ResumeRun) and self._leave_for_next_owner(msg):
+            return
         with self.log_context(record):
             await self._route(record, msg)
+
+    def _leave_for_next_owner(self, msg: KafkaMessage) -> bool:
+        """While draining, a run that would start here is left on `runs`: the consumer goes back
+        to it and that partition is paused, so the offset committed on the way out is this
+        record's and the partition's next owner starts the run whole. False when it cannot be."""
+        raw = msg.raw_message
+        consumer = consumer_of_message(msg)
+        topic, partition, offset = (getattr(raw, name, None) for name in ("topic", "partition", "offset"))
+        if consumer is None or not isinstance(topic, str) or not isinstance(partition, int):
+            return False
+        if not isinstance(offset, int):
+            return False
+        tp = TopicPartition(topic, partition)
+        try:
+            consumer.seek(tp, offset)
+            consumer.pause(tp)
+        except Exception as err:  # unassigned meanwhile: the record is its new owner's anyway
+            self.log.info("start not left behind: partition gone", partition=partition, error=repr(err))
+            return True
+        self.log.info("draining: run left for the next owner", partition=partition, offset=offset)
+        return True
 
     async def _route(self, record: RunnerRecord | None, msg: KafkaMessage) -> None:
         match record:
@@ -167,12 +201,69 @@ class AgentRunnerService(Service):
     # -- lifecycle -----------------------------------------------------------------
     async def partitions_revoked(self, partitions: set[int]) -> None:
         self.launcher.known_sessions.forget_all()  # their next owner may reset them
+        if self.conversations.of_partitions(partitions):
+            await self._hand_over(partitions)
         keys = await self.conversations.close_partitions(partitions, FinishReason.REBALANCED)
         if keys:
             self.log.warning("partitions revoked: runs stopped", partitions=sorted(partitions), conversations=keys)
 
+    async def _hand_over(self, partitions: set[int]) -> None:
+        """The runs of `partitions` finish here, within `runner.handover_s`, before the partitions
+        move (handover.py); their tool results and interrupts are read meanwhile on the side."""
+        limit = self.settings.runner.handover_s
+        if limit <= 0:
+            return
+        positions = await self._positions(partitions)
+        self.log.info("partitions revoked: letting their runs finish", partitions=sorted(partitions), limit_s=limit)
+        client_id = f"{self.settings.kafka.client_id}-{self.name}-handover"
+        async with ResultsReader(self.settings.kafka, positions, self._route_handed, client_id):
+            try:
+                async with asyncio.timeout(limit):
+                    await self.conversations.idle(partitions)
+            except TimeoutError:
+                self.log.warning("handover: runs still running when its time ran out", limit_s=limit)
+
+    async def _positions(self, partitions: set[int]) -> dict[TopicPartition, int]:
+        """Where the group's consumer is in those partitions of `runs` and `tool-results`."""
+        consumer = consumer_of(self.subscriber)
+        found: dict[TopicPartition, int] = {}
+        if consumer is None:
+            return found
+        for topic in (self.topics.runs, self.topics.tool_results):
+            for partition in partitions:
+                tp = TopicPartition(topic, partition)
+                try:
+                    async with asyncio.timeout(POSITION_TIMEOUT_S):
+                        found[tp] = await consumer.position(tp)
+                except Exception as err:  # no position yet: nothing of it was read, nothing to hand
+                    self.log.info("handover: no position", topic=topic, partition=partition, error=repr(err))
+        return found
+
+    def _route_handed(self, value: bytes) -> None:
+        """What the finishing runs need from a revoked partition: their tool results and interrupts."""
+        try:
+            record = RUNNER_RECORD.validate_json(value)
+        except ValidationError:
+            return  # the partition's new owner dead-letters it
+        match record:
+            case ToolCallResult():
+                self.waiters.resolve(record)
+            case InterruptRun(conversation_key=key, run_id=run_id, reason=reason):
+                self.conversations.interrupt(key, run_id, reason)
+            case StartRun() | ResumeRun() | ResetConversation() | AnswerApproval():
+                pass  # the new owner's: it reads them again from the committed offset
+            case _:
+                assert_never(record)
+
+    async def on_drain(self) -> None:
+        await self.conversations.idle()
+
     async def stop(self) -> None:
-        # Runs end (interrupted, reason "shutdown") while the broker can still publish run.finished.
+        # Runs still there after the drain end (interrupted, reason "shutdown") while the broker can
+        # still publish run.finished; with resume.auto they continue on another runner.
+        active, waiting = self.conversations.runs()
+        self.cut("runs", active)
+        self.cut("queued_runs", waiting)
         await self.conversations.close(FinishReason.SHUTDOWN)
         await self.connectors.close()
         await super().stop()

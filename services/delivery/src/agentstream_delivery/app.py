@@ -159,8 +159,16 @@ class DeliveryService(Service):
         if self.sessions is not None:
             self.retention.start(self.sessions)
 
+    async def on_drain(self) -> None:
+        """The streams open when the stop was asked finish here: their events keep coming on the
+        partitions this process still reads. Streams opened since are not waited for: cut by the
+        stop, their offsets are still held, and the partition's next owner reads them again
+        (docs/deploy.md § Stopping)."""
+        await asyncio.gather(*(actor.wait_closed() for actor in self.streams.all()), return_exceptions=True)
+
     async def on_stop(self) -> None:
         await self.retention.stop()
+        self.cut("streams", len(self.streams.all()))
         await self.streams.cancel_all()
         await self.hooks.stop()
         for task in list(self._background):

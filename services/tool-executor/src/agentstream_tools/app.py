@@ -95,6 +95,7 @@ class ToolExecutorService(Service):
         self._live: dict[str, asyncio.Task[bool]] = {}  # idempotency key → the task running it here
         self._commit_task: asyncio.Task[None] | None = None  # `commit` in the background, one at a time
         self._stopping = False
+        self._withdrawal: asyncio.Task[None] | None = None
         self.calls = self.counter(
             "agentstream_tool_calls_total", "Tool calls run, by tool and outcome", ["tool", "outcome"]
         )
@@ -318,10 +319,24 @@ class ToolExecutorService(Service):
         await self.commit()
         self.commits.forget(partitions)
 
-    async def stop(self) -> None:
+    async def on_drain(self) -> None:
+        """No new call is read; the calls running finish (their results published, their offsets
+        committed by `stop`) within the grace period."""
+        await asyncio.shield(self._withdraw())  # the grace ending must not cut the withdrawal short
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
+    def _withdraw(self) -> asyncio.Task[None]:
+        """Once, whoever asks first (the drain or the stop): runners stop offering this executor's
+        tools while its last calls finish."""
         self._stopping = True
-        # First: runners stop offering this executor's tools while its last calls finish.
-        await self.final_step(self.catalog.withdraw(), "tool catalog withdrawal")
+        if self._withdrawal is None:
+            withdrawal = self.final_step(self.catalog.withdraw(), "tool catalog withdrawal")
+            self._withdrawal = asyncio.create_task(withdrawal, name="tool-catalog-withdrawal")
+        return self._withdrawal
+
+    async def stop(self) -> None:
+        await self._withdraw()
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=DRAIN_S)
         try:
@@ -336,6 +351,7 @@ class ToolExecutorService(Service):
     async def on_stop(self) -> None:
         # The broker is stopped: results of calls still running could not be published. Their
         # claims stay `running`: after a restart they are answered as interrupted, not repeated.
+        self.cut("tool_calls", sum(not task.done() for task in self._tasks))
         for task in self._tasks:
             task.cancel()
         if self._tasks:

@@ -12,6 +12,7 @@ from agentstream.config.core import (
     SaslMechanism,
     Section,
     SecurityProtocol,
+    ShutdownSettings,
 )
 from agentstream.config.delivery import PlatformSettings, PlatformTexts, TextFormat, ToolProgress
 from agentstream.config.ingress import IngressTexts
@@ -28,6 +29,7 @@ __all__ = [
     "ConnectorSettings",
     "DatabaseSettings",
     "HttpSettings",
+    "ShutdownSettings",
     "IngressTexts",
     "KafkaFlavor",
     "KafkaSettings",

@@ -176,3 +176,13 @@ class HttpSettings(Section):
 
     def port_for(self, service: str) -> int:
         return int(getattr(self, service.replace("-", "_")))
+
+
+class ShutdownSettings(Section):
+    grace_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="On SIGTERM, how long a service stops taking new work and lets what it runs finish "
+        "(runs, streams, tool calls, flushes) before it stops; what still runs then is cut. Below the "
+        "pod's terminationGracePeriodSeconds by the stop's own 10 s and a margin.",
+    )

@@ -60,6 +60,12 @@ class RunnerTexts(Texts):
 class RunnerSettings(Section):
     coalesce_ms: float = Field(default=50.0, ge=0, description="Window in which text deltas are merged.")
     tool_timeout_s: float = Field(default=30.0, gt=0)
+    handover_s: float = Field(
+        default=30.0,
+        ge=0,
+        description="A runs partition moving to another runner (a rebalance): how long its active runs get to "
+        "finish here first; what still runs then ends failed(rebalanced). 0: they end at once.",
+    )
     approval_expiry_s: float = Field(
         default=600.0,
         gt=0,

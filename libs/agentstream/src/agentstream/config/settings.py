@@ -21,7 +21,7 @@ from pydantic_settings import (
 )
 
 from agentstream.config.auth import AuthSettings
-from agentstream.config.core import DatabaseSettings, HttpSettings, KafkaSettings
+from agentstream.config.core import DatabaseSettings, HttpSettings, KafkaSettings, ShutdownSettings
 from agentstream.config.delivery import HooksSettings, PlatformSettings, RelayRule
 from agentstream.config.ingress import AuthzSettings, IngressSettings, ProfileSettings, RouteSettings
 from agentstream.config.persistence import ResumeSettings
@@ -54,6 +54,7 @@ class Settings(BaseSettings):
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
+    shutdown: ShutdownSettings = Field(default_factory=ShutdownSettings)
     connectors: list[ConnectorSettings] = Field(default_factory=lambda: [ConnectorSettings(id="demo", type="scripted")])
     default_connector: str | None = None
     roles: dict[str, str] = Field(default_factory=dict, description="role → connector id")

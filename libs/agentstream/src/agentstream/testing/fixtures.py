@@ -184,7 +184,10 @@ def make_test_settings(bootstrap: str, prefix: str, db_url: str, **overrides: An
     }
     kafka.update(overrides.pop("kafka", {}))
     auth = {"admin_token_env": ADMIN_TOKEN_ENV, **overrides.pop("auth", {})}
-    return load_settings(kafka=kafka, database={"url": db_url}, auth=auth, **overrides)
+    # A test's teardown is not a deploy: its services stop at once, cutting what runs, unless the
+    # test is about the drain and sets a grace period.
+    shutdown = {"grace_s": 0.0, **overrides.pop("shutdown", {})}
+    return load_settings(kafka=kafka, database={"url": db_url}, auth=auth, shutdown=shutdown, **overrides)
 
 
 def kafka_env(settings: Settings) -> dict[str, str]:

@@ -55,6 +55,7 @@ class Conversations:
             collect_window_s=collect_window_s,
         )
         self._by_key: dict[str, Conversation] = {}
+        self._gone = asyncio.Event()  # set whenever an owner goes
         self._known: RecentIds[str] = RecentIds(known_runs)
         self._log = log or structlog.get_logger(__name__)
 
@@ -93,6 +94,23 @@ class Conversations:
         if owner is not None:
             owner.reset()
 
+    def runs(self) -> tuple[int, int]:
+        """(active, waiting) runs of every conversation: what a stop would end now."""
+        owners = self._by_key.values()
+        return sum(o.active_run_id is not None for o in owners), sum(o.queued for o in owners)
+
+    def of_partitions(self, partitions: Iterable[int]) -> list[Conversation]:
+        wanted = set(partitions)
+        return [o for o in self._by_key.values() if o.partition in wanted]
+
+    async def idle(self, partitions: Iterable[int] | None = None) -> None:
+        """Until no conversation (of `partitions`, when given) has a run, active or waiting; owners
+        forget themselves when idle."""
+        wanted = None if partitions is None else set(partitions)
+        while self._by_key if wanted is None else self.of_partitions(wanted):
+            self._gone.clear()
+            await self._gone.wait()
+
     async def close(self, reason: FinishReason = FinishReason.SHUTDOWN) -> None:
         await self._close(list(self._by_key.values()), reason)
 
@@ -100,8 +118,7 @@ class Conversations:
         self, partitions: Iterable[int], reason: FinishReason = FinishReason.REBALANCED
     ) -> list[str]:
         """Stop the conversations of partitions this runner no longer owns; their keys."""
-        wanted = set(partitions)
-        owners = [o for o in self._by_key.values() if o.partition in wanted]
+        owners = self.of_partitions(partitions)
         await self._close(owners, reason)
         return [o.key for o in owners]
 
@@ -109,7 +126,9 @@ class Conversations:
         await asyncio.gather(*(o.close(reason) for o in owners))
         for o in owners:
             self._by_key.pop(o.key, None)
+        self._gone.set()
 
     def _forget(self, key: str) -> None:
         # Idle owners hold nothing worth keeping; the next message creates a new one.
         self._by_key.pop(key, None)
+        self._gone.set()

@@ -11,6 +11,7 @@ a partition moves to another runner, the runs of its conversations end
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, assert_never
 
 from faststream import AckPolicy
@@ -52,6 +53,14 @@ RunnerRecord = Annotated[
 ]
 RUNNER_RECORD: TypeAdapter[RunnerRecord] = TypeAdapter(RunnerRecord)
 RUNNER_RECORD_NAME = "run command or tool result"
+
+
+def arrived(start: StartRun, timestamp_ms: int | None, read_at: float) -> StartRun:
+    """`start` with the runner's hops on its `Arrival`: the `runs` record's timestamp and when it was read."""
+    assert start.arrival is not None
+    produced_at = timestamp_ms / 1000 if isinstance(timestamp_ms, int) else None
+    arrival = start.arrival.model_copy(update={"runs_produced_at": produced_at, "runner_read_at": read_at})
+    return start.model_copy(update={"arrival": arrival})
 
 
 class AgentRunnerService(Service):
@@ -108,9 +117,12 @@ class AgentRunnerService(Service):
         self.connectors.preload()  # before the broker starts: the first run does not wait for an import
 
     async def on_record(self, msg: KafkaMessage) -> None:
+        read_at = time.time()
         with self.log_context():
             record = await self.decoder(msg)  # a dead letter's line names the service
         self.records.labels(record.type if record is not None else "undecodable").inc()
+        if isinstance(record, StartRun) and record.arrival is not None:
+            record = arrived(record, getattr(msg.raw_message, "timestamp", None), read_at)
         with self.log_context(record):
             await self._route(record, msg)
 

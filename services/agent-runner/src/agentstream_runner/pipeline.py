@@ -137,6 +137,7 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
             session_id=start.session_id,
             tenant_id=start.user.tenant_id if start.user else None,
             store_history=not options.skips_history,
+            arrival=start.arrival if resume is None else None,  # a resumed run's message came long ago
         )
 
         # 4. Create hook → model → tools → the one ending (hooks, loop, delegation).

@@ -101,7 +101,9 @@ class AgentRunnerService(Service):
             listener=RevocationListener(self.partitions_revoked, topic=self.topics.runs),
         )(self.on_record)
         # Every runner needs the whole catalogue: no group (nothing shared, nothing committed),
-        # read from the beginning on every start (docs/tools.md).
+        # read from the beginning on every start (docs/tools.md). Executors republish it every
+        # few seconds: no message of anyone's.
+        self.background_topics = frozenset({self.topics.tool_catalog})
         self.broker.subscriber(
             self.topics.tool_catalog, **consumer_options(self.settings.kafka), ack_policy=AckPolicy.ACK_FIRST
         )(self.on_catalog_record)

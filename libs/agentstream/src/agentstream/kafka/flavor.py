@@ -70,7 +70,7 @@ CONSUMER_TIMEOUT_MS = 1000
 # ~11 % of a core, every 0.5 s ~7.5 %; one end-offsets reader per process every 0.1 s instead
 # bounds what a record from another process waits on its first hop to 0.1 s; pausing after 0.25 s
 # (not 0.5 s) keeps the runner's catalog consumer, woken by each catalog refresh, awake half as long.
-TANSU_IDLE = IdlePacing(after_s=0.25, poll_s=5.0, watch_s=0.1)
+TANSU_IDLE = IdlePacing(after_s=0.25, poll_s=5.0, watch_s=0.1, watch_hot_s=0.01, watch_hot_for_s=10.0)
 
 FLAVORS: dict[KafkaFlavor, BrokerTuning] = {
     KafkaFlavor.KAFKA: BrokerTuning(

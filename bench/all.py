@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a file (`python bench/all.py`): make `be
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentstream.kafka import EmbeddedBroker  # noqa: E402
-from bench import cli_startup, delivery_efficiency, formatting, run_overhead, tool_roundtrip  # noqa: E402
+from bench import cli_startup, delivery_efficiency, formatting, message_path, run_overhead, tool_roundtrip  # noqa: E402
 from bench.ingress_http import TARGET_RATIO as HTTP_TARGET  # noqa: E402
 from bench.ingress_http import measure_http  # noqa: E402
 from bench.ingress_throughput import (  # noqa: E402
@@ -64,13 +64,35 @@ class Sizes:
     formatting_chars: int
     cli_processes: int
     http_requests: int = 0  # ingress over HTTP, per round and side (0: not in this mode)
+    path_levels: tuple[int, ...] = (1,)  # message path: conversations at once
+    path_runs: int = 2  # message path: runs per level at least
+    path_databases: tuple[str, ...] = ("postgres",)
 
 
 SIZES = {
     "full": Sizes(
-        2000, (1, 10, 50, 100, 200, 500), 100, 100.0, 20, 200, (5, 20, 50), 8.0, 20.0, 5000, (1, 50), 500, 4000, 9, 600
+        2000,
+        (1, 10, 50, 100, 200, 500),
+        100,
+        100.0,
+        20,
+        200,
+        (5, 20, 50),
+        8.0,
+        20.0,
+        5000,
+        (1, 50),
+        500,
+        4000,
+        9,
+        600,
+        (1, 20, 100),
+        40,
+        ("postgres", "sqlite"),
+    ),  # fmt: skip
+    "quick": Sizes(
+        1000, (1, 20, 100), 50, 100.0, 10, 200, (5, 20), 2.0, 5.0, 1000, (1, 10), 100, 4000, 3, 0, (1, 20), 20
     ),
-    "quick": Sizes(1000, (1, 20, 100), 50, 100.0, 10, 200, (5, 20), 2.0, 5.0, 1000, (1, 10), 100, 4000, 3),
     "smoke": Sizes(30, (1, 3), 5, 200.0, 2, 40, (2, 3), 0.6, 5.0, 40, (1, 2), 5, 400, 1),
 }
 
@@ -288,6 +310,37 @@ async def ingress(ctx: Context, report: Report) -> None:
         report.add(Figure("ingress_throughput", "ingress CPU per record", r.cpu_us_per_msg, "µs"))
 
 
+async def path(ctx: Context, report: Report) -> None:
+    """A message's way to its model request, per hop (bench.message_path), on each database of the mode."""
+    s = ctx.sizes
+    for kind in s.path_databases:
+        async with message_path.database(kind) as db_url:
+            r = await message_path.measure(
+                ctx.bootstrap,
+                True,
+                db_url,
+                broker="embedded",
+                levels=s.path_levels,
+                min_runs=s.path_runs,
+                baseline=ctx.baseline,
+            )
+        for level in r.levels:
+            for hop in level.hops:
+                total = hop.hop == message_path.TOTAL
+                report.add(
+                    Figure(
+                        "message_path",
+                        f"{hop.hop} p50, {level.conversations} conv, {r.database}",
+                        hop.p50_ms,
+                        "ms",
+                        f"≤ {r.target_ms:.0f} ms" if total else "",
+                        hop.p50_ms / r.raw_p50_ms if r.raw_p50_ms else None,
+                        "raw round trip p50",
+                        f"p99 {hop.p99_ms:.1f} ms, {hop.samples} runs",
+                    )
+                )
+
+
 async def ingress_http(ctx: Context, report: Report) -> None:
     """POST /v1/messages with the credential check beside the same without it (full mode only)."""
     if not ctx.sizes.http_requests:
@@ -385,6 +438,7 @@ BENCHES: dict[str, Bench] = {
     "run_overhead": overhead,
     "delivery_efficiency": delivery,
     "ingress_throughput": ingress,
+    "message_path": path,
     "ingress_http": ingress_http,
     "tool_roundtrip": tools,
     "formatting": render,

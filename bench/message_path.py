@@ -57,7 +57,7 @@ if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `benc
 
     _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
 from bench.ingress_throughput import PG_ADMIN_DEFAULT, PG_ADMIN_ENV, temporary_pg_database  # noqa: E402
-from bench.kafka_baseline import measure_baseline, percentile  # noqa: E402
+from bench.kafka_baseline import BaselineResult, measure_baseline, percentile  # noqa: E402
 from bench.run_overhead import FakeModelProcess  # noqa: E402
 from bench.service_process import ServiceProcess, base_config  # noqa: E402
 
@@ -75,6 +75,7 @@ HOPS = (
     ("first token → first platform call", "first_token", "platform_call"),
 )
 TARGET_MS = {"embedded": 30.0, "kafka": 50.0}
+TOTAL = "produce → model request"
 
 
 @dataclass
@@ -277,8 +278,10 @@ async def measure(
     tokens: int = 20,
     rate: float = 100.0,
     baseline_messages: int = 500,
+    baseline: BaselineResult | None = None,
 ) -> PathReport:
-    baseline = await measure_baseline(bootstrap, baseline_messages, embedded=embedded)
+    """`baseline`: the raw broker's, measured in this run already (else measured here first)."""
+    baseline = baseline or await measure_baseline(bootstrap, baseline_messages, embedded=embedded)
     stack = Stack(bootstrap, embedded, db_url, tokens, rate)
     results = []
     async with stack.running() as (fake, watch, producer, inbound):
@@ -318,7 +321,7 @@ def format_report(report: PathReport) -> str:
         lines.append(f"{name:<36} " + " ".join(cells))
     lines.append("")
     for level in report.levels:
-        p50 = level.p50("produce → model request")
+        p50 = level.p50(TOTAL)
         verdict = "ok" if p50 <= report.target_ms else f"above the {report.target_ms:.0f} ms target"
         ratio = p50 / report.raw_p50_ms if report.raw_p50_ms else 0.0
         lines.append(

@@ -37,7 +37,15 @@ if __package__ in (None, ""):  # run as a file (`python bench/all.py`): make `be
 
 from agentstream.config import KafkaFlavor  # noqa: E402
 from agentstream.kafka import EmbeddedBroker  # noqa: E402
-from bench import cli_startup, delivery_efficiency, formatting, run_overhead, stream_capacity, tool_roundtrip  # noqa: E402
+from bench import (  # noqa: E402
+    cli_startup,
+    delivery_efficiency,
+    formatting,
+    message_path,
+    run_overhead,
+    stream_capacity,
+    tool_roundtrip,
+)
 from bench.ingress_http import TARGET_RATIO as HTTP_TARGET  # noqa: E402
 from bench.ingress_http import measure_http  # noqa: E402
 from bench.ingress_throughput import (  # noqa: E402
@@ -72,6 +80,9 @@ class Sizes:
     formatting_chars: int
     cli_processes: int
     http_requests: int = 0  # ingress over HTTP, per round and side (0: not in this mode)
+    path_levels: tuple[int, ...] = (1,)  # message path: conversations at once
+    path_runs: int = 2  # message path: runs per level at least
+    path_databases: tuple[str, ...] = ("postgres",)
     # Streams per delivery core: levels searched from the first (doubling), or these levels only.
     capacity_first: int = 20
     capacity_levels: tuple[int, ...] = ()
@@ -80,8 +91,25 @@ class Sizes:
 
 SIZES = {
     "full": Sizes(
-        2000, (1, 10, 50, 100, 200, 500), 100, 100.0, 20, 200, (5, 20, 50), 8.0, 20.0, 5000, (1, 50), 500, 4000, 9, 600
-    ),
+        2000,
+        (1, 10, 50, 100, 200, 500),
+        100,
+        100.0,
+        20,
+        200,
+        (5, 20, 50),
+        8.0,
+        20.0,
+        5000,
+        (1, 50),
+        500,
+        4000,
+        9,
+        600,
+        (1, 20, 100),
+        40,
+        ("postgres", "sqlite"),
+    ),  # fmt: skip
     "quick": Sizes(
         1000,
         (1, 20, 100),
@@ -97,6 +125,8 @@ SIZES = {
         100,
         4000,
         3,
+        path_levels=(1, 20),
+        path_runs=20,
         capacity_levels=(10, 40),
         capacity_seconds=4.0,
     ),
@@ -336,6 +366,37 @@ async def ingress(ctx: Context, report: Report) -> None:
         report.add(Figure("ingress_throughput", "ingress CPU per record", r.cpu_us_per_msg, "µs"))
 
 
+async def path(ctx: Context, report: Report) -> None:
+    """A message's way to its model request, per hop (bench.message_path), on each database of the mode."""
+    s = ctx.sizes
+    for kind in s.path_databases:
+        async with message_path.database(kind) as db_url:
+            r = await message_path.measure(
+                ctx.bootstrap,
+                True,
+                db_url,
+                broker="embedded",
+                levels=s.path_levels,
+                min_runs=s.path_runs,
+                baseline=ctx.baseline,
+            )
+        for level in r.levels:
+            for hop in level.hops:
+                total = hop.hop == message_path.TOTAL
+                report.add(
+                    Figure(
+                        "message_path",
+                        f"{hop.hop} p50, {level.conversations} conv, {r.database}",
+                        hop.p50_ms,
+                        "ms",
+                        f"≤ {r.target_ms:.0f} ms" if total else "",
+                        hop.p50_ms / r.raw_p50_ms if r.raw_p50_ms else None,
+                        "raw round trip p50",
+                        f"p99 {hop.p99_ms:.1f} ms, {hop.samples} runs",
+                    )
+                )
+
+
 async def ingress_http(ctx: Context, report: Report) -> None:
     """POST /v1/messages with the credential check beside the same without it (full mode only)."""
     if not ctx.sizes.http_requests:
@@ -475,6 +536,7 @@ BENCHES: dict[str, Bench] = {
     "run_overhead": overhead,
     "delivery_efficiency": delivery,
     "ingress_throughput": ingress,
+    "message_path": path,
     "ingress_http": ingress_http,
     "tool_roundtrip": tools,
     "formatting": render,

@@ -260,6 +260,26 @@ async def test_started_runs_are_remembered_behind_the_batch_and_before_the_next(
     assert ports.started == [("hello", first[0].start.run_id)]
 
 
+async def test_a_message_batch_is_decided_while_the_previous_runs_are_remembered_in_order(ports, raw):
+    import asyncio
+
+    gate = asyncio.Event()
+    remember = ports.remember_starts
+
+    async def slow_remember(started):  # type: ignore[no-untyped-def]
+        await gate.wait()
+        await remember(started)
+
+    ports.remember_starts = slow_remember
+    p = pipeline(ports)
+    first = await p.decide_batch([raw(id="a", text="one")])
+    second = await asyncio.wait_for(p.decide_batch([raw(id="b", text="two")]), 5)  # not held by the first write
+    assert isinstance(second[0], StartDecision) and ports.started == []
+    gate.set()
+    await p.settle()
+    assert ports.started == [("one", first[0].start.run_id), ("two", second[0].start.run_id)]
+
+
 async def test_a_failed_remember_does_not_fail_the_batch_that_started_the_runs(ports, raw):
     async def broken(started):  # type: ignore[no-untyped-def]
         raise RuntimeError("database went away")

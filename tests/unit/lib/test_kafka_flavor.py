@@ -125,3 +125,5 @@ def test_only_tansu_pauses_idle_consumers() -> None:
     assert pacing is not None and 0 < pacing.after_s <= 1.0
     # a record written by another process waits at most this long on its first hop after idle
     assert pacing.watch_s is not None and 0 < pacing.watch_s <= 0.1 < pacing.poll_s
+    # ... and far less while a conversation is under way (a message's topic moved a moment ago)
+    assert pacing.watch_hot_s is not None and 0 < pacing.watch_hot_s <= 0.01 and pacing.watch_hot_for_s >= 5

@@ -107,3 +107,11 @@ async def test_doorbell_wait_times_out_and_forgets_its_waiter() -> None:
     assert doorbell._waiters == {}
     doorbell.ring("a")
     assert doorbell.rings(["a", "b"]) == 1
+
+
+def test_the_end_watcher_reads_fast_only_for_a_while_after_an_end_moved() -> None:
+    pacing = IdlePacing(after_s=0.25, poll_s=5.0, watch_s=0.1, watch_hot_s=0.01, watch_hot_for_s=10.0)
+    assert pacing.watch_interval(0.5) == 0.01  # a conversation under way
+    assert pacing.watch_interval(10.0) == 0.1  # cooled down: an idle stack pays the slow reading only
+    assert pacing.watch_interval(float("inf")) == 0.1  # nothing moved since the start
+    assert IdlePacing(after_s=0.25, poll_s=5.0, watch_s=0.1).watch_interval(0.5) == 0.1  # no hot pace set

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from agentstream.contracts import InterruptRun, ReplyTarget, StartRun, ToolCallResult
+from agentstream.contracts import Arrival, InterruptRun, ReplyTarget, StartRun, ToolCallResult
 from agentstream.kafka.decoding import Undecodable, decode_record
-from agentstream_runner.app import RUNNER_RECORD, RUNNER_RECORD_NAME
+from agentstream_runner.app import RUNNER_RECORD, RUNNER_RECORD_NAME, arrived
 
 
 def decode(raw: bytes) -> object:
@@ -46,3 +46,20 @@ def test_deep_nesting_is_undecodable_not_an_exception():
     for raw in (b"[" * 5000, b'{"type": "run.start", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"):
         nested = decode(raw)
         assert isinstance(nested, Undecodable) and nested.reason.startswith("not valid JSON"), nested
+
+
+def test_the_runner_adds_its_hops_to_a_start_s_arrival():
+    start = StartRun(
+        run_id="r1",
+        conversation_key="web:c",
+        assistant_id="default",
+        text="hi",
+        reply_target=ReplyTarget(platform="web", chat_id="c"),
+        arrival=Arrival(produced_at=10.0, ingress_read_at=10.002),
+    )
+    stamped = arrived(start, 10_005, 10.009)
+    assert stamped.arrival == Arrival(
+        produced_at=10.0, ingress_read_at=10.002, runs_produced_at=10.005, runner_read_at=10.009
+    )
+    assert stamped.run_id == start.run_id and start.arrival.runner_read_at is None  # a copy
+    assert decode(stamped.to_json()) == stamped  # it travels on: `run.started` copies it

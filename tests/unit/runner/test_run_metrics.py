@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 from agentstream.config import load_settings
 from agentstream.contracts import (
     AnyRunEvent,
+    Arrival,
     ChatMessage,
     EventBase,
     MessageDelta,
@@ -28,7 +29,7 @@ from agentstream.contracts.events import StepType
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.connectors.base import LLMRequest, TextDelta
 from agentstream_runner.connectors.resolve import Connectors
-from agentstream_runner.run_metrics import RunMetrics
+from agentstream_runner.run_metrics import ArrivalHop, RunMetrics, arrival_hops
 from agentstream_runner.tool_catalog import ToolCatalog
 
 
@@ -164,3 +165,44 @@ def test_every_event_class_is_a_member_of_the_union_the_metrics_match_over() -> 
 
     concrete = {c for c in leaves(EventBase) if c is not EventBase}
     assert concrete == set(get_args(AnyRunEvent))
+
+
+def test_the_time_from_a_message_to_its_model_request_is_observed_per_hop_once() -> None:
+    registry = CollectorRegistry()
+    wall = Clock()
+    metrics = RunMetrics(registry, {"main": "gpt-x"}, clock=Clock(), wall_clock=wall)
+    arrival = Arrival(produced_at=100.0, ingress_read_at=100.004, runs_produced_at=100.006, runner_read_at=100.016)
+    target = ReplyTarget(platform="web", chat_id="c")
+    metrics.observe(RunStarted(**IDS, assistant_id="a", connector_id="main", reply_target=target, arrival=arrival))
+    wall.now = 100.021
+    for step in ("s1", "s2"):  # the second model call of the run is no arrival
+        metrics.observe(StepStarted(**IDS, step_id=step, step_type=StepType.LLM, input={"connector": "main"}))
+        wall.now += 5.0
+    total = _value(registry, "agentstream_run_time_to_model_request_seconds_sum", connector="main")
+    assert total == pytest.approx(0.021)
+    assert _value(registry, "agentstream_run_time_to_model_request_seconds_count", connector="main") == 1
+    hops = {
+        hop: _value(registry, "agentstream_run_arrival_hop_seconds_sum", hop=hop)
+        for hop in ("inbound_to_ingress", "ingress_to_runs", "runs_to_runner", "runner_to_model_request")
+    }
+    assert hops == pytest.approx(
+        {
+            "inbound_to_ingress": 0.004,
+            "ingress_to_runs": 0.002,
+            "runs_to_runner": 0.010,
+            "runner_to_model_request": 0.005,
+        }
+    )
+
+
+def test_a_hop_with_an_unknown_end_is_left_out() -> None:
+    hops = arrival_hops(Arrival(produced_at=None, ingress_read_at=1.0, runs_produced_at=None, runner_read_at=3.0), 3.5)
+    assert hops == {ArrivalHop.RUNNER_TO_MODEL_REQUEST: pytest.approx(0.5)}
+
+
+def test_a_run_without_an_arrival_observes_no_time_to_model_request() -> None:
+    metrics, registry, _ = _metrics()
+    target = ReplyTarget(platform="web", chat_id="c")
+    metrics.observe(RunStarted(**IDS, assistant_id="a", connector_id="main", reply_target=target))
+    metrics.observe(StepStarted(**IDS, step_id="s1", step_type=StepType.LLM, input={"connector": "main"}))
+    assert not _value(registry, "agentstream_run_time_to_model_request_seconds_count", connector="main")

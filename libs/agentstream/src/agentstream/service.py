@@ -180,6 +180,9 @@ class Service:
         self._idle_tasks: list[asyncio.Task[None]] = []
         self.idle_gates: list[IdleFetchGate] = []  # one per subscriber, against Tansu
         self._unwatch: Callable[[], Awaitable[None]] | None = None
+        # Topics it reads whose records are no one's message (a periodic republish): against
+        # Tansu they do not keep the end watcher at its fast pace (agentstream.kafka.end_watch).
+        self.background_topics: frozenset[str] = frozenset()
         self._abandoned: set[asyncio.Task[Any]] = set()  # old consumers still stopping
         # Subclasses may add checks in their `__init__`; `/readyz` reads this dict on every request.
         self.ready_checks: dict[str, ReadyCheck] = {"broker": self._broker_ready}
@@ -343,7 +346,7 @@ class Service:
             self._idle_tasks.append(asyncio.create_task(gate.run(), name=f"{self.name}-idle-fetch"))
         if self.idle_gates and pacing.watch_s is not None:
             self._unwatch = watch_ends(
-                self.settings.kafka, {t for gate in self.idle_gates for t in gate.topics}, pacing.watch_s
+                self.settings.kafka, {t for gate in self.idle_gates for t in gate.topics}, pacing
             )
 
     async def final_step(self, step: Awaitable[object], what: str) -> None:

@@ -13,6 +13,7 @@ left on `runs` for the next owner), the runs it has finish within `shutdown.grac
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Annotated, assert_never
 
 from aiokafka import TopicPartition
@@ -63,6 +64,14 @@ RUNNER_RECORD: TypeAdapter[RunnerRecord] = TypeAdapter(RunnerRecord)
 RUNNER_RECORD_NAME = "run command or tool result"
 
 
+def arrived(start: StartRun, timestamp_ms: int | None, read_at: float) -> StartRun:
+    """`start` with the runner's hops on its `Arrival`: the `runs` record's timestamp and when it was read."""
+    assert start.arrival is not None
+    produced_at = timestamp_ms / 1000 if isinstance(timestamp_ms, int) else None
+    arrival = start.arrival.model_copy(update={"runs_produced_at": produced_at, "runner_read_at": read_at})
+    return start.model_copy(update={"arrival": arrival})
+
+
 class AgentRunnerService(Service):
     name = "agent-runner"
     uses_database = True  # history (`messages`) and role overrides (`role_settings`), read-only
@@ -103,7 +112,9 @@ class AgentRunnerService(Service):
         )
         self.subscriber(self.on_record)
         # Every runner needs the whole catalogue: no group (nothing shared, nothing committed),
-        # read from the beginning on every start (docs/tools.md).
+        # read from the beginning on every start (docs/tools.md). Executors republish it every
+        # few seconds: no message of anyone's.
+        self.background_topics = frozenset({self.topics.tool_catalog})
         self.broker.subscriber(
             self.topics.tool_catalog, **consumer_options(self.settings.kafka), ack_policy=AckPolicy.ACK_FIRST
         )(self.on_catalog_record)
@@ -119,11 +130,14 @@ class AgentRunnerService(Service):
         self.connectors.preload()  # before the broker starts: the first run does not wait for an import
 
     async def on_record(self, msg: KafkaMessage) -> None:
+        read_at = time.time()
         with self.log_context():
             record = await self.decoder(msg)  # a dead letter's line names the service
         self.records.labels(record.type if record is not None else "undecodable").inc()
         if self.draining and isinstance(record, StartRun | ResumeRun) and self._leave_for_next_owner(msg):
             return
+        if isinstance(record, StartRun) and record.arrival is not None:
+            record = arrived(record, getattr(msg.raw_message, "timestamp", None), read_at)
         with self.log_context(record):
             await self._route(record, msg)
 

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from agentstream.contracts import (
     AnyRunEvent,
+    Arrival,
     EventBase,
     MessageDelta,
     RunFinished,
@@ -40,6 +41,29 @@ NO_REASON = "none"  # `run.finished` without a reason: it simply answered
 UNKNOWN = "unknown"  # a run that finished without a `run.started` from this runner
 RUN_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 FIRST_TOKEN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)
+ARRIVAL_BUCKETS = (0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2, 0.5, 1, 2, 5)
+
+
+class ArrivalHop(StrEnum):
+    """The `hop` label of `agentstream_run_arrival_hop_seconds`: a message's way to its model request."""
+
+    INBOUND_TO_INGRESS = "inbound_to_ingress"  # the inbound record's timestamp → ingress read it
+    INGRESS_TO_RUNS = "ingress_to_runs"  # → the `runs` record's timestamp
+    RUNS_TO_RUNNER = "runs_to_runner"  # → the runner read it
+    RUNNER_TO_MODEL_REQUEST = "runner_to_model_request"  # → the run's first model call began
+
+
+def arrival_hops(arrival: Arrival, requested_at: float) -> dict[ArrivalHop, float]:
+    """The hops `arrival` and the model request time (epoch seconds) tell, each only when both its ends are known."""
+    marks = [arrival.produced_at, arrival.ingress_read_at, arrival.runs_produced_at, arrival.runner_read_at]
+    marks.append(requested_at)
+    return {
+        hop: end - start
+        for hop, start, end in zip(ArrivalHop, marks, marks[1:], strict=False)
+        if start is not None and end is not None
+    }
+
+
 MODEL_LABELS = ("connector", "model")
 
 
@@ -74,6 +98,7 @@ class _Run:
     connector: str
     started_at: float
     first_token: bool = False
+    arrival: Arrival | None = None  # until its first model call: then observed and dropped
 
 
 class RunMetrics:
@@ -83,12 +108,14 @@ class RunMetrics:
         models: Mapping[str, str | None],
         clock: Callable[[], float] = time.monotonic,
         tools: ServedTools | None = None,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         """`models`: each configured connector id → its model (None: the connector's default);
         `tools`: what the tool labels are bounded by, beside the tools every runner knows."""
         self._models = dict(models)
         self._tools: ServedTools = tools if tools is not None else _NoExecutors()
         self._clock = clock
+        self._wall_clock = wall_clock  # `Arrival` times are epoch seconds
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._llm_steps: dict[tuple[str, str], str] = {}  # (run id, step id) → connector
         self.started = counter(
@@ -115,6 +142,21 @@ class RunMetrics:
             "connector",
             buckets=FIRST_TOKEN_BUCKETS,
         )
+        self.to_model_request = histogram(
+            registry,
+            "agentstream_run_time_to_model_request_seconds",
+            "Time from the inbound record's timestamp to the run's first model call, by connector",
+            "connector",
+            buckets=ARRIVAL_BUCKETS,
+        )
+        self.arrival_hops = histogram(
+            registry,
+            "agentstream_run_arrival_hop_seconds",
+            "Each hop of a message's way to its run's first model call (inbound → ingress → runs → runner → model)",
+            "hop",
+            buckets=ARRIVAL_BUCKETS,
+        )
+        self._hops = {hop: self.arrival_hops.labels(hop) for hop in ArrivalHop}
         self.llm_calls = counter(
             registry,
             "agentstream_llm_calls_total",
@@ -204,6 +246,7 @@ class RunMetrics:
             case ev.StepStarted(step_type=StepType.LLM):
                 connector = str(event.input.get("connector", UNKNOWN))
                 self._llm_steps[(event.run_id, event.step_id)] = connector
+                self._first_request(event.run_id)
                 if len(self._llm_steps) > MAX_TRACKED_RUNS:
                     del self._llm_steps[next(iter(self._llm_steps))]
             case ev.StepCompleted(step_type=StepType.LLM):
@@ -244,9 +287,22 @@ class RunMetrics:
 
     def _started(self, event: RunStarted) -> None:
         self.started.labels(event.connector_id).inc()
-        self._runs[event.run_id] = _Run(event.connector_id, self._clock())
+        self._runs[event.run_id] = _Run(event.connector_id, self._clock(), arrival=event.arrival)
         while len(self._runs) > MAX_TRACKED_RUNS:
             self._runs.popitem(last=False)
+
+    def _first_request(self, run_id: str) -> None:
+        run = self._runs.get(run_id)
+        if run is None or run.arrival is None:
+            return
+        arrival, run.arrival = run.arrival, None
+        now = self._wall_clock()
+        hops = arrival_hops(arrival, now)
+        for hop, seconds in hops.items():
+            self._hops[hop].observe(max(seconds, 0.0))  # clocks of two hosts may disagree a little
+        if arrival.produced_at is not None:
+            total = now - arrival.produced_at
+            self.to_model_request.labels(run.connector).observe(max(total, 0.0))
 
     def _delta(self, event: MessageDelta) -> None:
         run = self._runs.get(event.run_id)

@@ -100,7 +100,7 @@ class WebFramesReader:
             return
         gate = self.idle_gate = IdleFetchGate(lambda: [consumer], (self.topic,), pacing)
         task = asyncio.create_task(gate.run(), name="web-frames-idle-fetch")
-        unwatch = watch_ends(self.kafka, (self.topic,), pacing.watch_s) if pacing.watch_s is not None else None
+        unwatch = watch_ends(self.kafka, (self.topic,), pacing) if pacing.watch_s is not None else None
         try:
             yield
         finally:

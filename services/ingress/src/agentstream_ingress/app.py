@@ -13,6 +13,7 @@ The collaborators (pipeline, database ports, retention) are built by bootstrap.p
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, assert_never
 
 from aiokafka import ConsumerRecord
@@ -20,7 +21,7 @@ from faststream import AckPolicy
 from faststream.kafka.annotations import KafkaMessage
 from pydantic import BaseModel
 
-from agentstream.contracts import DeadLetter, InboundMessage, Notice, NoticeLevel, ReplyTarget, new_id
+from agentstream.contracts import Arrival, DeadLetter, InboundMessage, Notice, NoticeLevel, ReplyTarget, new_id
 from agentstream.db import upgrade
 from agentstream.kafka.internals import consumer_of, producer_of
 from agentstream.kafka.revocations import RevocationListener
@@ -108,6 +109,7 @@ class IngressService(Service):
         await self.publish(self.topics.inbound, msg, msg.conversation_key)
 
     async def on_inbound(self, msg: KafkaMessage) -> None:
+        read_at = time.time()  # the batch's arrival, carried on each run it starts (`Arrival`)
         ports = self.ports
         records: tuple[ConsumerRecord, ...] = msg.raw_message  # type: ignore[assignment]
         try:
@@ -130,7 +132,7 @@ class IngressService(Service):
                 with tracing.consuming(record, "inbound decide") as span:
                     span.set_attribute("agentstream.decision", type(decision).__name__)
                     with self.log_context(**log_fields(record, decision)):
-                        key, outgoing = self.carry_out(record, decision)
+                        key, outgoing = self.carry_out(record, decision, read_at)
                     for topic, out in outgoing:
                         output.add(topic, out, key)
             acks = await output.send(producer_of(self.broker))
@@ -147,8 +149,9 @@ class IngressService(Service):
         await self.pipeline.settle()  # before the database closes
         await super().stop()
 
-    def carry_out(self, record: ConsumerRecord, decision: Decision) -> tuple[str, Outgoing]:
-        """The records one decision publishes, and the key they go under."""
+    def carry_out(self, record: ConsumerRecord, decision: Decision, read_at: float) -> tuple[str, Outgoing]:
+        """The records one decision publishes, and the key they go under; `read_at`: when the
+        record was read (epoch seconds)."""
         match decision:
             case DeadLetterDecision(error=error, notify=target):
                 key = record.key.decode("utf-8", "replace") if isinstance(record.key, bytes) else ""
@@ -177,6 +180,8 @@ class IngressService(Service):
                 self.count("start", "accepted")
                 # A run's first line, at debug: ingress's CPU per record is about what one line costs.
                 self.log.debug("run accepted", assistant_id=start.assistant_id)
+                arrival = Arrival(produced_at=record.timestamp / 1000, ingress_read_at=read_at)
+                start = start.model_copy(update={"arrival": arrival})
                 return start.conversation_key, [(self.topics.events, queued), (self.topics.runs, start)]
             case _:
                 assert_never(decision)

@@ -40,6 +40,9 @@ from agentstream_ingress.starting import Cause, Position, build_start
 log = structlog.get_logger("agentstream.ingress.hooks")
 store_log = structlog.get_logger("agentstream.ingress")
 
+# Batches whose started runs may wait to be remembered while later batches are decided.
+MAX_REMEMBERS_BEHIND = 4
+
 
 @dataclass
 class Batch:
@@ -69,7 +72,8 @@ class Pipeline:
         self.limiter = limiter or RateLimiter(settings.authz.rate_limit)
         hooks = settings.ingress.hooks
         self.receive_hooks: list[Hook] = [load_hook(p) for p in hooks.message_received]
-        self._remembering: asyncio.Task[None] | None = None
+        self._remembering: asyncio.Task[None] | None = None  # the last batch's; it awaits the one before
+        self._behind = 0  # batches whose started runs are not remembered yet
         self.command_hooks: dict[str, list[Hook]] = {
             name.removeprefix("/").lower(): [load_hook(p) for p in paths] for name, paths in hooks.commands.items()
         }
@@ -85,12 +89,13 @@ class Pipeline:
         self, raws: Sequence[bytes], positions: Sequence[Position | None] | None = None
     ) -> list[Decision]:
         """One decision per record, in order. The database is asked once per batch for
-        dedupe and the `/model` overrides, and told once about the runs started:
-        in the background, finished before the next batch (or `settle`) goes on.
+        dedupe and the `/model` overrides, and told once about the runs started: in the
+        background, in batch order, finished before a command reads them (or `settle` returns).
         `positions`: where each record is in `inbound` (the runs' ids derive from it)."""
         parsed = [parse(raw, self.settings.ingress.max_text_chars) for raw in raws]
         messages = [p for p in parsed if isinstance(p, InboundMessage)]
-        await self.settle()  # the previous batch's runs are remembered before this batch reads anything
+        if self._behind >= MAX_REMEMBERS_BEHIND:  # a slow database: wait rather than queue writes
+            await self.settle()
         # Two independent queries on two connections: one wait. Both finish before a failure
         # is raised, so the caller knows which sightings were claimed (see `first_sightings`).
         fresh, roles = await asyncio.gather(
@@ -117,8 +122,13 @@ class Pipeline:
             if isinstance(decision, StartDecision):  # what /retry repeats and /status reports
                 batch.started.append((decision.message, decision.start.run_id))
             decisions.append(decision)
-        if batch.started:  # written while the batch's output goes out; the next batch waits for it
-            self._remembering = asyncio.create_task(self._remember_quietly(batch.started), name="ingress-remember")
+        if batch.started:
+            # Written while the batch's output goes out and the next batches are decided (only a
+            # command, which reads them, waits: `command`), one batch's after the other's.
+            self._behind += 1
+            self._remembering = asyncio.create_task(
+                self._remember_quietly(self._remembering, batch.started), name="ingress-remember"
+            )
         return decisions
 
     async def settle(self) -> None:
@@ -127,11 +137,17 @@ class Pipeline:
         if task is not None:
             await task
 
-    async def _remember_quietly(self, started: list[tuple[InboundMessage, str]]) -> None:
+    async def _remember_quietly(
+        self, previous: asyncio.Task[None] | None, started: list[tuple[InboundMessage, str]]
+    ) -> None:
         try:
+            if previous is not None:
+                await previous  # the last message of a conversation is the last one remembered
             await self.ports.remember_starts(started)
         except Exception as err:  # the runs are decided and going out: /status and /retry just miss them
             store_log.error("remembering started runs failed", runs=len(started), error=repr(err))
+        finally:
+            self._behind -= 1
 
     async def _remember(self, batch: Batch) -> None:
         if batch.started:
@@ -200,7 +216,8 @@ class Pipeline:
         rewritten_cmd = commands.parse_command(hooked.text)
         if rewritten_cmd is None:  # a hook turned the command into an ordinary message
             return build_start(hooked, routed, batch.roles.get(key), self.settings, cause=cause)
-        await self._remember(batch)  # /retry and /status must see the runs started earlier in this batch
+        await self.settle()  # /retry and /status must see the runs started by earlier batches
+        await self._remember(batch)  # ... and earlier in this one
         facts = await self.ports.facts(key)
         decision = commands.handle(rewritten_cmd, hooked, routed, facts, self.settings, cause)
         if isinstance(decision, commands.RoleDecision):

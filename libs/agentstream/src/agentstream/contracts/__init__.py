@@ -45,6 +45,7 @@ from agentstream.contracts.inbound import Attachment, InboundMessage, KnownPlatf
 from agentstream.contracts.replay import ARCHIVED_TYPES, ArchivedEvent, replayed
 from agentstream.contracts.runs import (
     AnswerApproval,
+    Arrival,
     DoubleTexting,
     InterruptRun,
     ResetConversation,
@@ -72,6 +73,7 @@ __all__ = [
     "RESUMABLE_REASONS",
     "SCHEMA_VERSION",
     "AnswerApproval",
+    "Arrival",
     "AnyRunEvent",
     "ApprovalDecision",
     "ApprovalOutcome",

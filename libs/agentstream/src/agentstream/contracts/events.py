@@ -18,6 +18,7 @@ from agentstream.contracts.base import Record, new_id
 from agentstream.contracts.common import ChatMessage, ReplyTarget, Usage
 from agentstream.contracts.endings import FinishReason, RunStatus
 from agentstream.contracts.limits import ConversationKey, JsonText, Name, Reason, RunId, SessionId, Subject
+from agentstream.contracts.runs import Arrival
 from agentstream.contracts.tools import ToolCallRefusal
 
 
@@ -92,6 +93,9 @@ class RunStarted(EventBase):
         default=None,
         description="Set on a replay (`agentstream replay`): the root run whose visible stream this re-projects. "
         "Delivered like any run; persistence stores nothing of it.",
+    )
+    arrival: Arrival | None = Field(
+        default=None, description="When the run's message passed each hop up to the runner (its `StartRun`'s)."
     )
 
 

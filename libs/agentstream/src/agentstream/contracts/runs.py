@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from agentstream.contracts.approvals import ApprovalDecision
-from agentstream.contracts.base import Record
+from agentstream.contracts.base import Record, Value
 from agentstream.contracts.common import ChatMessage, ReplyTarget
 from agentstream.contracts.endings import FinishReason
 from agentstream.contracts.inbound import User
@@ -97,6 +97,18 @@ class RunOptions(BaseModel):
         return listed or (self.model_extra or {}).get(f"skip.{HISTORY}") is True
 
 
+class Arrival(Value):
+    """When a run's message passed each hop before the runner, in seconds since the epoch (one
+    clock per host: compare across hosts only as far as their clocks agree). Ingress sets the
+    first two on the `StartRun`, the runner the last two and copies them onto `run.started`;
+    they give the time from a message to its model request per hop (docs/topics.md)."""
+
+    produced_at: float | None = Field(default=None, description="The inbound record's timestamp (ms).")
+    ingress_read_at: float | None = Field(default=None, description="Ingress read the inbound record.")
+    runs_produced_at: float | None = Field(default=None, description="The `runs` record's timestamp (ms).")
+    runner_read_at: float | None = Field(default=None, description="The runner read the `runs` record.")
+
+
 class StartRun(Record):
     """Start a root run for one user message."""
 
@@ -115,6 +127,7 @@ class StartRun(Record):
         default_factory=RunOptions, description="Per-request options (win over the assistant's)."
     )
     metadata: dict[str, Any] = Field(default_factory=dict)
+    arrival: Arrival | None = Field(default=None, description="When its message passed each hop so far.")
 
 
 class InterruptRun(Record):

@@ -10,8 +10,9 @@ Tansu (the embedded broker) and Apache Kafka answer the same protocol but not th
   expires, so the wait is per-hop latency: 10 ms.
 - **Idle consumers.** Kafka: nothing to do (a parked fetch costs nothing). Tansu: a 10 ms wait
   is 100 fetches a second per consumer, records or not; a subscriber's consumer is paused after
-  0.25 s without records and wakes at once when this process writes to its topics, or within
-  0.1 s when another process does (`agentstream.kafka.idle`, `agentstream.kafka.end_watch`).
+  0.25 s without records and wakes at once when this process writes to its topics, or when
+  another process does within 10 ms while a conversation is under way (10 s after a message's
+  topic moved), within 0.1 s after that (`agentstream.kafka.idle`, `agentstream.kafka.end_watch`).
 - **End offsets.** Kafka's ListOffsets answers the log end. Tansu's answers the last record
   batch's base offset + 1, inside that batch: a reader "up to the end" keeps the whole batch
   it fetched rather than cutting at the listed offset (`within_end`).
@@ -70,7 +71,10 @@ CONSUMER_TIMEOUT_MS = 1000
 # ~11 % of a core, every 0.5 s ~7.5 %; one end-offsets reader per process every 0.1 s instead
 # bounds what a record from another process waits on its first hop to 0.1 s; pausing after 0.25 s
 # (not 0.5 s) keeps the runner's catalog consumer, woken by each catalog refresh, awake half as long.
-TANSU_IDLE = IdlePacing(after_s=0.25, poll_s=5.0, watch_s=0.1)
+# For 10 s after a message's topic moved the watcher reads every 10 ms instead: a chat's next message
+# comes seconds later, and at 0.1 s its two cross-process hops waited 50 + 44 ms p50
+# (bench/message_path.py); hot, the watcher costs ~4 % of a core more (docs/decisions.md).
+TANSU_IDLE = IdlePacing(after_s=0.25, poll_s=5.0, watch_s=0.1, watch_hot_s=0.01, watch_hot_for_s=10.0)
 
 FLAVORS: dict[KafkaFlavor, BrokerTuning] = {
     KafkaFlavor.KAFKA: BrokerTuning(

@@ -12,9 +12,10 @@ once nothing arrived for `IdlePacing.after_s`, and while paused:
   producer a service owns rings the process-wide `DOORBELL`. In the embedded stack every hop
   after the first is produced in the same process, so those records see no added latency;
 - when one client per process, reading the end offsets of every paused consumer's topics
-  every `IdlePacing.watch_s` (agentstream.kafka.end_watch), sees a topic's end move: records
-  written by another process (`agentstream send`, another deployment's service) wait at most
-  that long extra on their first hop after an idle spell;
+  every `IdlePacing.watch_s` (agentstream.kafka.end_watch; every `watch_hot_s` for
+  `watch_hot_for_s` after an end moved), sees a topic's end move: records written by another
+  process (`agentstream send`, another deployment's service) wait at most that long extra on
+  their first hop after an idle spell;
 - every `IdlePacing.poll_s`, resumes them for one fetch round (a probe, should the watcher
   fail) and pauses them again when it brought nothing.
 
@@ -46,6 +47,17 @@ class IdlePacing:
     poll_s: float  # while paused: one probe fetch round this often (a fallback: see watch_s)
     watch_s: float | None = None  # end offsets of paused consumers' topics read this often, per process
     probe_timeout_s: float = 2.0  # a probe whose fetch does not come back by then counts as empty
+    # ... and this often instead while a watched topic's end moved within `watch_hot_for_s`: a
+    # conversation under way (its next message seconds later) wakes within this, a stack idle
+    # for longer costs only the slower reading (docs/decisions.md).
+    watch_hot_s: float | None = None
+    watch_hot_for_s: float = 10.0
+
+    def watch_interval(self, since_move_s: float) -> float | None:
+        """How long the end watcher waits before its next reading, `since_move_s` after a watched end last moved."""
+        if self.watch_hot_s is not None and since_move_s < self.watch_hot_for_s:
+            return self.watch_hot_s
+        return self.watch_s
 
 
 class GateState(StrEnum):

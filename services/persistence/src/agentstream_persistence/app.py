@@ -5,6 +5,13 @@ commit is off): after each flush and each watchdog tick, every partition is comm
 up to the first event of its oldest unflushed run (`agentstream.kafka.commits`). The watchdog ends
 runs lost with their runner and, with `resume.auto`, asks a runner to resume them.
 
+Neither a flush nor a commit is awaited on the consume path: a finished run goes to a queue that
+one writer task flushes in the order the runs ended, and a commit after a flush runs in the
+background. While the consumer awaited both for every run (a database transaction and a broker
+round trip, ~17 a second at the soak's load), reading `events` was bounded by them and the
+committed offset fell further behind (docs/architecture.md, Offsets). A run still in the queue
+is still buffered, so its partition's commit stays held at its first event as before.
+
 A flush that fails for the database's sake is retried in the background with backoff
 until it passes (the run stays buffered, its partition's offset held, `/readyz` false);
 meanwhile the consumer keeps buffering other runs. A run that can never be stored goes
@@ -47,6 +54,7 @@ from agentstream_persistence.watchdog import lost_run_finished
 # Endings that say "the runner went away", not "the run went wrong": with `resume.auto`
 # the run continues elsewhere (a killed runner, a moved partition, a stopping service).
 AUTO_RESUME_REASONS = RESUMABLE_REASONS
+STOP_FLUSH_S = 5.0  # on stop, the queued flushes get this long (a run left is re-read after the restart)
 
 
 class PersistenceService(Service):
@@ -68,6 +76,8 @@ class PersistenceService(Service):
         self.retention = retention
         self._watchdog: asyncio.Task[None] | None = None
         self._retrier: asyncio.Task[None] | None = None  # retries the flusher's waiting runs
+        self._to_flush: dict[str, None] = {}  # root run ids of finished runs, in the order they ended
+        self._writer: asyncio.Task[None] | None = None  # flushes `_to_flush`, one run at a time
         self.ready_checks["flush"] = flusher.ready
         self.lost_runs = self.counter(
             "agentstream_persistence_lost_runs_total",
@@ -99,7 +109,9 @@ class PersistenceService(Service):
         await self.retention.stop()
 
     async def stop(self) -> None:
-        for task in (self._watchdog, self._retrier):
+        if self._writer is not None:  # the runs read to their end are stored before the last commit
+            await asyncio.wait({self._writer}, timeout=STOP_FLUSH_S)
+        for task in (self._watchdog, self._retrier, self._writer):
             if task is not None:
                 task.cancel()
                 await asyncio.wait({task})
@@ -118,14 +130,34 @@ class PersistenceService(Service):
                 with self.log_context(event):
                     buf = self.buffers.add(event, origin)
                     if buf is not None and isinstance(event, RunFinished) and event.run_id == event.root_run_id:
-                        with self.infra.tracing.span("persist run", {"agentstream.root_run_id": event.root_run_id}):
-                            await self.flush(buf)
+                        self.flush_soon(buf)
         finally:
             # Marked read only after the event is in a buffer, flushed or dead-lettered (the
             # handler guard dead-letters what raises here): it is now safe to commit past it
             # unless an unflushed run holds the partition back.
             if origin is not None:
                 self.commits.points.read(origin.partition, origin.offset)
+
+    def flush_soon(self, buf: RunBuffer) -> None:
+        """Queue a finished run for the writer task (started when idle)."""
+        self._to_flush[buf.root_run_id] = None
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._flush_queued(), name="persistence-flush")
+
+    async def _flush_queued(self) -> None:
+        while self._to_flush:
+            root = next(iter(self._to_flush))
+            del self._to_flush[root]
+            buf = self.buffers.get(root)
+            if buf is None or buf.state is not BufferState.FINISHED:  # revoked meanwhile, or reopened
+                continue
+            with self.log_context(buf.finished):
+                try:
+                    with self.infra.tracing.span("persist run", {"agentstream.root_run_id": root}):
+                        await self.flush(buf)
+                except Exception as err:  # kept buffered (its offset held) and retried like a failing database
+                    self.log.error("flush raised; retrying", root_run_id=root, error=failure_reason(err))
+                    self._queue_retry(root, failure_reason(err))
 
     async def flush(self, buf: RunBuffer) -> bool:
         """Write the run once; True when it is done with (stored or dead-lettered). A failing
@@ -166,7 +198,7 @@ class PersistenceService(Service):
                 await self.auto_resume(buf)
             except Exception as err:  # the run is stored; its checkpoint lets a user resume it by hand
                 self.log.error("resume request failed", root_run_id=buf.root_run_id, error=failure_reason(err))
-        await self.commit()
+        self.commits.commit_soon()
         return True
 
     async def _give_up(self, buf: RunBuffer, reason: str) -> bool:
@@ -188,7 +220,7 @@ class PersistenceService(Service):
         self.log.error(
             "run could not be stored; dead-lettered", root_run_id=buf.root_run_id, **letter.coordinates(), error=reason
         )
-        await self.commit()
+        self.commits.commit_soon()
         return True
 
     def _queue_retry(self, root_run_id: str, reason: str) -> None:

@@ -9,8 +9,9 @@ Neither a flush nor a commit is awaited on the consume path: a finished run goes
 one writer task flushes in the order the runs ended, and a commit after a flush runs in the
 background. While the consumer awaited both for every run (a database transaction and a broker
 round trip, ~17 a second at the soak's load), reading `events` was bounded by them and the
-committed offset fell further behind (docs/architecture.md, Offsets). A run still in the queue
-is still buffered, so its partition's commit stays held at its first event as before.
+committed offset fell further behind (docs/architecture.md § Commits: never past unfinished
+work). A run still in the queue is still buffered: its partition's commit stays held at its
+first event as before.
 
 A flush that fails for the database's sake is retried in the background with backoff
 until it passes (the run stays buffered, its partition's offset held, `/readyz` false);

@@ -51,14 +51,21 @@ async def test_a_hanging_flush_neither_stops_reading_nor_lets_the_commit_pass_it
     settings = settings_factory(db_url=db_url)
     svc = bootstrap_persistence(settings)
     release = asyncio.Event()
-    attempt = svc.flusher.attempt
+    attempt, attempt_many = svc.flusher.attempt, svc.flusher.attempt_many
 
+    # Whether the two runs are read in one poll (then written together) or in two.
     async def held_for_the_first_run(buf: RunBuffer) -> FlushOutcome:
         if buf.root_run_id == "run-held":
             await release.wait()
         return await attempt(buf)
 
+    async def held_with_the_first_run(bufs: list[RunBuffer]) -> list[FlushOutcome]:
+        if any(b.root_run_id == "run-held" for b in bufs):
+            await release.wait()
+        return await attempt_many(bufs)
+
     svc.flusher.attempt = held_for_the_first_run  # type: ignore[method-assign]
+    svc.flusher.attempt_many = held_with_the_first_run  # type: ignore[method-assign]
     # Both on one conversation, so one partition: the second is behind the first in the log.
     held, after = run_events("run-held", "first", "one"), run_events("run-next", "second", "two")
     await publish(settings, held + after)

@@ -9,7 +9,10 @@ Every conversation sends a message every `--interval` seconds (open loop: the lo
 for the stack), each answered by a `--tokens`-token stream. Every `--sample` seconds the soak
 reads the stack's and the broker's resident memory (`/proc`) and, from every service's `/metrics`,
 `agentstream_consumer_lag` (summed over groups and partitions), `agentstream_persistence_open_buffers`
-and `agentstream_delivery_open_streams`. It writes `report.md` and `soak.png` and FAILs (exit 1)
+and `agentstream_delivery_open_streams`, and, per group, the lag and the committed offset's age
+(`agentstream_consumer_committed_offset_age_seconds`, worst partition: an age that climbs with the
+clock is a commit held back, one that stays at seconds while the lag climbs is a group short of
+capacity). It writes `report.md` and `soak.png` and FAILs (exit 1)
 if a series grows without bound by the slope rule in `bench/README.md` (`grows`), or if no run
 finished.
 """
@@ -48,10 +51,11 @@ from bench.service_process import rss_bytes, terminate  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TOKEN_ENV, METRICS_ENV = "SOAK_TELEGRAM_TOKEN", "SOAK_METRICS_TOKEN"
-LAG, BUFFERS, STREAMS = (
+LAG, BUFFERS, STREAMS, AGE = (
     "agentstream_consumer_lag",
     "agentstream_persistence_open_buffers",
     "agentstream_delivery_open_streams",
+    "agentstream_consumer_committed_offset_age_seconds",
 )
 
 
@@ -124,11 +128,13 @@ class Samples:
     series: dict[str, list[float]] = field(default_factory=lambda: {name: [] for name in LIMITS})
     finished: list[float] = field(default_factory=list)  # runs finished so far, at each sample
     lag: dict[str, list[float]] = field(default_factory=dict)  # consumer lag by group, at each sample
+    age: dict[str, list[float]] = field(default_factory=dict)  # committed offset age (s) by group
 
-    def add_lag(self, by_group: dict[str, float]) -> None:
+    def add_lag(self, by_group: dict[str, float], age_by_group: dict[str, float] | None = None) -> None:
         done = len(self.t) - 1  # this sample's index (`t` is appended first)
-        for group in by_group.keys() | self.lag.keys():
-            self.lag.setdefault(group, [0.0] * done).append(by_group.get(group, 0.0))
+        for series, values in ((self.lag, by_group), (self.age, age_by_group or {})):
+            for group in values.keys() | series.keys():
+                series.setdefault(group, [0.0] * done).append(values.get(group, 0.0))
 
 
 @dataclass(frozen=True)
@@ -154,7 +160,7 @@ class SoakResult:
 
 def metric_values(texts: list[str]) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
     """Each wanted metric by label set; a label set several endpoints expose counts once."""
-    seen: dict[str, dict[tuple[tuple[str, str], ...], float]] = {LAG: {}, BUFFERS: {}, STREAMS: {}}
+    seen: dict[str, dict[tuple[tuple[str, str], ...], float]] = {LAG: {}, BUFFERS: {}, STREAMS: {}, AGE: {}}
     for text in texts:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
@@ -168,6 +174,15 @@ def lag_by_group(values: dict[tuple[tuple[str, str], ...], float]) -> dict[str, 
     for labels, value in values.items():
         group = dict(labels).get("group", "?")
         groups[group] = groups.get(group, 0.0) + value
+    return groups
+
+
+def age_by_group(values: dict[tuple[tuple[str, str], ...], float]) -> dict[str, float]:
+    """The oldest uncommitted record's age per group: its worst partition."""
+    groups: dict[str, float] = {}
+    for labels, value in values.items():
+        group = dict(labels).get("group", "?")
+        groups[group] = max(groups.get(group, 0.0), value)
     return groups
 
 
@@ -252,8 +267,8 @@ class Traffic:
 
 async def sample_once(
     http: httpx.AsyncClient, urls: list[str], pids: tuple[int, int], token: str
-) -> tuple[dict[str, float], dict[str, float]]:
-    """(the sampled series, the consumer lag by group)."""
+) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """(the sampled series, the consumer lag by group, the committed offset age by group)."""
 
     async def scrape(url: str) -> str:
         for attempt in range(3):  # a busy service may drop one request; three misses in a row end the soak
@@ -270,13 +285,17 @@ async def sample_once(
     texts = await asyncio.gather(*(scrape(u) for u in urls))
     values = metric_values(texts)
     sums = {name: sum(by_labels.values()) for name, by_labels in values.items()}
-    return {
-        "stack RSS (MiB)": rss_bytes(pids[0]) / 2**20,
-        "broker RSS (MiB)": rss_bytes(pids[1]) / 2**20,
-        "consumer lag (records)": sums[LAG],
-        "persistence open buffers": sums[BUFFERS],
-        "delivery open streams": sums[STREAMS],
-    }, lag_by_group(values[LAG])
+    return (
+        {
+            "stack RSS (MiB)": rss_bytes(pids[0]) / 2**20,
+            "broker RSS (MiB)": rss_bytes(pids[1]) / 2**20,
+            "consumer lag (records)": sums[LAG],
+            "persistence open buffers": sums[BUFFERS],
+            "delivery open streams": sums[STREAMS],
+        },
+        lag_by_group(values[LAG]),
+        age_by_group(values[AGE]),
+    )
 
 
 async def soak(
@@ -300,10 +319,10 @@ async def soak(
                     limits = httpx.Limits(max_keepalive_connections=0)
                     async with httpx.AsyncClient(timeout=10, limits=limits) as http:
                         while (now := time.monotonic()) < until + sample_s / 2:
-                            figures, lag = await sample_once(http, urls, (pid, state["broker_pid"]), metrics_token)
+                            figures, lag, age = await sample_once(http, urls, (pid, state["broker_pid"]), metrics_token)
                             samples.t.append(now - start)
                             samples.finished.append(traffic.finished)
-                            samples.add_lag(lag)
+                            samples.add_lag(lag, age)
                             for name, value in figures.items():
                                 samples.series[name].append(value)
                             await asyncio.sleep(max(0.0, now + sample_s - time.monotonic()))
@@ -337,6 +356,12 @@ def write_report(result: SoakResult, directory: Path) -> Path:
                     [Series(g.rsplit(".", 1)[-1], minutes, ys) for g, ys in sorted(s.lag.items())],
                 )
             ]
+            + [
+                (
+                    "committed offset age by group (s)",
+                    [Series(g.rsplit(".", 1)[-1], minutes, ys) for g, ys in sorted(s.age.items())],
+                )
+            ]
             + [("runs finished", [Series("runs finished", minutes, [float(n) for n in s.finished])])],
         ),
         directory,
@@ -347,6 +372,8 @@ def write_report(result: SoakResult, directory: Path) -> Path:
         f"{result.conversations} conversations for {result.minutes:g} min: {result.sent} messages sent, "
         f"{result.finished} runs finished, {len(s.t)} samples. Consumer lag by group at the last sample: "
         + (", ".join(f"{g} {ys[-1]:,.0f}" for g, ys in sorted(s.lag.items())) or "none exported")
+        + ". Committed offset age by group at the last sample (s), and its highest: "
+        + (", ".join(f"{g} {ys[-1]:,.1f} (max {max(ys):,.1f})" for g, ys in sorted(s.age.items())) or "none exported")
         + ".",
         "",
         "| series | first | last | mean, second half | slope per minute | growth over second half | allowed | verdict |",

@@ -7,10 +7,11 @@ import json
 
 import pytest
 from prometheus_client import CollectorRegistry
+from sqlalchemy import select
 from sqlalchemy.exc import DataError, IntegrityError, InterfaceError, OperationalError, StatementError
 
 from agentstream.contracts import ReplyTarget, RunFinished, RunQueued, ToolCall, ToolResult
-from agentstream.db import create_engine, session_factory, upgrade
+from agentstream.db import Run, create_engine, session_factory, upgrade
 from agentstream.observability import NotReady
 from agentstream_persistence import flusher as flusher_module
 from agentstream_persistence.buffers import BufferSet, Origin
@@ -236,3 +237,42 @@ async def test_each_attempt_is_timed_in_the_flush_seconds_buckets_whatever_its_o
     # A failure at once is in the 15 s bucket however slow the machine (not necessarily in the 5 ms one).
     for le in ("15.0", "+Inf"):
         assert registry.get_sample_value("agentstream_persistence_flush_seconds_bucket", {"le": le}) == 1
+
+
+def unfinished(run_id: str):  # type: ignore[no-untyped-def]
+    buffers = BufferSet()
+    ids = {"run_id": run_id, "root_run_id": run_id, "conversation_key": "web:c"}
+    buf = buffers.add(
+        RunQueued(**ids, seq=0, assistant_id="a", reply_target=ReplyTarget(platform="web", chat_id="c"), text="hi")
+    )
+    assert buf is not None
+    return buf
+
+
+async def test_runs_flushed_together_share_one_transaction_and_a_bad_one_is_isolated(db_url):
+    await upgrade(db_url)
+    engine = create_engine(db_url)
+    try:
+        sessions = session_factory(engine)
+        opened = 0
+
+        def counting():  # type: ignore[no-untyped-def]
+            nonlocal opened
+            opened += 1
+            return sessions()
+
+        registry = CollectorRegistry()
+        flusher = Flusher(counting, registry)  # type: ignore[arg-type]
+        outcomes = await flusher.attempt_many([buffer(run_id="b1"), buffer(run_id="b2"), buffer(run_id="b3")])
+        assert [type(o) for o in outcomes] == [Stored] * 3 and opened == 1  # one transaction for the three
+        assert counted(registry, "ok") == 3
+        # A run that cannot be turned into rows fails the batch: each is then tried alone, and only it fails.
+        opened = 0
+        outcomes = await flusher.attempt_many([buffer(run_id="c1"), unfinished("c2"), buffer(run_id="c3")])
+        assert [type(o) for o in outcomes] == [Stored, Unstorable, Stored]
+        assert opened == 2  # the good two, one each (the bad one failed before any session)
+        async with sessions() as session:
+            stored = set(await session.scalars(select(Run.run_id)))
+        assert stored == {"b1", "b2", "b3", "c1", "c3"}
+    finally:
+        await engine.dispose()

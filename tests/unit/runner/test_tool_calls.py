@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
-from agentstream.contracts import ToolCall, ToolResult
+from agentstream.contracts import ToolCall, ToolCallSpec, ToolResult
+from agentstream.contracts.limits import MAX_NAME
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.assistants import BUILTIN_TOOLS
+from agentstream_runner.llm_step import distinct_call_ids
 from agentstream_runner.tool_calls import RETRY_INSTRUCTION
 from tests.unit.runner.runner_harness import assistant, run
 
@@ -118,3 +120,35 @@ async def test_parallel_calls_of_one_completion():
         tools = [m for m in fake.requests[1].body["messages"] if m["role"] == "tool"]
     assert [(t["tool_call_id"], t["content"]) for t in tools] == [("call_1", "2"), ("call_2", "4")]
     assert ports.finished.text == "2 and 4"
+
+
+async def test_a_call_id_the_model_repeats_in_a_later_turn_is_made_distinct():
+    # The fake numbers calls per answer (`call_1` in each): the executor claims `run_id:call_id`
+    # once, so the second call must not reach it under the first one's key (it would be answered
+    # with the first one's result, or wait for it while that call is still running).
+    async with FakeOpenAI() as fake:
+        fake.add_turn(tool_calls=[("calculator", {"expression": "1+1"})])
+        fake.add_turn(tool_calls=[("calculator", {"expression": "2*3"})])
+        fake.add_turn(text="2 and 6")
+        ports = await run(fake, "two sums, one after the other")
+        last = fake.requests[2].body["messages"]
+    assert [r.call_id for r in ports.tool_requests] == ["call_1", "call_1-2"]
+    assert len({r.idempotency_key for r in ports.tool_requests}) == 2
+    # What the model sees agrees: each tool message answers the call of that id, with its own result.
+    calls = [m["tool_calls"][0]["id"] for m in last if m["role"] == "assistant"]
+    answers = [(m["tool_call_id"], m["content"]) for m in last if m["role"] == "tool"]
+    assert calls == ["call_1", "call_1-2"] and answers == [("call_1", "2"), ("call_1-2", "6")]
+    assert ports.finished.text == "2 and 6"
+
+
+def test_distinct_call_ids_suffixes_every_repeat_and_keeps_the_length_limit():
+    def spec(call_id: str) -> ToolCallSpec:
+        return ToolCallSpec(id=call_id, name="clock")
+
+    made = distinct_call_ids([spec("a"), spec("a"), spec("b"), spec("a-2")], taken=["a", "b", "a-3"])
+    assert [c.id for c in made] == ["a-2", "a-4", "b-2", "a-2-2"]
+    fresh = [spec("x"), spec("y")]
+    assert distinct_call_ids(fresh, taken=[]) == fresh  # nothing repeated: the very same calls
+    long = "c" * MAX_NAME
+    [renamed] = distinct_call_ids([spec(long)], taken=[long])
+    assert renamed.id == "c" * (MAX_NAME - 2) + "-2"

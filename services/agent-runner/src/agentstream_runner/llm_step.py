@@ -3,8 +3,9 @@ and `kind=thinking` for reasoning), `message.completed`, wrapped in an `llm` ste
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from contextlib import AsyncExitStack, aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import assert_never
 
 from agentstream.contracts import (
@@ -19,6 +20,7 @@ from agentstream.contracts import (
     Usage,
     new_id,
 )
+from agentstream.contracts.limits import MAX_NAME
 from agentstream_runner.coalescer import CoalescingSender
 from agentstream_runner.connectors.base import (
     Connector,
@@ -120,6 +122,10 @@ async def llm_turn(scope: RunScope, *, with_tools: bool = True) -> Completion:
             span.set_attribute("gen_ai.usage.input_tokens", completion.usage.prompt_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", completion.usage.completion_tokens)
             span.set_attribute("agentstream.tool_calls", len(completion.tool_calls))
+        # A call's id keys its execution (`run_id:call_id`, claimed once by the executor): an id the
+        # model reused would be answered with the earlier call's stored result (docs/tools.md).
+        taken = [c.id for m in scope.memory for c in m.tool_calls]
+        completion = replace(completion, tool_calls=distinct_call_ids(completion.tool_calls, taken))
         scope.totals.add(completion.usage)
         scope.memory.append(completion.as_message())
         record.output = {
@@ -129,3 +135,19 @@ async def llm_turn(scope: RunScope, *, with_tools: bool = True) -> Completion:
         }
         record.memory = scope.memory
     return completion
+
+
+def distinct_call_ids(calls: list[ToolCallSpec], taken: Collection[str]) -> list[ToolCallSpec]:
+    """`calls` with every id no earlier call has (`taken`, nor another of `calls`): a repeated id
+    gets `-2`, `-3`, ... Servers that number calls per answer (`call_1` in every one) and the
+    ids filled in for servers that send none would otherwise repeat within a run."""
+    seen = set(taken)
+    distinct = []
+    for call in calls:
+        call_id, n = call.id, 2
+        while call_id in seen:
+            suffix = f"-{n}"
+            call_id, n = call.id[: MAX_NAME - len(suffix)] + suffix, n + 1
+        seen.add(call_id)
+        distinct.append(call if call_id == call.id else call.model_copy(update={"id": call_id}))
+    return distinct

@@ -5,6 +5,15 @@ commit is off): after each flush and each watchdog tick, every partition is comm
 up to the first event of its oldest unflushed run (`agentstream.kafka.commits`). The watchdog ends
 runs lost with their runner and, with `resume.auto`, asks a runner to resume them.
 
+Neither a flush nor a commit is awaited on the consume path: a finished run goes to a queue that
+one writer task flushes in the order the runs ended, every run queued meanwhile in one
+transaction (flusher.py falls back to one per run if that fails), and a commit after a flush runs
+in the background. While the consumer awaited both for every run (a database transaction and a broker
+round trip, ~17 a second at the soak's load), reading `events` was bounded by them and the
+committed offset fell further behind (docs/architecture.md § Commits: never past unfinished
+work). A run still in the queue is still buffered: its partition's commit stays held at its
+first event as before.
+
 A flush that fails for the database's sake is retried in the background with backoff
 until it passes (the run stays buffered, its partition's offset held, `/readyz` false);
 meanwhile the consumer keeps buffering other runs. A run that can never be stored goes
@@ -14,6 +23,8 @@ to `dlq` and is dropped (see flusher.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import time
 from typing import assert_never
 
@@ -37,6 +48,7 @@ from agentstream_persistence.flusher import (
     FLUSH_RETRY_MAX_S,
     Failed,
     Flusher,
+    FlushOutcome,
     Stored,
     Unstorable,
     run_dead_letter,
@@ -47,6 +59,8 @@ from agentstream_persistence.watchdog import lost_run_finished
 # Endings that say "the runner went away", not "the run went wrong": with `resume.auto`
 # the run continues elsewhere (a killed runner, a moved partition, a stopping service).
 AUTO_RESUME_REASONS = RESUMABLE_REASONS
+FLUSH_BATCH = 100  # finished runs written in one transaction, at most
+STOP_FLUSH_S = 5.0  # on stop, the queued flushes get this long (a run left is re-read after the restart)
 
 
 class PersistenceService(Service):
@@ -68,6 +82,8 @@ class PersistenceService(Service):
         self.retention = retention
         self._watchdog: asyncio.Task[None] | None = None
         self._retrier: asyncio.Task[None] | None = None  # retries the flusher's waiting runs
+        self._to_flush: dict[str, None] = {}  # root run ids of finished runs, in the order they ended
+        self._writer: asyncio.Task[None] | None = None  # flushes `_to_flush`, one run at a time
         self.ready_checks["flush"] = flusher.ready
         self.lost_runs = self.counter(
             "agentstream_persistence_lost_runs_total",
@@ -99,7 +115,9 @@ class PersistenceService(Service):
         await self.retention.stop()
 
     async def stop(self) -> None:
-        for task in (self._watchdog, self._retrier):
+        if self._writer is not None:  # the runs read to their end are stored before the last commit
+            await asyncio.wait({self._writer}, timeout=STOP_FLUSH_S)
+        for task in (self._watchdog, self._retrier, self._writer):
             if task is not None:
                 task.cancel()
                 await asyncio.wait({task})
@@ -118,14 +136,55 @@ class PersistenceService(Service):
                 with self.log_context(event):
                     buf = self.buffers.add(event, origin)
                     if buf is not None and isinstance(event, RunFinished) and event.run_id == event.root_run_id:
-                        with self.infra.tracing.span("persist run", {"agentstream.root_run_id": event.root_run_id}):
-                            await self.flush(buf)
+                        self.flush_soon(buf)
         finally:
             # Marked read only after the event is in a buffer, flushed or dead-lettered (the
             # handler guard dead-letters what raises here): it is now safe to commit past it
             # unless an unflushed run holds the partition back.
             if origin is not None:
                 self.commits.points.read(origin.partition, origin.offset)
+
+    def flush_soon(self, buf: RunBuffer) -> None:
+        """Queue a finished run for the writer task (started when idle)."""
+        self._to_flush[buf.root_run_id] = None
+        self.infra.tracing.keep(buf.root_run_id)  # its `persist run` span continues the run.finished record's trace
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._flush_queued(), name="persistence-flush")
+
+    async def _flush_queued(self) -> None:
+        """Every run queued so far in one transaction (up to FLUSH_BATCH), until none is left."""
+        while self._to_flush:
+            roots = list(itertools.islice(self._to_flush, FLUSH_BATCH))
+            for root in roots:
+                del self._to_flush[root]
+            # Not revoked meanwhile, nor reopened by a resume.
+            bufs = [b for r in roots if (b := self.buffers.get(r)) is not None and b.state is BufferState.FINISHED]
+            try:
+                with contextlib.ExitStack() as spans:  # each run's write in the run's own trace
+                    for buf in bufs:
+                        root = buf.root_run_id
+                        spans.enter_context(
+                            self.infra.tracing.continuing(root, "persist run", {"agentstream.root_run_id": root})
+                        )
+                    await self.flush_many(bufs)
+            except Exception as err:  # kept buffered (offsets held) and retried like a failing database
+                self.log.error("flush raised; retrying", runs=len(bufs), error=failure_reason(err))
+                for buf in bufs:
+                    if self.buffers.get(buf.root_run_id) is buf:
+                        self._queue_retry(buf.root_run_id, failure_reason(err))
+
+    async def flush_many(self, bufs: list[RunBuffer]) -> None:
+        """`flush` for several runs: those to write go to the database together."""
+        to_write = []
+        for buf in bufs:
+            if buf.replay or self.flusher.waiting:
+                await self.flush(buf)  # a replay is dropped; behind waiting runs it queues
+            else:
+                to_write.append(buf)
+        outcomes = await self.flusher.attempt_many(to_write)
+        for buf, outcome in zip(to_write, outcomes, strict=True):
+            with self.log_context(buf.finished):
+                await self._settle(buf, outcome)
 
     async def flush(self, buf: RunBuffer) -> bool:
         """Write the run once; True when it is done with (stored or dead-lettered). A failing
@@ -141,7 +200,11 @@ class PersistenceService(Service):
         return await self._attempt(buf)
 
     async def _attempt(self, buf: RunBuffer) -> bool:
-        match await self.flusher.attempt(buf):
+        return await self._settle(buf, await self.flusher.attempt(buf))
+
+    async def _settle(self, buf: RunBuffer, outcome: FlushOutcome) -> bool:
+        """What follows a flush attempt: the buffer done with and the commit moved, dead-lettered, or retried."""
+        match outcome:
             case Stored(rows):
                 pass
             case Unstorable(reason):
@@ -166,7 +229,7 @@ class PersistenceService(Service):
                 await self.auto_resume(buf)
             except Exception as err:  # the run is stored; its checkpoint lets a user resume it by hand
                 self.log.error("resume request failed", root_run_id=buf.root_run_id, error=failure_reason(err))
-        await self.commit()
+        self.commits.commit_soon()
         return True
 
     async def _give_up(self, buf: RunBuffer, reason: str) -> bool:
@@ -188,7 +251,7 @@ class PersistenceService(Service):
         self.log.error(
             "run could not be stored; dead-lettered", root_run_id=buf.root_run_id, **letter.coordinates(), error=reason
         )
-        await self.commit()
+        self.commits.commit_soon()
         return True
 
     def _queue_retry(self, root_run_id: str, reason: str) -> None:

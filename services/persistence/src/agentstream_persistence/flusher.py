@@ -25,7 +25,7 @@ from agentstream.kafka.guard import failure_reason
 from agentstream.observability import NotReady
 from agentstream_persistence.buffers import RunBuffer
 from agentstream_persistence.rows import FlushRows, Redact, keep, rows_for
-from agentstream_persistence.run_writes import write_run
+from agentstream_persistence.run_writes import write_run, write_runs
 
 # Backoff of a failing flush: doubled per failed attempt, up to the cap, until it passes.
 FLUSH_RETRY_FIRST_S = 0.2
@@ -118,7 +118,8 @@ class FlushCount(StrEnum):
 
 
 class Flusher:
-    """Writes one finished run per attempt and keeps the runs waiting for a retry."""
+    """Writes finished runs (one per attempt, or several in one transaction) and keeps the runs
+    waiting for a retry."""
 
     def __init__(
         self, sessions: async_sessionmaker[AsyncSession], registry: CollectorRegistry, redact: Redact | None = None
@@ -163,6 +164,25 @@ class Flusher:
         self.waiting.pop(buf.root_run_id, None)
         self.flushes.labels(FlushCount.OK).inc()
         return Stored(rows)
+
+    async def attempt_many(self, bufs: list[RunBuffer]) -> list[FlushOutcome]:
+        """Each run's outcome, the runs written in one transaction when they can be: should that
+        one fail, each run is attempted on its own, so a run's own fault stays its own."""
+        if len(bufs) < 2:
+            return [await self.attempt(buf) for buf in bufs]
+        started = asyncio.get_running_loop().time()
+        try:
+            rows = [rows_for(buf, self.redact) for buf in bufs]
+            async with asyncio.timeout(FLUSH_TIMEOUT_S):
+                await write_runs(self.sessions, rows)
+        except Exception:
+            return [await self.attempt(buf) for buf in bufs]
+        took = asyncio.get_running_loop().time() - started
+        for buf in bufs:
+            self.flush_seconds.observe(took)
+            self.waiting.pop(buf.root_run_id, None)
+            self.flushes.labels(FlushCount.OK).inc()
+        return [Stored(r) for r in rows]
 
     def wait(self, root_run_id: str, reason: str) -> None:
         self.waiting[root_run_id] = reason

@@ -82,38 +82,50 @@ async def delete_checkpoint(session: AsyncSession, root_run_id: str) -> None:
 
 
 async def write_run(sessions: async_sessionmaker[AsyncSession], rows: FlushRows) -> None:
+    await write_runs(sessions, [rows])
+
+
+async def write_runs(sessions: async_sessionmaker[AsyncSession], runs: list[FlushRows]) -> None:
+    """Several finished runs in one transaction, in the order given (the order they ended): one
+    commit for the lot, where a transaction per run made the database's commits the bound on
+    how many runs a second persistence could store (SQLite shared by the embedded stack)."""
     async with sessions() as session, session.begin():
-        await _upsert_run(session, rows.run)
-        if rows.messages:
-            await session.execute(
-                _insert(session, Message).on_conflict_do_nothing(index_elements=MESSAGE_KEY), rows.messages
-            )
-        if rows.events:  # a resumed run adds the events after its first ending
-            await session.execute(
-                _insert(session, RunEventRow).on_conflict_do_nothing(index_elements=["root_run_id", "seq"]), rows.events
-            )
-        conv = _insert(session, Conversation).values(rows.conversation)
-        # A re-flushed older run must not move the conversation back in time.
-        newer = conv.excluded.updated_at > Conversation.updated_at
+        for rows in runs:
+            await _write(session, rows)
+
+
+async def _write(session: AsyncSession, rows: FlushRows) -> None:
+    await _upsert_run(session, rows.run)
+    if rows.messages:
         await session.execute(
-            conv.on_conflict_do_update(
-                index_elements=["key"],
-                set_={
-                    "updated_at": case((newer, conv.excluded.updated_at), else_=Conversation.updated_at),
-                    "session_id": case(
-                        (newer, func.coalesce(conv.excluded.session_id, Conversation.session_id)),
-                        else_=Conversation.session_id,
-                    ),
-                },
-            )
+            _insert(session, Message).on_conflict_do_nothing(index_elements=MESSAGE_KEY), rows.messages
         )
-        root_run_id = rows.run["root_run_id"]
-        if rows.completed:
-            await delete_checkpoint(session, root_run_id)
-        elif rows.checkpoint is not None:
-            stored = await session.scalar(select(Run.status).where(Run.run_id == root_run_id))
-            if stored != RunStatus.COMPLETED:  # else: a re-read ending of a run since resumed to completion
-                await _write_checkpoint(session, rows.checkpoint)
+    if rows.events:  # a resumed run adds the events after its first ending
+        await session.execute(
+            _insert(session, RunEventRow).on_conflict_do_nothing(index_elements=["root_run_id", "seq"]), rows.events
+        )
+    conv = _insert(session, Conversation).values(rows.conversation)
+    # A re-flushed older run must not move the conversation back in time.
+    newer = conv.excluded.updated_at > Conversation.updated_at
+    await session.execute(
+        conv.on_conflict_do_update(
+            index_elements=["key"],
+            set_={
+                "updated_at": case((newer, conv.excluded.updated_at), else_=Conversation.updated_at),
+                "session_id": case(
+                    (newer, func.coalesce(conv.excluded.session_id, Conversation.session_id)),
+                    else_=Conversation.session_id,
+                ),
+            },
+        )
+    )
+    root_run_id = rows.run["root_run_id"]
+    if rows.completed:
+        await delete_checkpoint(session, root_run_id)
+    elif rows.checkpoint is not None:
+        stored = await session.scalar(select(Run.status).where(Run.run_id == root_run_id))
+        if stored != RunStatus.COMPLETED:  # else: a re-read ending of a run since resumed to completion
+            await _write_checkpoint(session, rows.checkpoint)
 
 
 async def claim_resume(sessions: async_sessionmaker[AsyncSession], root_run_id: str, max_attempts: int) -> int | None:

@@ -10,12 +10,20 @@ Tansu answers ListOffsets with the last record *batch's* base offset + 1 (docs/d
 Brokers and clients). Against it (`tuning(kafka).end_offset_is_log_end` false), a partition whose listed end moved is read
 once from listed end − 1: the last batch comes back whole and its last offset + 1 is the true end.
 An unchanged listed end reuses the previous answer, so a quiet topic costs no fetch.
+
+The committed offset's age says why a lag stands: how old the oldest record the group has not
+committed is (its timestamp to now; 0 when nothing is uncommitted). A group that keeps up but
+holds its commit back (an open unit of work that never closes) shows an age that grows with
+the clock while its lag may look modest; one short of capacity shows both growing with the
+traffic. The record at the committed offset is fetched once per offset (a commit that did not
+move costs no fetch).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +69,12 @@ class LagMetrics:
             "The partition's end offset (the offset its next record gets)",
             *at[1:],
         )
+        self.committed_age = gauge(
+            registry,
+            "agentstream_consumer_committed_offset_age_seconds",
+            "How old the oldest record the group has not committed is (0 when it committed everything)",
+            *at,
+        )
         self.polls = counter(
             registry,
             "agentstream_consumer_lag_polls_total",
@@ -73,6 +87,14 @@ def lag_of(end: int, committed: int | None, start: int) -> int:
     """A never-committed partition is read from its first offset (`auto_offset_reset=earliest`)."""
     position = committed if committed is not None and committed >= 0 else start
     return max(end - position, 0)
+
+
+def committed_age_s(first_uncommitted_ms: int | None, now_ms: int) -> float:
+    """Seconds since the oldest uncommitted record was written; 0 when there is none (or its time
+    is unknown: a record deleted by retention meanwhile)."""
+    if first_uncommitted_ms is None or first_uncommitted_ms < 0:
+        return 0.0
+    return max(now_ms - first_uncommitted_ms, 0) / 1000
 
 
 class ConsumerLag:
@@ -97,6 +119,7 @@ class ConsumerLag:
         self._groups: dict[str, AIOKafkaConsumer] = {}  # group → a consumer with its id, never subscribed
         self._consumer: AIOKafkaConsumer | None = None  # no group: reads the last batches (Tansu)
         self._true_ends: dict[TopicPartition, tuple[int, int]] = {}  # listed end → true end (Tansu)
+        self._record_times: dict[TopicPartition, tuple[int, int]] = {}  # offset → its record's timestamp (ms)
 
     async def run(self) -> None:
         while True:
@@ -164,7 +187,9 @@ class ConsumerLag:
                 if tuning(self.kafka).end_offset_is_log_end
                 else await self._true_end_offsets(consumer, listed)
             )
-            self._export(sub.group, ends, committed, starts)
+            positions = {tp: _position(committed.get(tp), starts.get(tp, 0)) for tp in ends}
+            times = await self._times_at(consumer, {tp: at for tp, at in positions.items() if at < ends[tp]})
+            self._export(sub.group, ends, committed, starts, times)
 
     def _export(
         self,
@@ -172,14 +197,40 @@ class ConsumerLag:
         ends: Mapping[TopicPartition, int],
         committed: Mapping[TopicPartition, int],
         starts: Mapping[TopicPartition, int],
+        times: Mapping[TopicPartition, int] | None = None,
     ) -> None:
+        now_ms = int(time.time() * 1000)
         for tp, end in ends.items():
             labels = (group, tp.topic, str(tp.partition))
             self.metrics.end.labels(tp.topic, str(tp.partition)).set(end)
             offset = committed.get(tp)
             if offset is not None and offset >= 0:
                 self.metrics.committed.labels(*labels).set(offset)
-            self.metrics.lag.labels(*labels).set(lag_of(end, offset, starts.get(tp, 0)))
+            lag = lag_of(end, offset, starts.get(tp, 0))
+            self.metrics.lag.labels(*labels).set(lag)
+            first_ms = (times or {}).get(tp) if lag else None
+            self.metrics.committed_age.labels(*labels).set(committed_age_s(first_ms, now_ms))
+
+    async def _times_at(
+        self, consumer: AIOKafkaConsumer, at: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int]:
+        """The timestamp (ms) of the record at each offset of `at`; fetched once per offset."""
+        times: dict[TopicPartition, int] = {}
+        missing: dict[TopicPartition, int] = {}
+        for tp, offset in at.items():
+            known = self._record_times.get(tp)
+            if known is not None and known[0] == offset:
+                times[tp] = known[1]
+            else:
+                missing[tp] = offset
+        if missing:
+            fetched = await _first_records(consumer, missing)
+            for tp, offset in missing.items():
+                if tp in fetched:
+                    found_offset, ms = fetched[tp]
+                    self._record_times[tp] = (offset, ms) if found_offset == offset else (-1, ms)
+                    times[tp] = ms
+        return times
 
     async def _true_end_offsets(
         self, consumer: AIOKafkaConsumer, listed: Mapping[TopicPartition, int]
@@ -201,6 +252,32 @@ class ConsumerLag:
                 self._true_ends[tp] = (end, true_end)
                 ends[tp] = true_end
         return ends
+
+
+def _position(committed: int | None, start: int) -> int:
+    """Where the group reads next: its committed offset, or the first offset when it never committed."""
+    return committed if committed is not None and committed >= 0 else start
+
+
+async def _first_records(
+    consumer: AIOKafkaConsumer, at: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, tuple[int, int]]:
+    """(offset, timestamp ms) of the first record at or after each offset of `at` (a compacted or
+    transaction-marker gap skips ahead: then it is not cached as that offset's)."""
+    consumer.assign(list(at))
+    for tp, offset in at.items():
+        consumer.seek(tp, offset)
+    found: dict[TopicPartition, tuple[int, int]] = {}
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(END_FETCH_TIMEOUT_S):
+            while len(found) < len(at):
+                batches = await consumer.getmany(timeout_ms=200, max_records=len(at))
+                for tp, records in batches.items():
+                    if records and tp not in found:
+                        found[tp] = (records[0].offset, records[0].timestamp)
+                        consumer.pause(tp)  # one record is enough
+    consumer.assign([])
+    return found
 
 
 async def _last_offsets(consumer: AIOKafkaConsumer, listed: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:

@@ -1,7 +1,8 @@
 """A fake OpenAI-compatible LLM server for tests: real HTTP on 127.0.0.1, real SSE.
 
 `POST /v1/chat/completions` answers each request with the next scripted `Turn`
-(or echoes the last user message when none is queued): text deltas, tool-call
+(or echoes the last user message when none is queued; a turn added with `when` is taken
+only by a request it matches, so concurrent runs can each get their own): text deltas, tool-call
 deltas split across chunks like real servers send them, `reasoning_content`
 deltas, a usage chunk when `stream_options.include_usage` is set, HTTP errors
 (`mode="429"`, `"500"`, any status) and slow streams (`mode="slow"`).
@@ -54,6 +55,7 @@ class Turn:
     retry_after: float | None = None
     token_delay_s: float | None = None
     usage: tuple[int, int] | None = None  # (prompt, completion); counted from words when None
+    when: Callable[[dict[str, Any]], bool] | None = None  # only a request whose body it matches takes it
 
     @property
     def status(self) -> int:
@@ -157,8 +159,9 @@ class FakeOpenAI(StartStop):
         retry_after: float | None = None,
         token_delay_s: float | None = None,
         usage: tuple[int, int] | None = None,
+        when: Callable[[dict[str, Any]], bool] | None = None,
     ) -> Turn:
-        turn = Turn(text, list(tool_calls or []), reasoning, mode, retry_after, token_delay_s, usage)
+        turn = Turn(text, list(tool_calls or []), reasoning, mode, retry_after, token_delay_s, usage, when)
         self._turns.append(turn)
         return turn
 
@@ -185,8 +188,10 @@ class FakeOpenAI(StartStop):
         self._changed.set()
 
     def _next_turn(self, body: dict[str, Any]) -> Turn:
-        if self._turns:
-            return self._turns.popleft()
+        for turn in self._turns:  # the first the request may take
+            if turn.when is None or turn.when(body):
+                self._turns.remove(turn)
+                return turn
         return Turn(text=_echo(body), token_delay_s=self.echo_token_delay_s)
 
     # -- lifecycle ---------------------------------------------------------------------

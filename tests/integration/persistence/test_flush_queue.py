@@ -1,0 +1,90 @@
+"""persistence reads on while a run is being written: flushes and commits are off the consume path.
+
+While the consumer awaited every finished run's database write and a broker commit round trip,
+reading `events` was bounded by them, and at the soak's load the committed offset fell further
+and further behind. Here one run's write hangs: the next run must still be read to its end, the
+commit must stay held at the hanging run's first event (it is only in memory), and once the write
+goes through, both runs are stored and the commit reaches the end of the topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from agentstream.config import Settings
+from agentstream.host import ServiceHost
+from agentstream.kafka import free_port
+from agentstream.testing.fixtures import ADMIN_HEADERS
+from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
+from agentstream_persistence.buffers import BufferState, RunBuffer
+from agentstream_persistence.flusher import FlushOutcome
+from tests.integration.persistence.test_app import publish, run_events, wait_for_run
+
+pytestmark = pytest.mark.integration
+
+
+async def committed_offset(settings: Settings, group: str, tp: TopicPartition) -> int | None:
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka.bootstrap_servers, group_id=group)
+    await consumer.start()
+    try:
+        return await consumer.committed(tp)
+    finally:
+        await consumer.stop()
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if predicate():
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"not reached in {timeout} s")
+
+
+async def test_a_hanging_flush_neither_stops_reading_nor_lets_the_commit_pass_its_run(
+    db_url: str, settings_factory: Callable[..., Settings], topics_created: str
+) -> None:
+    settings = settings_factory(db_url=db_url)
+    svc = bootstrap_persistence(settings)
+    release = asyncio.Event()
+    attempt, attempt_many = svc.flusher.attempt, svc.flusher.attempt_many
+
+    # Whether the two runs are read in one poll (then written together) or in two.
+    async def held_for_the_first_run(buf: RunBuffer) -> FlushOutcome:
+        if buf.root_run_id == "run-held":
+            await release.wait()
+        return await attempt(buf)
+
+    async def held_with_the_first_run(bufs: list[RunBuffer]) -> list[FlushOutcome]:
+        if any(b.root_run_id == "run-held" for b in bufs):
+            await release.wait()
+        return await attempt_many(bufs)
+
+    svc.flusher.attempt = held_for_the_first_run  # type: ignore[method-assign]
+    svc.flusher.attempt_many = held_with_the_first_run  # type: ignore[method-assign]
+    # Both on one conversation, so one partition: the second is behind the first in the log.
+    held, after = run_events("run-held", "first", "one"), run_events("run-next", "second", "two")
+    await publish(settings, held + after)
+    total = len(held) + len(after)
+    topic = f"{settings.kafka.topic_prefix}events"
+    async with (
+        ServiceHost([svc], "127.0.0.1", {svc.name: free_port()}) as host,
+        httpx.AsyncClient(headers=ADMIN_HEADERS, base_url=host.url(svc.name), timeout=5) as http,
+    ):
+        # The run after the hanging one is read to its end (its run.finished included).
+        await until(lambda: (b := svc.buffers.get("run-next")) is not None and b.state is BufferState.FINISHED)
+        partition = svc.buffers.get("run-held").origin.partition  # type: ignore[union-attr]
+        tp = TopicPartition(topic, partition)
+        await svc.commit()
+        # Not past the hanging run's first event: it lives only in memory.
+        assert (await committed_offset(settings, svc.group_id, tp) or 0) <= 0
+        release.set()
+        await wait_for_run(http, "run-held")
+        await wait_for_run(http, "run-next")
+        await until(lambda: len(svc.buffers) == 0)
+        await svc.commit()
+        assert await committed_offset(settings, svc.group_id, tp) == total

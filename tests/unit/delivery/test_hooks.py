@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from agentstream.contracts import (
     StepFailed,
     Usage,
 )
+from agentstream.contracts.hook_events import AgentEndData, AgentStepFailedData, SessionData
 from agentstream_delivery.hooks import (
     HookEvent,
     HookLoadError,
@@ -63,8 +65,8 @@ def test_run_events_map_to_agent_points() -> None:
     end = RunFinished(**ids(seq=4), status="completed", usage=Usage(prompt_tokens=3, completion_tokens=4))
     points = [e.point for rec in (started("r1", None), step, failed, end) for e in m.map(rec)]
     assert points == ["agent:start", "agent:step", "agent:step", "agent:end"]
-    assert m.map(failed)[0].data["error"] == "boom"
-    assert m.map(end)[0].data["usage"]["completion_tokens"] == 4
+    assert m.map(failed)[0].data.error == "boom"
+    assert m.map(end)[0].data.usage.completion_tokens == 4
     child = RunStarted(
         run_id="child",
         root_run_id="r1",
@@ -84,7 +86,7 @@ def test_sessions_start_end_and_reset() -> None:
     reset = Notice(**ids("n1", 0), text="New session.", command="/new")
     out = m.map(reset)
     assert [e.point for e in out] == ["command:new", "session:reset"]
-    assert out[1].data["session_id"] == "s1"
+    assert out[1].data.session_id == "s1"
     assert [e.point for e in m.map(started("r3", "s2"))] == ["session:start", "agent:start"]
     assert [e.point for e in m.map(started("r4", "s3"))] == ["session:end", "session:start", "agent:start"]
 
@@ -94,7 +96,7 @@ def test_receipts_map_to_delivery_sent_only_when_sent() -> None:
     base = {"conversation_key": KEY, "root_run_id": "r1", "platform": "web", "chat_id": "c1", "segment": 0}
     assert m.map(DeliveryReceipt(**base, state="sending")) == []
     (ev,) = m.map(DeliveryReceipt(**base, state="sent", platform_message_id="w1", final=True))
-    assert ev.point == "delivery:sent" and ev.data["platform_message_id"] == "w1"
+    assert ev.point == "delivery:sent" and ev.data.platform_message_id == "w1"
 
 
 def test_point_globs() -> None:
@@ -106,7 +108,11 @@ def test_point_globs() -> None:
 # -- observers ----------------------------------------------------------------------------
 def event(point: str = "agent:end", n: int = 0) -> HookEvent:
     return HookEvent(
-        point=point, event_id=f"e{n}", conversation_key=KEY, ts=RunFinished(**ids(), status="completed").ts
+        point=point,
+        event_id=f"e{n}",
+        conversation_key=KEY,
+        ts=RunFinished(**ids(), status="completed").ts,
+        data=SessionData(session_id=None),
     )
 
 
@@ -320,3 +326,40 @@ async def test_runtime_redacts_the_values_of_configured_secret_env_vars(monkeypa
     assert out == "k=*** x=*** ***"
     off = HookRuntime(load_settings(hooks={"security": {"enabled": False}}), None, LOG, None)
     assert off.transform.empty
+
+
+# -- the JSON a hook sees (the webhook's body) ------------------------------------------------
+# Each point's `data` keys, as docs/hooks.md lists them: typing them changed no key.
+DATA_KEYS = {
+    "agent:start": {"assistant_id", "connector_id", "user_id", "tenant_id", "session_id", "reply_target"},
+    "agent:step": {"step_id", "step_type", "ok", "depth"},
+    "agent:end": {"status", "error", "reason", "usage", "duration_ms"},
+    "session:start": {"session_id"},
+}
+
+
+def test_each_point_keeps_its_json_keys() -> None:
+    m = LifecycleMapper()
+    step = StepCompleted(**ids(seq=2), step_id="s1", step_type="llm")
+    failed = StepFailed(**ids(seq=3), step_id="s2", step_type="tool", error="boom")
+    end = RunFinished(**ids(seq=4), status="completed", usage=Usage(prompt_tokens=3))
+    events = [e for rec in (started("r1", "s1"), step, failed, end) for e in m.map(rec)]
+    bodies = [json.loads(e.model_dump_json()) for e in events]
+    assert [(b["point"], set(b["data"])) for b in bodies] == [
+        ("session:start", DATA_KEYS["session:start"]),
+        ("agent:start", DATA_KEYS["agent:start"]),
+        ("agent:step", DATA_KEYS["agent:step"]),
+        ("agent:step", DATA_KEYS["agent:step"] | {"error"}),  # only a failed step has an error
+        ("agent:end", DATA_KEYS["agent:end"]),
+    ]
+
+
+def test_a_body_in_the_old_json_shape_decodes_to_its_point_data() -> None:
+    old = {"point": "agent:end", "event_id": "e1", "conversation_key": KEY, "root_run_id": "r1", "run_id": "r1"}
+    end = {"status": "failed", "error": "x", "reason": None, "duration_ms": 5.0}
+    body = {**old, "ts": "2026-01-01T00:00:00Z", "data": {**end, "usage": {"prompt_tokens": 3}}}
+    ev = HookEvent.model_validate_json(json.dumps(body))
+    assert isinstance(ev.data, AgentEndData) and ev.data.usage.prompt_tokens == 3 and ev.data.status == "failed"
+    failed = {"step_id": "s", "step_type": "tool", "ok": False, "depth": 0, "error": "boom"}
+    ev = HookEvent.model_validate_json(json.dumps({**body, "point": "agent:step", "data": failed}))
+    assert isinstance(ev.data, AgentStepFailedData) and ev.data.error == "boom"

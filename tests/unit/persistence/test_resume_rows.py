@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 from agentstream.contracts import (
     ChatMessage,
+    CheckpointStart,
     FinishReason,
     MessageCompleted,
     MessageDelta,
@@ -23,7 +24,7 @@ from agentstream.contracts import (
 )
 from agentstream.kafka.commits import CommitPoints
 from agentstream_persistence.buffers import BufferSet, BufferState, Origin
-from agentstream_persistence.rows import rows_for
+from agentstream_persistence.rows import rows_for, start_info
 from agentstream_persistence.watchdog import lost_run_finished
 
 KEY = "memory:c1"
@@ -89,6 +90,18 @@ def test_partial_text_and_steps_become_messages_and_a_checkpoint():
     assert (cp["status"], cp["reason"], cp["last_seq"], cp["usage"]["llm_calls"]) == ("interrupted", "user", 9, 1)
     assert cp["start"]["user_id"] == "u1" and cp["start"]["session_id"] == "s1"
     assert cp["start"]["reply_target"]["chat_id"] == "c1" and cp["start"]["input"][0]["content"] == USER.content
+    # The column keeps the JSON object it always had: these keys, nothing added.
+    assert set(cp["start"]) == {
+        "assistant_id",
+        "connector_id",
+        "user_id",
+        "tenant_id",
+        "session_id",
+        "reply_target",
+        "input",
+        "text",
+    }
+    assert CheckpointStart.model_validate(cp["start"]) == start_info(buf)
     [step] = rows.checkpoint.steps
     assert (step["step_id"], step["seq"], [m["content"] for m in step["memory"]]) == (
         "llm-1",

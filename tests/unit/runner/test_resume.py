@@ -5,12 +5,13 @@ from __future__ import annotations
 from agentstream.contracts import (
     ApprovalRequest,
     ChatMessage,
+    CheckpointStart,
     PendingCall,
     ResumeRun,
     ToolCallSpec,
     Usage,
 )
-from agentstream_runner.resume import Checkpoint, SavedStep, callable_memory, paused_at_approval, start_of
+from agentstream_runner.resume import Checkpoint, SavedStep, callable_memory, paused_at_approval, saved_input, start_of
 
 USER = ChatMessage(role="user", content="q")
 
@@ -36,20 +37,40 @@ def test_the_resumed_start_is_rebuilt_from_the_checkpoint():
         status="interrupted",
         last_seq=9,
         usage=Usage(),
-        start={
-            "assistant_id": "helper",
-            "user_id": "u1",
-            "session_id": "s1",
-            "connector_id": "fake",
-            "reply_target": None,
-            "input": [USER.model_dump()],
-            "text": "",
-        },
+        start=CheckpointStart.model_validate(
+            {
+                "assistant_id": "helper",
+                "user_id": "u1",
+                "session_id": "s1",
+                "connector_id": "fake",
+                "reply_target": None,
+                "input": [USER.model_dump()],
+                "text": "",
+            }
+        ),
     )
     s = start_of(ResumeRun(conversation_key="web:c1:t", run_id="r1"), checkpoint)
     assert (s.run_id, s.assistant_id, s.user.id, s.session_id, s.text) == ("r1", "helper", "u1", "s1", "q")
     assert s.options.as_dict() == {"connector": "fake"}
     assert (s.reply_target.platform, s.reply_target.chat_id, s.reply_target.thread_id) == ("web", "c1", "t")
+
+
+# A `start` column as persistence wrote it before `tenant_id` existed, read from the database as JSON.
+OLD_START_JSON = (
+    '{"assistant_id": null, "connector_id": null, "user_id": "u7", "session_id": null,'
+    ' "reply_target": {"platform": "telegram", "chat_id": "42", "thread_id": null},'
+    ' "input": [], "text": "hello again"}'
+)
+
+
+def test_a_checkpoint_in_the_old_shape_still_resumes():
+    start = CheckpointStart.model_validate_json(OLD_START_JSON)
+    checkpoint = Checkpoint("r2", "acme/telegram:42", "failed", 3, Usage(), start)
+    s = start_of(ResumeRun(conversation_key="acme/telegram:42", run_id="r2"), checkpoint)
+    assert (s.assistant_id, s.text, s.user.id, s.user.tenant_id) == ("default", "hello again", "u7", "acme")
+    assert (s.reply_target.platform, s.reply_target.chat_id) == ("telegram", "42")
+    assert saved_input(checkpoint, s) == [ChatMessage(role="user", content="hello again")]
+    assert CheckpointStart.model_validate({}) == CheckpointStart()  # a checkpoint with no start at all
 
 
 def test_a_run_that_ended_at_an_approval_step_waits_for_the_same_request_again():

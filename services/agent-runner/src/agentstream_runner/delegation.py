@@ -9,9 +9,9 @@ refused before it starts.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from agentstream.contracts import StepType, new_id
+from agentstream.contracts.steps import DelegateStepInput, DelegateStepOutput
 from agentstream_runner.assistants import system_messages
 from agentstream_runner.emitter import step
 from agentstream_runner.hooks import Delegate
@@ -42,7 +42,7 @@ async def delegate_to(parent: RunScope, delegate: Delegate, answer_of: AnswerFn)
     child_id = new_id()
     events = parent.events.child(child_id)
     messages = list(delegate.messages or [])
-    step_input: dict[str, Any] = {"assistant": assistant.id, "child_run_id": child_id, "messages": len(messages)}
+    step_input = DelegateStepInput(assistant=assistant.id, child_run_id=child_id, messages=len(messages)).as_json()
     async with step(parent.events, StepType.DELEGATE, parent.step_id(StepType.DELEGATE), step_input) as record:
         child = RunScope(
             ctx=ctx,
@@ -60,6 +60,6 @@ async def delegate_to(parent: RunScope, delegate: Delegate, answer_of: AnswerFn)
             chain=(*parent.chain, assistant.id),
         )
         answer = await answer_of(child)
-        record.output = {"text": answer.text, "data": answer.data}
+        record.output = DelegateStepOutput(text=answer.text, data=answer.data).as_json()
         record.memory = parent.memory
     return answer

@@ -7,6 +7,7 @@ child (see `delegation.py`).
 from __future__ import annotations
 
 from agentstream.contracts import StepType
+from agentstream.contracts.steps import HookCreateStepInput
 from agentstream.tools_catalog import is_tool_selector
 from agentstream_runner.delegation import delegate_to
 from agentstream_runner.emitter import step
@@ -21,7 +22,7 @@ async def _apply_create_hook(scope: RunScope) -> Delegate | None:
     """Run the Create hook (if any) and apply what it changed to the scope."""
     if scope.hooks.create is None:
         return None
-    step_input = {"assistant": scope.assistant.id, "messages": len(scope.memory)}
+    step_input = HookCreateStepInput(assistant=scope.assistant.id, messages=len(scope.memory)).as_json()
     async with step(scope.events, StepType.HOOK_CREATE, scope.step_id(StepType.HOOK_CREATE), step_input) as record:
         result = await call_create(
             scope.hooks.create,

@@ -21,6 +21,7 @@ from agentstream.contracts import (
     new_id,
 )
 from agentstream.contracts.limits import MAX_NAME
+from agentstream.contracts.steps import LlmStepInput, LlmStepOutput
 from agentstream_runner.coalescer import CoalescingSender
 from agentstream_runner.connectors.base import (
     Connector,
@@ -106,7 +107,9 @@ async def llm_turn(scope: RunScope, *, with_tools: bool = True) -> Completion:
     stream still cost its tokens only if the connector reported them)."""
     tools = scope.tool_specs() if with_tools else ()
     request = LLMRequest(messages=tuple(scope.memory), tools=tools, options=dict(scope.options))
-    step_input = {"connector": scope.connector.id, "messages": len(scope.memory), "tools": [t.name for t in tools]}
+    step_input = LlmStepInput(
+        connector=scope.connector.id, messages=len(scope.memory), tools=[t.name for t in tools]
+    ).as_json()
     async with step(scope.events, StepType.LLM, scope.step_id(StepType.LLM), step_input) as record:
         # What the run wrote so far is stored before the model is asked: its first token then
         # goes out in a produce request of its own instead of queueing behind step.started's.
@@ -128,11 +131,9 @@ async def llm_turn(scope: RunScope, *, with_tools: bool = True) -> Completion:
         completion = replace(completion, tool_calls=distinct_call_ids(completion.tool_calls, taken))
         scope.totals.add(completion.usage)
         scope.memory.append(completion.as_message())
-        record.output = {
-            "text": completion.text,
-            "tool_calls": [c.model_dump() for c in completion.tool_calls],
-            "usage": completion.usage.model_dump(),
-        }
+        record.output = LlmStepOutput(
+            text=completion.text, tool_calls=list(completion.tool_calls), usage=completion.usage
+        ).as_json()
         record.memory = scope.memory
     return completion
 

@@ -28,6 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from agentstream.contracts import (
     ApprovalRequest,
     ChatMessage,
+    CheckpointStart,
     MessageRole,
     ReplyTarget,
     ResumeRun,
@@ -58,7 +59,7 @@ class Checkpoint:
     status: str
     last_seq: int
     usage: Usage
-    start: dict[str, Any]
+    start: CheckpointStart
     steps: list[SavedStep] = field(default_factory=list)
 
 
@@ -95,36 +96,29 @@ def paused_at_approval(steps: list[SavedStep]) -> PausedAtApproval | None:
 def start_of(command: ResumeRun, checkpoint: Checkpoint) -> StartRun:
     """The StartRun the run began with, as far as the checkpoint remembers it."""
     info = checkpoint.start
-    user_id = info.get("user_id")
-    inputs = [ChatMessage.model_validate(m) for m in info.get("input") or []]
-    text = next((m.content for m in inputs if m.role == MessageRole.USER), None) or info.get("text") or ""
+    text = next((m.content for m in info.input if m.role == MessageRole.USER), None) or info.text
     parts = split_conversation_key(command.conversation_key)
-    target = info.get("reply_target") or _target_of(parts)
-    tenant = info.get("tenant_id") or parts.tenant_id  # the key has it when the checkpoint predates the field
+    tenant = info.tenant_id or parts.tenant_id  # the key has it when the checkpoint predates the field
     return StartRun(
         run_id=command.run_id,
         conversation_key=command.conversation_key,
-        session_id=info.get("session_id"),
-        assistant_id=info.get("assistant_id") or "default",
-        user=User(id=user_id, tenant_id=tenant) if user_id else None,
+        session_id=info.session_id,
+        assistant_id=info.assistant_id or "default",
+        user=User(id=info.user_id, tenant_id=tenant) if info.user_id else None,
         text=text,
-        reply_target=ReplyTarget.model_validate(target),
-        options=RunOptions(connector=info["connector_id"]) if info.get("connector_id") else RunOptions(),
+        reply_target=info.reply_target or _target_of(parts),
+        options=RunOptions(connector=info.connector_id) if info.connector_id else RunOptions(),
     )
 
 
 def saved_input(checkpoint: Checkpoint, start: StartRun) -> list[ChatMessage]:
-    inputs = [ChatMessage.model_validate(m) for m in checkpoint.start.get("input") or []]
-    return inputs or [ChatMessage(role=MessageRole.USER, content=start.text)]
+    return list(checkpoint.start.input) or [ChatMessage(role=MessageRole.USER, content=start.text)]
 
 
-def _target_of(parts: ConversationParts) -> dict[str, Any]:
-    return {
-        "platform": parts.platform,
-        "chat_id": parts.chat_id,
-        "thread_id": parts.thread_id,
-        "tenant_id": parts.tenant_id,
-    }
+def _target_of(parts: ConversationParts) -> ReplyTarget:
+    return ReplyTarget(
+        platform=parts.platform, chat_id=parts.chat_id, thread_id=parts.thread_id, tenant_id=parts.tenant_id
+    )
 
 
 # -- database reads ------------------------------------------------------------------
@@ -142,7 +136,7 @@ async def read_checkpoint(sessions: async_sessionmaker[AsyncSession], run_id: st
         status=row.status,
         last_seq=row.last_seq,
         usage=Usage.model_validate(row.usage or {}),
-        start=dict(row.start or {}),
+        start=CheckpointStart.model_validate(row.start or {}),
         steps=[
             SavedStep(s.step_id, s.step_type, [ChatMessage.model_validate(m) for m in s.memory], dict(s.output or {}))
             for s in steps

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any, Protocol, assert_never, cast
 
 from prometheus_client import CollectorRegistry
+from pydantic import ValidationError
 
 from agentstream.contracts import (
     AnyRunEvent,
@@ -32,6 +33,7 @@ from agentstream.contracts import (
 from agentstream.contracts import events as ev
 from agentstream.contracts.endings import RunStatus
 from agentstream.contracts.events import StepType
+from agentstream.contracts.steps import LlmStepOutput
 from agentstream.metrics.declare import counter, gauge, histogram
 from agentstream.tools_catalog import tool_spec
 
@@ -314,9 +316,12 @@ class RunMetrics:
         connector = self._llm_steps.pop((event.run_id, event.step_id), UNKNOWN)
         model = self.model_of(connector)
         self.llm_calls.labels(connector, model, CallOutcome.OK).inc()
-        usage = event.output.get("usage") or {}
-        for kind, field in ((TokenKind.PROMPT, "prompt_tokens"), (TokenKind.COMPLETION, "completion_tokens")):
-            if (count := usage.get(field)) and isinstance(count, int) and count > 0:
+        try:
+            usage = LlmStepOutput.model_validate(event.output).usage
+        except ValidationError:
+            return  # counted as a call; tokens it did not say cannot be counted
+        for kind, count in ((TokenKind.PROMPT, usage.prompt_tokens), (TokenKind.COMPLETION, usage.completion_tokens)):
+            if count > 0:
                 self.llm_tokens.labels(connector, model, kind).inc(count)
 
     def _finished(self, event: RunFinished) -> None:

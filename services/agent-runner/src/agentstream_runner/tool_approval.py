@@ -30,6 +30,7 @@ from agentstream.contracts import (
     shown_arguments,
     utcnow,
 )
+from agentstream.contracts.steps import ApprovalStepInput
 from agentstream_runner.approvals import PendingApproval
 from agentstream_runner.emitter import step
 from agentstream_runner.scope import RunScope
@@ -118,7 +119,7 @@ async def _request(scope: RunScope, needing: list[ToolCallSpec]) -> ApprovalRequ
         tenant_id=scope.start.user.tenant_id if scope.start.user else None,
         expires_at=utcnow() + timedelta(seconds=expiry_s),
     )
-    step_input = {"calls": [c.id for c in needing]}
+    step_input = ApprovalStepInput(calls=[c.id for c in needing]).as_json()
     async with step(scope.events, StepType.APPROVAL, scope.step_id(StepType.APPROVAL), step_input) as record:
         record.output = request.model_dump(mode="json")
         record.memory = scope.memory  # ends in the calls: a resume comes back to this gate

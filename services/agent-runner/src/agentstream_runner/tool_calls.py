@@ -48,6 +48,7 @@ from agentstream.contracts import (
     ToolResult,
     utcnow,
 )
+from agentstream.contracts.steps import ToolStepInput, ToolStepOutput, ToolStepResult
 from agentstream.tool_call_signing import offers
 from agentstream_runner.emitter import step
 from agentstream_runner.llm_step import Completion, llm_turn
@@ -138,7 +139,7 @@ async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 
     gate = await approval_gate(scope, [c for c in calls if c.id not in unoffered])
     refusals = unoffered | gate.refused
     events = scope.events
-    step_input = {"attempt": attempt, "calls": [c.model_dump() for c in calls]}
+    step_input = ToolStepInput(attempt=attempt, calls=calls).as_json()
     async with step(events, StepType.TOOL, scope.step_id(StepType.TOOL), step_input) as record:
         announced = [
             await events.emit(ToolCall, call_id=call.id, tool=call.name, arguments=call.arguments, attempt=attempt)
@@ -156,9 +157,10 @@ async def tool_round(scope: RunScope, calls: list[ToolCallSpec], attempt: int = 
         for r in results:
             await events.emit(ToolResult, **r.model_dump(include=RESULT_EVENT_FIELDS))
         scope.memory.extend(tool_message(r) for r in results)
-        record.output = {
-            "results": [r.model_dump(include={"call_id", "tool", "ok", "content", "error"}) for r in results]
-        }
+        shown = [
+            ToolStepResult(call_id=r.call_id, tool=r.tool, ok=r.ok, content=r.content, error=r.error) for r in results
+        ]
+        record.output = ToolStepOutput(results=shown).as_json()
         record.memory = scope.memory
     return list(results)
 

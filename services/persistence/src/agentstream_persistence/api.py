@@ -16,7 +16,7 @@ from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.auth import AUTH_RESPONSES, Principal, Scope, requires
-from agentstream.contracts import RunStatus
+from agentstream.contracts import CheckpointStart, RunStatus
 from agentstream.db import Run
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
 from agentstream_persistence import queries
@@ -132,7 +132,7 @@ class CheckpointOut(BaseModel):
     error: str | None
     last_seq: int
     usage: dict[str, Any]
-    start: dict[str, Any]
+    start: CheckpointStart
     resume_attempts: int
     updated_at: UtcDatetime
     steps: list[ResumeStepOut] = []

@@ -26,6 +26,7 @@ from agentstream.contracts import (
     NOT_RUN_REASONS,
     ArchivedEvent,
     ChatMessage,
+    CheckpointStart,
     MessageCompleted,
     MessageDelta,
     MessageRole,
@@ -56,20 +57,20 @@ class CheckpointRows:
     steps: list[dict[str, Any]]
 
 
-def start_info(buf: RunBuffer) -> dict[str, Any]:
+def start_info(buf: RunBuffer) -> CheckpointStart:
     """What a resume needs to run as the same user, for the same target, in the same session."""
     started, queued = buf.started, buf.queued
     source = started or queued
-    return {
-        "assistant_id": started.assistant_id if started else (queued.assistant_id if queued else None),
-        "connector_id": started.connector_id if started else None,
-        "user_id": (started.user_id if started else None) or (queued.user_id if queued else None),
-        "tenant_id": (started.tenant_id if started else None) or (queued.tenant_id if queued else None),
-        "session_id": started.session_id if started else None,
-        "reply_target": source.reply_target.model_dump(mode="json") if source else None,
-        "input": [m.model_dump(mode="json") for m in started.input] if started else [],
-        "text": queued.text if queued else "",
-    }
+    return CheckpointStart(
+        assistant_id=started.assistant_id if started else (queued.assistant_id if queued else None),
+        connector_id=started.connector_id if started else None,
+        user_id=(started.user_id if started else None) or (queued.user_id if queued else None),
+        tenant_id=(started.tenant_id if started else None) or (queued.tenant_id if queued else None),
+        session_id=started.session_id if started else None,
+        reply_target=source.reply_target if source else None,
+        input=list(started.input) if started else [],
+        text=queued.text if queued else "",
+    )
 
 
 def checkpoint_rows(buf: RunBuffer, fin: RunFinished) -> CheckpointRows:
@@ -81,7 +82,7 @@ def checkpoint_rows(buf: RunBuffer, fin: RunFinished) -> CheckpointRows:
         "error": fin.error,
         "last_seq": max(fin.seq, buf.max_seq),
         "usage": fin.usage.model_dump(mode="json"),
-        "start": start_info(buf),
+        "start": start_info(buf).model_dump(mode="json"),
         "resume_attempts": 0,
         "created_at": fin.ts,
         "updated_at": fin.ts,

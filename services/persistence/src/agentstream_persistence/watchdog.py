@@ -12,6 +12,7 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from agentstream.contracts import FinishReason, RunFinished, RunStatus, StepType, Usage, utcnow
+from agentstream.contracts.steps import LlmStepOutput
 from agentstream_persistence.buffers import RunBuffer
 
 
@@ -19,9 +20,9 @@ def usage_so_far(buf: RunBuffer) -> Usage:
     """Usage of the LLM steps that completed: what was billed before the runner was lost."""
     total = Usage()
     for step in buf.steps:
-        if step.step_type == StepType.LLM and isinstance(step.output.get("usage"), dict):
+        if step.step_type == StepType.LLM:
             try:
-                total = total + Usage.model_validate(step.output["usage"])
+                total = total + LlmStepOutput.model_validate(step.output).usage
             except ValidationError:
                 continue
     return total

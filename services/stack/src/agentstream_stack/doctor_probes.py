@@ -16,7 +16,7 @@ from typing import Any, assert_never
 import httpx
 
 from agentstream.config.delivery import PlatformSettings
-from agentstream.config.runner import ConnectorSettings
+from agentstream.config.runner import ConnectorSettings, ConnectorType
 from agentstream.contracts import KnownPlatform
 from agentstream.secrets_mask import mask_url
 
@@ -34,17 +34,17 @@ class NotApplicable(Exception):
 
 
 async def probe_connector(conf: ConnectorSettings, timeout_s: float) -> str:
-    if conf.type == "scripted":
+    if conf.type == ConnectorType.SCRIPTED:
         if conf.script and not Path(conf.script).is_file():  # noqa: ASYNC240 - one stat
             raise CheckFailed(f"script {conf.script} not found")
         return "scripted model, offline (nothing to reach)"
     key = conf.api_key()
     if conf.api_key_env and not key:
         raise CheckFailed(f"env {conf.api_key_env} (api_key_env) is not set")
-    if conf.type == "anthropic":
+    if conf.type == ConnectorType.ANTHROPIC:
         url = f"{(conf.base_url or ANTHROPIC_DEFAULT_URL).rstrip('/')}/v1/models"
         headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": key} if key else {})}
-    elif conf.type == "openai":
+    elif conf.type == ConnectorType.OPENAI:
         url = f"{(conf.base_url or OPENAI_DEFAULT_URL).rstrip('/')}/models"
         headers = {"Authorization": f"Bearer {key}"} if key else {}
     else:

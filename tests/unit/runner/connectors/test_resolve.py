@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import get_args
-
 import pytest
 
 from agentstream.config import load_settings
@@ -193,4 +191,4 @@ def test_preload_imports_the_module_of_each_configured_sdk_connector_type(monkey
 
 
 def test_every_connector_kind_the_config_accepts_has_a_factory():
-    assert set(DEFAULT_FACTORIES) == set(get_args(ConnectorType))
+    assert set(DEFAULT_FACTORIES) == set(ConnectorType)

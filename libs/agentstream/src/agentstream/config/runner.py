@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -12,8 +13,15 @@ from agentstream.config.texts import Placeholders, ShownText, Texts, texts_for
 
 Capability = Literal["tools", "vision", "reasoning", "streaming"]
 DEFAULT_CAPABILITIES: tuple[Capability, ...] = ("tools", "streaming")
-# The connector kinds: each has a factory in the runner and a probe in `agentstream doctor`.
-ConnectorType = Literal["openai", "anthropic", "scripted"]
+
+
+class ConnectorType(StrEnum):
+    """The connector kinds (`connectors[].type`): each has a factory in the runner and a probe in
+    `agentstream doctor`."""
+
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+    SCRIPTED = "scripted"
 
 
 class ConnectorSettings(Section):

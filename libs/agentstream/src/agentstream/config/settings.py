@@ -26,7 +26,7 @@ from agentstream.config.delivery import HooksSettings, PlatformSettings, RelayRu
 from agentstream.config.ingress import AuthzSettings, IngressSettings, ProfileSettings, RouteSettings
 from agentstream.config.persistence import ResumeSettings
 from agentstream.config.retention import RetentionSettings
-from agentstream.config.runner import ConnectorSettings, RunnerSettings
+from agentstream.config.runner import ConnectorSettings, ConnectorType, RunnerSettings
 from agentstream.config.tools import ToolsSettings
 from agentstream.config.tracing import TracingSettings
 
@@ -55,7 +55,9 @@ class Settings(BaseSettings):
     database: DatabaseSettings = Field(default_factory=DatabaseSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     shutdown: ShutdownSettings = Field(default_factory=ShutdownSettings)
-    connectors: list[ConnectorSettings] = Field(default_factory=lambda: [ConnectorSettings(id="demo", type="scripted")])
+    connectors: list[ConnectorSettings] = Field(
+        default_factory=lambda: [ConnectorSettings(id="demo", type=ConnectorType.SCRIPTED)]
+    )
     default_connector: str | None = None
     roles: dict[str, str] = Field(default_factory=dict, description="role → connector id")
     assistants_dir: str | None = None

@@ -12,6 +12,7 @@ from agentstream.contracts.approvals import (
     shown_arguments,
 )
 from agentstream.contracts.base import SCHEMA_VERSION, Record, RecordType, new_id, utcnow
+from agentstream.contracts.checkpoints import CheckpointStart
 from agentstream.contracts.common import ChatMessage, MessageRole, ReplyTarget, ToolCallSpec, Usage
 from agentstream.contracts.deliveries import DeliveryReceipt, LedgerState
 from agentstream.contracts.dlq import DeadLetter
@@ -41,6 +42,19 @@ from agentstream.contracts.events import (
     ToolHeartbeat,
     ToolResult,
 )
+from agentstream.contracts.hook_events import (
+    AgentEndData,
+    AgentStartData,
+    AgentStepData,
+    AgentStepFailedData,
+    CommandData,
+    DeliverySentData,
+    HookData,
+    HookEvent,
+    HookPoint,
+    SessionData,
+    command_point,
+)
 from agentstream.contracts.inbound import Attachment, InboundMessage, KnownPlatform, User, conversation_key
 from agentstream.contracts.replay import ARCHIVED_TYPES, ArchivedEvent, replayed
 from agentstream.contracts.runs import (
@@ -60,6 +74,18 @@ from agentstream.contracts.tools import ToolCallRefusal, ToolCallRequest, ToolCa
 from agentstream.contracts.web_frames import WebEnding, WebFrame, WebFrameAdapter, WebFrameKind, WebFrameOp
 
 __all__ = [
+    "AgentEndData",
+    "AgentStartData",
+    "AgentStepData",
+    "AgentStepFailedData",
+    "CommandData",
+    "DeliverySentData",
+    "HookData",
+    "HookEvent",
+    "HookPoint",
+    "SessionData",
+    "command_point",
+    "CheckpointStart",
     "ARCHIVED_TYPES",
     "ArchivedEvent",
     "replayed",

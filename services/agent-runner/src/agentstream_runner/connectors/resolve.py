@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from agentstream.config import ConnectorSettings, Settings
+from agentstream.config.runner import ConnectorType
 from agentstream_runner.connectors.base import Connector, RemoteConnector
 from agentstream_runner.connectors.scripted import ScriptedConnector
 from agentstream_runner.outcome import RunFailure
@@ -45,14 +46,14 @@ def _anthropic(settings: ConnectorSettings) -> Connector:
 
 
 DEFAULT_FACTORIES: Mapping[str, ConnectorFactory] = {
-    "scripted": ScriptedConnector,
-    "openai": _openai,
-    "anthropic": _anthropic,
+    ConnectorType.SCRIPTED: ScriptedConnector,
+    ConnectorType.OPENAI: _openai,
+    ConnectorType.ANTHROPIC: _anthropic,
 }
 # The modules `_openai` and `_anthropic` import, loaded at start when such a connector is configured.
 PRELOAD = {
-    "openai": "agentstream_runner.connectors.openai_connector",
-    "anthropic": "agentstream_runner.connectors.anthropic_connector",
+    ConnectorType.OPENAI: "agentstream_runner.connectors.openai_connector",
+    ConnectorType.ANTHROPIC: "agentstream_runner.connectors.anthropic_connector",
 }
 
 ROLE_PREFIX = "use::"

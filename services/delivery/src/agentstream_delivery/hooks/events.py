@@ -10,11 +10,8 @@ unit-tested without Kafka.
 from __future__ import annotations
 
 from collections import OrderedDict
-from datetime import datetime
 from fnmatch import fnmatchcase
-from typing import Any, assert_never
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import assert_never
 
 from agentstream.contracts import (
     DeliveryReceipt,
@@ -27,32 +24,24 @@ from agentstream.contracts import (
     StepFailed,
 )
 from agentstream.contracts import events as run_events
-
-POINTS = (
-    "agent:start",
-    "agent:step",
-    "agent:end",
-    "delivery:sent",
-    "session:start",
-    "session:end",
-    "session:reset",
-    "command:*",
+from agentstream.contracts.hook_events import (
+    AgentEndData,
+    AgentStartData,
+    AgentStepData,
+    AgentStepFailedData,
+    CommandData,
+    DeliverySentData,
+    HookData,
+    HookEvent,
+    HookPoint,
+    SessionData,
+    command_point,
 )
+
+__all__ = ["POINTS", "HookEvent", "LifecycleMapper", "matches"]
+
+POINTS = tuple(HookPoint)
 RESET_COMMANDS = frozenset({"new", "reset"})
-
-
-class HookEvent(BaseModel):
-    """One lifecycle event, as observers (and the webhook's JSON body) see it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    point: str
-    event_id: str = Field(description="Id of the topic record it came from (with `point`: unique).")
-    conversation_key: str
-    root_run_id: str | None = None
-    run_id: str | None = None
-    ts: datetime
-    data: dict[str, Any] = Field(default_factory=dict)
 
 
 def matches(patterns: list[str] | tuple[str, ...], point: str) -> bool:
@@ -82,41 +71,34 @@ class LifecycleMapper:
                     *self._session_change(record),
                     self._run(
                         record,
-                        "agent:start",
-                        {
-                            "assistant_id": record.assistant_id,
-                            "connector_id": record.connector_id,
-                            "user_id": record.user_id,
-                            "tenant_id": record.tenant_id,
-                            "session_id": record.session_id,
-                            "reply_target": record.reply_target.model_dump(mode="json"),
-                        },
+                        HookPoint.AGENT_START,
+                        AgentStartData(
+                            assistant_id=record.assistant_id,
+                            connector_id=record.connector_id,
+                            user_id=record.user_id,
+                            tenant_id=record.tenant_id,
+                            session_id=record.session_id,
+                            reply_target=record.reply_target,
+                        ),
                     ),
                 ]
-            case StepCompleted() | StepFailed():
-                data = {
-                    "step_id": record.step_id,
-                    "step_type": record.step_type,
-                    "ok": isinstance(record, StepCompleted),
-                    "depth": record.depth,
-                }
-                if isinstance(record, StepFailed):
-                    data["error"] = record.error
-                return [self._run(record, "agent:step", data)]
+            case StepCompleted():
+                step = AgentStepData(step_id=record.step_id, step_type=record.step_type, ok=True, depth=record.depth)
+                return [self._run(record, HookPoint.AGENT_STEP, step)]
+            case StepFailed():
+                failed = AgentStepFailedData(
+                    step_id=record.step_id, step_type=record.step_type, ok=False, depth=record.depth, error=record.error
+                )
+                return [self._run(record, HookPoint.AGENT_STEP, failed)]
             case RunFinished():
-                return [
-                    self._run(
-                        record,
-                        "agent:end",
-                        {
-                            "status": record.status,
-                            "error": record.error,
-                            "reason": record.reason,
-                            "usage": record.usage.model_dump(),
-                            "duration_ms": record.duration_ms,
-                        },
-                    )
-                ]
+                end = AgentEndData(
+                    status=record.status,
+                    error=record.error,
+                    reason=record.reason,
+                    usage=record.usage,
+                    duration_ms=record.duration_ms,
+                )
+                return [self._run(record, HookPoint.AGENT_END, end)]
             case Notice(command=str(command)):
                 return self._command(record, command)
             case DeliveryReceipt() | RunStarted() | Notice():
@@ -147,16 +129,16 @@ class LifecycleMapper:
         self._remember(ev.conversation_key, ev.session_id)
         out = []
         if previous is not None:
-            out.append(self._run(ev, "session:end", {"session_id": previous}))
-        out.append(self._run(ev, "session:start", {"session_id": ev.session_id}))
+            out.append(self._run(ev, HookPoint.SESSION_END, SessionData(session_id=previous)))
+        out.append(self._run(ev, HookPoint.SESSION_START, SessionData(session_id=ev.session_id)))
         return out
 
     def _command(self, ev: Notice, command: str) -> list[HookEvent]:
         name = command.lstrip("/").lower()
-        out = [self._run(ev, f"command:{name}", {"command": name, "text": ev.text, "level": ev.level})]
+        out = [self._run(ev, command_point(name), CommandData(command=name, text=ev.text, level=ev.level))]
         if name in RESET_COMMANDS:
             previous = self._sessions.pop(ev.conversation_key, None)
-            out.append(self._run(ev, "session:reset", {"session_id": previous}))
+            out.append(self._run(ev, HookPoint.SESSION_RESET, SessionData(session_id=previous)))
         return out
 
     def _remember(self, key: str, session_id: str) -> None:
@@ -166,7 +148,7 @@ class LifecycleMapper:
             self._sessions.popitem(last=False)
 
     @staticmethod
-    def _run(ev: RunEvent, point: str, data: dict[str, Any]) -> HookEvent:
+    def _run(ev: RunEvent, point: str, data: HookData) -> HookEvent:
         return HookEvent(
             point=point,
             event_id=ev.id,
@@ -180,17 +162,17 @@ class LifecycleMapper:
     @staticmethod
     def _receipt(r: DeliveryReceipt) -> HookEvent:
         return HookEvent(
-            point="delivery:sent",
+            point=HookPoint.DELIVERY_SENT,
             event_id=r.id,
             conversation_key=r.conversation_key,
             root_run_id=r.root_run_id,
             ts=r.ts,
-            data={
-                "platform": r.platform,
-                "chat_id": r.chat_id,
-                "segment": r.segment,
-                "platform_message_id": r.platform_message_id,
-                "text_length": r.text_length,
-                "final": r.final,
-            },
+            data=DeliverySentData(
+                platform=r.platform,
+                chat_id=r.chat_id,
+                segment=r.segment,
+                platform_message_id=r.platform_message_id,
+                text_length=r.text_length,
+                final=r.final,
+            ),
         )

@@ -69,6 +69,18 @@ def test_every_panel_reads_the_chosen_data_source_and_the_provisioned_one_is_pro
     assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])
 
 
+def test_no_two_panels_of_the_dashboard_overlap() -> None:
+    # Grafana moves overlapping panels on load, so a panel added where another sits lands elsewhere.
+    dashboard = json.loads((MONITORING / "grafana/dashboards/agentstream-overview.json").read_text())
+    cells: dict[tuple[int, int], str] = {}
+    for panel in dashboard["panels"]:
+        g = panel["gridPos"]
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, f"{panel['title']!r} overlaps {cells[x, y]!r}"
+                cells[x, y] = panel["title"]
+
+
 METRIC_SELECTOR = re.compile(r"\b((?:agentstream|process|python)_[a-z_]+|up)\b(\{[^}]*\})?(?!\s*\()")
 
 

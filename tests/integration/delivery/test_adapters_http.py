@@ -173,7 +173,8 @@ async def test_timed_out_send_is_unknown_and_its_orphan_is_found_and_deleted():
 async def test_first_send_landing_after_the_timeout_is_found_above_the_final_and_deleted():
     answer = "The first frame reaches the chat only after the client gave up on it."
     async with FakeTelegram() as tg:
-        tg.land_late("sendMessage", 1.0)  # no answer; applied 1 s later, after the final's own send
+        # No answer; applied right after the final's own send took effect (ordered by the fake, not by time).
+        tg.land_after("sendMessage", "-7", applied=1)
         a = actor(TelegramAdapter(tg.token, api_url=tg.url, timeout=0.3), "-7", late_landing_s=1.5)
         await stream(a, [*deltas(answer), Finish("completed")], pause=0.02)
     first, final = tg.calls_to("-7", "sendMessage")[:2]

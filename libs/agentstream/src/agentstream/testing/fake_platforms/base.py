@@ -63,6 +63,7 @@ class Failure:
     delay_s: float = 0.0  # sleep before answering (longer than the client's timeout = a timeout)
     apply: bool = False  # the call still takes effect (a send that landed but whose answer was lost)
     answer_after_s: float = 0.0  # apply at once, answer only after this long (the answer is lost)
+    lands_after: asyncio.Event | None = None  # with `apply`: after `delay_s`, also wait for this before applying
 
 
 def too_many_requests(body: dict[str, Any], retry_after: float) -> Response:
@@ -82,6 +83,8 @@ class FakePlatform(StartStop):
         self._failures: list[tuple[str, str | None, Failure]] = []
         self._last_call: dict[str, float] = {}
         self._throttled: dict[str, float] = {}  # chat → until when every call gets a 429
+        self._applied: dict[tuple[str, str], int] = defaultdict(int)  # (method, chat) → calls applied
+        self._apply_waiters: list[tuple[str, str, int, asyncio.Event]] = []
         self._ids = 0
         self.app = FastAPI()
         self.routes(self.app)
@@ -113,6 +116,22 @@ class FakePlatform(StartStop):
         self.fail_next(
             method, Failure(200, {"ok": True, "result": True}, delay_s=hold_s, apply=True), chat_id=chat_id, count=count
         )
+
+    def land_after(self, method: str, chat_id: str, *, applied: int, hold_s: float = 0.0) -> None:
+        """Late landing ordered by events, not by time: the next `method` call to `chat_id` gets no answer
+        and takes effect only once `applied` calls of `method` to that chat have taken effect (its own
+        not counted) — the stalled send lands right after the one the test names, on any machine load."""
+        event = asyncio.Event()
+        self._apply_waiters.append((method, chat_id, applied, event))
+        failure = Failure(200, {"ok": True, "result": True}, delay_s=hold_s, apply=True, lands_after=event)
+        self.fail_next(method, failure, chat_id=chat_id)
+
+    def note_applied(self, method: str, chat_id: str) -> None:
+        """A route calls this when a call took effect: it releases the late landings waiting for it."""
+        self._applied[method, chat_id] += 1
+        for m, chat, n, event in self._apply_waiters:
+            if (m, chat) == (method, chat_id) and self._applied[method, chat_id] >= n:
+                event.set()
 
     def lose_answer(self, method: str, hold_s: float, *, chat_id: str | None = None, count: int = 1) -> None:
         """The call takes effect at once; its answer comes only after `hold_s` (the client has given up)."""
@@ -147,6 +166,8 @@ class FakePlatform(StartStop):
                     return call, None, False
                 if failure.delay_s:
                     await asyncio.sleep(failure.delay_s)
+                if failure.lands_after is not None:
+                    await failure.lands_after.wait()
                 call.status = failure.status
                 return call, JSONResponse(failure.body or {}, failure.status, failure.headers), failure.apply
         if self.per_chat_interval is not None:
@@ -178,4 +199,6 @@ class FakePlatform(StartStop):
         self.port = await self._http.start(self.port)  # a restarted fake listens where it did
 
     async def stop(self) -> None:
+        for *_, event in self._apply_waiters:  # a landing still waiting would hold the server's shutdown
+            event.set()
         await self._http.stop()

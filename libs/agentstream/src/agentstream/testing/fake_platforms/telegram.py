@@ -79,6 +79,8 @@ class FakeTelegram(FakePlatform):
             call.status = result.status_code
             if call.status == 200 and method == "sendMessage":
                 call.message_id = str(self.chats[chat_id][-1].message_id)
+            if call.status == 200:
+                self.note_applied(method, chat_id)
             return await self.answer(call, answer or result)
 
     def _apply(self, method: str, chat_id: str, body: dict[str, Any]) -> JSONResponse:

@@ -34,7 +34,7 @@ from agentstream.contracts import (
     conversation_key,
 )
 from agentstream.db import upgrade
-from agentstream.kafka.commits import OffsetCommitter
+from agentstream.kafka.commits import COMMIT_TIMEOUT_S, OffsetCommitter
 from agentstream.kafka.decoding import RecordDecoder
 from agentstream.kafka.internals import consumer_of
 from agentstream.kafka.revocations import RevocationListener
@@ -63,6 +63,8 @@ ENDED_KEPT = 1_000
 # A revocation waits this long for the platform calls in flight of the streams it hands over
 # (an adapter's request times out within it: docs/delivery.md § Rebalance).
 HANDOVER_WAIT_S = DEFAULT_LATE_LANDING_S
+# The group waits this long for this member's rejoin: the hand-over wait, the commit after it, a margin.
+REBALANCE_TIMEOUT_S = HANDOVER_WAIT_S + COMMIT_TIMEOUT_S + 10.0
 
 
 class DeliveryService(Service):
@@ -125,6 +127,7 @@ class DeliveryService(Service):
             listener=RevocationListener(
                 self.partitions_revoked, topic=self.topics.events, on_assigned=self.partitions_assigned
             ),
+            rebalance_timeout_ms=int(REBALANCE_TIMEOUT_S * 1000),
         )
         self.subscriber(self.on_event)
         if self.hooks.observing:

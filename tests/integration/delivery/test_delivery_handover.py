@@ -15,6 +15,7 @@ import io
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ from agentstream.contracts import EventBase, MessageDelta, ReplyTarget, RunFinis
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.kafka.internals import consumer_of
-from agentstream.testing.fake_platforms import FakeTelegram
+from agentstream.testing.fake_platforms import Failure, FakeTelegram
 from agentstream_delivery import bootstrap
 from agentstream_delivery.app import DeliveryService
 from agentstream_delivery.formatting import render
@@ -37,6 +38,9 @@ CHATS = [f"-90{i}" for i in range(8)]  # groups: previews are messages edited in
 WORDS = [f"word{i} " for i in range(12)]
 ANSWER = "".join(WORDS)
 BEFORE = 5  # deltas sent before the second delivery joins
+# An edit the fake applies and answers only after this long: in flight when the second delivery joins,
+# it outlasts the rebalance, so a hand-over that did not wait for it would overlap the new owner's writes.
+SLOW_EDIT = Failure(200, {"ok": True, "result": True}, delay_s=12.0, apply=True)
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,7 @@ async def test_streams_in_flight_during_a_rebalance_end_whole_with_one_writer(
                     "token_env": "HANDOVER_TG_TOKEN",
                     "edit_interval": 0.2,
                     "chat_interval": 0.1,
+                    "timeout_s": 20.0,  # longer than SLOW_EDIT
                 }
             }
         )
@@ -121,11 +126,15 @@ async def test_streams_in_flight_during_a_rebalance_end_whole_with_one_writer(
                     await produce(chat, run_events(chat)[: 1 + BEFORE])
                 # every stream is in flight on the first delivery: its preview is on the chat
                 await until(lambda: all(tg.texts(c) for c in CHATS), 30, "a preview in every chat")
+                tg.fail_next("editMessageText", SLOW_EDIT, count=len(CHATS))
+                for chat in CHATS:
+                    await produce(chat, run_events(chat)[1 + BEFORE : 2 + BEFORE])
+                await until(lambda: all(tg.calls_to(c, "editMessageText") for c in CHATS), 30, "an edit in flight")
                 async with ServiceHost([second], "127.0.0.1", {second.name: free_port()}):
                     await until(lambda: bool(assigned(first)) and bool(assigned(second)), 60, "the rebalance")
                     kept, moved = assigned(first), assigned(second)
                     for chat in CHATS:
-                        await produce(chat, run_events(chat)[1 + BEFORE :])
+                        await produce(chat, run_events(chat)[2 + BEFORE :])
                     final = render(ANSWER, TextFormat.TELEGRAM_HTML)
                     await until(lambda: all(tg.texts(c) == [final] for c in CHATS), 60, "every final text")
                     await asyncio.sleep(1.0)  # time for a stale stream to write again, were one left
@@ -139,6 +148,10 @@ async def test_streams_in_flight_during_a_rebalance_end_whole_with_one_writer(
     for chat in CHATS:
         assert tg.texts(chat) == [final]  # the exact final text, and no second message
         assert len(tg.calls_to(chat, "sendMessage")) == 1, chat  # one message posted, by one member
+        writes = sorted(tg.calls_to(chat, "sendMessage", "editMessageText"), key=lambda c: c.at)
+        # One writer at a time as the platform saw it: each write took effect before the next one
+        # arrived (a stream waits for each answer; a write cut off by the hand-over would overlap).
+        assert all(a.applied_at is not None and a.applied_at <= b.at for a, b in pairwise(writes)), chat
     for chat in moved_chats:
         by_first = [c for c in calls if c.chat_id == chat and c.member == "first"]
         by_second = [c for c in calls if c.chat_id == chat and c.member == "second"]

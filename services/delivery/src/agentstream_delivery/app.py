@@ -60,11 +60,8 @@ FinishedListener = Callable[[RunFinished], Awaitable[None] | None]
 COMMIT_EVERY_S = 0.5
 # Streams of runs that ended short of their answer, kept for a resume to re-mark; the oldest go first.
 ENDED_KEPT = 1_000
-# A revocation waits this long for the platform calls in flight of the streams it hands over
-# (an adapter's request times out within it: docs/delivery.md § Rebalance).
-HANDOVER_WAIT_S = DEFAULT_LATE_LANDING_S
-# The group waits this long for this member's rejoin: the hand-over wait, the commit after it, a margin.
-REBALANCE_TIMEOUT_S = HANDOVER_WAIT_S + COMMIT_TIMEOUT_S + 10.0
+# The group waits for this member's rejoin the hand-over wait, the commit after it and this margin.
+REJOIN_MARGIN_S = 10.0
 
 
 class DeliveryService(Service):
@@ -106,6 +103,12 @@ class DeliveryService(Service):
         self._held: dict[asyncio.Task[Any], tuple[int, int]] = {}  # stream and notice tasks → their first record
         self._partition_of: BoundedMap[str, int] = BoundedMap(MAX_REMEMBERED)  # conversation → its `events` partition
         self._revoked: set[int] = set()  # revoked and not assigned again: a record read before is dropped
+        # A revocation waits this long for the platform requests in flight of the streams it hands
+        # over: the longest late-landing window, past every adapter's request timeout (docs/delivery.md § Rebalance).
+        self.handover_wait_s = max(
+            [late_landing(a, self.settings.platforms.get(a.platform)) for a in self.adapters.values()],
+            default=DEFAULT_LATE_LANDING_S,
+        )
         self.metrics = DeliveryMetrics(self.registry, self.adapters)
         open_streams = Gauge("agentstream_delivery_open_streams", "Streams being delivered", registry=self.registry)
         open_streams.set_function(lambda: len(self.streams.all()))
@@ -127,7 +130,7 @@ class DeliveryService(Service):
             listener=RevocationListener(
                 self.partitions_revoked, topic=self.topics.events, on_assigned=self.partitions_assigned
             ),
-            rebalance_timeout_ms=int(REBALANCE_TIMEOUT_S * 1000),
+            rebalance_timeout_ms=int((self.handover_wait_s + COMMIT_TIMEOUT_S + REJOIN_MARGIN_S) * 1000),
         )
         self.subscriber(self.on_event)
         if self.hooks.observing:
@@ -391,7 +394,7 @@ class DeliveryService(Service):
         moving = [task for task, (partition, _) in self._held.items() if partition in partitions]
         for task in moving:
             task.cancel()
-        if moving and (late := (await asyncio.wait(moving, timeout=HANDOVER_WAIT_S))[1]):
+        if moving and (late := (await asyncio.wait(moving, timeout=self.handover_wait_s))[1]):
             self.log.warning("platform calls still in flight after the hand-over wait", tasks=len(late))
         moved = self.streams.drop(lambda actor: actor.origin is not None and actor.origin[0] in partitions)
         for actor in moved:

@@ -26,3 +26,19 @@ def test_a_resumed_run_is_current_again_but_late_events_are_not():
     assert not rc.is_over("a")
     rc.start("k", "b", 1)  # superseded: never current again
     assert rc.is_over("a") and not rc.resumes("a", 10**6)
+
+
+def test_forgetting_moved_conversations_lets_their_runs_be_read_again():
+    """A revoked partition coming back is read again from its commit: a run known here as over
+    (finished or superseded) must open its stream again, and its conversation has no current run."""
+    rc = CurrentRuns()
+    rc.start("moved", "a", 1)
+    rc.end("a", 5, "moved")
+    rc.start("moved", "b", 1)
+    rc.start("moved", "c", 1)  # b superseded
+    rc.start("kept", "d", 1)
+    rc.end("d", 4, "kept")
+    rc.forget({"moved"})
+    assert not rc.is_over("a") and not rc.is_over("b") and rc.is_over("d")
+    assert rc.start("moved", "b", 1) is None  # c is no longer current here: nothing to supersede
+    assert rc.start("kept", "e", 1) is None and rc.is_over("d")

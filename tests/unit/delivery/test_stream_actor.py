@@ -211,3 +211,51 @@ async def test_a_frame_that_a_transform_makes_render_like_the_shown_one_is_not_s
     await asyncio.wait_for(a.task, 2)
     [msg] = memory.messages("c1")
     assert msg.history == ["Hello\n\n▉", "Hello"]
+
+
+# -- a hand-over (docs/delivery.md § Rebalance) -------------------------------------------------------
+class HeldSend(MemoryAdapter):
+    """A send that lands only when the test lets it answer."""
+
+    def __init__(self) -> None:
+        super().__init__(edit_interval=0.01)
+        self.left = asyncio.Event()
+        self.answer = asyncio.Event()
+
+    async def send(self, target: ReplyTarget, text: str, **kw: object) -> str:
+        self.left.set()
+        await self.answer.wait()
+        return await super().send(target, text, **kw)  # type: ignore[arg-type]
+
+
+async def test_a_stream_handed_over_mid_call_ends_once_the_call_is_recorded_and_calls_no_more():
+    memory = HeldSend()
+    ledger = MemoryLedger()
+    a = StreamActor(
+        StreamKey.of("r1", TARGET),
+        TARGET,
+        memory,
+        structlog.get_logger("test"),
+        ledger=ledger,
+        conversation_key="memory:c1",
+    )
+    a.start()
+    a.feed(TextDelta("m1", "Hello"))
+    await asyncio.wait_for(memory.left.wait(), 2)
+    assert a.task is not None
+    a.task.cancel()  # the partition is revoked while the send is in flight
+    await asyncio.sleep(0.05)
+    assert not a.task.done()  # the send that left is waited for
+    memory.answer.set()
+    await asyncio.gather(a.task, return_exceptions=True)
+    assert a.task.cancelled()  # cancelled, not done: its commit hold stays for the next owner
+    a.feed(TextDelta("m1", " world"))
+    await asyncio.sleep(0.05)
+    [msg] = memory.messages("c1")
+    assert msg.text == "Hello ▉" and msg.edits == 0  # nothing after the hand-over
+    # The ledger says the message landed: the next owner's replay edits it instead of posting again.
+    row = ledger.rows[("memory", "c1", "r1", 0)]
+    assert row.state is LedgerState.SENT and row.message_id == msg.message_id
+    await replay(memory, ledger, TextDelta("m1", "Hello"), TextDelta("m1", " world"), Finish("completed"))
+    [msg] = memory.messages("c1")
+    assert msg.text == "Hello world" and msg.final

@@ -18,6 +18,7 @@ from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Gauge
 
 from agentstream.auth import WebSessions
+from agentstream.bounded import BoundedMap
 from agentstream.contracts import (
     DeliveryReceipt,
     KnownPlatform,
@@ -33,17 +34,18 @@ from agentstream.contracts import (
     conversation_key,
 )
 from agentstream.db import upgrade
-from agentstream.kafka.commits import OffsetCommitter
+from agentstream.kafka.commits import COMMIT_TIMEOUT_S, OffsetCommitter
 from agentstream.kafka.decoding import RecordDecoder
 from agentstream.kafka.internals import consumer_of
+from agentstream.kafka.revocations import RevocationListener
 from agentstream.retention import RetentionTask
 from agentstream.service import Infra, Service
 from agentstream_delivery.adapters import PlatformAdapter
 from agentstream_delivery.adapters.web_history import ConversationHistory
 from agentstream_delivery.adapters.web_http import add_web_routes
 from agentstream_delivery.api import add_routes
-from agentstream_delivery.current_runs import CurrentRuns, first_segment
-from agentstream_delivery.deliverer import deliver_notice
+from agentstream_delivery.current_runs import MAX_REMEMBERED, CurrentRuns, first_segment
+from agentstream_delivery.deliverer import DEFAULT_LATE_LANDING_S, deliver_notice
 from agentstream_delivery.delivery_metrics import DeliveryMetrics
 from agentstream_delivery.hooks import HookRuntime, TransformContext
 from agentstream_delivery.ledger import Ledger, ReceiptQueue
@@ -58,6 +60,8 @@ FinishedListener = Callable[[RunFinished], Awaitable[None] | None]
 COMMIT_EVERY_S = 0.5
 # Streams of runs that ended short of their answer, kept for a resume to re-mark; the oldest go first.
 ENDED_KEPT = 1_000
+# The group waits for this member's rejoin the hand-over wait, the commit after it and this margin.
+REJOIN_MARGIN_S = 10.0
 
 
 class DeliveryService(Service):
@@ -96,6 +100,15 @@ class DeliveryService(Service):
         self.finished_listeners: list[FinishedListener] = []
         self._warned_platforms: set[str] = set()
         self._background: set[asyncio.Task[Any]] = set()
+        self._held: dict[asyncio.Task[Any], tuple[int, int]] = {}  # stream and notice tasks → their first record
+        self._partition_of: BoundedMap[str, int] = BoundedMap(MAX_REMEMBERED)  # conversation → its `events` partition
+        self._revoked: set[int] = set()  # revoked and not assigned again: a record read before is dropped
+        # A revocation waits this long for the platform requests in flight of the streams it hands
+        # over: the longest late-landing window, past every adapter's request timeout (docs/delivery.md § Rebalance).
+        self.handover_wait_s = max(
+            [late_landing(a, self.settings.platforms.get(a.platform)) for a in self.adapters.values()],
+            default=DEFAULT_LATE_LANDING_S,
+        )
         self.metrics = DeliveryMetrics(self.registry, self.adapters)
         open_streams = Gauge("agentstream_delivery_open_streams", "Streams being delivered", registry=self.registry)
         open_streams.set_function(lambda: len(self.streams.all()))
@@ -111,7 +124,13 @@ class DeliveryService(Service):
 
     def _subscribe(self) -> None:
         self.subscriber: Any = self.broker.subscriber(
-            self.topics.events, **self.subscriber_options(), ack_policy=AckPolicy.MANUAL
+            self.topics.events,
+            **self.subscriber_options(),
+            ack_policy=AckPolicy.MANUAL,
+            listener=RevocationListener(
+                self.partitions_revoked, topic=self.topics.events, on_assigned=self.partitions_assigned
+            ),
+            rebalance_timeout_ms=int((self.handover_wait_s + COMMIT_TIMEOUT_S + REJOIN_MARGIN_S) * 1000),
         )
         self.subscriber(self.on_event)
         if self.hooks.observing:
@@ -184,7 +203,11 @@ class DeliveryService(Service):
         origin = (partition, offset) if partition is not None and offset is not None else None
         with self.log_context():
             event = await self.decode_event(msg)  # None: dead-lettered
+        if origin is not None and origin[0] in self._revoked:
+            return  # its partition moved on meanwhile: the new owner reads it again (docs/delivery.md § Rebalance)
         if event is not None:
+            if origin is not None:
+                self._partition_of.set(event.conversation_key, origin[0])
             with self.log_context(event):  # streams opened here keep the run's ids
                 await self.handle(event, origin)
         if origin is not None:
@@ -275,7 +298,7 @@ class DeliveryService(Service):
             self._hold_until_done(actor.task, origin)
 
     def _finish(self, event: RunFinished) -> None:
-        self.current_runs.end(event.root_run_id, event.seq)
+        self.current_runs.end(event.root_run_id, event.seq, event.conversation_key)
         actors = self.streams.pop(event.root_run_id)
         for actor in actors:
             actor.feed(finish_input(event))
@@ -301,6 +324,8 @@ class DeliveryService(Service):
         with self.infra.tracing.span("deliver final", {"agentstream.root_run_id": event.root_run_id}) as span:
             span.set_attribute("agentstream.targets", len(actors))
             await asyncio.gather(*(a.wait_closed() for a in actors), return_exceptions=True)
+        if any(a.task is not None and a.task.cancelled() for a in actors):
+            return  # handed over (or stopped) short of its final text: the next owner tells its own listeners
         for listener in list(self.finished_listeners):
             try:
                 result = listener(event)
@@ -355,7 +380,39 @@ class DeliveryService(Service):
         unfinished: its hold stays, and the next start reads its records again."""
         points = self.committer.points
         points.hold(*origin)
+        self._held[task] = origin
+        task.add_done_callback(lambda t: self._held.pop(t, None))
         task.add_done_callback(lambda t: None if t.cancelled() else points.release(*origin))
+
+    # -- rebalance -------------------------------------------------------------------
+    async def partitions_revoked(self, partitions: set[int]) -> None:
+        """The streams and notices of revoked `events` partitions stop before their next platform
+        call (one in flight ends and is recorded first) and are forgotten here; their offsets stay
+        held, so the commit made now leaves their records to the new owner, which reads them again
+        and carries on from the ledger: one writer per message (docs/delivery.md § Rebalance)."""
+        self._revoked |= partitions
+        moving = [task for task, (partition, _) in self._held.items() if partition in partitions]
+        for task in moving:
+            task.cancel()
+        if moving and (late := (await asyncio.wait(moving, timeout=self.handover_wait_s))[1]):
+            self.log.warning("platform calls still in flight after the hand-over wait", tasks=len(late))
+        moved = self.streams.drop(lambda actor: actor.origin is not None and actor.origin[0] in partitions)
+        for actor in moved:
+            self._replays.discard(actor.key.root_run_id)
+        for root_run_id, actors in list(self._ended.items()):
+            if any(a.origin is not None and a.origin[0] in partitions for a in actors):
+                del self._ended[root_run_id]
+        conversations = {key for key in self._partition_of if self._partition_of.peek(key) in partitions}
+        self.current_runs.forget(conversations)
+        for key in conversations:
+            self._partition_of.pop(key)
+        await self.committer.flush()
+        self.committer.forget(partitions)
+        if moving:
+            self.log.info("streams handed over", partitions=sorted(partitions), streams=len(moved), tasks=len(moving))
+
+    async def partitions_assigned(self, partitions: set[int]) -> None:
+        self._revoked -= partitions
 
     # -- platforms -----------------------------------------------------------------
     def _gate(self, adapter: PlatformAdapter, target: ReplyTarget) -> ChatGate:

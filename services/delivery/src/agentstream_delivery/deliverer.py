@@ -41,9 +41,10 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
 from enum import Enum
+from typing import Any, TypeVar
 
 import structlog
 
@@ -77,6 +78,7 @@ DEFAULT_LATE_LANDING_S = 15.0  # the HTTP adapters' default timeout (10 s) + a m
 REAPPLY_ROUNDS = 3  # re-applications of one message whose re-application itself timed out
 
 WallClock = Callable[[], float]
+T = TypeVar("T")
 
 PENDING, SENDING, SENT, UNKNOWN, FAILED = (
     LedgerState.PENDING,
@@ -128,6 +130,26 @@ class Dead:
 
 
 Outcome = Delivered | Skipped | Failed | Degraded | Dead
+
+
+@dataclass(frozen=True)
+class Again:
+    """An attempt of `_call` that did not land: try again with `entry` (after `backoff_s`)."""
+
+    entry: LedgerEntry
+    resent: bool = False  # the final already went out again as a new message once
+    backoff_s: float = 0.0
+
+
+async def uncut(coro: Coroutine[Any, Any, T]) -> T:
+    """Runs `coro` to its end even when the caller is cancelled, then passes the cancellation on:
+    a platform request that left is waited for and its outcome recorded (docs/delivery.md § Rebalance)."""
+    inner = asyncio.ensure_future(coro)
+    try:
+        return await asyncio.shield(inner)
+    except asyncio.CancelledError:
+        await asyncio.wait({inner})
+        raise
 
 
 @dataclass(eq=False)
@@ -299,7 +321,8 @@ class Deliverer:
         await self.gate.acquire()
         try:
             fmt = self.adapter.capabilities.formatting
-            await self.adapter.send_draft(self.target, draft_id, render_frame(text, fmt, final=False), markup=fmt)
+            body = render_frame(text, fmt, final=False)
+            await uncut(self.adapter.send_draft(self.target, draft_id, body, markup=fmt))  # as `_call`'s attempts
         except RateLimited as err:
             self._observe(CallOp.DRAFT, CallOutcome.RATE_LIMITED)
             self._strike(err)
@@ -316,72 +339,81 @@ class Deliverer:
     async def _call(self, segment: int, text: str, final: bool, entry: LedgerEntry) -> Outcome:
         resent = False
         for _ in range(MAX_CALLS_PER_OP):
-            message_id = entry.message_id
-            kind = CallOp.EDIT if message_id is not None else CallOp.SEND
             await self.gate.acquire()
-            left_at = self.wall()
-            await self._record(entry.with_text(SENDING, text, final))  # from here on it may reach the platform
-            self._call_started = time.monotonic()
-            try:
-                message_id, accepted = await self._put(kind, segment, message_id, text, final)
-            except RateLimited as err:
-                self._observe(kind, CallOutcome.RATE_LIMITED)
-                await self._record(entry)  # refused: nothing left, the row is what it was
-                self._strike(err)
-                if self.status is ChatStatus.DEGRADED and not final:
-                    return Skipped()  # final-only from now on: previews are dropped
-                continue
-            except NotFound as err:
-                self._observe(kind, CallOutcome.NOT_FOUND)
-                if message_id is None:
-                    return await self._fail(entry, err)
-                entry = LedgerEntry(segment, PENDING)  # deleted on the platform: post it again
-                self._reposts[segment] = self._reposts.get(segment, 0) + 1  # a new message: a new key
-                await self._record(entry)
-                continue
-            except (Transient, ConnectionError) as err:  # the request did not land: try again
-                self._observe(kind, CallOutcome.TRANSIENT)
-                self.log.info("transient platform error", op=kind, error=repr(err))
-                await self._record(entry)
-                await asyncio.sleep(TRANSIENT_BACKOFF_S)
-                continue
-            except OutcomeUnknown as err:
-                self._observe(kind, CallOutcome.UNKNOWN)
-                self.log.info("platform call of unknown outcome", op=kind, segment=segment, error=repr(err))
-                if message_id is not None:  # it may land late: repeat it now, re-apply after the window
-                    entry = replace(
-                        entry.with_text(UNKNOWN, text, final),
-                        error=str(err),
-                        reapply_at=self.wall() + self.late_landing_s,
-                    )
-                    await self._record(entry)
-                    continue
-                await self._note_orphan(segment)
-                entry = LedgerEntry(segment, UNKNOWN, None, len(text), sha256(text), final, str(err))
-                await self._record(entry)
-                if final and not resent:  # the segment still gets its final, as a new message
-                    resent = True
-                    continue
-                return Failed()  # a preview: the segment's next text goes out as a new message
-            except AdapterError as err:
-                self._observe(kind, err.kind)
-                failed = await self._fail(entry, err)
-                if isinstance(err, Forbidden):
-                    self.status = ChatStatus.DEAD
-                    return Dead()
-                return failed
-            except Exception as err:  # an adapter bug must not end the stream: this op fails, the next may land
-                self._observe(kind, CallOutcome.ERROR)
-                return await self._fail(entry, AdapterError(repr(err)))
-            self.gate.succeeded()
-            self._observe(kind, CallOutcome.OK)
-            self.accepted[segment] = accepted
-            done = entry.with_text(SENT, text, final, message_id)
-            if done.reapply_at is not None and done.reapply_at <= left_at:
-                done = replace(done, reapply_at=None)  # whatever could land late had landed before this call
-            await self._record(done)
-            return Delivered()
+            # From its `sending` row to its outcome's row an attempt is never cut short: a hand-over
+            # (docs/delivery.md § Rebalance) waits for it, so the ledger tells the next owner what the chat shows.
+            result = await uncut(self._attempt(segment, text, final, entry, resent))
+            if not isinstance(result, Again):
+                return result
+            entry, resent = result.entry, result.resent
+            if result.backoff_s > 0:
+                await asyncio.sleep(result.backoff_s)
         return await self._fail(entry, AdapterError("too many attempts"))
+
+    async def _attempt(self, segment: int, text: str, final: bool, entry: LedgerEntry, resent: bool) -> Outcome | Again:
+        """One request of `_call`, from its `sending` row to the row of its outcome."""
+        message_id = entry.message_id
+        kind = CallOp.EDIT if message_id is not None else CallOp.SEND
+        left_at = self.wall()
+        await self._record(entry.with_text(SENDING, text, final))  # from here on it may reach the platform
+        self._call_started = time.monotonic()
+        try:
+            message_id, accepted = await self._put(kind, segment, message_id, text, final)
+        except RateLimited as err:
+            self._observe(kind, CallOutcome.RATE_LIMITED)
+            await self._record(entry)  # refused: nothing left, the row is what it was
+            self._strike(err)
+            if self.status is ChatStatus.DEGRADED and not final:
+                return Skipped()  # final-only from now on: previews are dropped
+            return Again(entry, resent)
+        except NotFound as err:
+            self._observe(kind, CallOutcome.NOT_FOUND)
+            if message_id is None:
+                return await self._fail(entry, err)
+            entry = LedgerEntry(segment, PENDING)  # deleted on the platform: post it again
+            self._reposts[segment] = self._reposts.get(segment, 0) + 1  # a new message: a new key
+            await self._record(entry)
+            return Again(entry, resent)
+        except (Transient, ConnectionError) as err:  # the request did not land: try again
+            self._observe(kind, CallOutcome.TRANSIENT)
+            self.log.info("transient platform error", op=kind, error=repr(err))
+            await self._record(entry)
+            return Again(entry, resent, TRANSIENT_BACKOFF_S)
+        except OutcomeUnknown as err:
+            self._observe(kind, CallOutcome.UNKNOWN)
+            self.log.info("platform call of unknown outcome", op=kind, segment=segment, error=repr(err))
+            if message_id is not None:  # it may land late: repeat it now, re-apply after the window
+                entry = replace(
+                    entry.with_text(UNKNOWN, text, final),
+                    error=str(err),
+                    reapply_at=self.wall() + self.late_landing_s,
+                )
+                await self._record(entry)
+                return Again(entry, resent)
+            await self._note_orphan(segment)
+            entry = LedgerEntry(segment, UNKNOWN, None, len(text), sha256(text), final, str(err))
+            await self._record(entry)
+            if final and not resent:  # the segment still gets its final, as a new message
+                return Again(entry, resent=True)
+            return Failed()  # a preview: the segment's next text goes out as a new message
+        except AdapterError as err:
+            self._observe(kind, err.kind)
+            failed = await self._fail(entry, err)
+            if isinstance(err, Forbidden):
+                self.status = ChatStatus.DEAD
+                return Dead()
+            return failed
+        except Exception as err:  # an adapter bug must not end the stream: this op fails, the next may land
+            self._observe(kind, CallOutcome.ERROR)
+            return await self._fail(entry, AdapterError(repr(err)))
+        self.gate.succeeded()
+        self._observe(kind, CallOutcome.OK)
+        self.accepted[segment] = accepted
+        done = entry.with_text(SENT, text, final, message_id)
+        if done.reapply_at is not None and done.reapply_at <= left_at:
+            done = replace(done, reapply_at=None)  # whatever could land late had landed before this call
+        await self._record(done)
+        return Delivered()
 
     async def _put(self, kind: CallOp, segment: int, message_id: str | None, text: str, final: bool) -> tuple[str, str]:
         """One send or edit of `text` rendered in the platform's markup; as plain text if the markup is refused.

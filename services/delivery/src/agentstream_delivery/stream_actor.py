@@ -328,6 +328,16 @@ class StreamRegistry:
     def all(self) -> list[StreamActor]:
         return [a for targets in self._by_root.values() for a in targets.values()]
 
+    def drop(self, moved: Callable[[StreamActor], bool]) -> list[StreamActor]:
+        """Forgets the streams `moved` picks (handed over to another consumer); returns them."""
+        dropped = [a for a in self.all() if moved(a)]
+        for actor in dropped:
+            targets = self._by_root[actor.key.root_run_id]
+            del targets[actor.key]
+            if not targets:
+                del self._by_root[actor.key.root_run_id]
+        return dropped
+
     async def cancel_all(self) -> None:
         actors = self.all()
         self._by_root.clear()

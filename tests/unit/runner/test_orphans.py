@@ -7,7 +7,8 @@ from typing import Any
 
 from agentstream import contracts as ev
 from agentstream.contracts import ReplyTarget, StepType, utcnow
-from agentstream_runner.orphans import lost_ending, open_runs
+from agentstream_runner.app import runs_to_run
+from agentstream_runner.orphans import lost_ending, open_runs, orphaned
 
 KEY = "web:c1"
 TARGET = ReplyTarget(platform="web", chat_id="c1")
@@ -101,3 +102,17 @@ def test_with_no_partial_message_the_ending_text_is_the_last_completed_one() -> 
 def test_runs_of_several_conversations_are_told_apart() -> None:
     events = [started("r1"), started("r2"), finished("r1", 2), delta("r2", 2, "x"), started("r3")]
     assert sorted(r.root_run_id for r in open_runs(events)) == ["r2", "r3"]
+
+
+def test_a_run_whose_command_the_new_owner_reads_again_is_not_orphaned() -> None:
+    # Its runner died before committing the StartRun (or ResumeRun): the new owner runs it again.
+    events = [started("r1"), delta("r1", 2, "x"), started("r2"), delta("r2", 2, "y")]
+    assert [r.root_run_id for r in orphaned(events, {"r1"})] == ["r2"]
+
+
+def test_the_runs_the_runs_records_start_or_resume() -> None:
+    start = ev.StartRun(run_id="r1", conversation_key=KEY, assistant_id="default", text="hi", reply_target=TARGET)
+    resume = ev.ResumeRun(run_id="r2", conversation_key=KEY)
+    interrupt = ev.InterruptRun(run_id="r3", conversation_key=KEY)
+    values = [start.to_json(), resume.to_json(), interrupt.to_json(), b"not json"]
+    assert runs_to_run(values) == {"r1", "r2"}

@@ -42,8 +42,8 @@ from agentstream_runner.connectors.resolve import Connectors
 from agentstream_runner.conversations.registry import Conversations
 from agentstream_runner.handover import ResultsReader
 from agentstream_runner.launcher import RunLauncher
-from agentstream_runner.orphan_scan import read_events
-from agentstream_runner.orphans import lost_ending, open_runs
+from agentstream_runner.orphan_scan import read_committed_to_end, read_events
+from agentstream_runner.orphans import lost_ending, orphaned
 from agentstream_runner.ports import ToolWaiters
 from agentstream_runner.tool_catalog import ToolCatalog
 
@@ -67,6 +67,19 @@ RunnerRecord = Annotated[
 ]
 RUNNER_RECORD: TypeAdapter[RunnerRecord] = TypeAdapter(RunnerRecord)
 RUNNER_RECORD_NAME = "run command or tool result"
+
+
+def runs_to_run(values: list[bytes]) -> set[str]:
+    """The runs that these `runs` records start or resume."""
+    found: set[str] = set()
+    for value in values:
+        try:
+            record = RUNNER_RECORD.validate_json(value)
+        except ValidationError:
+            continue  # dead-lettered when the partition is read
+        if isinstance(record, StartRun | ResumeRun):
+            found.add(record.run_id)
+    return found
 
 
 def arrived(start: StartRun, timestamp_ms: int | None, read_at: float) -> StartRun:
@@ -242,7 +255,10 @@ class AgentRunnerService(Service):
         try:
             async with asyncio.timeout(ORPHAN_SCAN_S):
                 events = await read_events(self.settings.kafka, self.topics.events, partitions, client_id)
-                orphans = open_runs(events)
+                commands = await read_committed_to_end(
+                    self.settings.kafka, self.topics.runs, partitions, self.group_id, client_id
+                )
+                orphans = orphaned(events, runs_to_run(commands))
                 for run in orphans:
                     await self.publish(self.topics.events, lost_ending(run), run.conversation_key)
         except Exception as err:  # the watchdog still ends them, later

@@ -1,9 +1,12 @@
-"""Reading what `orphans.py` decides on: the `events` partitions of newly assigned `runs` partitions.
+"""Reading what `orphans.py` decides on: the `events` partitions of newly assigned `runs` partitions,
+and what of those `runs` partitions this runner has still to read.
 
-Read from persistence's committed offsets — persistence commits no further than the first event
-of its oldest run not yet stored, so every run still open starts at or after them — up to the
-partitions' end when they were assigned. The assignment callback awaits this, before this runner
-reads anything of those partitions, so no run of its own is among what it reads.
+`events` is read from persistence's committed offsets — persistence commits no further than the
+first event of its oldest run not yet stored, so every run still open starts at or after them — up
+to the partitions' end when they were assigned; `runs` from this runner's group's committed offsets
+(a command read but not committed by a runner that died is read again, and runs again). The
+assignment callback awaits this, before this runner reads anything of those partitions, so no run
+of its own is among what it reads.
 """
 
 from __future__ import annotations
@@ -38,11 +41,25 @@ def _consumer(kafka: KafkaSettings, client_id: str, group: str | None) -> AIOKaf
 
 async def read_events(kafka: KafkaSettings, topic: str, partitions: set[int], client_id: str) -> list[RunEvent]:
     """The events of `partitions` of `topic` from persistence's committed offsets to their end now."""
+    events: list[RunEvent] = []
+    for value in await read_committed_to_end(kafka, topic, partitions, consumer_group(kafka, PERSISTENCE), client_id):
+        try:
+            events.append(RunEventAdapter.validate_json(value))
+        except ValidationError:
+            continue  # persistence dead-letters it; it opens or ends no run
+    return events
+
+
+async def read_committed_to_end(
+    kafka: KafkaSettings, topic: str, partitions: set[int], group_id: str, client_id: str
+) -> list[bytes]:
+    """The record values of `partitions` of `topic` from `group_id`'s committed offsets (the first
+    offset where it never committed) to their end now."""
     if not partitions:
         return []
     tps = [TopicPartition(topic, p) for p in sorted(partitions)]
     reader = _consumer(kafka, client_id, None)
-    group = _consumer(kafka, client_id, consumer_group(kafka, PERSISTENCE))
+    group = _consumer(kafka, client_id, group_id)
     await reader.start()
     try:
         await group.start()
@@ -63,16 +80,10 @@ async def read_events(kafka: KafkaSettings, topic: str, partitions: set[int], cl
             await reader.stop()
 
 
-async def _read_to(reader: AIOKafkaConsumer, ends: dict[TopicPartition, int], broker: BrokerTuning) -> list[RunEvent]:
-    events: list[RunEvent] = []
+async def _read_to(reader: AIOKafkaConsumer, ends: dict[TopicPartition, int], broker: BrokerTuning) -> list[bytes]:
+    values: list[bytes] = []
     while [tp for tp in ends if await reader.position(tp) < ends[tp]]:
         batch = await reader.getmany(timeout_ms=200)
         for tp, records in batch.items():
-            for record in records:
-                if not record.value or not broker.within_end(record.offset, ends[tp]):
-                    continue
-                try:
-                    events.append(RunEventAdapter.validate_json(record.value))
-                except ValidationError:
-                    continue  # persistence dead-letters it; it opens or ends no run
-    return events
+            values.extend(r.value for r in records if r.value and broker.within_end(r.offset, ends[tp]))
+    return values

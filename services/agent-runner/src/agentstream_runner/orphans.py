@@ -6,7 +6,8 @@ moved), and a runner that died runs nothing. So every run whose `events` (co-par
 `runs`) show it started and not finished, up to the partitions' end when they were assigned, is
 orphaned — docs/decisions.md § Orphaned runs. The runner ends each `failed(runner_lost)` at once,
 as persistence's watchdog would after `resume.stale_after_s`, and `resume.auto` continues it from
-its checkpoint. A run only queued is not orphaned: its StartRun is still on `runs` for the new owner.
+its checkpoint. A run only queued is not orphaned: its StartRun is still on `runs` for the new owner;
+nor is one whose StartRun or ResumeRun the new owner reads again (`orphaned`).
 """
 
 from __future__ import annotations
@@ -66,6 +67,14 @@ def open_runs(events: Iterable[ev.RunEvent]) -> list[OpenRun]:
             run = runs[root] = OpenRun(root, event.conversation_key, event.ts)
         _apply(run, event)
     return [run for root, run in runs.items() if root not in replays]
+
+
+def orphaned(events: Iterable[ev.RunEvent], still_to_run: Iterable[str]) -> list[OpenRun]:
+    """The open runs of `events` that nobody runs: not those whose StartRun or ResumeRun is on
+    `runs` past the group's committed offset (`still_to_run`) — read by a runner that died before
+    committing it, it is read again by the new owner and runs again; ending it too would run it twice."""
+    again = set(still_to_run)
+    return [run for run in open_runs(events) if run.root_run_id not in again]
 
 
 def _apply(run: OpenRun, event: ev.RunEvent) -> None:

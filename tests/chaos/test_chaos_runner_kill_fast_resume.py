@@ -9,7 +9,9 @@ noticed. The fake LLM server's request log shows that no completed step was requ
 from __future__ import annotations
 
 import asyncio
+import json
 import time
+from datetime import datetime
 
 import pytest
 
@@ -32,9 +34,26 @@ STALE_AFTER_S = 30.0  # the watchdog's: the fast path must be what ends the run
 RESTART_AFTER_S = 2.0
 
 
+def owner_of(run_id: str, runners: list[ServiceProcess]) -> ServiceProcess:
+    """The runner whose log shows it running `run_id`."""
+    [owner] = [r for r in runners if r.log.exists() and run_id in r.log.read_text(errors="replace")]
+    return owner
+
+
+def orphans_ended_at(runner: ServiceProcess) -> float:
+    """When (epoch seconds) `runner` logged ending the runs it found orphaned."""
+    for line in runner.log.read_text(errors="replace").splitlines():
+        if line.startswith("{") and (entry := json.loads(line)).get("event") == "runs of a lost runner ended":
+            return datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00")).timestamp()
+    raise AssertionError(f"{runner.log} shows no orphaned run ended")
+
+
+@pytest.mark.parametrize("taken_by", ["restarted", "survivor"])
 async def test_killed_runner_run_resumes_as_soon_as_a_runner_has_its_partitions(
-    kafka_bootstrap, topic_prefix, tmp_path
+    kafka_bootstrap, topic_prefix, tmp_path, taken_by
 ):
+    """`restarted`: the only runner is killed and started again 2 s later. `survivor`: one of two
+    runners is killed; the other is assigned its partitions when the group notices."""
     async with FakeOpenAI() as fake:
         fake.add_turn(tool_calls=[("calculator", {"expression": "6*7"})])  # completes before the kill
         fake.add_turn(text=SLOW_TEXT, token_delay_s=0.25)  # the kill lands in here
@@ -59,7 +78,9 @@ async def test_killed_runner_run_resumes_as_soon_as_a_runner_has_its_partitions(
         )
         port = free_port()
         first = ServiceProcess("agent-runner", env, port, tmp_path, "first")
-        second = ServiceProcess("agent-runner", env, port, tmp_path, "second")
+        second = ServiceProcess(
+            "agent-runner", env, port if taken_by == "restarted" else free_port(), tmp_path, "second"
+        )
         persistence, tools = bootstrap_persistence(settings), bootstrap_tool_executor(settings)
         start = StartRun(
             run_id="run-fast-resume-1",
@@ -75,21 +96,27 @@ async def test_killed_runner_run_resumes_as_soon_as_a_runner_has_its_partitions(
                 [persistence, tools], "127.0.0.1", {persistence.name: free_port(), tools.name: free_port()}
             )
             try:
-                await asyncio.gather(host.start(), first.start())
+                both = [first] if taken_by == "restarted" else [first, second]
+                await asyncio.gather(host.start(), *(r.start() for r in both))
                 await produce_raw(bootstrap, f"{topic_prefix}runs", start.to_json(), key=KEY.encode())
                 await read_until(bootstrap, events_topic, has_delta, timeout=30)
-                first.kill9()
+                owner_of(start.run_id, both).kill9()
                 killed_at = time.monotonic()
-                await asyncio.sleep(RESTART_AFTER_S)
-                restarted_at = time.monotonic()
-                await second.start()  # ready: it has joined the group and been assigned the partitions
-                ready_at = time.monotonic()
+                if taken_by == "restarted":
+                    await asyncio.sleep(RESTART_AFTER_S)
+                    restarted_at = time.monotonic()
+                    await second.start()  # ready: it has joined the group and been assigned the partitions
+                    ready_at = time.monotonic()
+                else:
+                    restarted_at = ready_at = killed_at  # nothing restarts: the other runner takes over
 
                 records = await read_until(bootstrap, events_topic, lambda rs: len(endings(rs)) >= 2, timeout=60)
-                done_at = time.monotonic()
+                done_at, done_wall = time.monotonic(), time.time()
                 lost, done = endings(records)[:2]
+                ended_at = orphans_ended_at(second)
                 print(
-                    f"\nresumed answer complete {done_at - ready_at:.1f} s after the restarted runner was ready, "
+                    f"\n{taken_by}: resumed answer complete {done_wall - ended_at:.1f} s after the runner assigned "
+                    f"the partitions ended the orphaned run, {done_at - ready_at:.1f} s after it was ready, "
                     f"{done_at - restarted_at:.1f} s after the restart, {done_at - killed_at:.1f} s after the kill "
                     f"(the watchdog: {STALE_AFTER_S:g} s of silence)"
                 )

@@ -42,6 +42,8 @@ from agentstream_runner.connectors.resolve import Connectors
 from agentstream_runner.conversations.registry import Conversations
 from agentstream_runner.handover import ResultsReader
 from agentstream_runner.launcher import RunLauncher
+from agentstream_runner.orphan_scan import read_committed_to_end, read_events
+from agentstream_runner.orphans import lost_ending, orphaned
 from agentstream_runner.ports import ToolWaiters
 from agentstream_runner.tool_catalog import ToolCatalog
 
@@ -54,6 +56,9 @@ COMMIT_INTERVAL_MS = 100
 # The rebalance waits for the handover and then for this member's JoinGroup: a margin for the latter.
 REJOIN_MARGIN_S = 10.0
 POSITION_TIMEOUT_S = 2.0
+# How long an assignment waits to end the runs orphaned there; past it they are left to
+# persistence's watchdog (`resume.stale_after_s`).
+ORPHAN_SCAN_S = 10.0
 
 # What the one subscription (`runs` + `tool-results`) carries, told apart by `type`.
 RunnerRecord = Annotated[
@@ -62,6 +67,19 @@ RunnerRecord = Annotated[
 ]
 RUNNER_RECORD: TypeAdapter[RunnerRecord] = TypeAdapter(RunnerRecord)
 RUNNER_RECORD_NAME = "run command or tool result"
+
+
+def runs_to_run(values: list[bytes]) -> set[str]:
+    """The runs that these `runs` records start or resume."""
+    found: set[str] = set()
+    for value in values:
+        try:
+            record = RUNNER_RECORD.validate_json(value)
+        except ValidationError:
+            continue  # dead-lettered when the partition is read
+        if isinstance(record, StartRun | ResumeRun):
+            found.add(record.run_id)
+    return found
 
 
 def arrived(start: StartRun, timestamp_ms: int | None, read_at: float) -> StartRun:
@@ -94,6 +112,10 @@ class AgentRunnerService(Service):
         self.tool_catalog = tool_catalog
         self.ready_checks["connectors"] = self._connectors_ready
         self.decoder = RecordDecoder(RUNNER_RECORD, RUNNER_RECORD_NAME, self.dead_letter)
+        self.orphans_ended = self.counter(
+            "agentstream_runner_orphaned_runs_ended_total",
+            "Runs found started and unfinished in newly assigned partitions, ended runner_lost at once",
+        )
         self.records = self.counter("agentstream_runner_records_total", "Records consumed by type", ["type"])
         Gauge(
             "agentstream_runner_active_conversations", "Conversations with an active run", registry=self.registry
@@ -107,7 +129,9 @@ class AgentRunnerService(Service):
             auto_commit_interval_ms=COMMIT_INTERVAL_MS,
             # Before a partition moves, its runs finish here (`runner.handover_s`), so two runners
             # never write one conversation; the group waits that long for this member to rejoin.
-            listener=RevocationListener(self.partitions_revoked, topic=self.topics.runs),
+            listener=RevocationListener(
+                self.partitions_revoked, topic=self.topics.runs, on_assigned=self.partitions_assigned
+            ),
             rebalance_timeout_ms=int((self.settings.runner.handover_s + REJOIN_MARGIN_S) * 1000),
         )
         self.subscriber(self.on_record)
@@ -220,6 +244,31 @@ class AgentRunnerService(Service):
         keys = await self.conversations.close_partitions(partitions, FinishReason.REBALANCED)
         if keys:
             self.log.warning("partitions revoked: runs stopped", partitions=sorted(partitions), conversations=keys)
+
+    async def partitions_assigned(self, partitions: set[int]) -> None:
+        """Runs of these partitions that started and never finished have no runner any more
+        (orphans.py): each ends `failed(runner_lost)` now, before this runner reads the
+        partitions, and `resume.auto` continues it from its checkpoint."""
+        if not partitions:
+            return
+        client_id = f"{self.settings.kafka.client_id}-{self.name}-orphans"
+        try:
+            async with asyncio.timeout(ORPHAN_SCAN_S):
+                events = await read_events(self.settings.kafka, self.topics.events, partitions, client_id)
+                commands = await read_committed_to_end(
+                    self.settings.kafka, self.topics.runs, partitions, self.group_id, client_id
+                )
+                orphans = orphaned(events, runs_to_run(commands))
+                for run in orphans:
+                    await self.publish(self.topics.events, lost_ending(run), run.conversation_key)
+        except Exception as err:  # the watchdog still ends them, later
+            self.log.warning("orphaned runs not looked for", partitions=sorted(partitions), error=repr(err))
+            return
+        self.orphans_ended.inc(len(orphans))
+        if orphans:
+            self.log.warning(
+                "runs of a lost runner ended", partitions=sorted(partitions), runs=[r.root_run_id for r in orphans]
+            )
 
     async def _hand_over(self, partitions: set[int]) -> None:
         """The runs of `partitions` finish here, within `runner.handover_s`, before the partitions

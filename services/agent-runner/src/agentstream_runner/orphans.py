@@ -1,0 +1,112 @@
+"""Runs left without a runner, pure: which runs of newly assigned `runs` partitions nobody runs.
+
+When this runner is assigned `runs` partitions, no run of their conversations runs anywhere:
+a runner that gave them up finished or ended its runs first (handover.py, before the partitions
+moved), and a runner that died runs nothing. So every run whose `events` (co-partitioned with
+`runs`) show it started and not finished, up to the partitions' end when they were assigned, is
+orphaned — docs/decisions.md § Orphaned runs. The runner ends each `failed(runner_lost)` at once,
+as persistence's watchdog would after `resume.stale_after_s`, and `resume.auto` continues it from
+its checkpoint. A run only queued is not orphaned: its StartRun is still on `runs` for the new owner;
+nor is one whose StartRun or ResumeRun the new owner reads again (`orphaned`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pydantic import ValidationError
+
+from agentstream import contracts as ev
+from agentstream.contracts import FinishReason, RunFinished, RunStatus, StepType, Usage, utcnow
+from agentstream.contracts.steps import LlmStepOutput
+
+LOST_ERROR = "the agent runner running it stopped (its conversations were assigned to another)"
+
+
+@dataclass
+class OpenRun:
+    """What the stream says of a root run that started and has not finished."""
+
+    root_run_id: str
+    conversation_key: str
+    started_at: datetime
+    max_seq: int = -1
+    epoch: int = 0
+    usage: Usage = field(default_factory=Usage)
+    text: str = ""
+    # Text streamed by a message that never completed, by message id.
+    partial: dict[str, str] = field(default_factory=dict)
+
+
+def open_runs(events: Iterable[ev.RunEvent]) -> list[OpenRun]:
+    """The root runs that started in `events` (in log order) and did not finish there. A run
+    resumed after an earlier ending counts from its first event after that ending."""
+    runs: dict[str, OpenRun] = {}
+    finished_at: dict[str, int] = {}  # root run id → seq of its latest run.finished
+    replays: set[str] = set()
+    for event in events:
+        root = event.root_run_id
+        if isinstance(event, ev.RunFinished):
+            if event.run_id == root:
+                runs.pop(root, None)
+                finished_at[root] = max(finished_at.get(root, -1), event.seq)
+            elif root in runs:
+                _apply(runs[root], event)  # a delegated run's ending: its seq is the root's too
+            continue
+        if isinstance(event, ev.RunQueued) or event.seq <= finished_at.get(root, -1):
+            continue  # not started, or a re-read of what came before its ending
+        if isinstance(event, ev.RunStarted) and event.replay_of is not None:
+            replays.add(root)  # a replay is delivered, never stored: nothing to resume
+        run = runs.get(root)
+        if run is None:
+            if isinstance(event, ev.Notice | ev.ToolHeartbeat):
+                continue  # not the runner running it: a refusal, or a tool call outliving its run
+            run = runs[root] = OpenRun(root, event.conversation_key, event.ts)
+        _apply(run, event)
+    return [run for root, run in runs.items() if root not in replays]
+
+
+def orphaned(events: Iterable[ev.RunEvent], still_to_run: Iterable[str]) -> list[OpenRun]:
+    """The open runs of `events` that nobody runs: not those whose StartRun or ResumeRun is on
+    `runs` past the group's committed offset (`still_to_run`) — read by a runner that died before
+    committing it, it is read again by the new owner and runs again; ending it too would run it twice."""
+    again = set(still_to_run)
+    return [run for run in open_runs(events) if run.root_run_id not in again]
+
+
+def _apply(run: OpenRun, event: ev.RunEvent) -> None:
+    run.max_seq = max(run.max_seq, event.seq)
+    run.epoch = max(run.epoch, event.epoch)
+    match event:
+        case ev.MessageDelta() if event.kind == ev.DeltaKind.TEXT:
+            run.partial[event.message_id] = run.partial.get(event.message_id, "") + event.text
+        case ev.MessageCompleted():
+            run.text = event.text
+            run.partial.pop(event.message_id, None)
+        case ev.StepCompleted() if event.step_type == StepType.LLM:
+            with contextlib.suppress(ValidationError):  # another shape carries no usage to bill
+                run.usage = run.usage + LlmStepOutput.model_validate(event.output).usage
+        case _:
+            pass
+
+
+def lost_ending(run: OpenRun, now: datetime | None = None) -> RunFinished:
+    """The `run.finished` that ends an orphaned run: what persistence's watchdog would publish."""
+    now = now or utcnow()
+    text = next(reversed(run.partial.values()), None) if run.partial else None
+    return RunFinished(
+        run_id=run.root_run_id,
+        root_run_id=run.root_run_id,
+        conversation_key=run.conversation_key,
+        seq=run.max_seq + 1,
+        epoch=run.epoch,
+        status=RunStatus.FAILED,
+        reason=FinishReason.RUNNER_LOST,
+        error=LOST_ERROR,
+        text=text if text else run.text,
+        usage=run.usage,
+        duration_ms=max(0.0, (now - run.started_at).total_seconds() * 1000),
+    )

@@ -1,0 +1,118 @@
+"""Which runs of newly assigned partitions have no runner (docs/decisions.md § Orphaned runs)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from agentstream import contracts as ev
+from agentstream.contracts import ReplyTarget, StepType, utcnow
+from agentstream_runner.app import runs_to_run
+from agentstream_runner.orphans import lost_ending, open_runs, orphaned
+
+KEY = "web:c1"
+TARGET = ReplyTarget(platform="web", chat_id="c1")
+
+
+def base(root: str, seq: int, **extra: Any) -> dict[str, Any]:
+    return {"run_id": root, "root_run_id": root, "conversation_key": KEY, "seq": seq, **extra}
+
+
+def queued(root: str) -> ev.RunQueued:
+    return ev.RunQueued(**base(root, 0), assistant_id="default", reply_target=TARGET)
+
+
+def started(root: str, seq: int = 1, **extra: Any) -> ev.RunStarted:
+    return ev.RunStarted(**base(root, seq, **extra), assistant_id="default", connector_id="fake", reply_target=TARGET)
+
+
+def delta(root: str, seq: int, text: str, message_id: str = "m1") -> ev.MessageDelta:
+    return ev.MessageDelta(**base(root, seq), message_id=message_id, text=text)
+
+
+def finished(root: str, seq: int) -> ev.RunFinished:
+    return ev.RunFinished(**base(root, seq), status=ev.RunStatus.COMPLETED, text="done")
+
+
+def llm_step(root: str, seq: int, calls: int) -> ev.StepCompleted:
+    usage = {"prompt_tokens": 10 * calls, "completion_tokens": 2 * calls, "llm_calls": calls}
+    return ev.StepCompleted(**base(root, seq), step_id=f"s{seq}", step_type=StepType.LLM, output={"usage": usage})
+
+
+def test_a_run_started_and_not_finished_is_orphaned() -> None:
+    [run] = open_runs([queued("r1"), started("r1"), delta("r1", 2, "Hel"), delta("r1", 3, "lo")])
+    assert (run.root_run_id, run.conversation_key, run.max_seq) == ("r1", KEY, 3)
+
+
+def test_a_finished_run_is_not() -> None:
+    assert open_runs([queued("r1"), started("r1"), delta("r1", 2, "x"), finished("r1", 3)]) == []
+
+
+def test_a_queued_run_that_never_started_is_not() -> None:
+    # Its StartRun is still on `runs`: the partition's new owner starts it.
+    assert open_runs([queued("r1"), queued("r2"), started("r2"), finished("r2", 2)]) == []
+
+
+def test_a_refused_run_is_not() -> None:
+    notice = ev.Notice(**base("r1", 1), text="who are you?")
+    assert open_runs([queued("r1"), notice]) == []
+
+
+def test_tool_heartbeats_of_a_run_that_ended_before_the_read_open_nothing() -> None:
+    beat = ev.ToolHeartbeat(**base("r1", 4), call_id="c1", tool="slow")
+    assert open_runs([beat, beat]) == []
+
+
+def test_a_run_resumed_after_its_ending_is_open_again_and_re_reads_do_not_reopen_it() -> None:
+    events = [started("r1"), delta("r1", 2, "x"), finished("r1", 3), delta("r1", 2, "x"), delta("r1", 4, "more")]
+    [run] = open_runs(events)
+    assert (run.max_seq, run.partial) == (4, {"m1": "more"})
+
+
+def test_a_replay_is_not_resumed() -> None:
+    assert open_runs([started("r1", replay_of="r0"), delta("r1", 2, "x")]) == []
+
+
+def test_child_run_endings_do_not_end_the_root() -> None:
+    child_end = ev.RunFinished(
+        run_id="child", root_run_id="r1", conversation_key=KEY, seq=3, status=ev.RunStatus.COMPLETED
+    )
+    [run] = open_runs([started("r1"), delta("r1", 2, "x"), child_end])
+    assert run.max_seq == 3
+
+
+def test_the_ending_is_runner_lost_after_the_last_seq_with_the_usage_and_text_so_far() -> None:
+    completed = ev.MessageCompleted(**base("r1", 3), message_id="m0", text="first answer")
+    events = [started("r1", epoch=2), llm_step("r1", 2, 1), completed, delta("r1", 4, "par"), delta("r1", 5, "tial")]
+    [run] = open_runs(events)
+    ending = lost_ending(run, now=run.started_at + timedelta(seconds=3))
+    assert (ending.status, ending.reason, ending.seq, ending.epoch) == ("failed", "runner_lost", 6, 2)
+    assert (ending.run_id, ending.root_run_id, ending.conversation_key) == ("r1", "r1", KEY)
+    assert ending.usage.llm_calls == 1 and ending.usage.prompt_tokens == 10
+    assert ending.text == "partial"
+    assert ending.duration_ms == 3000.0
+
+
+def test_with_no_partial_message_the_ending_text_is_the_last_completed_one() -> None:
+    completed = ev.MessageCompleted(**base("r1", 2), message_id="m0", text="all of it")
+    [run] = open_runs([started("r1"), completed])
+    assert lost_ending(run, now=utcnow()).text == "all of it"
+
+
+def test_runs_of_several_conversations_are_told_apart() -> None:
+    events = [started("r1"), started("r2"), finished("r1", 2), delta("r2", 2, "x"), started("r3")]
+    assert sorted(r.root_run_id for r in open_runs(events)) == ["r2", "r3"]
+
+
+def test_a_run_whose_command_the_new_owner_reads_again_is_not_orphaned() -> None:
+    # Its runner died before committing the StartRun (or ResumeRun): the new owner runs it again.
+    events = [started("r1"), delta("r1", 2, "x"), started("r2"), delta("r2", 2, "y")]
+    assert [r.root_run_id for r in orphaned(events, {"r1"})] == ["r2"]
+
+
+def test_the_runs_the_runs_records_start_or_resume() -> None:
+    start = ev.StartRun(run_id="r1", conversation_key=KEY, assistant_id="default", text="hi", reply_target=TARGET)
+    resume = ev.ResumeRun(run_id="r2", conversation_key=KEY)
+    interrupt = ev.InterruptRun(run_id="r3", conversation_key=KEY)
+    values = [start.to_json(), resume.to_json(), interrupt.to_json(), b"not json"]
+    assert runs_to_run(values) == {"r1", "r2"}

@@ -57,6 +57,10 @@ JVM_OPTIONS = (
     "-XX:TieredStopAtLevel=1",
     "-XX:+ExitOnOutOfMemoryError",
     "-Djava.awt.headless=true",
+    # Log4j's own shutdown hook runs beside Kafka's and can stop the log before the shutdown's lines
+    # ("Unable to register Log4j shutdown hook because JVM is shutting down. Using SimpleLogger"):
+    # without it, a node's log keeps its controlled shutdown to the last line.
+    "-Dlog4j2.shutdownHookEnabled=false",
 )
 # The broker settings of every test cluster, whatever its size.
 TEST_BROKER_SETTINGS: Mapping[str, str] = {

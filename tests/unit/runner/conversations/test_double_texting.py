@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from agentstream.contracts import DoubleTexting, ReplyTarget, ResumeRun, RunOptions, StartRun
 from agentstream_runner.context import RunControl
 from agentstream_runner.conversations.owner import Dismissal, OwnerState, Work, merge_starts
@@ -105,15 +107,30 @@ async def test_reject_refuses_the_new_message_and_keeps_the_active_run():
     await owners.close()
 
 
-async def test_collect_debounces_then_merges_into_one_turn():
+class LoopClock:
+    """The running loop's clock, moved by the test alone: a debounce window is then measured in
+    the test's seconds, never in how long a loaded machine took between two lines."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        loop = asyncio.get_running_loop()
+        self.now = loop.time()
+        monkeypatch.setattr(loop, "time", lambda: self.now)
+
+    async def advance(self, seconds: float) -> None:
+        self.now += seconds
+        await settle()
+
+
+async def test_collect_debounces_then_merges_into_one_turn(monkeypatch: pytest.MonkeyPatch):
+    clock = LoopClock(monkeypatch)
     runs = Runs()
     owners = runs.owners(window_s=0.1)
     owners.submit(start("a", "first", policy="collect"))
-    await settle(0.05)
+    await clock.advance(0.05)
     owners.submit(start("b", "second", policy="collect", chat="c1"))  # resets the window
-    await settle(0.06)
+    await clock.advance(0.06)
     assert runs.log == [] and owners.get(KEY).state is OwnerState.COLLECTING
-    await settle(0.1)
+    await clock.advance(0.1)
     assert runs.log == [("start", "a")] and runs.texts["a"] == "first\n\nsecond"
     assert runs.dismissed == [("b", Dismissal.MERGED, "a")]
     # While it runs, more messages are collected and run as one turn after it.

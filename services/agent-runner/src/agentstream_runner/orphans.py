@@ -20,7 +20,7 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from agentstream import contracts as ev
-from agentstream.contracts import FinishReason, RunFinished, RunStatus, StepType, Usage, utcnow
+from agentstream.contracts import RunFinished, StepType, Usage, utcnow
 from agentstream.contracts.steps import LlmStepOutput
 
 LOST_ERROR = "the agent runner running it stopped (its conversations were assigned to another)"
@@ -97,16 +97,13 @@ def lost_ending(run: OpenRun, now: datetime | None = None) -> RunFinished:
     """The `run.finished` that ends an orphaned run: what persistence's watchdog would publish."""
     now = now or utcnow()
     text = next(reversed(run.partial.values()), None) if run.partial else None
-    return RunFinished(
-        run_id=run.root_run_id,
+    return RunFinished.runner_lost(
         root_run_id=run.root_run_id,
         conversation_key=run.conversation_key,
         seq=run.max_seq + 1,
         epoch=run.epoch,
-        status=RunStatus.FAILED,
-        reason=FinishReason.RUNNER_LOST,
         error=LOST_ERROR,
         text=text if text else run.text,
         usage=run.usage,
-        duration_ms=max(0.0, (now - run.started_at).total_seconds() * 1000),
+        duration_ms=(now - run.started_at).total_seconds() * 1000,
     )

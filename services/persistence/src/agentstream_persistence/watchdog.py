@@ -11,7 +11,7 @@ from datetime import datetime
 
 from pydantic import ValidationError
 
-from agentstream.contracts import FinishReason, RunFinished, RunStatus, StepType, Usage, utcnow
+from agentstream.contracts import RunFinished, StepType, Usage, utcnow
 from agentstream.contracts.steps import LlmStepOutput
 from agentstream_persistence.buffers import RunBuffer
 
@@ -34,15 +34,13 @@ def lost_run_finished(buf: RunBuffer, stale_after_s: float, now: datetime | None
     if partial := buf.incomplete_messages():
         text = partial[-1].text
     begun = buf.started.ts if buf.started else (buf.queued.ts if buf.queued else now)
-    return RunFinished(
-        run_id=buf.root_run_id,
+    return RunFinished.runner_lost(
         root_run_id=buf.root_run_id,
         conversation_key=buf.conversation_key,
         seq=buf.max_seq + 1,
-        status=RunStatus.FAILED,
-        reason=FinishReason.RUNNER_LOST,
+        epoch=0,
         error=f"the agent runner stopped responding (no event for {stale_after_s:g} s)",
         text=text,
         usage=usage_so_far(buf),
-        duration_ms=max(0.0, (now - begun).total_seconds() * 1000),
+        duration_ms=(now - begun).total_seconds() * 1000,
     )

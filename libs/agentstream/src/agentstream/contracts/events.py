@@ -231,6 +231,35 @@ class RunFinished(EventBase):
     duration_ms: float = 0.0
     data: dict[str, Any] = Field(default_factory=dict, description="Data a `next` hook attached to the result.")
 
+    @classmethod
+    def runner_lost(
+        cls,
+        *,
+        root_run_id: str,
+        conversation_key: str,
+        seq: int,
+        epoch: int,
+        error: str,
+        text: str,
+        usage: Usage,
+        duration_ms: float,
+    ) -> RunFinished:
+        """The ending of a run whose runner is gone: written by whoever notices it first
+        (persistence's watchdog, or the runner that takes over its conversations)."""
+        return cls(
+            run_id=root_run_id,
+            root_run_id=root_run_id,
+            conversation_key=conversation_key,
+            seq=seq,
+            epoch=epoch,
+            status=RunStatus.FAILED,
+            reason=FinishReason.RUNNER_LOST,
+            error=error,
+            text=text,
+            usage=usage,
+            duration_ms=max(0.0, duration_ms),
+        )
+
 
 # The events between a run's start and its finish: what it says, calls and does, and that it is alive.
 RunProgressEvent = (

@@ -16,7 +16,7 @@ import gc
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
@@ -32,6 +32,7 @@ from agentstream.contracts import DeadLetter
 from agentstream.db import create_engine, session_factory
 from agentstream.kafka import Topics, consumer_options, make_broker
 from agentstream.kafka.commits import CommitPoints
+from agentstream.kafka.consumer import AnyConsumer, Source
 from agentstream.kafka.end_watch import watch_ends
 from agentstream.kafka.flavor import tuning
 from agentstream.kafka.guard import failure_reason, handler_guard, records_of
@@ -61,6 +62,8 @@ from agentstream.observability import (
     records_published,
 )
 from agentstream.tracing import NO_TRACING, Tracing, tracing_for
+
+C = TypeVar("C", bound=AnyConsumer)
 
 # A stop ends within 10 s whatever Kafka does: final commits/flushes get FINAL_STEP_TIMEOUT_S
 # (skipped at once while Kafka is known unavailable), the broker's own stop STOP_TIMEOUT_S.
@@ -162,6 +165,7 @@ class Service:
             ["service", "topic", "reason"],
         )
         self.records_published = records_published(self.registry)
+        self.consumers: list[AnyConsumer] = []  # started, stopped and restarted with the service
         self._published_by_topic: dict[str, Any] = {}
         self.broker_health = BrokerHealth(
             settings.kafka,
@@ -195,6 +199,23 @@ class Service:
         """A counter in this service's own registry (the one `/metrics` serves)."""
         return Counter(name, documentation, labels, registry=self.registry)
 
+    @property
+    def source(self) -> Source:
+        """What this service's consumers share (kafka/consumer.py)."""
+        return Source(
+            self.broker,
+            self.name,
+            self.log,
+            consumer_options(self.settings.kafka),
+            self.dead_letter_record,
+            self.record_failed,
+        )
+
+    def consuming(self, consumer: C) -> C:
+        """`consumer`, started, stopped and restarted with this service."""
+        self.consumers.append(consumer)
+        return consumer
+
     # -- to override -------------------------------------------------------------
     async def on_start(self) -> None:
         """Open resources before the broker starts consuming."""
@@ -216,6 +237,8 @@ class Service:
 
     async def start(self) -> None:
         await self.on_start()
+        for consumer in self.consumers:
+            consumer.start()
         await self.broker.start()
         self._zero_dead_letters()
         await self.broker_health.check()
@@ -279,6 +302,8 @@ class Service:
         except TimeoutError:
             self.log.warning("broker did not stop in time; abandoning it", timeout_s=STOP_TIMEOUT_S)
         finally:
+            for consumer in self.consumers:
+                await consumer.stop()
             await self.on_stop()
             await self.auth.close()
             if self.engine is not None:
@@ -406,13 +431,8 @@ class Service:
                 action(consumer)
 
     def _commit_points(self) -> list[CommitPoints]:
-        """The service's `CommitPoints`, held directly or by one of its parts (e.g. a committer)."""
-        found: dict[int, CommitPoints] = {}
-        for value in vars(self).values():
-            for candidate in (value, *getattr(value, "__dict__", {}).values()):
-                if isinstance(candidate, CommitPoints):
-                    found[id(candidate)] = candidate
-        return list(found.values())
+        """The `CommitPoints` of this service's consumers."""
+        return [points for consumer in self.consumers if (points := consumer.points) is not None]
 
     async def _broker_ready(self) -> bool:
         if not self.started:

@@ -26,7 +26,6 @@ from agentstream.config import Settings, TextFormat
 from agentstream.contracts import EventBase, MessageDelta, ReplyTarget, RunFinished, RunStarted
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.kafka.internals import consumer_of
 from agentstream.testing.fake_platforms import Failure, FakeTelegram
 from agentstream_delivery import bootstrap
 from agentstream_delivery.app import DeliveryService
@@ -77,7 +76,7 @@ def run_events(chat: str) -> list[EventBase]:
 
 
 def assigned(svc: DeliveryService) -> set[int]:
-    consumer = consumer_of(svc.subscriber)
+    consumer = svc.events.consumer()
     return set() if consumer is None else {tp.partition for tp in consumer.assignment()}
 
 

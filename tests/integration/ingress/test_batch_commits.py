@@ -25,7 +25,7 @@ async def test_offsets_are_committed_after_the_output_and_auto_commit_is_off(set
     svc = bootstrap_ingress(settings)
     bootstrap, t = settings.kafka.bootstrap_servers, svc.topics
     async with ServiceHost([svc], "127.0.0.1", {"ingress": free_port()}):
-        consumer = svc.subscriber.consumer
+        consumer = svc.inbound.consumer()
         assert consumer is not None and not consumer._enable_auto_commit  # nothing commits behind our back
         for i in range(6):
             msg = {"id": f"m-{i}", "platform": "web", "chat_id": f"c{i}", "user": {"id": "u"}, "text": "hello"}
@@ -70,7 +70,7 @@ async def test_a_batch_whose_output_failed_is_read_again_and_every_run_starts_on
         await produce_raw(bootstrap, t.inbound, json.dumps(msg).encode(), key=f"web:c{i}".encode())
     async with ServiceHost([svc], "127.0.0.1", {"ingress": free_port()}):
         await read_until(bootstrap, t.runs, lambda rs: len(rs) >= 6)
-        consumer = svc.subscriber.consumer
+        consumer = svc.inbound.consumer()
         ends = await consumer.end_offsets([TopicPartition(t.inbound, p) for p in range(settings.kafka.partitions)])
         expected = {tp.partition: offset for tp, offset in ends.items()}
         for _ in range(100):

@@ -18,7 +18,6 @@ from agentstream.contracts import InboundMessage, Notice, RunCommandAdapter, Run
 from agentstream.contracts.inbound import DedupeKey
 from agentstream.db import Message, Run, create_engine, session_factory
 from agentstream.kafka.idle import DOORBELL
-from agentstream.kafka.internals import consumer_of
 from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_ingress.app import IngressService
 from agentstream_stack.embedded import embedded_stack, free_ports
@@ -52,7 +51,7 @@ class CrashAfterAcks:
         await self.before_reread()
         await self.located.wait()
         assert self.at is not None
-        consumer_of(self.ingress.subscriber).seek(self.at, self.offset)
+        self.ingress.inbound.consumer().seek(self.at, self.offset)
         DOORBELL.ring(self.at.topic)  # an idle consumer is paused: wake it up
 
 

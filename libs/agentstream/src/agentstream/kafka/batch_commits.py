@@ -1,4 +1,5 @@
-"""`inbound` offsets of a batch, committed once its output is acked, behind the handler.
+"""`inbound` offsets of a batch, committed once its output is acked, behind the handler
+(the `AfterOutputAcked` commit policy, kafka/commit_policies.py).
 
 The handler hands a batch's output to the producer and returns: it waits neither for
 the broker's acks nor for a commit round trip, so the next batch is decided while this
@@ -19,11 +20,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from aiokafka import ConsumerRecord, TopicPartition
+from aiokafka import TopicPartition
 
 from agentstream.kafka.commits import OffsetCommitter
+
+
+class Positioned(Protocol):
+    """Where a record was read (an aiokafka `ConsumerRecord`, a `Consumed`)."""
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def offset(self) -> int: ...
 
 
 class BatchCommits:
@@ -40,7 +51,7 @@ class BatchCommits:
     def after_acks(
         self,
         acks: Sequence[asyncio.Future[Any]],
-        records: Sequence[ConsumerRecord],
+        records: Sequence[Positioned],
         after: Callable[[], Awaitable[None]] | None = None,
         undo: Callable[[], None] | None = None,
     ) -> None:
@@ -55,7 +66,9 @@ class BatchCommits:
         for partition, offset in firsts.items():
             self.points.hold(partition, offset)
             self._reread(partition, offset, lasts[partition])
-        task = asyncio.create_task(self._release_when_acked(acks, firsts, after, undo), name="ingress-output-acks")
+        task = asyncio.create_task(
+            self._release_when_acked(acks, firsts, after, undo), name=f"output-acks-{self.topic}"
+        )
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import structlog
 from aiokafka import TopicPartition
 
-from agentstream_ingress.batch_commits import BatchCommits
+from agentstream.kafka.batch_commits import BatchCommits
 
 TOPIC = "t.inbound"
 

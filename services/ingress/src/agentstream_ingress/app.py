@@ -25,6 +25,7 @@ from agentstream.contracts import Arrival, DeadLetter, InboundMessage, Notice, N
 from agentstream.db import upgrade
 from agentstream.kafka.internals import consumer_of, producer_of
 from agentstream.kafka.revocations import RevocationListener
+from agentstream.kafka.topics import INBOUND
 from agentstream.retention import RetentionTask
 from agentstream.service import Infra, Service
 from agentstream_ingress import http
@@ -106,7 +107,7 @@ class IngressService(Service):
         if not self.started:
             raise RuntimeError("ingress is not connected to Kafka")
         self.broker_health.raise_if_down()  # a restarted broker without topics would swallow it
-        await self.publish(self.topics.inbound, msg, msg.conversation_key)
+        await self.publish(INBOUND, msg)
 
     async def on_inbound(self, msg: KafkaMessage) -> None:
         read_at = time.time()  # the batch's arrival, carried on each run it starts (`Arrival`)

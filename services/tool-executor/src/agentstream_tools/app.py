@@ -41,6 +41,7 @@ from agentstream.kafka.commits import OffsetCommitter
 from agentstream.kafka.decoding import Undecodable, decode_record
 from agentstream.kafka.internals import consumer_of, poll_batches_at_once
 from agentstream.kafka.revocations import RevocationListener
+from agentstream.kafka.topics import EVENTS, TOOL_RESULTS
 from agentstream.service import Infra, Service
 from agentstream.tool_call_signing import refusal, refusal_error
 from agentstream_tools.call_heartbeats import heartbeats
@@ -181,7 +182,7 @@ class ToolExecutorService(Service):
         self.refusals.labels(reason).inc()
         self.log.warning("tool call refused", call=request.idempotency_key, tool=request.tool[:64], reason=reason)
         result = answer(request, ok=False, error=error, retryable=False, refused=reason)
-        await self.publish(self.topics.tool_results, result, request.conversation_key)
+        await self.publish(TOOL_RESULTS, result)
         await self.dead_letter_record(record, f"{error} ({reason})")
 
     def _start_call(self, request: ToolCallRequest, origin: Origin) -> None:
@@ -221,7 +222,7 @@ class ToolExecutorService(Service):
                 await self._retrying(
                     "publish the result",
                     request,
-                    lambda: self.publish(self.topics.tool_results, result, request.conversation_key),
+                    lambda: self.publish(TOOL_RESULTS, result),
                 )
                 # Stored after its publication, before its offset is committed: a crash between
                 # leaves the claim `running`, so the redelivery answers "stopped", which the runner
@@ -273,7 +274,7 @@ class ToolExecutorService(Service):
         return result, True
 
     async def _publish_beat(self, beat: ToolHeartbeat) -> None:
-        ack = await self.publish_nowait(self.topics.events, beat, beat.conversation_key)
+        ack = await self.publish_nowait(EVENTS, beat)
         await asyncio.wait({ack})  # not `await ack`: a call that ends cancels the beat, never the producer's future
         ack.result()
 

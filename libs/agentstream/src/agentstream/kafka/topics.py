@@ -207,6 +207,20 @@ TOPIC_NAMES = tuple(topic.name for topic in TOPICS)
 _BY_NAME: dict[str, Topic[Any]] = {topic.name: topic for topic in TOPICS}
 
 
+@dataclass(frozen=True, slots=True)
+class Addressed:
+    """A record and the topic it goes to, for code that collects records of several topics before
+    handing them over. Made by `addressed`, which checks the pair's types."""
+
+    topic: Topic[Any]
+    record: BaseModel
+
+
+def addressed(topic: Topic[R], record: R) -> Addressed:
+    """`record` for `topic`: like `Service.publish`, mypy refuses a record of another topic."""
+    return Addressed(topic, record)
+
+
 def topic_named(short: str) -> Topic[Any]:
     """The registry's topic of that short name (a name from a config file or the command line)."""
     try:
@@ -248,7 +262,8 @@ class Topics:
 
     def name(self, topic: Topic[Any] | str) -> str:
         """The full name of a registry topic, or of a short name (refused unless it is one)."""
-        return f"{self.prefix}{(topic if isinstance(topic, Topic) else topic_named(topic)).name}"
+        short = topic.name if isinstance(topic, Topic) else topic_named(topic).name
+        return self.prefix + short
 
     def all(self) -> list[str]:
         return [self.name(t) for t in TOPICS]

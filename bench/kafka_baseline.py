@@ -257,6 +257,7 @@ async def measure_loaded_round_trip(
     sent: dict[int, float] = {}
     samples: list[float] = []
     all_back = asyncio.Event()
+    all_sent = False
     base = 10_000_000  # probe seqs; background records count up from 0
 
     async with _fresh_topic(bootstrap, embedded=embedded, kind="loaded", partitions=partitions) as (
@@ -273,7 +274,7 @@ async def measure_loaded_round_trip(
                     for record in records:
                         if (seq := _seq(record.value)) >= base and seq in sent:
                             samples.append((now - sent.pop(seq)) * 1000)
-                            if not sent:
+                            if not sent and all_sent:
                                 all_back.set()
 
         async def background() -> None:
@@ -295,6 +296,11 @@ async def measure_loaded_round_trip(
                 sent[base + i] = time.perf_counter()
                 await producer.send(topic, _payload(base + i, payload_bytes), key=f"probe{i % 97}".encode())
                 await asyncio.sleep(probe_interval_s)
+            # Back to back, the reader may catch up with every probe sent so far: only the
+            # last probe's return (or an earlier one's, if it came back last) ends the wait.
+            all_sent = True
+            if not sent:
+                all_back.set()
             async with asyncio.timeout(30):
                 await all_back.wait()
         finally:

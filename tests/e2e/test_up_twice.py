@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 import signal
 import stat
-import time
 from pathlib import Path
 
 import httpx
@@ -21,16 +20,17 @@ IN_USE = 6
 SERVICE_ENV = ("INGRESS", "AGENT_RUNNER", "TOOL_EXECUTOR", "DELIVERY", "PERSISTENCE")
 
 
-def _second_up(cwd: Path, env: dict[str, str]) -> tuple[int, str, float]:
+def _second_up(cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    """Its exit code and all it printed. It must exit by itself (the wait's bound is a hang
+    guard, not a speed claim): a second `up` that started a broker would stay up."""
     cwd.mkdir(exist_ok=True)
     log = cwd / "second-up.log"
-    t0 = time.monotonic()
     proc = spawn(["up", "--no-chat"], env, cwd, log)
     try:
         code = proc.wait(timeout=30)
     finally:
         stop(proc)
-    return code, log.read_text().strip(), time.monotonic() - t0
+    return code, log.read_text().strip()
 
 
 def test_a_second_up_exits_at_once_and_the_first_keeps_its_keys(tmp_path):
@@ -43,21 +43,20 @@ def test_a_second_up_exits_at_once_and_the_first_keeps_its_keys(tmp_path):
         assert link is not None, first
         base, token = link.group(1), link.group(2)
 
-        code, output, took = _second_up(tmp_path, env)
+        code, output = _second_up(tmp_path, env)
         assert (code, output) == (
             IN_USE,
             f"error: another `agentstream up` is running in {tmp_path / '.agentstream'} (pid {proc.pid})",
         )
-        assert took < 15  # at once: no broker, no database, no services were started
 
-        code, output, took = _second_up(tmp_path / "elsewhere", env)
+        code, output = _second_up(tmp_path / "elsewhere", env)
         busy = re.fullmatch(
             r"error: port (\d+) is in use — is another `agentstream up` running here\? "
             r"set `http\.\*` to use other ports",
             output,
         )
         assert code == IN_USE and busy is not None, output
-        assert int(busy.group(1)) == ports["INGRESS"] and took < 15
+        assert int(busy.group(1)) == ports["INGRESS"]
         assert not (tmp_path / "elsewhere" / ".agentstream" / "agentstream.db").exists()  # nothing touched
 
         page = {"Authorization": f"Bearer {token}"}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,6 @@ REPO = Path(__file__).parents[2]
 
 @pytest.mark.timeout(120)  # runs a child pytest that hangs for the unit timeout
 def test_a_hanging_unit_test_fails_at_the_unit_timeout_with_where_it_hangs() -> None:
-    began = time.monotonic()
     child = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(PROBE)],
         cwd=REPO,
@@ -25,12 +23,11 @@ def test_a_hanging_unit_test_fails_at_the_unit_timeout_with_where_it_hangs() -> 
         text=True,
         timeout=110,
     )
-    took = time.monotonic() - began
     output = child.stdout + child.stderr
     assert child.returncode == 1, output
-    assert "Timeout" in output, output
+    # pytest-timeout names the limit it applied: the unit timeout, not the suite's default.
+    assert f"Timeout (>{UNIT_TEST_TIMEOUT_S}s)" in output, output
     assert "hang_probe.py" in output and "test_waits_for_an_event_nobody_sets" in output, output
-    assert took < 60, f"the hang was stopped after {took:.0f}s, not near {UNIT_TEST_TIMEOUT_S}s"
 
 
 def test_a_unit_test_without_its_own_marker_gets_the_short_timeout(request: pytest.FixtureRequest) -> None:

@@ -19,8 +19,8 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from agentstream.contracts import RunEventAdapter, RunFinished, RunStarted, conversation_key
 from agentstream.kafka.topics import topic_named
-from agentstream.testing.kafka import read_to_end
-from agentstream.testing.kafka_jvm import KafkaJvmCluster
+from agentstream_testing.kafka import read_to_end
+from agentstream_testing.kafka_jvm import KafkaJvmCluster
 from tests.chaos.broker_stack import Stack, chat_texts, post
 from tests.e2e.conftest import DEMO_ANSWER
 

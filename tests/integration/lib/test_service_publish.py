@@ -4,7 +4,7 @@ from agentstream.contracts import Notice, ReplyTarget
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.kafka.topics import EVENTS
-from agentstream.testing.kafka import read_until
+from agentstream_testing.kafka import read_until
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 

@@ -7,7 +7,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from agentstream.kafka import Topics
 from agentstream.kafka.topics import TOPICS, admin_client
-from agentstream.testing.fixtures import make_test_settings
+from agentstream_testing.fixtures import make_test_settings
 
 pytestmark = pytest.mark.integration
 

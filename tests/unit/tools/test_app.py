@@ -16,7 +16,7 @@ from agentstream.contracts import DeadLetter, ToolCallRequest, ToolCallResult
 from agentstream.db import create_engine, upgrade
 from agentstream.db.models_tools import ToolCallState
 from agentstream.kafka.topics import DLQ, TOOL_RESULTS, Topic
-from agentstream.testing.signed_calls import signed
+from agentstream_testing.signed_calls import signed
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 from agentstream_tools.call_store import STOPPED_DURING_CALL, ToolCallStore
 from agentstream_tools.registry import Tool

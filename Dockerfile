@@ -19,6 +19,7 @@ WORKDIR /src
 # (tests/unit/docs/test_deploy_files.py checks it).
 COPY pyproject.toml uv.lock ./
 COPY libs/agentstream/pyproject.toml libs/agentstream/pyproject.toml
+COPY libs/agentstream-testing/pyproject.toml libs/agentstream-testing/pyproject.toml
 COPY services/ingress/pyproject.toml services/ingress/pyproject.toml
 COPY services/agent-runner/pyproject.toml services/agent-runner/pyproject.toml
 COPY services/tool-executor/pyproject.toml services/tool-executor/pyproject.toml

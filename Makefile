@@ -30,11 +30,11 @@ test: setup  ## the whole suite (unit, integration on the embedded broker, e2e, 
 	$(UV) run pytest -n $(TEST_WORKERS) --dist loadfile --ignore=tests/chaos
 	$(UV) run pytest -n $(CHAOS_WORKERS) --dist loadfile tests/chaos
 
-# Apache Kafka without Docker: the jars of the version libs/agentstream/src/agentstream/testing/apache_kafka/pom.xml
+# Apache Kafka without Docker: the jars of the version libs/agentstream-testing/src/agentstream_testing/apache_kafka/pom.xml
 # pins, fetched with Maven into ~/.cache/agentstream/kafka-<version>/libs (once; needs Java 17+ and mvn).
 .PHONY: kafka
 kafka: setup  ## fetch Apache Kafka's jars with Maven (once), for `make test-kafka` on a host without Docker
-	$(UV) run python -m agentstream.testing.kafka_jvm fetch
+	$(UV) run python -m agentstream_testing.kafka_jvm fetch
 
 # Each pytest-xdist worker starts its own 1-node Kafka (a JVM of up to 384 MB heap): two workers, as for chaos.
 KAFKA_TEST_WORKERS ?= 2
@@ -47,10 +47,10 @@ test-kafka: setup  ## integration, e2e, then chaos tests on Apache Kafka: in Doc
 test-fast: setup  ## unit tests only
 	$(UV) run pytest tests/unit
 
-lint: setup  ## ruff (lint and format check), mypy: strict on libs/agentstream and tests/typing, default on services
+lint: setup  ## ruff (lint and format check), mypy: strict on libs/agentstream, libs/agentstream-testing and tests/typing, default on services
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
-	$(UV) run mypy --strict libs/agentstream/src tests/typing
+	$(UV) run mypy --strict libs/agentstream/src libs/agentstream-testing/src tests/typing
 	for p in services/*/src; do $(UV) run mypy $$p || exit 1; done
 
 demo: setup  ## one scripted conversation with a tool, end to end, then exit

@@ -8,7 +8,7 @@ baseline of the same run, and one plot per curve.
 
 One broker carries every Kafka benchmark: an embedded Tansu (`--broker tansu`, the default), or a
 1-node Apache Kafka (`--broker kafka`, or AGENTSTREAM_BENCH_BROKER=kafka: in Docker where a Docker
-engine answers, else on the JVM from its Maven artifacts, `agentstream.testing.kafka_jvm`). The raw
+engine answers, else on the JVM from its Maven artifacts, `agentstream_testing.kafka_jvm`). The raw
 baseline (`bench.kafka_baseline`) is measured on it first and every broker figure is shown as a
 ratio to it; the report names the broker. Writes
 `bench/results/<date>[-quick|-smoke][-kafka]/report.md` and its PNGs (`--out DIR` elsewhere). A benchmark
@@ -462,7 +462,7 @@ def broker_name(broker: KafkaFlavor) -> str:
     """The broker as the report names it."""
     if broker is KafkaFlavor.TANSU:
         return "embedded Tansu broker"
-    from agentstream.testing.kafka_jvm import KAFKA_VERSION
+    from agentstream_testing.kafka_jvm import KAFKA_VERSION
 
     return f"Apache Kafka {KAFKA_VERSION} broker (1 node, KRaft)"
 
@@ -475,8 +475,8 @@ async def started_broker(broker: KafkaFlavor) -> AsyncIterator[str]:
             yield embedded.bootstrap_servers
         return
     # The test support starts Apache Kafka (a dev dependency, as the benchmarks are).
-    from agentstream.testing.brokers import apache_kafka, broker_unavailable, kafka_on_jvm
-    from agentstream.testing.kafka_jvm import fetch_jars, jars_ready
+    from agentstream_testing.brokers import apache_kafka, broker_unavailable, kafka_on_jvm
+    from agentstream_testing.kafka_jvm import fetch_jars, jars_ready
 
     if reason := broker_unavailable():
         raise RuntimeError(reason)

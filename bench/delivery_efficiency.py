@@ -36,12 +36,12 @@ import structlog
 
 from agentstream.config import TextFormat
 from agentstream.contracts import ReplyTarget
-from agentstream.testing.fake_platforms import FakeTelegram
 from agentstream_delivery.adapters import TelegramAdapter
 from agentstream_delivery.formatting import render
 from agentstream_delivery.ratelimit import RateLimiter
 from agentstream_delivery.stream_actor import StreamActor, StreamKey
 from agentstream_delivery.stream_inputs import Finish, TextDelta
+from agentstream_testing.fake_platforms import FakeTelegram
 
 Consumer = Callable[[FakeTelegram, list[str], list[str], dict[str, float]], Awaitable[None]]
 

@@ -1,6 +1,6 @@
 """A lean OpenAI-compatible streaming model for benchmarks: echo only, at a fixed pace.
 
-`agentstream.testing.fake_openai` is built for tests (every mode, a raw ASGI app under
+`agentstream_testing.fake_openai` is built for tests (every mode, a raw ASGI app under
 uvicorn) and spends ~45 µs of CPU per streamed chunk. At 200 streams × 100 tokens/s that
 is most of a core on the machine that also runs the broker and the runner — CPU a real
 model server, on its own machine, would never take from them. This one speaks the same
@@ -20,7 +20,7 @@ import json
 import time
 from typing import Any
 
-from agentstream.testing.fake_openai import tokenize
+from agentstream_testing.fake_openai import tokenize
 
 _HEAD = (
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"

@@ -49,7 +49,7 @@ from agentstream.contracts import Arrival, InboundMessage, RunEventAdapter, User
 from agentstream.db import upgrade
 from agentstream.kafka import EmbeddedBroker, create_topics
 from agentstream.kafka.flavor import tuning
-from agentstream.testing.fake_platforms import FakeTelegram
+from agentstream_testing.fake_platforms import FakeTelegram
 
 if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `bench` importable
     import sys as _sys
@@ -337,7 +337,7 @@ async def on_broker(broker: str, bootstrap: str | None) -> AsyncIterator[tuple[s
     if bootstrap:
         yield bootstrap, broker == "embedded"
     elif broker == "kafka":
-        from agentstream.testing.kafka_jvm import KafkaJvmCluster
+        from agentstream_testing.kafka_jvm import KafkaJvmCluster
 
         cluster = KafkaJvmCluster(nodes=1)
         await asyncio.to_thread(cluster.start)

@@ -44,7 +44,7 @@ if __package__ in (None, ""):  # run as a file (`python bench/soak.py`): make `b
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentstream.contracts import InboundMessage, User  # noqa: E402
-from agentstream.testing.fake_platforms import FakeTelegram  # noqa: E402
+from agentstream_testing.fake_platforms import FakeTelegram  # noqa: E402
 from bench.report import Curve, Series, plot  # noqa: E402
 from bench.run_overhead import REPO_ROOT, FakeModelProcess  # noqa: E402
 from bench.service_process import rss_bytes, terminate  # noqa: E402

@@ -17,7 +17,7 @@ import httpx
 
 from agentstream.config import SERVICES, Settings
 from agentstream.kafka import EmbeddedBroker, create_topics, free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS
+from agentstream_testing.fixtures import ADMIN_HEADERS
 from tests.chaos.processes import service_env
 from tests.e2e.processes import spawn, stop
 

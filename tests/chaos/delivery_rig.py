@@ -22,8 +22,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from agentstream.contracts import DeliveryReceipt, EventBase, MessageDelta, ReplyTarget, RunFinished, RunStarted
 from agentstream.kafka import create_topics, free_port
-from agentstream.testing.fake_platforms import FakeTelegram
-from agentstream.testing.fixtures import ADMIN_HEADERS, make_test_settings
+from agentstream_testing.fake_platforms import FakeTelegram
+from agentstream_testing.fixtures import ADMIN_HEADERS, make_test_settings
 from tests.chaos.processes import ServiceProcess, service_env
 
 CURSOR = "▉"

@@ -18,9 +18,9 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from agentstream.contracts import RunEventAdapter, RunFinished, RunStarted, conversation_key
-from agentstream.kafka.topics import topic_config
-from agentstream.testing.kafka import read_to_end
-from agentstream.testing.kafka_jvm import KafkaJvmCluster
+from agentstream.kafka.topics import topic_named
+from agentstream_testing.kafka import read_to_end
+from agentstream_testing.kafka_jvm import KafkaJvmCluster
 from tests.chaos.broker_stack import Stack, chat_texts, post
 from tests.e2e.conftest import DEMO_ANSWER
 
@@ -95,7 +95,7 @@ async def create_led_by(bootstrap: str, topics: list[tuple[str, str]], count: in
                     -1,
                     -1,
                     replica_assignments={p: [leader, *(others if p % 2 == 0 else others[::-1])] for p in range(count)},
-                    topic_configs=topic_config(short, min_isr),
+                    topic_configs=topic_named(short).config(min_isr),
                 )
                 for name, short in topics
             ]

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from agentstream.config import Settings
-from agentstream.testing.fixtures import kafka_env
+from agentstream_testing.fixtures import kafka_env
 from tests.e2e.processes import spawn, stop
 
 

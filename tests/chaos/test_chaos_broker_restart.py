@@ -30,7 +30,7 @@ import pytest
 
 from agentstream.config import KafkaFlavor, Settings
 from agentstream.kafka import EmbeddedBroker, create_topics, free_port
-from agentstream.testing.fixtures import make_test_settings
+from agentstream_testing.fixtures import make_test_settings
 from tests.chaos.broker_stack import Stack, chat_texts, post, restart_broker
 from tests.e2e.conftest import DEMO_ANSWER
 

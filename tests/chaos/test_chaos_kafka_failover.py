@@ -34,9 +34,9 @@ import pytest
 
 from agentstream.config import KafkaFlavor, Settings
 from agentstream.kafka.topics import Topics
-from agentstream.testing.brokers import flavor_under_test
-from agentstream.testing.fixtures import make_test_settings
-from agentstream.testing.kafka_jvm import KafkaJvmCluster, jvm_missing
+from agentstream_testing.brokers import flavor_under_test
+from agentstream_testing.fixtures import make_test_settings
+from agentstream_testing.kafka_jvm import KafkaJvmCluster, jvm_missing
 from tests.chaos.broker_stack import Stack
 from tests.chaos.failover_rig import (
     ClusterOps,

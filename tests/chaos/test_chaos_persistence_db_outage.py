@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from agentstream.kafka import create_topics, free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS, make_test_settings
-from agentstream.testing.tcp_proxy import TcpProxy
+from agentstream_testing.fixtures import ADMIN_HEADERS, make_test_settings
+from agentstream_testing.tcp_proxy import TcpProxy
 from tests.chaos.processes import ServiceProcess, service_env
 from tests.integration.persistence.test_app import KEY, publish, run_events
 

@@ -15,9 +15,9 @@ from agentstream.contracts import ReplyTarget, StartRun, User
 from agentstream.db import Message, Run, create_engine, session_factory
 from agentstream.host import ServiceHost
 from agentstream.kafka import create_topics, free_port
-from agentstream.testing.fixtures import make_test_settings
-from agentstream.testing.kafka import RawRecord, read_until
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
+from agentstream_testing.fixtures import make_test_settings
+from agentstream_testing.kafka import RawRecord, read_until
 from tests.chaos.processes import ServiceProcess, service_env
 
 pytestmark = pytest.mark.chaos

@@ -21,8 +21,8 @@ import pytest
 
 from agentstream.contracts import DeadLetter, Notice, ReplyTarget, StartRun, ToolCallRequest, User
 from agentstream.kafka import create_topics
-from agentstream.testing.fixtures import make_test_settings
-from agentstream.testing.kafka import produce_raw, read_until
+from agentstream_testing.fixtures import make_test_settings
+from agentstream_testing.kafka import produce_raw, read_until
 from tests.chaos.broker_stack import Stack, chat_texts, post
 from tests.e2e.conftest import DEMO_ANSWER
 

@@ -31,8 +31,8 @@ from agentstream.db.models_delivery import DeliveryLedger
 from agentstream.db.models_ingress import InboundDedupe
 from agentstream.kafka import create_topics
 from agentstream.retention import table_of
-from agentstream.testing.fixtures import make_test_settings
-from agentstream.testing.kafka import produce_raw
+from agentstream_testing.fixtures import make_test_settings
+from agentstream_testing.kafka import produce_raw
 from tests.chaos.broker_stack import Stack, chat_texts, post
 from tests.e2e.conftest import DEMO_ANSWER
 

@@ -18,9 +18,9 @@ import pytest
 
 from agentstream.contracts import ReplyTarget, RunEventAdapter, RunFinished, RunStarted, StartRun, User
 from agentstream.kafka import create_topics, free_port
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.fixtures import make_test_settings
-from agentstream.testing.kafka import RawRecord, produce_raw, read_until
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.fixtures import make_test_settings
+from agentstream_testing.kafka import RawRecord, produce_raw, read_until
 from tests.chaos.processes import ServiceProcess, service_env
 
 pytestmark = pytest.mark.chaos

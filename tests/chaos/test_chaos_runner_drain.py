@@ -16,9 +16,9 @@ import pytest
 from agentstream.contracts import ReplyTarget, RunFinished, StartRun, User
 from agentstream.host import ServiceHost
 from agentstream.kafka import create_topics, free_port
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.fixtures import make_test_settings
-from agentstream.testing.kafka import RawRecord, produce_raw, read_until
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.fixtures import make_test_settings
+from agentstream_testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 from tests.chaos.processes import ServiceProcess, service_env
 from tests.chaos.test_chaos_runner_kill import endings, has_delta

@@ -20,11 +20,11 @@ from agentstream.contracts import ReplyTarget, StartRun, User
 from agentstream.host import ServiceHost
 from agentstream.kafka import create_topics, free_port
 from agentstream.kafka.topics import consumer_group
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.fixtures import make_test_settings
-from agentstream.testing.kafka import produce_raw, read_to_end, read_until
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_runner.orphans import LOST_ERROR
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.fixtures import make_test_settings
+from agentstream_testing.kafka import produce_raw, read_to_end, read_until
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 from tests.chaos.processes import ServiceProcess, service_env
 from tests.chaos.test_chaos_runner_kill import SLOW_TEXT, endings, has_delta

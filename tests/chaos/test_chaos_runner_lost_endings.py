@@ -32,14 +32,14 @@ from agentstream.contracts import (
 )
 from agentstream.host import ServiceHost
 from agentstream.kafka import create_topics, free_port
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.fake_platforms import FakeTelegram
-from agentstream.testing.fixtures import make_test_settings
-from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 from agentstream_delivery.formatting import render
 from agentstream_delivery.render import ENDING_SEPARATOR, ENDING_TEXTS, RESUMED_MARKER
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.fake_platforms import FakeTelegram
+from agentstream_testing.fixtures import make_test_settings
+from agentstream_testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 from tests.chaos.processes import ServiceProcess, service_env
 

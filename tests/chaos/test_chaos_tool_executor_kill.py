@@ -27,10 +27,10 @@ import pytest
 from agentstream.contracts import ReplyTarget, RunEventAdapter, RunFinished, StartRun, ToolCallResult, User
 from agentstream.host import ServiceHost
 from agentstream.kafka import create_topics, free_port
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.fixtures import ADMIN_TOKEN_ENV, make_test_settings
-from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.fixtures import ADMIN_TOKEN_ENV, make_test_settings
+from agentstream_testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_tools.call_store import STOPPED_DURING_CALL
 from tests.chaos.processes import service_env
 from tests.e2e.processes import stop as stop_process

@@ -19,8 +19,8 @@ from aiokafka import AIOKafkaProducer
 
 from agentstream.contracts import EventBase, MessageDelta, ReplyTarget, RunFinished, RunStarted
 from agentstream.kafka import create_topics, free_port
-from agentstream.testing.fake_platforms import FakeTelegram
-from agentstream.testing.fixtures import ADMIN_HEADERS, kafka_env, make_test_settings
+from agentstream_testing.fake_platforms import FakeTelegram
+from agentstream_testing.fixtures import ADMIN_HEADERS, kafka_env, make_test_settings
 from tests.e2e.processes import spawn, stop
 
 pytestmark = pytest.mark.chaos

@@ -17,7 +17,7 @@ import asyncio
 import pytest
 
 from agentstream.contracts import LedgerState, Notice, ReplyTarget
-from agentstream.testing.fake_platforms import FakeTelegram
+from agentstream_testing.fake_platforms import FakeTelegram
 from tests.chaos.delivery_rig import CURSOR, TELEGRAM, DeliveryRig, answer, tally
 
 pytestmark = pytest.mark.chaos

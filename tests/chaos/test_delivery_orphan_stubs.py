@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from agentstream.testing.fake_platforms import FakeTelegram
+from agentstream_testing.fake_platforms import FakeTelegram
 from tests.chaos.delivery_rig import TELEGRAM, DeliveryRig, answer, tally
 
 pytestmark = pytest.mark.chaos

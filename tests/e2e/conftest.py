@@ -8,7 +8,7 @@ import uuid
 import httpx
 
 from agentstream.contracts import InboundMessage, User
-from agentstream.testing.fixtures import ADMIN_HEADERS
+from agentstream_testing.fixtures import ADMIN_HEADERS
 
 DEMO_ANSWER = "6*7 = 42"
 

@@ -8,13 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentstream.testing.fixtures import ADMIN_TOKEN_ENV
+from agentstream_testing.fixtures import ADMIN_TOKEN_ENV
 
 AGENTSTREAM = [sys.executable, "-m", "agentstream_stack"]
 
 
 def spawn(args: list[str], env: dict[str, str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
-    # Every test process accepts the test session's bootstrap admin token (agentstream.testing.fixtures).
+    # Every test process accepts the test session's bootstrap admin token (agentstream_testing.fixtures).
     full_env = {**os.environ, "AGENTSTREAM__AUTH__ADMIN_TOKEN_ENV": ADMIN_TOKEN_ENV, **env}
     with open(log, "wb") as out:
         return subprocess.Popen(

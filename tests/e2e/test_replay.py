@@ -19,11 +19,11 @@ from agentstream.config import Settings, TextFormat
 from agentstream.db import Run, create_engine, session_factory
 from agentstream.db.models_delivery import DeliveryLedger
 from agentstream.db.models_persistence import RunEventRow
-from agentstream.testing.fake_platforms import FakeTelegram
 from agentstream_delivery.formatting import render
 from agentstream_delivery.render import TOOL_LINE_PREFIX
 from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.run_follower import send_and_follow
+from agentstream_testing.fake_platforms import FakeTelegram
 from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
 from tests.e2e.processes import AGENTSTREAM
 

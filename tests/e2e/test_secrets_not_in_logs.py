@@ -22,9 +22,9 @@ from sqlalchemy.engine import make_url
 from agentstream.config import SERVICES
 from agentstream.kafka import create_topics, free_port
 from agentstream.secrets_mask import MASK
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.fake_platforms.telegram import FakeTelegram
-from agentstream.testing.fixtures import make_test_settings
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.fake_platforms.telegram import FakeTelegram
+from agentstream_testing.fixtures import make_test_settings
 from tests.e2e.processes import spawn, stop
 
 BOT_ID = "987654321"

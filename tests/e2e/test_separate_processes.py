@@ -8,8 +8,8 @@ import httpx
 
 from agentstream.config import SERVICES
 from agentstream.kafka import create_topics, free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS, kafka_env, make_test_settings
 from agentstream_stack.run_follower import send_and_follow
+from agentstream_testing.fixtures import ADMIN_HEADERS, kafka_env, make_test_settings
 from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
 from tests.e2e.processes import spawn, stop
 

@@ -14,12 +14,12 @@ from typer.testing import CliRunner
 
 from agentstream.contracts import DeadLetter, RunFinished, ToolCall, ToolResult
 from agentstream.db import Message, Run, create_engine, session_factory
-from agentstream.testing.fixtures import ADMIN_HEADERS, kafka_env
-from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_delivery.adapters.web_endings import visible_text
 from agentstream_stack.cli import app
 from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.run_follower import send_and_follow
+from agentstream_testing.fixtures import ADMIN_HEADERS, kafka_env
+from agentstream_testing.kafka import produce_raw, read_until
 from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
 
 

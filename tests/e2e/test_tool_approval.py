@@ -12,8 +12,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from agentstream.contracts import InboundMessage, RunFinished, ToolResult, User
-from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream_stack.embedded import embedded_stack, free_ports
+from agentstream_testing.fixtures import ADMIN_HEADERS
 from tests.e2e.conftest import DEMO_ANSWER
 from tests.integration.ingress.test_stack import Tail
 

@@ -12,10 +12,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agentstream.contracts import RunFinished
 from agentstream.kafka.flavor import resolve_flavor
-from agentstream.testing.fake_otlp import FakeCollector
 from agentstream.tracing_otel import export_also_to, stop_exporting_to
 from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.run_follower import RunFollower, send_and_follow
+from agentstream_testing.fake_otlp import FakeCollector
 from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
 
 

@@ -19,8 +19,8 @@ import httpx
 from agentstream.auth import KeyStore, Scope
 from agentstream.config import Settings
 from agentstream.db import create_engine, session_factory
-from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_stack.embedded import RunningStack, embedded_stack, free_ports
+from agentstream_testing.fake_openai import FakeOpenAI
 
 TENANTS = ("acme", "beta")
 USER = "alice"  # both tenants' keys speak for web user alice, whose direct chat is `alice`

@@ -13,8 +13,8 @@ from agentstream.contracts import InboundMessage
 from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.kafka import read_to_end
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
+from agentstream_testing.kafka import read_to_end
 
 PROFILES = {"vip": {"assistant": "vip-bot"}, "support": {"assistant": "support-bot"}}
 ROUTES = [{"bot": "premium", "profile": "vip"}, {"platform": "api", "profile": "support"}]

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import pytest
 
-from agentstream.testing.fake_openai import ReceivedRequest
+from agentstream_testing.fake_openai import ReceivedRequest
 from tests.e2e.conftest import poll_json
 from tests.security.tenant_stack import WebPage, tenant_stack
 

@@ -14,9 +14,9 @@ import pytest
 from agentstream.contracts import DeadLetter, ToolCallRefusal, ToolCallRequest, ToolCallResult
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.kafka import produce_raw, read_until
-from agentstream.testing.signed_calls import signed
 from agentstream.tool_call_signing import sign
+from agentstream_testing.kafka import produce_raw, read_until
+from agentstream_testing.signed_calls import signed
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 TOUCH, GUARDED = "side__touch", "side__touch_guarded"  # the second requires approval

@@ -13,9 +13,9 @@ from structlog.testing import capture_logs
 from agentstream.contracts import ReplyTarget, RunEventAdapter, RunFinished, StartRun, ToolCallRefusal, ToolResult, User
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.kafka import produce_raw, read_to_end, read_until
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.kafka import produce_raw, read_to_end, read_until
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 KEY = "web:victim"

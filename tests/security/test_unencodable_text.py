@@ -11,9 +11,9 @@ from agentstream.contracts import DeadLetter, InboundMessage, RunCommandAdapter,
 from agentstream.contracts.unicode import unencodable
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS
-from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
+from agentstream_testing.fixtures import ADMIN_HEADERS
+from agentstream_testing.kafka import produce_raw, read_until
 
 # Raw JSON bodies: a client library would refuse to encode the surrogate itself.
 LONE_SURROGATE = b'{"id": "bad-1", "platform": "web", "chat_id": "c1", "user": {"id": "u1"}, "text": "\\ud800"}'

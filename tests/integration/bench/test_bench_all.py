@@ -16,7 +16,7 @@ if ROOT not in sys.path:
 from bench.all import BENCHES, broker_name, main, run_all  # noqa: E402
 from bench.report import Figure, Report, write  # noqa: E402
 
-from agentstream.testing.brokers import broker_unavailable, flavor_under_test  # noqa: E402
+from agentstream_testing.brokers import broker_unavailable, flavor_under_test  # noqa: E402
 
 # Every curve comes from these; ingress, tools and the CLI have their own smoke tests beside this one.
 CURVES_FROM = ["kafka_baseline", "run_overhead", "delivery_efficiency", "formatting"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentstream.config import KafkaFlavor
-from agentstream.testing.brokers import flavor_under_test
+from agentstream_testing.brokers import flavor_under_test
 
 ROOT = str(Path(__file__).resolve().parents[3])
 if ROOT not in sys.path:

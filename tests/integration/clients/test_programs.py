@@ -23,10 +23,10 @@ from confluent_kafka import Consumer, TopicPartition
 from agentstream.config import KafkaFlavor, Settings
 from agentstream.kafka import Topics, create_topics
 from agentstream.kafka.internals import partition_of_key
-from agentstream.testing.brokers import flavor_under_test
-from agentstream.testing.fixtures import make_test_settings
-from agentstream.testing.kafka import read_until
 from agentstream_stack.embedded import embedded_stack, free_ports
+from agentstream_testing.brokers import flavor_under_test
+from agentstream_testing.fixtures import make_test_settings
+from agentstream_testing.kafka import read_until
 from tests.e2e.conftest import DEMO_ANSWER
 from tests.integration.clients.programs import PROGRAMS, ClientProgram, built, program_env
 

@@ -13,17 +13,6 @@ import structlog
 
 from agentstream.config import TextFormat
 from agentstream.contracts import ReplyTarget
-from agentstream.testing.fake_platforms import (
-    Failure,
-    FakeDiscord,
-    FakePlatform,
-    FakeSignal,
-    FakeSlack,
-    FakeTelegram,
-    FakeWebhookReceiver,
-    signature,
-    telegram_html,
-)
 from agentstream_delivery.adapters import (
     DiscordAdapter,
     PlatformAdapter,
@@ -38,6 +27,17 @@ from agentstream_delivery.ratelimit import RateLimiter
 from agentstream_delivery.splitting import utf16_len
 from agentstream_delivery.stream_actor import StreamActor, StreamKey
 from agentstream_delivery.stream_inputs import Break, Finish, StreamInput, TextDelta, ToolStarted
+from agentstream_testing.fake_platforms import (
+    Failure,
+    FakeDiscord,
+    FakePlatform,
+    FakeSignal,
+    FakeSlack,
+    FakeTelegram,
+    FakeWebhookReceiver,
+    signature,
+    telegram_html,
+)
 
 LOG = structlog.get_logger("test")
 

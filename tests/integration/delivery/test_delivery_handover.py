@@ -26,10 +26,10 @@ from agentstream.config import Settings, TextFormat
 from agentstream.contracts import EventBase, MessageDelta, ReplyTarget, RunFinished, RunStarted
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fake_platforms import Failure, FakeTelegram
 from agentstream_delivery import bootstrap
 from agentstream_delivery.app import DeliveryService
 from agentstream_delivery.formatting import render
+from agentstream_testing.fake_platforms import Failure, FakeTelegram
 
 pytestmark = pytest.mark.integration
 

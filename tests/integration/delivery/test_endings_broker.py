@@ -20,11 +20,11 @@ from agentstream.config import Settings
 from agentstream.contracts import EventBase, FinishReason, MessageDelta, ReplyTarget, RunFinished, RunStarted
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fake_platforms.webhook import FakeWebhookReceiver
-from agentstream.testing.kafka import RawRecord, read_until
 from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 from agentstream_delivery.render import ENDING_SEPARATOR, ENDING_TEXTS, RESUMED_MARKER, RESUMED_NOTICE
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
+from agentstream_testing.fake_platforms.webhook import FakeWebhookReceiver
+from agentstream_testing.kafka import RawRecord, read_until
 
 pytestmark = pytest.mark.integration
 

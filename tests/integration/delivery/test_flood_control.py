@@ -10,7 +10,6 @@ import structlog
 
 from agentstream.config import TextFormat
 from agentstream.contracts import ReplyTarget
-from agentstream.testing.fake_platforms import Failure, FakeTelegram
 from agentstream_delivery.adapters import TelegramAdapter
 from agentstream_delivery.deliverer import ChatStatus
 from agentstream_delivery.formatting import render
@@ -19,6 +18,7 @@ from agentstream_delivery.ratelimit import RateLimiter
 from agentstream_delivery.render import CURSOR
 from agentstream_delivery.stream_actor import StreamActor, StreamKey
 from agentstream_delivery.stream_inputs import Finish, TextDelta
+from agentstream_testing.fake_platforms import Failure, FakeTelegram
 
 LOG = structlog.get_logger("test")
 

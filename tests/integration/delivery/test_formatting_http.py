@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from agentstream.config import TextFormat
-from agentstream.testing.fake_platforms import FakeDiscord, FakeSlack, FakeTelegram, telegram_html
 from agentstream_delivery.adapters import DiscordAdapter, SlackAdapter, TelegramAdapter
 from agentstream_delivery.formatting import plain, render
 from agentstream_delivery.ledger import MemoryLedger
 from agentstream_delivery.render import visible_chars
 from agentstream_delivery.stream_inputs import Finish
+from agentstream_testing.fake_platforms import FakeDiscord, FakeSlack, FakeTelegram, telegram_html
 from tests.integration.delivery.test_adapters_http import actor, deltas, stream
 from tests.unit.delivery.formatting.test_frames import markdown
 

@@ -28,13 +28,13 @@ from agentstream.db import create_engine, session_factory
 from agentstream.db.models_delivery import DeliveryLedger
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fake_platforms import FakeTelegram
 from agentstream_delivery import bootstrap
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
 from agentstream_delivery.formatting import render
 from agentstream_delivery.ledger import sha256
 from agentstream_delivery.render import TOOL_LINE_PREFIX
 from agentstream_delivery.splitting import split_text
+from agentstream_testing.fake_platforms import FakeTelegram
 
 pytestmark = pytest.mark.integration
 

@@ -43,9 +43,9 @@ from agentstream.contracts import (
 )
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS, ADMIN_TOKEN_ENV
 from agentstream_delivery import bootstrap
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
+from agentstream_testing.fixtures import ADMIN_HEADERS, ADMIN_TOKEN_ENV
 from tests.integration.delivery.test_web_chat_replicas import artifacts_dir
 from tests.integration.delivery.test_web_chromium import CHROMIUM_ARGS, chromium_path, playwright_or_skip, serve
 

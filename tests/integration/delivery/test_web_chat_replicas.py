@@ -48,11 +48,11 @@ from agentstream.contracts import (
 )
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS, ADMIN_TOKEN_ENV
 from agentstream_delivery import bootstrap
 from agentstream_delivery.adapters.web import FrameId
 from agentstream_delivery.app import DeliveryService
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
+from agentstream_testing.fixtures import ADMIN_HEADERS, ADMIN_TOKEN_ENV
 from tests.integration.delivery.test_web_chromium import CHROMIUM_ARGS, chromium_path, playwright_or_skip, serve
 
 pytestmark = pytest.mark.integration

@@ -21,8 +21,8 @@ from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.kafka.flavor import tuning
 from agentstream.kafka.idle import GateState
-from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_delivery import bootstrap
+from agentstream_testing.kafka import produce_raw, read_until
 
 pytestmark = pytest.mark.integration
 

@@ -5,8 +5,8 @@ import json
 from agentstream.contracts import DeadLetter, Notice, RunCommandAdapter, RunEventAdapter, RunQueued, StartRun
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
+from agentstream_testing.kafka import produce_raw, read_until
 
 
 async def test_bad_records_go_to_dlq_and_next_message_is_queued(settings_factory, topics_created):

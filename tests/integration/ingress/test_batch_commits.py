@@ -7,8 +7,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
+from agentstream_testing.kafka import produce_raw, read_until
 
 
 async def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int | None]:

@@ -4,8 +4,8 @@ from aiokafka import AIOKafkaProducer
 
 from agentstream.contracts import InboundMessage, User
 from agentstream.kafka import create_topics
-from agentstream.testing.kafka import read_until
 from agentstream_ingress.batch_output import BatchOutput
+from agentstream_testing.kafka import read_until
 
 KEYS = [f"web:chat-{i}" for i in range(40)]
 

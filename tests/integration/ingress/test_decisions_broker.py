@@ -24,12 +24,12 @@ from agentstream.contracts import (
 from agentstream.db import create_engine, session_factory
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS
-from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 from agentstream_ingress.pairing import ApproveOutcome
 from agentstream_ingress.pairing_store import PairingStore
 from agentstream_ingress.webhooks import slack
+from agentstream_testing.fixtures import ADMIN_HEADERS
+from agentstream_testing.kafka import produce_raw, read_until
 
 SETTLE_S = 1.5  # after the expected records arrived, wait this long to see that nothing else does
 

@@ -9,9 +9,9 @@ import httpx
 from agentstream.contracts import RunCommandAdapter, StartRun
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS
-from agentstream.testing.kafka import read_until
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
+from agentstream_testing.fixtures import ADMIN_HEADERS
+from agentstream_testing.kafka import read_until
 from tests.integration.ingress.test_decisions_broker import settled
 
 TG_SECRET = {"X-Telegram-Bot-Api-Secret-Token": "tg-secret"}

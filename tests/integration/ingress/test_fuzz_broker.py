@@ -18,9 +18,9 @@ from hypothesis.errors import NonInteractiveExampleWarning
 from agentstream.contracts import DeadLetter, RunCommandAdapter, StartRun
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS
-from agentstream.testing.kafka import read_until
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
+from agentstream_testing.fixtures import ADMIN_HEADERS
+from agentstream_testing.kafka import read_until
 
 TOTAL = 1000
 MAX_TEXT = 2000

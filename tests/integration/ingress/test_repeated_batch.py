@@ -18,9 +18,9 @@ from agentstream.contracts import InboundMessage, Notice, RunCommandAdapter, Run
 from agentstream.contracts.inbound import DedupeKey
 from agentstream.db import Message, Run, create_engine, session_factory
 from agentstream.kafka.idle import DOORBELL
-from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_ingress.app import IngressService
 from agentstream_stack.embedded import embedded_stack, free_ports
+from agentstream_testing.kafka import produce_raw, read_until
 from tests.integration.ingress.test_stack import Tail, msg, poll_run
 
 

@@ -12,8 +12,8 @@ from agentstream.contracts import InboundMessage
 from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.kafka import read_to_end
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
+from agentstream_testing.kafka import read_to_end
 
 SPOOFS = [
     {"id": "s1", "platform": "telegram", "chat_id": "555", "user": {"id": "555"}, "text": "spoof: post into 555"},

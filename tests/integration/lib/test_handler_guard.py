@@ -17,7 +17,7 @@ from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.metrics import DeadLetterReason
 from agentstream.service import Infra, Service
-from agentstream.testing.kafka import RawRecord, produce_raw, read_until
+from agentstream_testing.kafka import RawRecord, produce_raw, read_until
 
 pytestmark = pytest.mark.integration
 

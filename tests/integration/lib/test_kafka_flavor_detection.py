@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentstream.config import KafkaFlavor, load_settings
 from agentstream.kafka.flavor import detect_flavor, resolve_flavor, tuning
-from agentstream.testing.brokers import flavor_under_test
+from agentstream_testing.brokers import flavor_under_test
 
 
 async def test_the_test_broker_is_detected_as_its_flavor(kafka_bootstrap: str) -> None:

@@ -1,4 +1,4 @@
-"""Apache Kafka on the JVM (`agentstream.testing.kafka_jvm`), really started: one node produces and
+"""Apache Kafka on the JVM (`agentstream_testing.kafka_jvm`), really started: one node produces and
 consumes through a consumer group and stops; three nodes form a 3-voter quorum that keeps serving
 with one node killed, and the killed node serves again once started on its data; the jars are
 fetched with Maven into an empty cache; the test broker's path without Docker is this cluster,
@@ -24,8 +24,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from agentstream.config import KafkaFlavor, load_settings
 from agentstream.kafka.flavor import detect_flavor
-from agentstream.testing import brokers, kafka_jvm
-from agentstream.testing.kafka_jvm import KafkaJvmCluster, KafkaStartError
+from agentstream_testing import brokers, kafka_jvm
+from agentstream_testing.kafka_jvm import KafkaJvmCluster, KafkaStartError
 
 pytestmark = pytest.mark.skipif(kafka_jvm.jvm_missing() is not None, reason=f"{kafka_jvm.jvm_missing()}")
 
@@ -182,7 +182,7 @@ async def test_without_docker_the_test_broker_is_this_cluster(tmp_path: Path, mo
 
 
 def test_the_run_command_serves_until_sigterm_then_stops_the_nodes() -> None:
-    command = [sys.executable, "-m", "agentstream.testing.kafka_jvm", "run"]
+    command = [sys.executable, "-m", "agentstream_testing.kafka_jvm", "run"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert process.stdout is not None

@@ -18,14 +18,14 @@ from agentstream.contracts import DeadLetter, Notice, ReplyTarget, StartRun, Too
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.service import Service
-from agentstream.testing.fixtures import ADMIN_HEADERS
-from agentstream.testing.kafka import produce_raw, read_until
-from agentstream.testing.signed_calls import signed
 from agentstream_delivery import DeliveryService
 from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
+from agentstream_testing.fixtures import ADMIN_HEADERS
+from agentstream_testing.kafka import produce_raw, read_until
+from agentstream_testing.signed_calls import signed
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 from tests.integration.persistence.test_app import run_events
 

@@ -23,9 +23,9 @@ from agentstream.auth import KeyStore, Scope
 from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
+from agentstream_testing.fixtures import ADMIN_HEADERS
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "openapi-ingress.json"
 EXAMPLES = 40

@@ -3,7 +3,8 @@
 from agentstream.contracts import Notice, ReplyTarget
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.kafka import read_until
+from agentstream.kafka.topics import EVENTS
+from agentstream_testing.kafka import read_until
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 
@@ -24,9 +25,10 @@ async def test_records_handed_over_without_waiting_arrive_in_order_with_their_ac
     svc = bootstrap_tool_executor(settings)  # any service: publishing is the base's
     topic = svc.topics.events
     async with ServiceHost([svc], "127.0.0.1", {svc.name: free_port()}):
-        acks = [await svc.publish_nowait(topic, notice(seq), "web:a") for seq in range(1, 51)]
+        # Keyed by the topic's key of each record (its conversation key): no key passed.
+        acks = [await svc.publish_nowait(EVENTS, notice(seq)) for seq in range(1, 51)]
         offsets = [(await ack).offset for ack in acks]
-        await svc.publish(topic, notice(51), "web:a")
+        await svc.publish(EVENTS, notice(51))
         records = await read_until(settings.kafka.bootstrap_servers, topic, lambda rs: len(rs) >= 51)
         published = svc.records_published.labels(svc.name, topic)._value.get()
 

@@ -6,8 +6,8 @@ import pytest
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from agentstream.kafka import Topics
-from agentstream.kafka.topics import TOPIC_NAMES, admin_client, topic_config, topic_partitions
-from agentstream.testing.fixtures import make_test_settings
+from agentstream.kafka.topics import TOPICS, admin_client
+from agentstream_testing.fixtures import make_test_settings
 
 pytestmark = pytest.mark.integration
 
@@ -19,15 +19,15 @@ async def test_topics_are_created_with_the_registry_settings(kafka_bootstrap: st
     await admin.start()
     try:
         described = {t["topic"]: t for t in await admin.describe_topics(topics.all())}
-        resources = [ConfigResource(ConfigResourceType.TOPIC, topics.name(s)) for s in TOPIC_NAMES]
+        resources = [ConfigResource(ConfigResourceType.TOPIC, topics.name(t)) for t in TOPICS]
         configs: dict[str, dict[str, str]] = {}
         for response in await admin.describe_configs(resources):
             for _code, _msg, _type, name, entries in response.resources:
                 configs[name] = {entry[0]: entry[1] for entry in entries}
     finally:
         await admin.close()
-    for short in TOPIC_NAMES:
-        name = topics.name(short)
-        assert len(described[name]["partitions"]) == topic_partitions(short, kafka), name
-        for key, value in topic_config(short).items():
+    for topic in TOPICS:
+        name = topics.name(topic)
+        assert len(described[name]["partitions"]) == topic.partition_count(kafka), name
+        for key, value in topic.config().items():
             assert configs[name].get(key) == value, (name, key, configs[name].get(key))

@@ -23,13 +23,13 @@ from rich.console import Console
 
 from agentstream.contracts import RunFinished
 from agentstream.kafka import free_port
-from agentstream.testing.commands import command_path
-from agentstream.testing.fixtures import ADMIN_TOKEN
-from agentstream.testing.kafka import produce_raw
 from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.metrics_doc import alert_rules, dashboard_queries
 from agentstream_stack.run_follower import send_and_follow
 from agentstream_stack.top import run_top
+from agentstream_testing.commands import command_path
+from agentstream_testing.fixtures import ADMIN_TOKEN
+from agentstream_testing.kafka import produce_raw
 from tests.e2e.conftest import DEMO_ANSWER, inbound
 
 ROOT = Path(__file__).resolve().parents[3]

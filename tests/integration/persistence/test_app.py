@@ -28,8 +28,8 @@ from agentstream.contracts import (
 )
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
+from agentstream_testing.fixtures import ADMIN_HEADERS
 
 pytestmark = pytest.mark.integration
 

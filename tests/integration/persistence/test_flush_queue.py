@@ -19,10 +19,10 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from agentstream.config import Settings
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_persistence.buffers import BufferState, RunBuffer
 from agentstream_persistence.flusher import FlushOutcome
+from agentstream_testing.fixtures import ADMIN_HEADERS
 from tests.integration.persistence.test_app import publish, run_events, wait_for_run
 
 pytestmark = pytest.mark.integration

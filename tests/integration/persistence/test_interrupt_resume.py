@@ -28,11 +28,11 @@ from agentstream.contracts import (
 )
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.fixtures import ADMIN_HEADERS
-from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.fixtures import ADMIN_HEADERS
+from agentstream_testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 pytestmark = pytest.mark.integration

@@ -14,9 +14,9 @@ from agentstream.config import Settings
 from agentstream.contracts import DeadLetter
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS
-from agentstream.testing.kafka import read_until
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
+from agentstream_testing.fixtures import ADMIN_HEADERS
+from agentstream_testing.kafka import read_until
 from tests.integration.persistence.test_app import KEY, publish, run_events, wait_for_run
 
 pytestmark = pytest.mark.integration

@@ -14,9 +14,9 @@ import httpx
 from agentstream.contracts import ReplyTarget, RunEventAdapter, RunFinished, StartRun, User
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.kafka import RawRecord, produce_raw, read_until
 
 KEY = "web:drain"
 TEXT = " ".join(f"w{i}" for i in range(20))

@@ -12,9 +12,9 @@ import asyncio
 from agentstream.contracts import ReplyTarget, RunEventAdapter, RunFinished, StartRun, ToolResult, User
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_tools.bootstrap import bootstrap as tools_bootstrap
 
 KEY = "web:handover"

@@ -11,9 +11,9 @@ from agentstream.db import Message, create_engine, session_factory, upgrade
 from agentstream.db.models_runner import RoleSetting
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.kafka import produce_raw, read_until
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -12,8 +12,8 @@ from agentstream.contracts import (
 )
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.kafka import produce_raw, read_until
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
+from agentstream_testing.kafka import produce_raw, read_until
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 

@@ -17,10 +17,10 @@ from typer.testing import CliRunner, Result
 
 from agentstream.db import upgrade
 from agentstream.kafka.topics import TOPIC_NAMES
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.fake_platforms import FakeTelegram
 from agentstream_stack.cli import app
 from agentstream_stack.cli_errors import ExitCode
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.fake_platforms import FakeTelegram
 
 pytestmark = pytest.mark.integration
 

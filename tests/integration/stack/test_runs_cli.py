@@ -33,9 +33,6 @@ from agentstream.contracts import (
 from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.host import ServiceHost
 from agentstream.kafka import Topics, free_port
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.fixtures import ADMIN_HEADERS, authed_app, kafka_env
-from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_persistence.pages import MAX_PAGE_SIZE
@@ -43,6 +40,9 @@ from agentstream_persistence.rows import CheckpointRows, FlushRows
 from agentstream_persistence.run_writes import write_run
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
 from agentstream_stack.cli import app
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.fixtures import ADMIN_HEADERS, authed_app, kafka_env
+from agentstream_testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 # The CLI's consoles are made before any invocation sets COLUMNS (tests/conftest.py): they read it

@@ -16,10 +16,10 @@ from agentstream.db.models_delivery import DeliveryLedger
 from agentstream.db.models_ingress import InboundDedupe
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS
 from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 from agentstream_ingress.bootstrap import bootstrap as bootstrap_ingress
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
+from agentstream_testing.fixtures import ADMIN_HEADERS
 
 OLD = datetime.now(UTC) - timedelta(days=40)
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from agentstream.contracts import ToolCatalogEntry
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.kafka import read_until
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
 from agentstream_runner.tool_catalog import ToolCatalog
+from agentstream_testing.kafka import read_until
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 SELECTION = ["alpha__*", "beta__*", "clock"]

@@ -15,9 +15,9 @@ import pytest
 from agentstream.contracts import ReplyTarget, RunEventAdapter, StartRun, ToolHeartbeat, ToolResult, User
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_runner.bootstrap import bootstrap as bootstrap_runner
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_tools.app import DRAIN_S
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 from agentstream_tools.registry import Tool, ToolRegistry

@@ -29,10 +29,10 @@ from agentstream.contracts import (
 from agentstream.contracts.events import AnyRunEvent
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_runner.bootstrap import bootstrap as bootstrap_runner
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 from agentstream_tools.registry import Tool, ToolRegistry
 

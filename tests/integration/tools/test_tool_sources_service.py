@@ -11,8 +11,8 @@ from structlog.testing import capture_logs
 from agentstream.contracts import ToolCallRequest, ToolCallResult
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
-from agentstream.testing.kafka import produce_raw, read_until
-from agentstream.testing.signed_calls import signed
+from agentstream_testing.kafka import produce_raw, read_until
+from agentstream_testing.signed_calls import signed
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 
 MCP_SERVER = str(Path(__file__).parents[2] / "unit" / "tools" / "mcp_server.py")

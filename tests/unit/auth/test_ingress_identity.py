@@ -16,12 +16,12 @@ from agentstream.auth import KeyStore, Scope
 from agentstream.config import Settings
 from agentstream.contracts import InboundMessage
 from agentstream.db import create_engine, session_factory, upgrade
-from agentstream.testing.fixtures import make_test_settings
 from agentstream_ingress.app import IngressService
 from agentstream_ingress.bootstrap import bootstrap
 from agentstream_ingress.decisions import NoticeDecision, NoticeReason, StartDecision
 from agentstream_ingress.pipeline import Pipeline
 from agentstream_ingress.store import DatabasePorts
+from agentstream_testing.fixtures import make_test_settings
 
 CAPACITY = 5
 FLOOD = 300

@@ -26,8 +26,8 @@ from agentstream.auth.web_sessions import WebSessions
 from agentstream.config import SERVICES
 from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.service import Service
-from agentstream.testing.fixtures import ADMIN_HEADERS, make_test_settings
 from agentstream_stack.services import build_service
+from agentstream_testing.fixtures import ADMIN_HEADERS, make_test_settings
 
 PUBLIC_PATHS = {"/healthz", "/readyz", "/web/{chat_id}", "/web/static/{name}", "/favicon.ico"}
 PUBLIC_PREFIXES = ("/webhooks/",)  # platform webhooks check their platform's secret instead

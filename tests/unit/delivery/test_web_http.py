@@ -24,10 +24,10 @@ from agentstream.config.auth import AuthSettings, WebSessionSettings
 from agentstream.contracts import ReplyTarget
 from agentstream.db import create_engine, session_factory, upgrade
 from agentstream.kafka import free_port
-from agentstream.testing.fixtures import ADMIN_HEADERS, ADMIN_TOKEN_ENV
 from agentstream_delivery.adapters.web import WebAdapter
 from agentstream_delivery.adapters.web_history import ConversationHistory
 from agentstream_delivery.adapters.web_http import add_web_routes
+from agentstream_testing.fixtures import ADMIN_HEADERS, ADMIN_TOKEN_ENV
 
 GATEWAY_ENV = "AGENTSTREAM_TEST_WEB_GATEWAY_KEY"
 GATEWAY_KEY = "agsk_000000000000_stand-in-gateway-key-for-delivery-to-use-000"

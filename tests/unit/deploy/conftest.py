@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 import yaml
 
-from agentstream.testing.commands import command_path
+from agentstream_testing.commands import command_path
 
 ROOT = Path(__file__).resolve().parents[3]
 K8S = ROOT / "k8s"

@@ -55,3 +55,8 @@ def test_lint_target_runs(lint_recipe: list[str], command: str):
 def test_lint_type_checks_the_typing_examples(lint_recipe: list[str]):
     strict = next(line for line in lint_recipe if "mypy --strict" in line)
     assert "tests/typing" in strict.split()
+
+
+def test_lint_type_checks_the_test_support_package(lint_recipe: list[str]):
+    strict = next(line for line in lint_recipe if "mypy --strict" in line)
+    assert "libs/agentstream-testing/src" in strict.split()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agentstream.asyncapi import TOPIC_DOCS, build_document, main, render
+from agentstream.asyncapi import build_document, main, render
 from agentstream.contracts import RunCommandAdapter, RunEventAdapter
-from agentstream.kafka import TOPIC_NAMES
+from agentstream.kafka import TOPIC_NAMES, TOPICS
 
 ROOT = Path(__file__).resolve().parents[3]
 CHECKED_IN = ROOT / "docs" / "asyncapi.json"
@@ -58,7 +58,7 @@ def test_field_descriptions_reach_the_document() -> None:
 
 def test_topic_table_descriptions_name_key_producers_and_consumers() -> None:
     doc = build_document()
-    for topic in TOPIC_DOCS:
+    for topic in TOPICS:
         description = doc["channels"][f"{topic.name}:receive"]["description"]
         assert "Key:" in description and "Produced by:" in description and "Consumed by:" in description
 

@@ -29,7 +29,10 @@ class Package:
 
 
 def packages() -> list[Package]:
-    roots = [("libs/agentstream", ROOT / "libs" / "agentstream" / "src" / "agentstream")]
+    roots = [
+        ("libs/agentstream", ROOT / "libs" / "agentstream" / "src" / "agentstream"),
+        ("libs/agentstream-testing", ROOT / "libs" / "agentstream-testing" / "src" / "agentstream_testing"),
+    ]
     for service in sorted((ROOT / "services").iterdir()):
         roots += [(service.name, src) for src in sorted(service.glob("src/agentstream_*")) if src.is_dir()]
     return [Package(section, root, root.relative_to(ROOT).as_posix()) for section, root in roots]
@@ -60,7 +63,7 @@ def is_named(module: str, spans: set[str]) -> bool:
 
 def names_directory(span: str, directory: str) -> bool:
     """`kafka/`, `agentstream/kafka/` and `adapters/http.py` each name a directory (`kafka`, `adapters`);
-    `fake_platforms/` names `testing/fake_platforms` (the section's bullet says where it is)."""
+    `fake_platforms/` names `agentstream_testing/fake_platforms` (the section's bullet says where it is)."""
     named = span.rpartition("/")[0]
     return bool(named) and (f"/{named}".endswith(f"/{directory}") or f"/{directory}".endswith(f"/{named}"))
 

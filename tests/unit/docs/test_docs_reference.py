@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from agentstream.asyncapi import TOPIC_DOCS
 from agentstream.config import Settings
 from agentstream.kafka import TOPIC_NAMES
+from agentstream.kafka.topics import DAY_MS
+from agentstream.kafka.topics import TOPICS as TOPIC_REGISTRY
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIGURATION = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
@@ -81,6 +82,40 @@ def test_every_topic_is_in_the_table(topic: str) -> None:
     assert f"| `{topic}` |" in TOPICS
 
 
+def _table_rows() -> dict[str, list[str]]:
+    """docs/topics.md's topic table: short name → the other cells."""
+    rows: dict[str, list[str]] = {}
+    table = TOPICS.split("| topic | key | records |", 1)[1].split("\n\n", 1)[0]
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows[cells[0].strip("`")] = cells[1:]
+    return rows
+
+
+def _retention(topic: typing.Any) -> str:
+    if topic.compacted:
+        return "compacted"
+    days = topic.retention_ms // DAY_MS
+    return f"{days} day{'s' if days != 1 else ''}"
+
+
+def test_the_topic_table_is_the_registry() -> None:
+    """Every cell the registry knows (key, records, partitions, retention, producers, consumers)
+    says what `agentstream.kafka.topics.TOPICS` says, and no topic is missing or extra."""
+    rows = _table_rows()
+    assert list(rows) == list(TOPIC_NAMES)
+    for topic in TOPIC_REGISTRY:
+        key, records, partitions, retention, producers, consumers = rows[topic.name]
+        assert key == topic.key_doc, topic.name
+        members = _record_types(topic.record)
+        listed = ", ".join(f"`{m.__name__}`" for m in members)
+        assert records == listed or records.endswith(f"({len(members)} types, below)"), topic.name
+        assert partitions == (str(topic.partitions) if topic.partitions else "`kafka.partitions`"), topic.name
+        assert retention == _retention(topic), topic.name
+        assert producers == ", ".join(topic.producers), topic.name
+        assert consumers == ", ".join(topic.consumers), topic.name
+
+
 def _record_types(record: typing.Any) -> list[type[BaseModel]]:
     if isinstance(record, type):
         return [record]
@@ -88,7 +123,7 @@ def _record_types(record: typing.Any) -> list[type[BaseModel]]:
     return list(typing.get_args(union))
 
 
-@pytest.mark.parametrize("doc", TOPIC_DOCS, ids=lambda d: d.name)
+@pytest.mark.parametrize("doc", TOPIC_REGISTRY, ids=lambda d: d.name)
 def test_every_record_type_is_described(doc: typing.Any) -> None:
     for model in _record_types(doc.record):
         type_literal = model.model_fields["type"].default

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from agentstream.config import SERVICES
-from agentstream.testing.commands import command_path
+from agentstream_testing.commands import command_path
 
 ROOT = Path(__file__).resolve().parents[3]
 MONITORING = ROOT / "monitoring"

@@ -12,10 +12,10 @@ from fastapi.testclient import TestClient
 from agentstream.auth import Authenticator
 from agentstream.config import load_settings
 from agentstream.contracts import InboundMessage
-from agentstream.testing.fixtures import ADMIN_HEADERS, ADMIN_TOKEN_ENV
 from agentstream_ingress import http
 from agentstream_ingress.openapi import render
 from agentstream_ingress.webhooks import slack
+from agentstream_testing.fixtures import ADMIN_HEADERS, ADMIN_TOKEN_ENV
 
 ROOT = Path(__file__).resolve().parents[3]
 BODY = {"id": "m-1", "platform": "web", "chat_id": "c1", "user": {"id": "u"}, "text": "hi"}

@@ -12,7 +12,7 @@ from agentstream.api_docs import docs_page
 from agentstream.auth import Authenticator
 from agentstream.config import load_settings
 from agentstream.observability import http_app
-from agentstream.testing.fixtures import ADMIN_HEADERS, ADMIN_TOKEN_ENV
+from agentstream_testing.fixtures import ADMIN_HEADERS, ADMIN_TOKEN_ENV
 
 SPEC = re.compile(r"SwaggerUIBundle\(\{spec: (.*), dom_id:")
 

@@ -9,7 +9,7 @@ import openai
 import pytest
 from openai import AsyncOpenAI
 
-from agentstream.testing.fake_openai import FakeOpenAI
+from agentstream_testing.fake_openai import FakeOpenAI
 
 
 def _client(fake: FakeOpenAI) -> AsyncOpenAI:

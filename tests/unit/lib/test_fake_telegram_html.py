@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentstream.testing.fake_platforms.telegram_html import TAGS, HtmlRejected, parse
+from agentstream_testing.fake_platforms.telegram_html import TAGS, HtmlRejected, parse
 
 
 def test_the_supported_tags_parse_to_their_text() -> None:

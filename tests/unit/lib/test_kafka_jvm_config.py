@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agentstream.testing import kafka_jvm
-from agentstream.testing.kafka_jvm import KafkaNode, node_properties
+from agentstream_testing import kafka_jvm
+from agentstream_testing.kafka_jvm import KafkaNode, node_properties
 
 
 def _node(node_id: int) -> KafkaNode:

@@ -10,7 +10,7 @@ import pytest
 import uvicorn
 
 from agentstream.lifecycle import StartStop, serve_until_started
-from agentstream.testing.loopback_server import LoopbackServer
+from agentstream_testing.loopback_server import LoopbackServer
 
 
 class Recorder(StartStop):

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from agentstream.config import KafkaFlavor
-from agentstream.testing import brokers, kafka_jvm
-from agentstream.testing.fixtures import make_test_settings
+from agentstream_testing import brokers, kafka_jvm
+from agentstream_testing.fixtures import make_test_settings
 
 COMPOSE = Path(__file__).resolve().parents[3] / "docker-compose.yml"
 
@@ -141,7 +141,7 @@ def test_the_session_fetches_the_jars_only_for_kafka_on_the_jvm(
     on_jvm: bool,
     fetches: bool,
 ) -> None:
-    from agentstream.testing import fixtures
+    from agentstream_testing import fixtures
 
     monkeypatch.setenv(brokers.TEST_BROKER_ENV, broker)
     monkeypatch.delenv(brokers.TEST_BOOTSTRAP_ENV, raising=False)

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from agentstream.testing.commands import command_path
+from agentstream_testing.commands import command_path
 
 MISSING = "agentstream-no-such-command"
 

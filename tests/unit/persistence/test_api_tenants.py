@@ -13,11 +13,11 @@ from agentstream.auth import Authenticator, KeyStore, Scope
 from agentstream.config import load_settings
 from agentstream.contracts import ChatMessage, MessageCompleted, ReplyTarget, RunFinished, RunStarted
 from agentstream.db import create_engine, session_factory, upgrade
-from agentstream.testing.fixtures import authed_app
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet
 from agentstream_persistence.rows import rows_for
 from agentstream_persistence.run_writes import write_run
+from agentstream_testing.fixtures import authed_app
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

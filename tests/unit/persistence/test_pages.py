@@ -18,10 +18,10 @@ import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.db import Message, Run, create_engine, session_factory, upgrade
-from agentstream.testing.fixtures import ADMIN_HEADERS, authed_app
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.pages import MAX_PAGE_SIZE, InvalidCursor
 from agentstream_persistence.queries import CONVERSATION_RUNS, RUNS
+from agentstream_testing.fixtures import ADMIN_HEADERS, authed_app
 
 KEY, OTHER = "memory:pages", "memory:other"
 T0 = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)

@@ -23,11 +23,11 @@ from agentstream.contracts import (
 )
 from agentstream.db import Message, Run, create_engine, session_factory, upgrade
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
-from agentstream.testing.fixtures import ADMIN_HEADERS, authed_app
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet
 from agentstream_persistence.rows import FlushRows, rows_for
 from agentstream_persistence.run_writes import claim_resume, write_run
+from agentstream_testing.fixtures import ADMIN_HEADERS, authed_app
 
 KEY = "memory:c1"
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

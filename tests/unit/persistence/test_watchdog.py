@@ -9,6 +9,7 @@ from typing import Any
 from agentstream.config import load_settings
 from agentstream.contracts import Notice, ReplyTarget, RunFinished, RunQueued, RunStarted
 from agentstream.db import Run, create_engine, session_factory, upgrade
+from agentstream.kafka.topics import EVENTS, Topic
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_persistence.buffers import BufferState
 
@@ -26,10 +27,10 @@ def ids(root: str, seq: int) -> dict[str, Any]:
 
 async def test_a_stale_run_gets_one_runner_lost_ending_and_a_refused_one_is_forgotten():
     svc = bootstrap_persistence(load_settings(resume={"stale_after_s": 10}))
-    published: list[tuple[str, Any, str]] = []
+    published: list[tuple[Topic[Any], Any, str]] = []
 
-    async def publish(topic: str, record: Any, key: str) -> None:
-        published.append((topic, record, key))
+    async def publish(topic: Topic[Any], record: Any, key: str | None = None) -> None:
+        published.append((topic, record, topic.key_of(record) if key is None else key))
 
     svc.publish = publish  # type: ignore[method-assign]
     svc.buffers.add(RunQueued(**ids("lost", 0), assistant_id="default", reply_target=TARGET), now=0.0)
@@ -45,7 +46,7 @@ async def test_a_stale_run_gets_one_runner_lost_ending_and_a_refused_one_is_forg
 
     await svc.end_stale_runs(now=11.0)
     [(topic, ending, key)] = published
-    assert topic == svc.topics.events and key == "web:c1"
+    assert topic is EVENTS and key == "web:c1"
     assert isinstance(ending, RunFinished) and (ending.root_run_id, ending.reason, ending.seq) == (
         "lost",
         "runner_lost",
@@ -64,9 +65,9 @@ async def test_a_stale_run_gets_one_runner_lost_ending_and_a_refused_one_is_forg
 
 async def test_a_lost_run_whose_ending_is_not_published_is_not_counted_and_tried_again():
     svc = bootstrap_persistence(load_settings(resume={"stale_after_s": 10}))
-    attempts: list[str] = []
+    attempts: list[Topic[Any]] = []
 
-    async def publish(topic: str, record: Any, key: str) -> None:
+    async def publish(topic: Topic[Any], record: Any, key: str | None = None) -> None:
         attempts.append(topic)
         if len(attempts) == 1:
             raise ConnectionError("broker away")
@@ -91,7 +92,7 @@ async def test_a_silent_run_queued_of_a_stored_run_is_forgotten_not_ended(db_url
     svc = bootstrap_persistence(load_settings(resume={"stale_after_s": 10}, database={"url": db_url}))
     published: list[Any] = []
 
-    async def publish(topic: str, record: Any, key: str) -> None:
+    async def publish(topic: Topic[Any], record: Any, key: str | None = None) -> None:
         published.append(record)
 
     svc.publish = publish  # type: ignore[method-assign]

@@ -17,13 +17,13 @@ from agentstream.contracts import (
     ToolCallResult,
     User,
 )
-from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.assistants import Assistant, Assistants
 from agentstream_runner.connectors.resolve import Connectors, RoleOverrides
 from agentstream_runner.context import RunContext
 from agentstream_runner.history import StoredMessage
 from agentstream_runner.hooks import Hooks
 from agentstream_runner.pipeline import run_pipeline
+from agentstream_testing.fake_openai import FakeOpenAI
 from agentstream_tools.builtin import builtin_tools
 from agentstream_tools.executor import execute
 from agentstream_tools.registry import ToolRegistry

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.hooks import Hooks
+from agentstream_testing.fake_openai import FakeOpenAI
 from tests.unit.runner import runner_hookfns as fns
 from tests.unit.runner.runner_harness import assistant, run
 

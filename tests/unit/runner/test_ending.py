@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentstream.testing.fake_openai import FakeOpenAI
+from agentstream_testing.fake_openai import FakeOpenAI
 from tests.unit.runner.runner_harness import assistant, run
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agentstream.contracts import ChatMessage, RunOptions
-from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.history import StoredMessage, drop_overlap, history_size, replay
+from agentstream_testing.fake_openai import FakeOpenAI
 from tests.unit.runner.runner_harness import FakeHistory, assistant, run
 
 # -- history -------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from agentstream.contracts import RunFinished, RunStarted, StepCompleted
-from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.hooks import Hooks
+from agentstream_testing.fake_openai import FakeOpenAI
 from tests.unit.runner import runner_hookfns as fns
 from tests.unit.runner.runner_harness import assistant, openai_connector, run
 

@@ -7,7 +7,7 @@ import asyncio
 import time
 
 from agentstream.contracts import MessageCompleted, MessageDelta, StepCompleted
-from agentstream.testing.fake_openai import FakeOpenAI
+from agentstream_testing.fake_openai import FakeOpenAI
 from tests.unit.runner.runner_harness import FakeRoles, assistant, openai_connector, run
 
 ANSWER = "The quick brown fox jumps over the lazy dog"

@@ -26,11 +26,11 @@ from agentstream.contracts import (
 )
 from agentstream.contracts.endings import FinishReason, RunStatus
 from agentstream.contracts.events import StepType
-from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.connectors.base import LLMRequest, TextDelta
 from agentstream_runner.connectors.resolve import Connectors
 from agentstream_runner.run_metrics import ArrivalHop, RunMetrics, arrival_hops
 from agentstream_runner.tool_catalog import ToolCatalog
+from agentstream_testing.fake_openai import FakeOpenAI
 
 
 class Clock:

@@ -27,7 +27,6 @@ from agentstream.contracts import (
     ToolResult,
     utcnow,
 )
-from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.approvals import ApprovalWaiters
 from agentstream_runner.assistants import Assistants
 from agentstream_runner.connectors.resolve import Connectors
@@ -35,6 +34,7 @@ from agentstream_runner.context import RunContext
 from agentstream_runner.pipeline import ResumePoint, run_pipeline
 from agentstream_runner.tool_approval import DENIED_ERROR, EXPIRED_ERROR, prompt_text
 from agentstream_runner.tool_catalog import ToolCatalog
+from agentstream_testing.fake_openai import FakeOpenAI
 from tests.unit.runner.runner_harness import Ports, openai_connector, start_run
 
 KEY = "web:c1"  # the harness's conversation

@@ -6,10 +6,10 @@ import json
 
 from agentstream.contracts import ToolCall, ToolCallSpec, ToolResult
 from agentstream.contracts.limits import MAX_NAME
-from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream_runner.assistants import BUILTIN_TOOLS
 from agentstream_runner.llm_step import distinct_call_ids
 from agentstream_runner.tool_calls import RETRY_INSTRUCTION
+from agentstream_testing.fake_openai import FakeOpenAI
 from tests.unit.runner.runner_harness import assistant, run
 
 

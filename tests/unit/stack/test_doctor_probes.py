@@ -12,12 +12,12 @@ import pytest
 
 from agentstream.config.delivery import PlatformSettings
 from agentstream.config.runner import ConnectorSettings
-from agentstream.testing.fake_openai import FakeOpenAI
-from agentstream.testing.fake_platforms import FakeDiscord, FakePlatform, FakeSignal, FakeSlack, FakeTelegram
-from agentstream.testing.fake_platforms.webhook import FakeWebhookReceiver
 from agentstream_delivery.platforms import PLATFORMS
 from agentstream_stack.doctor import Verdict, _verdict
 from agentstream_stack.doctor_probes import PROBES, CheckFailed, NotApplicable, probe_connector, probe_platform
+from agentstream_testing.fake_openai import FakeOpenAI
+from agentstream_testing.fake_platforms import FakeDiscord, FakePlatform, FakeSignal, FakeSlack, FakeTelegram
+from agentstream_testing.fake_platforms.webhook import FakeWebhookReceiver
 
 TIMEOUT_S = 5.0
 

@@ -15,7 +15,8 @@ from agentstream.config import load_settings
 from agentstream.contracts import DeadLetter, ToolCallRequest, ToolCallResult
 from agentstream.db import create_engine, upgrade
 from agentstream.db.models_tools import ToolCallState
-from agentstream.testing.signed_calls import signed
+from agentstream.kafka.topics import DLQ, TOOL_RESULTS, Topic
+from agentstream_testing.signed_calls import signed
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 from agentstream_tools.call_store import STOPPED_DURING_CALL, ToolCallStore
 from agentstream_tools.registry import Tool
@@ -61,11 +62,11 @@ class Harness:
                 await gate.wait()
             return f"run {self.runs}"
 
-        async def publish(topic: str, record: Any, key: str) -> None:
-            if topic == self.svc.topics.dlq:
+        async def publish(topic: Topic[Any], record: Any, key: str | None = None) -> None:
+            if topic is DLQ:
                 self.dead_letters.append(record)
                 return
-            assert topic == self.svc.topics.tool_results and key == "web:a"
+            assert topic is TOOL_RESULTS and key is None and topic.key_of(record) == "web:a"
             self.published.append(record)
 
         self.svc.tools.register(Tool("counter", "counts its runs", COUNTER_SCHEMA, counter))
@@ -260,8 +261,8 @@ async def test_a_record_that_fails_in_a_batch_fails_alone(db_url, engine):  # ty
     h = Harness(db_url, engine)
     answer = h.svc.publish
 
-    async def publish(topic: str, record: Any, key: str) -> None:
-        if topic == h.svc.topics.dlq:
+    async def publish(topic: Topic[Any], record: Any, key: str | None = None) -> None:
+        if topic is DLQ:
             raise ConnectionError("broker away")  # the bad record's dead letter cannot go out
         await answer(topic, record, key)
 

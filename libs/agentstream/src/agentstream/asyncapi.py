@@ -1,7 +1,8 @@
 """The AsyncAPI document of every topic, generated from the contract models.
 
-The pydantic models in `agentstream.contracts` are the single source of truth; this
-module only describes them to FastStream's AsyncAPI generator. It builds a broker
+The topic registry (`agentstream.kafka.topics.TOPICS`: each topic's record types, key and
+producers) and the pydantic models in `agentstream.contracts` are the single source of truth;
+this module only describes them to FastStream's AsyncAPI generator. It builds a broker
 that is never started (nothing connects anywhere) with, per topic, one subscriber
 whose handler is annotated with the topic's record type (the "receive" side) and
 one publisher with the same schema (the "send" side).
@@ -18,7 +19,6 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -27,116 +27,10 @@ from faststream.kafka import KafkaBroker
 from faststream.specification import AsyncAPI
 
 from agentstream.config import KafkaSettings
-from agentstream.contracts import (
-    DeadLetter,
-    DeliveryReceipt,
-    InboundMessage,
-    RunCommand,
-    RunEvent,
-    ToolCallRequest,
-    ToolCallResult,
-    ToolCatalogEntry,
-    WebFrame,
-)
-from agentstream.kafka import TOPIC_NAMES, Topics
+from agentstream.kafka.topics import TOPICS, Topics
 
 TITLE = "agentstream"
 DEFAULT_PREFIX: str = KafkaSettings.model_fields["topic_prefix"].default
-CONVERSATION_KEY = "conversation key `platform:chat_id[:thread_id]`"
-
-
-@dataclass(frozen=True)
-class TopicDoc:
-    """What the document says about one topic."""
-
-    name: str  # short name, without prefix
-    record: Any  # a Record subclass or an Annotated discriminated union of them
-    key: str
-    producers: tuple[str, ...]
-    consumers: tuple[str, ...]
-    summary: str
-
-    def description(self) -> str:
-        return (
-            f"{self.summary} Key: {self.key}. "
-            f"Produced by: {', '.join(self.producers)}. Consumed by: {', '.join(self.consumers) or '(operators)'}."
-        )
-
-
-TOPIC_DOCS: tuple[TopicDoc, ...] = (
-    TopicDoc(
-        "inbound",
-        InboundMessage,
-        CONVERSATION_KEY,
-        ("users", "webhooks", "ingress HTTP"),
-        ("ingress",),
-        "Messages from users on any platform: the public input contract.",
-    ),
-    TopicDoc(
-        "runs",
-        RunCommand,
-        CONVERSATION_KEY,
-        ("ingress", "persistence (auto-resume)"),
-        ("agent-runner",),
-        "Commands for the agent-runner: start, interrupt, resume, reset.",
-    ),
-    TopicDoc(
-        "tool-calls",
-        ToolCallRequest,
-        CONVERSATION_KEY,
-        ("agent-runner",),
-        ("tool-executor",),
-        "One record per tool call attempt; idempotency key `run_id:call_id`.",
-    ),
-    TopicDoc(
-        "tool-results",
-        ToolCallResult,
-        CONVERSATION_KEY,
-        ("tool-executor",),
-        ("agent-runner",),
-        "The outcome of each tool call, co-partitioned with `runs`.",
-    ),
-    TopicDoc(
-        "tool-catalog",
-        ToolCatalogEntry,
-        "tool name",
-        ("tool-executor",),
-        ("agent-runner",),
-        "Compacted: which tools each executor serves now, republished every `heartbeat_s`.",
-    ),
-    TopicDoc(
-        "events",
-        RunEvent,
-        CONVERSATION_KEY,
-        ("ingress", "agent-runner", "tool-executor", "persistence"),
-        ("delivery", "persistence"),
-        "Everything that happens in a run; `seq` strictly increases per root run.",
-    ),
-    TopicDoc(
-        "deliveries",
-        DeliveryReceipt,
-        CONVERSATION_KEY,
-        ("delivery",),
-        (),
-        "Delivery ledger transitions and platform message ids.",
-    ),
-    TopicDoc(
-        "web-frames",
-        WebFrame,
-        "web chat id",
-        ("delivery",),
-        ("delivery",),
-        "What the web chat page shows; every delivery replica reads all of it (no consumer group).",
-    ),
-    TopicDoc(
-        "dlq",
-        DeadLetter,
-        "the original record's key",
-        ("every service",),
-        (),
-        "Records no service could use, with the reason.",
-    ),
-)
 
 
 def _typed_handler(record: Any) -> Callable[..., Any]:
@@ -152,19 +46,17 @@ def _typed_handler(record: Any) -> Callable[..., Any]:
 
 def build_broker(prefix: str = DEFAULT_PREFIX) -> KafkaBroker:
     """A spec-only broker: every topic once as a subscriber and once as a publisher."""
-    if {t.name for t in TOPIC_DOCS} != set(TOPIC_NAMES):
-        raise RuntimeError("TOPIC_DOCS is out of date with agentstream.kafka.TOPIC_NAMES")
     topics = Topics(prefix)
     broker = KafkaBroker(
         KafkaSettings.model_fields["bootstrap_servers"].default,
         description="Any Kafka-compatible cluster; set kafka.bootstrap_servers.",
     )
-    for doc in TOPIC_DOCS:
-        address = topics.name(doc.name)
-        broker.subscriber(address, title=f"{doc.name}:receive", description=doc.description())(
-            _typed_handler(doc.record)
+    for topic in TOPICS:
+        address = topics.name(topic)
+        broker.subscriber(address, title=f"{topic.name}:receive", description=topic.description())(
+            _typed_handler(topic.record)
         )
-        broker.publisher(address, title=f"{doc.name}:send", description=doc.description(), schema=doc.record)
+        broker.publisher(address, title=f"{topic.name}:send", description=topic.description(), schema=topic.record)
     return broker
 
 
@@ -198,7 +90,7 @@ def _canonical(document: dict[str, Any]) -> dict[str, Any]:
     changes with PYTHONHASHSEED; a checked-in file needs one order. Channels and
     operations follow the topic table (receive, then send); components are sorted.
     """
-    rank = {f"{doc.name}:{side}": i for i, doc in enumerate(TOPIC_DOCS) for side in ("receive", "send")}
+    rank = {f"{topic.name}:{side}": i for i, topic in enumerate(TOPICS) for side in ("receive", "send")}
 
     def by_topic(section: dict[str, Any]) -> dict[str, Any]:
         return dict(sorted(section.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))

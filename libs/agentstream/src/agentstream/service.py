@@ -21,7 +21,6 @@ from faststream.kafka import KafkaBroker
 from faststream.kafka.annotations import KafkaMessage
 from faststream.message import StreamMessage
 from prometheus_client import CollectorRegistry, Counter
-from pydantic import BaseModel
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
@@ -45,7 +44,7 @@ from agentstream.kafka.internals import (
 )
 from agentstream.kafka.producer import OutputGate, encode_record
 from agentstream.kafka.tansu_idle import IdleGating, idle_gating
-from agentstream.kafka.topics import consumer_group
+from agentstream.kafka.topics import DLQ, R, Topic, consumer_group
 from agentstream.metrics import DeadLetterReason, dead_letter_reason, new_registry
 from agentstream.metrics.lag import ConsumerLag, LagMetrics, Subscription
 from agentstream.observability import (
@@ -420,22 +419,25 @@ class Service:
         return True
 
     # -- helpers for handlers ----------------------------------------------------
-    async def publish(self, topic: str, record: BaseModel, key: str) -> None:
+    async def publish(self, topic: Topic[R], record: R, key: str | None = None) -> None:
         """Publish and wait until the broker has stored the record."""
         ack = await self.publish_nowait(topic, record, key)
         await ack
 
-    async def publish_nowait(self, topic: str, record: BaseModel, key: str) -> asyncio.Future[Any]:
+    async def publish_nowait(self, topic: Topic[R], record: R, key: str | None = None) -> asyncio.Future[Any]:
         """Hand the record to the producer and return the future of its ack.
 
-        Records handed over in order reach a partition in that order (the producer has one
-        request in flight per partition), so a caller can stream records without a round
-        trip each and await the futures where it needs them stored. Written with the
-        broker's aiokafka producer directly (see `agentstream.kafka.producer`).
+        `topic` is a registry topic (`agentstream.kafka.topics`): only its records type-check, and
+        the key is the topic's key of the record unless `key` says otherwise. Records handed over in
+        order reach a partition in that order (the producer has one request in flight per
+        partition), so a caller can stream records without a round trip each and await the futures
+        where it needs them stored. Written with the broker's aiokafka producer directly (see
+        `agentstream.kafka.producer`).
         """
-        raw_key, value, headers = encode_record(record, key)
-        ack = await producer_of(self.broker).send(topic, value, key=raw_key, headers=headers)
-        self._published(topic).inc()
+        name = self.topics.name(topic)
+        raw_key, value, headers = encode_record(record, topic.key_of(record) if key is None else key)
+        ack = await producer_of(self.broker).send(name, value, key=raw_key, headers=headers)
+        self._published(name).inc()
         return cast("asyncio.Future[Any]", ack)
 
     def _published(self, topic: str) -> Any:
@@ -463,7 +465,7 @@ class Service:
             error=error,
             service=self.name,
         )
-        await self.publish(self.topics.dlq, letter, key or "")
+        await self.publish(DLQ, letter)
         self.count_dead_letter(letter.source_topic, error)
         self.log.warning("dead letter", **letter.coordinates(), error=error)
 

@@ -36,6 +36,7 @@ from agentstream.kafka import consumer_options
 from agentstream.kafka.decoding import RecordDecoder, Undecodable, decode_record
 from agentstream.kafka.internals import consumer_of, consumer_of_message
 from agentstream.kafka.revocations import RevocationListener
+from agentstream.kafka.topics import EVENTS
 from agentstream.observability import NotReady
 from agentstream.service import Infra, Service
 from agentstream_runner.connectors.resolve import Connectors
@@ -260,7 +261,7 @@ class AgentRunnerService(Service):
                 )
                 orphans = orphaned(events, runs_to_run(commands))
                 for run in orphans:
-                    await self.publish(self.topics.events, lost_ending(run), run.conversation_key)
+                    await self.publish(EVENTS, lost_ending(run))
         except Exception as err:  # the watchdog still ends them, later
             self.log.warning("orphaned runs not looked for", partitions=sorted(partitions), error=repr(err))
             return

@@ -35,6 +35,7 @@ from agentstream.db import upgrade
 from agentstream.kafka.commit_policies import AtMostOnce, OldestOpen
 from agentstream.kafka.commits import COMMIT_TIMEOUT_S
 from agentstream.kafka.consumer import Consumed, Consumer, Contract, as_bytes
+from agentstream.kafka.topics import DELIVERIES, INBOUND, WEB_FRAMES
 from agentstream.retention import RetentionTask
 from agentstream.service import Infra, Service
 from agentstream_delivery.adapters import PlatformAdapter
@@ -167,7 +168,7 @@ class DeliveryService(Service):
             ),
         )
         # Frames go out on `web-frames`; every replica's reader serves its own pages from there.
-        self.web.sink = lambda frame: self.publish(self.topics.web_frames, frame, frame.chat_id)
+        self.web.sink = lambda frame: self.publish(WEB_FRAMES, frame)
         self.web_reader = WebFramesReader(
             self.settings.kafka, self.topics.web_frames, self.web, self.dead_letter_record, self.log
         )
@@ -335,7 +336,7 @@ class DeliveryService(Service):
         for message in self.relay.forwards(source, event):
             key = conversation_key(message.platform, message.chat_id, message.thread_id)
             try:
-                await self.publish(self.topics.inbound, message, key)
+                await self.publish(INBOUND, message, key)
                 self.log.info("run forwarded", root_run_id=event.root_run_id, to=key, profile=message.profile)
             except Exception as err:
                 self.log.warning("relay forward failed", root_run_id=event.root_run_id, to=key, error=repr(err))
@@ -440,7 +441,7 @@ class DeliveryService(Service):
 
     # -- receipts and background tasks -------------------------------------------------
     async def _publish_receipt(self, receipt: DeliveryReceipt) -> None:
-        await self.publish(self.topics.deliveries, receipt, receipt.conversation_key)
+        await self.publish(DELIVERIES, receipt)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)

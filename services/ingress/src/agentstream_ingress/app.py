@@ -17,13 +17,13 @@ import time
 from typing import Any, assert_never
 
 from aiokafka import ConsumerRecord
-from pydantic import BaseModel
 
 from agentstream.contracts import Arrival, DeadLetter, InboundMessage, Notice, NoticeLevel, ReplyTarget, new_id
 from agentstream.db import upgrade
 from agentstream.kafka.commit_policies import AfterOutputAcked
 from agentstream.kafka.consumer import BatchConsumer, Consumed, OutputAcks, Polling
 from agentstream.kafka.internals import producer_of
+from agentstream.kafka.topics import DLQ, EVENTS, INBOUND, RUNS, Addressed, addressed
 from agentstream.retention import RetentionTask
 from agentstream.service import Infra, Service
 from agentstream_ingress import http
@@ -45,7 +45,7 @@ BATCH_WAIT_MS = 10  # an idle consumer polls this often: the latency floor of a 
 
 DECIDE_RETRY_S = 1.0  # a batch that could not be decided is read again after this pause
 
-Outgoing = list[tuple[str, BaseModel]]  # (topic, record) in publishing order
+Outgoing = list[Addressed]  # in publishing order
 
 
 def _failed(err: Exception) -> asyncio.Future[None]:
@@ -102,7 +102,7 @@ class IngressService(Service):
         if not self.started:
             raise RuntimeError("ingress is not connected to Kafka")
         self.broker_health.raise_if_down()  # a restarted broker without topics would swallow it
-        await self.publish(self.topics.inbound, msg, msg.conversation_key)
+        await self.publish(INBOUND, msg)
 
     async def on_inbound(self, batch: list[Consumed[bytes]]) -> OutputAcks:
         """Decide a batch and hand its output to the producer; its offsets wait for the acks."""
@@ -129,8 +129,8 @@ class IngressService(Service):
                     span.set_attribute("agentstream.decision", type(decision).__name__)
                     with self.log_context(**log_fields(record, decision)):
                         key, outgoing = self.carry_out(record, decision, read_at)
-                    for topic, out in outgoing:
-                        output.add(topic, out, key)
+                    for out in outgoing:
+                        output.add(self.topics.name(out.topic), out.record, key)
             acks = await output.send(producer_of(self.broker))
         except Exception as err:  # e.g. no metadata from a broker that is away: the batch is read again
             return OutputAcks([_failed(err)], undo=lambda: ports.release_sightings(claims))
@@ -151,7 +151,7 @@ class IngressService(Service):
         match decision:
             case DeadLetterDecision(error=error, notify=target):
                 key = record.key.decode("utf-8", "replace") if isinstance(record.key, bytes) else ""
-                out: Outgoing = [(self.topics.dlq, self.letter(record, key, error))]
+                out: Outgoing = [addressed(DLQ, self.letter(record, key, error))]
                 if target is not None:
                     text = self.settings.ingress.texts_for(target.platform).fill("invalid_message", error=error)
                     out.append(self.notice(record, target, text, NoticeLevel.ERROR))
@@ -167,7 +167,7 @@ class IngressService(Service):
                 self.count("notice", reason)
                 return self.key_of(target), [self.notice(record, target, text, level, command=name)]
             case CommandDecision(commands=commands, target=target, notice=text, command=name):
-                out = [(self.topics.runs, command) for command in commands]
+                out = [addressed(RUNS, command) for command in commands]
                 if text:
                     out.append(self.notice(record, target, text, command=name))
                 self.count("command", commands[0].type if commands else "none")
@@ -178,7 +178,7 @@ class IngressService(Service):
                 self.log.debug("run accepted", assistant_id=start.assistant_id)
                 arrival = Arrival(produced_at=record.timestamp / 1000, ingress_read_at=read_at)
                 start = start.model_copy(update={"arrival": arrival})
-                return start.conversation_key, [(self.topics.events, queued), (self.topics.runs, start)]
+                return start.conversation_key, [addressed(EVENTS, queued), addressed(RUNS, start)]
             case _:
                 assert_never(decision)
 
@@ -201,12 +201,12 @@ class IngressService(Service):
         text: str,
         level: NoticeLevel = NoticeLevel.INFO,
         command: str | None = None,
-    ) -> tuple[str, BaseModel]:
+    ) -> Addressed:
         """A notice outside any run (a run id of its own). Its record id is the inbound record's:
         a batch read again after a crash (docs/decisions.md) repeats it, and delivery's ledger,
         which keeps notices by id, shows it once."""
         run_id = new_id()
-        return self.topics.events, Notice(
+        notice = Notice(
             id=notice_id((record.partition, record.offset), record.timestamp),
             run_id=run_id,
             root_run_id=run_id,
@@ -217,6 +217,7 @@ class IngressService(Service):
             reply_target=target,
             command=command,
         )
+        return addressed(EVENTS, notice)
 
     @staticmethod
     def key_of(target: ReplyTarget) -> str:

@@ -35,6 +35,7 @@ from agentstream.db import upgrade
 from agentstream.kafka.commit_policies import OldestOpen
 from agentstream.kafka.consumer import Consumed, Consumer, Contract
 from agentstream.kafka.guard import failure_reason
+from agentstream.kafka.topics import DLQ, EVENTS, RUNS
 from agentstream.retention import RetentionTask
 from agentstream.service import Infra, Service
 from agentstream_persistence.api import add_routes
@@ -222,7 +223,7 @@ class PersistenceService(Service):
         """The run can never be stored: to `dlq` with the reason, then forgotten (the offset moves on)."""
         letter = run_dead_letter(buf, self.topics.events, "run could not be stored: " + reason, self.name)
         try:
-            await self.publish(self.topics.dlq, letter, buf.conversation_key)
+            await self.publish(DLQ, letter)
         except Exception as err:  # not lost: kept and retried like a failing database
             self.log.warning(
                 "dead letter of an unstorable run not published; retrying",
@@ -301,7 +302,7 @@ class PersistenceService(Service):
             finished = lost_run_finished(buf, stale_after)
             buf.mark_lost()
             try:
-                await self.publish(self.topics.events, finished, buf.conversation_key)
+                await self.publish(EVENTS, finished)
             except Exception as err:
                 buf.reopen()
                 self.log.warning("could not end a lost run", root_run_id=buf.root_run_id, error=repr(err))
@@ -329,5 +330,5 @@ class PersistenceService(Service):
             self.log.warning("not resuming: attempts spent", root_run_id=buf.root_run_id)
             return
         command = ResumeRun(conversation_key=buf.conversation_key, run_id=buf.root_run_id)
-        await self.publish(self.topics.runs, command, buf.conversation_key)
+        await self.publish(RUNS, command)
         self.log.info("resume requested", root_run_id=buf.root_run_id, attempt=attempt)

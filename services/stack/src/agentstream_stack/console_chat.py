@@ -9,7 +9,7 @@ import uuid
 from rich.console import Console
 
 from agentstream.contracts import InboundMessage, RunFinished, User
-from agentstream.kafka import Topics
+from agentstream.kafka.topics import INBOUND
 from agentstream.service import Service
 
 CONSOLE_CHAT = "local"
@@ -28,7 +28,6 @@ def _stdin_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | Non
 
 async def chat_loop(ingress: Service, delivery: Service, console: Console, stop: asyncio.Event) -> None:
     """Read lines from stdin and send them as console messages until EOF or `stop`."""
-    topics = Topics(ingress.settings.kafka.topic_prefix)
     finished = asyncio.Event()
 
     def on_finished(event: RunFinished) -> None:
@@ -61,7 +60,7 @@ async def chat_loop(ingress: Service, delivery: Service, console: Console, stop:
             user=User(id="local-user", name="you"),
             text=text,
         )
-        await ingress.publish(topics.inbound, msg, msg.conversation_key)
+        await ingress.publish(INBOUND, msg)
         waiter = asyncio.ensure_future(finished.wait())
         stopper = asyncio.ensure_future(stop.wait())
         done, _ = await asyncio.wait({waiter, stopper}, timeout=120, return_when=asyncio.FIRST_COMPLETED)

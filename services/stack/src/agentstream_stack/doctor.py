@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from agentstream.config import Settings
-from agentstream.kafka.topics import TOPIC_NAMES, TOPIC_PARTITIONS, Topics
+from agentstream.kafka.topics import TOPICS, Topics
 from agentstream.secrets_mask import mask_url
 from agentstream_stack.cli_errors import command_line
 from agentstream_stack.cli_support import masked
@@ -109,8 +109,8 @@ async def _kafka_topics(settings: Settings, timeout_s: float) -> tuple[dict[str,
 async def _topics(settings: Settings, present: dict[str, int]) -> str:
     topics = Topics(settings.kafka.topic_prefix)
     missing, wrong = [], []
-    for short in TOPIC_NAMES:
-        name, want = topics.name(short), TOPIC_PARTITIONS.get(short, settings.kafka.partitions)
+    for topic in TOPICS:
+        name, want = topics.name(topic), topic.partition_count(settings.kafka)
         if name not in present:
             missing.append(name)
         elif present[name] != want:
@@ -118,7 +118,7 @@ async def _topics(settings: Settings, present: dict[str, int]) -> str:
     if missing or wrong:
         problems = ([f"missing: {', '.join(missing)}"] if missing else []) + wrong
         raise CheckFailed("; ".join(problems) + f" ({command_line('topics create')} makes the missing ones)")
-    return f"all {len(TOPIC_NAMES)} present (prefix {settings.kafka.topic_prefix!r}, {settings.kafka.partitions} partitions)"
+    return f"all {len(TOPICS)} present (prefix {settings.kafka.topic_prefix!r}, {settings.kafka.partitions} partitions)"
 
 
 async def _database(url: str) -> str:

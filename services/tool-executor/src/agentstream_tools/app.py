@@ -36,6 +36,7 @@ from agentstream.db import upgrade
 from agentstream.db.models_tools import ToolCallState
 from agentstream.kafka.commit_policies import OldestOpen
 from agentstream.kafka.consumer import Consumed, Consumer, Contract, Polling
+from agentstream.kafka.topics import EVENTS, TOOL_RESULTS
 from agentstream.service import Infra, Service
 from agentstream.tool_call_signing import refusal, refusal_error
 from agentstream_tools.call_heartbeats import heartbeats
@@ -160,7 +161,7 @@ class ToolExecutorService(Service):
         self.refusals.labels(reason).inc()
         self.log.warning("tool call refused", call=request.idempotency_key, tool=request.tool[:64], reason=reason)
         result = answer(request, ok=False, error=error, retryable=False, refused=reason)
-        await self.publish(self.topics.tool_results, result, request.conversation_key)
+        await self.publish(TOOL_RESULTS, result)
         await self.dead_letter_record(record, f"{error} ({reason})")
 
     def _start_call(self, request: ToolCallRequest, origin: Origin) -> None:
@@ -200,7 +201,7 @@ class ToolExecutorService(Service):
                 await self._retrying(
                     "publish the result",
                     request,
-                    lambda: self.publish(self.topics.tool_results, result, request.conversation_key),
+                    lambda: self.publish(TOOL_RESULTS, result),
                 )
                 # Stored after its publication, before its offset is committed: a crash between
                 # leaves the claim `running`, so the redelivery answers "stopped", which the runner
@@ -252,7 +253,7 @@ class ToolExecutorService(Service):
         return result, True
 
     async def _publish_beat(self, beat: ToolHeartbeat) -> None:
-        ack = await self.publish_nowait(self.topics.events, beat, beat.conversation_key)
+        ack = await self.publish_nowait(EVENTS, beat)
         await asyncio.wait({ack})  # not `await ack`: a call that ends cancels the beat, never the producer's future
         ack.result()
 

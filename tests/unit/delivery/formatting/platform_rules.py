@@ -13,9 +13,9 @@ import re
 from html.parser import HTMLParser
 
 from agentstream.config import TextFormat
-from agentstream.testing.fake_platforms.telegram_html import parse as telegram_parse
 from agentstream_delivery.formatting.styles import openable
 from agentstream_delivery.splitting import utf16_len
+from agentstream_testing.fake_platforms.telegram_html import parse as telegram_parse
 
 _SLACK_TOKEN = re.compile(r"<(?:https?://|mailto:|tg://)[^<>|]*(?:\|[^<>]*)?>|&(?:amp|lt|gt);")
 WEB_TAGS = frozenset(

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from agentstream.config import TextFormat
-from agentstream.testing.fake_platforms.telegram_html import parse as telegram_parse
 from agentstream_delivery.adapters.discord import CAPABILITIES as DISCORD
 from agentstream_delivery.adapters.slack import CAPABILITIES as SLACK
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
 from agentstream_delivery.formatting import plain, render
+from agentstream_testing.fake_platforms.telegram_html import parse as telegram_parse
 from tests.unit.delivery.formatting.platform_rules import accepts
 
 TG, SL, DC, PL, WEB = (

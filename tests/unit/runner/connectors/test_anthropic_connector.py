@@ -12,11 +12,11 @@ import pytest
 
 from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, Usage
-from agentstream.testing.loopback_server import LoopbackServer, Receive, Scope, Send, read_body, send_json
 from agentstream.tools_catalog import CLOCK
 from agentstream_runner.connectors.anthropic_connector import AnthropicConnector
 from agentstream_runner.connectors.base import LLMRequest, TextDelta, ThinkingDelta, ToolCallChunk, UsageChunk
 from agentstream_runner.connectors.retry import LLMError
+from agentstream_testing.loopback_server import LoopbackServer, Receive, Scope, Send, read_body, send_json
 
 EVENTS: list[dict[str, Any]] = [
     {

@@ -8,11 +8,11 @@ import pytest
 
 from agentstream.config import ConnectorSettings
 from agentstream.contracts import ChatMessage, ToolCallSpec, Usage
-from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream.tools_catalog import CALCULATOR, CLOCK
 from agentstream_runner.connectors.base import LLMRequest, TextDelta, ThinkingDelta, ToolCallChunk, UsageChunk
 from agentstream_runner.connectors.openai_connector import OpenAIConnector, to_openai_message
 from agentstream_runner.connectors.retry import LLMError, RetryPolicy, retry_after_seconds
+from agentstream_testing.fake_openai import FakeOpenAI
 
 USER = [ChatMessage(role="user", content="hello there")]
 

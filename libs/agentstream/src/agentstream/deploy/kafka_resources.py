@@ -12,7 +12,7 @@ from typing import Any
 
 from agentstream.config import KafkaSettings
 from agentstream.config.core import SaslMechanism
-from agentstream.kafka.topics import TOPIC_NAMES, Topics, consumer_group, topic_config, topic_partitions
+from agentstream.kafka.topics import EVENTS, INBOUND, RUNS, TOOL_RESULTS, TOPICS, Topic, Topics, consumer_group
 
 STRIMZI_API = "kafka.strimzi.io/v1"
 KEDA_API = "keda.sh/v1alpha1"
@@ -39,14 +39,14 @@ class LagScaling:
     """
 
     service: str
-    topics: tuple[str, ...]
+    topics: tuple[Topic[Any], ...]
     lag_per_replica: int
 
 
 LAG_SCALED = (
-    LagScaling("ingress", ("inbound",), lag_per_replica=200),
-    LagScaling("agent-runner", ("runs", "tool-results"), lag_per_replica=20),
-    LagScaling("delivery", ("events",), lag_per_replica=2000),
+    LagScaling("ingress", (INBOUND,), lag_per_replica=200),
+    LagScaling("agent-runner", (RUNS, TOOL_RESULTS), lag_per_replica=20),
+    LagScaling("delivery", (EVENTS,), lag_per_replica=2000),
 )
 
 
@@ -76,23 +76,23 @@ def kafka_topics(kafka: KafkaSettings) -> list[dict[str, Any]]:
             "apiVersion": STRIMZI_API,
             "kind": "KafkaTopic",
             "metadata": {
-                "name": _resource_name(topics.name(short)),
+                "name": _resource_name(topics.name(topic)),
                 "labels": {"strimzi.io/cluster": cluster, "app.kubernetes.io/name": "agentstream"},
             },
             "spec": {
-                "topicName": topics.name(short),
-                "partitions": topic_partitions(short, kafka),
+                "topicName": topics.name(topic),
+                "partitions": topic.partition_count(kafka),
                 "replicas": kafka.replication_factor,
-                "config": topic_config(short, kafka.min_insync_replicas),
+                "config": topic.config(kafka.min_insync_replicas),
             },
         }
-        for short in TOPIC_NAMES
+        for topic in TOPICS
     ]
 
 
 def max_replicas(scaling: LagScaling, kafka: KafkaSettings) -> int:
     """More consumers than partitions of the input topic would sit idle."""
-    return min(topic_partitions(short, kafka) for short in scaling.topics)
+    return min(topic.partition_count(kafka) for topic in scaling.topics)
 
 
 def _secured(kafka: KafkaSettings) -> bool:
@@ -154,14 +154,14 @@ def scaled_objects(kafka: KafkaSettings) -> list[dict[str, Any]]:
                         "metadata": {
                             "bootstrapServers": kafka.bootstrap_servers,
                             "consumerGroup": consumer_group(kafka, scaling.service),
-                            "topic": topics.name(short),
+                            "topic": topics.name(topic),
                             "lagThreshold": str(scaling.lag_per_replica),
                             "allowIdleConsumers": "false",
                             **_trigger_security(kafka),
                         },
                         **auth,
                     }
-                    for short in scaling.topics
+                    for topic in scaling.topics
                 ],
             },
         }

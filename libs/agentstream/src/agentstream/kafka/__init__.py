@@ -1,11 +1,13 @@
 from agentstream.kafka.broker import consumer_options, make_broker
 from agentstream.kafka.embedded import EmbeddedBroker, free_port
 from agentstream.kafka.security import broker_security, client_security
-from agentstream.kafka.topics import TOPIC_NAMES, Topics, create_topics
+from agentstream.kafka.topics import TOPIC_NAMES, TOPICS, Topic, Topics, create_topics
 
 __all__ = [
+    "TOPICS",
     "TOPIC_NAMES",
     "EmbeddedBroker",
+    "Topic",
     "Topics",
     "broker_security",
     "client_security",

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from agentstream.testing.fake_platforms.base import FakePlatform
+from agentstream_testing.fake_platforms.base import FakePlatform
 
 
 class FakeSignal(FakePlatform):

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from agentstream.testing.fake_platforms.base import FakePlatform
+from agentstream_testing.fake_platforms.base import FakePlatform
 
 SIGNATURE_HEADER = "X-Agentstream-Signature"
 

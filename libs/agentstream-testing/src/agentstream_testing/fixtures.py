@@ -2,7 +2,7 @@
 
 One broker per test session (a group join costs seconds, a broker start less than one):
 the embedded Tansu, or Apache Kafka with ``AGENTSTREAM_TEST_BROKER=kafka`` (in Docker where a
-Docker engine answers, else on the JVM: `agentstream.testing.brokers`); every test isolates itself with its own topic prefix,
+Docker engine answers, else on the JVM: `agentstream_testing.brokers`); every test isolates itself with its own topic prefix,
 hence its own topics and consumer groups. Databases: SQLite in a temp dir and PostgreSQL
 (a fresh database per test on ``AGENTSTREAM_TEST_PG``, else the local server, else a
 container where Docker is).
@@ -21,7 +21,7 @@ import pytest
 from agentstream.config import KafkaFlavor, Settings, load_settings
 from agentstream.config.tools import DEFAULT_CALL_SECRET_ENV
 from agentstream.kafka import EmbeddedBroker, create_topics
-from agentstream.testing.brokers import (
+from agentstream_testing.brokers import (
     LOCAL_PG_URL,
     TEST_BOOTSTRAP_ENV,
     TEST_PG_ENV,
@@ -33,7 +33,7 @@ from agentstream.testing.brokers import (
     kafka_on_jvm,
     postgres_in_docker,
 )
-from agentstream.testing.kafka_jvm import fetch_jars, jars_ready
+from agentstream_testing.kafka_jvm import fetch_jars, jars_ready
 
 GIVEN_PG_URL = os.environ.get(TEST_PG_ENV)
 

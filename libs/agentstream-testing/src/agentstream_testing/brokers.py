@@ -3,7 +3,7 @@
 Kafka: ``AGENTSTREAM_TEST_BROKER`` is ``tansu`` (default: the embedded broker) or ``kafka``
 (Apache Kafka in KRaft mode, the version of docker-compose.yml's image: in a testcontainers
 container where a Docker engine answers, else on the JVM from its Maven artifacts,
-`agentstream.testing.kafka_jvm`); ``AGENTSTREAM_TEST_BOOTSTRAP`` names a broker already
+`agentstream_testing.kafka_jvm`); ``AGENTSTREAM_TEST_BOOTSTRAP`` names a broker already
 running instead (its flavor is still ``AGENTSTREAM_TEST_BROKER``'s).
 PostgreSQL: ``AGENTSTREAM_TEST_PG``, else the local server, else a container where Docker is.
 Kafka with neither Docker nor Java is left out with one reason.
@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from agentstream.config import KafkaFlavor
-from agentstream.testing.kafka_jvm import KAFKA_VERSION, KafkaJvmCluster, jars_dir, jvm_missing
+from agentstream_testing.kafka_jvm import KAFKA_VERSION, KafkaJvmCluster, jars_dir, jvm_missing
 
 TEST_BROKER_ENV = "AGENTSTREAM_TEST_BROKER"
 TEST_BOOTSTRAP_ENV = "AGENTSTREAM_TEST_BOOTSTRAP"

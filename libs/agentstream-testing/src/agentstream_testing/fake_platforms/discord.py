@@ -18,7 +18,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from agentstream.testing.fake_platforms.base import FakeMessage, FakePlatform
+from agentstream_testing.fake_platforms.base import FakeMessage, FakePlatform
 
 MAX_CHARS = 2000
 MAX_NONCE_CHARS = 25

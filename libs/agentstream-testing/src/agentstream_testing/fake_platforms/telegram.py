@@ -21,8 +21,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from agentstream.testing.fake_platforms.base import FakePlatform
-from agentstream.testing.fake_platforms.telegram_html import TAGS, HtmlRejected, parse
+from agentstream_testing.fake_platforms.base import FakePlatform
+from agentstream_testing.fake_platforms.telegram_html import TAGS, HtmlRejected, parse
 
 MAX_UTF16 = 4096
 NOT_MODIFIED = (

@@ -13,12 +13,12 @@ and answers scripted failures (`fail_next(method, Failure(...))`). The fake Tele
 entities" to markup the real one refuses.
 """
 
-from agentstream.testing.fake_platforms.base import Call, Failure, FakeMessage, FakePlatform
-from agentstream.testing.fake_platforms.discord import FakeDiscord
-from agentstream.testing.fake_platforms.signal import FakeSignal
-from agentstream.testing.fake_platforms.slack import FakeSlack
-from agentstream.testing.fake_platforms.telegram import FakeTelegram
-from agentstream.testing.fake_platforms.webhook import SIGNATURE_HEADER, FakeWebhookReceiver, signature
+from agentstream_testing.fake_platforms.base import Call, Failure, FakeMessage, FakePlatform
+from agentstream_testing.fake_platforms.discord import FakeDiscord
+from agentstream_testing.fake_platforms.signal import FakeSignal
+from agentstream_testing.fake_platforms.slack import FakeSlack
+from agentstream_testing.fake_platforms.telegram import FakeTelegram
+from agentstream_testing.fake_platforms.webhook import SIGNATURE_HEADER, FakeWebhookReceiver, signature
 
 __all__ = [
     "SIGNATURE_HEADER",

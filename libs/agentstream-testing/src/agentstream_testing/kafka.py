@@ -14,7 +14,7 @@ from aiokafka.structs import RecordMetadata
 
 from agentstream.kafka.flavor import FLAVORS
 from agentstream.kafka.internals import refresh_metadata
-from agentstream.testing.brokers import flavor_under_test
+from agentstream_testing.brokers import flavor_under_test
 
 
 @dataclass(frozen=True)

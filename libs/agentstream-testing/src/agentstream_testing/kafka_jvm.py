@@ -8,7 +8,7 @@ starts one node (broker and controller in one process) or three (each both: a 3-
 quorum) on free loopback ports, waits until each node logs that it started, writes each node's log
 to ``<workdir>/node-<id>/kafka.log`` and stops the nodes with SIGTERM, then SIGKILL.
 
-``python -m agentstream.testing.kafka_jvm fetch`` fetches the jars; ``… run [--nodes 3]`` starts a
+``python -m agentstream_testing.kafka_jvm fetch`` fetches the jars; ``… run [--nodes 3]`` starts a
 cluster until Ctrl-C (its bootstrap servers can be given to ``AGENTSTREAM_TEST_BOOTSTRAP``).
 """
 
@@ -395,7 +395,7 @@ def stop_processes(nodes: list[KafkaNode], sig: signal.Signals, grace_s: float =
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agentstream.testing.kafka_jvm", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m agentstream_testing.kafka_jvm", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("fetch", help="fetch the pinned Kafka's jars into the cache (idempotent)")
     run = commands.add_parser("run", help="start a test cluster until Ctrl-C")

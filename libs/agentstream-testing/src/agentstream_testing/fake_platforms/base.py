@@ -23,7 +23,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
 from agentstream.lifecycle import StartStop
-from agentstream.testing.loopback_server import LoopbackServer
+from agentstream_testing.loopback_server import LoopbackServer
 
 RATE_TOLERANCE_S = 0.05  # calls this much early still pass (clock jitter between client and server)
 

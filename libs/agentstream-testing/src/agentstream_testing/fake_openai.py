@@ -12,7 +12,7 @@ Every request is recorded (`requests`): its body and, measured at the server wit
 dropped the connection early — so a test can assert how fast an interrupt closed
 the stream. A raw ASGI app (no framework) keeps the disconnect watch explicit.
 `GET /_fake/requests` returns those timings as JSON, and `python -m
-agentstream.testing.fake_openai` runs the fake in its own process (benchmarks: the
+agentstream_testing.fake_openai` runs the fake in its own process (benchmarks: the
 model's CPU is then not the runner's); its `time.monotonic()` is the same clock.
 
     async with FakeOpenAI() as fake:
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentstream.lifecycle import StartStop
-from agentstream.testing.loopback_server import LoopbackServer, Receive, Scope, Send, read_body, send_json
+from agentstream_testing.loopback_server import LoopbackServer, Receive, Scope, Send, read_body, send_json
 
 _TOKEN = re.compile(r"\s*\S+|\s+$")
 SLOW_TOKEN_DELAY_S = 0.2
@@ -339,11 +339,11 @@ async def _serve_forever(echo_token_delay_s: float) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m agentstream.testing.fake_openai`: the fake in its own process (benchmarks),
+    """`python -m agentstream_testing.fake_openai`: the fake in its own process (benchmarks),
     echoing at `--echo-token-delay` seconds per token; request timings at `GET /_fake/requests`."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m agentstream.testing.fake_openai")
+    parser = argparse.ArgumentParser(prog="python -m agentstream_testing.fake_openai")
     parser.add_argument("--echo-token-delay", type=float, default=0.0, help="seconds between echoed tokens")
     args = parser.parse_args(argv)
     with contextlib.suppress(KeyboardInterrupt):

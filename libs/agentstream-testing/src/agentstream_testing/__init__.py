@@ -1,0 +1,1 @@
+"""Test support: fixtures (pytest plugin `agentstream_testing.fixtures`) and fakes."""

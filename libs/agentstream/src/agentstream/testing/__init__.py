@@ -1,1 +1,0 @@
-"""Test support: fixtures (pytest plugin `agentstream.testing.fixtures`) and fakes."""

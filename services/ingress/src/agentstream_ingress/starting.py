@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 from agentstream.config import Settings
@@ -60,12 +61,16 @@ class Cause:
     key: DedupeKey  # (source, platform, message id)
     position: Position | None = None  # None: not read from Kafka (tests, `Pipeline.decide`)
 
-    def derived_id(self, role: IdRole) -> str:
-        """A UUID (version 5) of the cause and `role`."""
-        where = (str(n) for n in self.position) if self.position is not None else ()
+    @cached_property
+    def _name(self) -> str:
         # The unit separator cannot occur in the parts (ids refuse control characters), so
         # two different causes never join to the same name.
-        return uuid5_text("\x1f".join((role.value, *self.key, *where)))
+        where = (str(n) for n in self.position) if self.position is not None else ()
+        return "\x1f".join((*self.key, *where))
+
+    def derived_id(self, role: IdRole) -> str:
+        """A UUID (version 5) of `role` and the cause (three per run: the joined cause is kept)."""
+        return uuid5_text(f"{role.value}\x1f{self._name}")
 
 
 def notice_id(position: Position, timestamp: int) -> str:

@@ -41,3 +41,5 @@ async def test_tool_roundtrip_smoke(kafka_bootstrap: str) -> None:
     text = format_report(report)
     assert "raw Kafka round trip" in text and "MCP share, 3 in flight" in text and "target:" in text
     assert report_json(report)["target_met"] is report.target_met
+    # No level of 50 in flight: the CPU target is said to be unjudged, not met.
+    assert report.cpu_target_met is None and "CPU per function-tool call <= 0.2 ms" in text and "not judged" in text

@@ -1,5 +1,5 @@
 """The `tool_calls` store on both engines: a call is claimed once, its stored result comes back;
-calls that arrive together share their transactions."""
+calls that arrive together share their transactions, and a result rides with the next claim."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from agentstream.contracts import ToolCallRequest, ToolCallResult
 from agentstream.db import create_engine, upgrade
 from agentstream.db.models_tools import ToolCallState
+from agentstream_tools import call_store
 from agentstream_tools.call_store import ToolCallStore
 from agentstream_tools.executor import answer
 
@@ -120,3 +121,44 @@ async def test_a_caller_cancelled_while_its_batch_is_written_leaves_the_others_t
     assert await kept is None
     assert gone.cancelled()
     assert await store.claim(request("kept")) is ToolCallState.RUNNING
+
+
+async def test_a_result_waits_for_the_next_claim_and_rides_in_its_transaction(engine, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(call_store, "RESULT_WAIT_S", 3600.0)  # only a claim (or close) can write it
+    store = ToolCallStore(engine)
+    done, call = request("done"), request("next")
+    assert await store.claim(done) is None
+    commits = count_commits(store)
+    stored = result_of(done)
+    finishing = asyncio.create_task(store.finish(done, stored))
+    await asyncio.sleep(0.05)
+    assert not finishing.done() and commits[0] == 0  # queued: no transaction of its own
+    assert await store.claim(call) is None
+    await finishing
+    assert commits[0] == 1  # the claim's transaction stored the result too
+    assert await store.claim(done) == stored
+    await store.close()
+
+
+async def test_a_result_alone_is_stored_at_once_when_asked_or_on_close(engine, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(call_store, "RESULT_WAIT_S", 3600.0)
+    store = ToolCallStore(engine)
+    first, last = request("first"), request("last")
+    assert await asyncio.gather(store.claim(first), store.claim(last)) == [None, None]
+    await store.finish(first, result_of(first), at_once=True)  # what the bench's lone call measures
+    finishing = asyncio.create_task(store.finish(last, result_of(last)))
+    await asyncio.sleep(0)
+    await store.close()  # the executor stopping: nothing queued is left behind
+    await finishing
+    rows = [await store.get(c.idempotency_key) for c in (first, last)]
+    assert [row.state if row is not None else None for row in rows] == [ToolCallState.DONE] * 2
+
+
+async def test_a_result_alone_is_stored_after_its_wait(engine, monkeypatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(call_store, "RESULT_WAIT_S", 0.0)
+    store = ToolCallStore(engine)
+    call = request()
+    assert await store.claim(call) is None
+    stored = result_of(call)
+    await store.finish(call, stored)  # no claim comes: the timer writes it
+    assert await store.claim(call) == stored

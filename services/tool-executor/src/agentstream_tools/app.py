@@ -108,6 +108,7 @@ class ToolExecutorService(Service):
         self.durations = Histogram(
             "agentstream_tool_call_seconds", "Tool call duration", ["tool"], registry=self.registry
         )
+        self._series: dict[tuple[str, str], tuple[Any, Any]] = {}  # (tool, outcome) → (calls, durations) child
         # Records as they were polled together: FastStream's per-message path (parsing, its
         # middlewares, its metrics) cost more CPU per call than the call's own work. Each call
         # is open from its read until its result is acked and stored: no commit past an unanswered call.
@@ -238,10 +239,7 @@ class ToolExecutorService(Service):
                 return stopped_during_call(request), True
             async with heartbeats(request, self._publish_beat, self.settings.tools.heartbeat_interval_s):
                 result = await execute(self.tools, request, self.settings.runner.tool_timeout_s)
-        # A label is a tool this executor serves: any name a record carries would grow the series without bound.
-        label = request.tool if self.tools.get(request.tool) is not None else UNKNOWN_TOOL
-        self.calls.labels(label, _outcome(result)).inc()
-        self.durations.labels(label).observe(result.duration_ms / 1000)
+        self._count(request.tool, result)
         self.log.info(
             "tool call done",
             call=request.idempotency_key,
@@ -251,6 +249,17 @@ class ToolExecutorService(Service):
             duration_ms=round(result.duration_ms, 1),
         )
         return result, True
+
+    def _count(self, tool: str, result: ToolCallResult) -> None:
+        # A label is a tool this executor serves: any name a record carries would grow the series without bound.
+        label = tool if self.tools.get(tool) is not None else UNKNOWN_TOOL
+        outcome = _outcome(result)
+        series = self._series.get((label, outcome))
+        if series is None:  # looked up once per tool and outcome, not per call
+            series = self._series[label, outcome] = (self.calls.labels(label, outcome), self.durations.labels(label))
+        calls, durations = series
+        calls.inc()
+        durations.observe(result.duration_ms / 1000)
 
     async def _publish_beat(self, beat: ToolHeartbeat) -> None:
         ack = await self.publish_nowait(EVENTS, beat)

@@ -11,6 +11,11 @@ multi-row insert, one batched update). At one call in flight that is one transac
 step, as before; at fifty it is a few transactions for the lot, which is what kept the
 executor's CPU busy. A failed transaction fails every call in it (each retries its step).
 
+A claim is written at once (its tool waits for it); a result waits up to `RESULT_WAIT_S` for
+the next claim and rides in its transaction. It has been published already, and only its
+call's offset commit waits for it (the executor commits every 0.1 s): at fifty in flight the
+results of one wave go in with the claims of the next, one transaction per wave instead of two.
+
 On SQLite a transaction is one hop to a thread of the store's own, which runs it whole through
 the blocking driver: aiosqlite hops to its thread for every step (cursor, execute, fetch, close,
 commit, the pool's reset: six per claim), and the hops were most of a lone call's claim.
@@ -43,6 +48,7 @@ STOPPED_DURING_CALL = (
 )
 
 Prior = ToolCallResult | ToolCallState | None  # what `claim` found: see its docstring
+RESULT_WAIT_S = 0.05  # a result left for the next claim's transaction at most this long
 
 
 @dataclass
@@ -68,6 +74,9 @@ class ToolCallStore:
         )
         self._queue: list[_Pending] = []
         self._writer: asyncio.Task[None] | None = None
+        self._results_due: asyncio.TimerHandle | None = None  # writes queued results alone, if no claim came
+        self._results_now = False  # the queued results may not wait any longer
+        self._closing = False
         # The engine the writes go through (SQLite: the blocking driver, on `_thread` only).
         self.writes: Engine = engine.sync_engine
         self._thread: ThreadPoolExecutor | None = None
@@ -81,12 +90,24 @@ class ToolCallStore:
         result (`done`), or `ToolCallState.RUNNING` (it never finished)."""
         return await self._submit(_Pending(request, None))
 
-    async def finish(self, request: ToolCallRequest, result: ToolCallResult) -> None:
-        """`result` stored as the call's answer; returns once it is committed."""
-        await self._submit(_Pending(request, result))
+    async def finish(self, request: ToolCallRequest, result: ToolCallResult, *, at_once: bool = False) -> None:
+        """`result` stored as the call's answer; returns once it is committed: with the next
+        claim, within `RESULT_WAIT_S`, or (`at_once`) in the next transaction."""
+        await self._submit(_Pending(request, result), at_once)
+
+    def write_now(self) -> None:
+        """The queued results written now, without waiting for a claim to go with."""
+        self._results_now = bool(self._queue)
+        self._write_soon()
+
+    def _write_soon(self) -> None:
+        if self._queue and (self._writer is None or self._writer.done()):
+            self._writer = asyncio.create_task(self._write_queued(), name="tool-call-store")
 
     async def close(self) -> None:
         """After the last write (bounded): the SQLite thread and its connection are let go."""
+        self._closing = True
+        self.write_now()
         if self._writer is not None and not self._writer.done():
             await asyncio.wait({self._writer}, timeout=5.0)
         if self._thread is not None:
@@ -100,16 +121,25 @@ class ToolCallStore:
             ).first()
 
     # -- group commits -------------------------------------------------------------
-    async def _submit(self, pending: _Pending) -> Prior:
+    async def _submit(self, pending: _Pending, at_once: bool = False) -> Prior:
         self._queue.append(pending)
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._write_queued(), name="tool-call-store")
+        if pending.result is None or self._closing:
+            self._write_soon()
+        elif at_once:
+            self.write_now()
+        elif self._results_due is None:
+            self._results_due = asyncio.get_running_loop().call_later(RESULT_WAIT_S, self.write_now)
         # A caller cancelled meanwhile cancels only its own future: the writer skips it.
         return await pending.outcome
 
     async def _write_queued(self) -> None:
-        """Transactions until the queue is empty, each taking everything queued before it began."""
-        while self._queue:
+        """Transactions while a claim (or a result past its wait) is queued, each taking everything
+        queued before it began; results left queued wait for the next claim, `RESULT_WAIT_S` at most."""
+        while self._queue and (self._results_now or self._closing or any(p.result is None for p in self._queue)):
+            if self._results_due is not None:  # every queued result goes now
+                self._results_due.cancel()
+                self._results_due = None
+            self._results_now = False
             batch, self._queue = self._queue, []
             try:
                 outcomes = await self._transaction(batch)
@@ -121,6 +151,8 @@ class ToolCallStore:
             for pending, outcome in zip(batch, outcomes, strict=True):
                 if not pending.outcome.done():
                     pending.outcome.set_result(outcome)
+        if self._queue and self._results_due is None:  # results queued during the last transaction
+            self._results_due = asyncio.get_running_loop().call_later(RESULT_WAIT_S, self.write_now)
 
     async def _transaction(self, batch: list[_Pending]) -> list[Prior]:
         if self._thread is None:  # PostgreSQL: asyncpg needs no thread

@@ -259,19 +259,19 @@ class PersistenceService(Service):
             self._retrier = asyncio.create_task(self._retry_flushes(), name="persistence-flush-retry")
 
     async def _retry_flushes(self) -> None:
-        """Retry the waiting runs, oldest first and `FLUSH_BATCH` to a transaction, backing off while
-        the database keeps failing; a pass stops at the first failed batch (the others would fail the
-        same way). In batches, as the writer writes: the runs finishing while the database was away
+        """Retry the waiting runs, oldest first and up to `FLUSH_BATCH` to a transaction, backing off
+        while the database keeps failing; a pass stops at the first failed batch (the others would fail
+        the same way). In batches, as the writer writes: the runs finishing while the database was away
         wait here too, and one transaction each would not catch up with them."""
-        delay = FLUSH_RETRY_FIRST_S
+        delay, size = FLUSH_RETRY_FIRST_S, FLUSH_BATCH
         waiting = self.flusher.waiting
         while waiting:
             await asyncio.sleep(delay)
             failed = False
             ordered = list(waiting)
-            for at in range(0, len(ordered), FLUSH_BATCH):
+            for at in range(0, len(ordered), size):
                 bufs = []
-                for root in ordered[at : at + FLUSH_BATCH]:
+                for root in ordered[at : at + size]:
                     buf = self.buffers.get(root)
                     if buf is None or buf.state is not BufferState.FINISHED:  # revoked, or reopened by a resume
                         waiting.pop(root, None)
@@ -280,7 +280,10 @@ class PersistenceService(Service):
                 if not all(await self._attempt_many(bufs)):
                     failed = True
                     break
+            # A failed pass halves the batch too: a transaction too big to end within the flush timeout on a
+            # busy database (SQLite's one writer) still gets its runs through, down to one a transaction.
             delay = min(delay * 2, FLUSH_RETRY_MAX_S) if failed else FLUSH_RETRY_FIRST_S
+            size = max(1, size // 2) if failed else FLUSH_BATCH
 
     async def _attempt_many(self, bufs: list[RunBuffer]) -> list[bool]:
         """`_attempt` for several runs, written together when they can be."""

@@ -21,6 +21,7 @@ from agentstream.config import Settings
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.testing.fixtures import ADMIN_HEADERS
+from agentstream_persistence import app as app_module
 from agentstream_persistence import flusher as flusher_module
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_persistence.buffers import BufferState, RunBuffer
@@ -133,3 +134,35 @@ async def test_runs_that_waited_for_the_database_are_written_together_once_it_is
             await wait_for_run(http, root)
         await until(lambda: len(svc.buffers) == 0)
     assert written == [roots]  # the three in one transaction, in the order they finished
+
+
+async def test_a_batch_the_database_cannot_take_is_retried_smaller_until_its_runs_go_through(
+    db_url: str, settings_factory: Callable[..., Settings], topics_created: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A busy SQLite (one writer for five services) may never end a big transaction within the flush
+    # timeout: retried whole, its runs would wait forever and hold the commit.
+    settings = settings_factory(db_url=db_url)
+    svc = bootstrap_persistence(settings)
+    written: list[list[str]] = []
+    write_run = flusher_module.write_run
+
+    async def one(sessions: object, rows: FlushRows) -> None:
+        await write_run(sessions, rows)  # type: ignore[arg-type]
+        written.append([rows.run["run_id"]])
+
+    async def too_big(sessions: object, runs: list[FlushRows]) -> None:
+        raise OperationalError("INSERT", {}, Exception("database is locked"))
+
+    monkeypatch.setattr(flusher_module, "write_run", one)
+    monkeypatch.setattr(flusher_module, "write_runs", too_big)
+    monkeypatch.setattr(app_module, "FLUSH_BATCH", 4)  # 4, then 2, then 1: three passes, not seven
+    roots = ["run-x", "run-y", "run-z"]
+    await publish(settings, [e for i, root in enumerate(roots) for e in run_events(root, f"q{i}", f"a{i}")])
+    async with (
+        ServiceHost([svc], "127.0.0.1", {svc.name: free_port()}) as host,
+        httpx.AsyncClient(headers=ADMIN_HEADERS, base_url=host.url(svc.name), timeout=5) as http,
+    ):
+        for root in roots:
+            await wait_for_run(http, root)
+        await until(lambda: len(svc.buffers) == 0)
+    assert sorted(written) == [[r] for r in roots]

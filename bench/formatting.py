@@ -21,18 +21,20 @@ from dataclasses import dataclass, replace
 
 from agentstream.config import TextFormat
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
-from agentstream_delivery.formatting import render, render_whole
+from agentstream_delivery.formatting import render, render_frame, render_whole
 from agentstream_delivery.formatting.incremental import MEMO
-from agentstream_delivery.formatting.tree import parse
+from agentstream_delivery.formatting.tree import inline_tokens, parse, readable_url
 from agentstream_delivery.stream_inputs import Finish, TextDelta
 from agentstream_delivery.stream_machine import transition
 from agentstream_delivery.stream_model import StreamModel
 
 TARGET_RATIO = 3.0
 MARKUPS = [f for f in TextFormat if f is not TextFormat.MARKDOWN]
+# Every paragraph says something of its own ({i}): an answer does not repeat itself, and a cache of what was
+# parsed must not be flattered by one that does.
 PARAGRAPH = (
-    "## Step {i}\n\nThe **fastest** way is _usually_ `sort -u` (see [the manual](https://man7.org/sort.1)).\n\n"
-    "- keeps ~~duplicates~~ *once*\n- handles 👍🏽 and 🇩🇪\n\n```sh\nsort -u < in.txt > out.txt\n```\n\n"
+    "## Step {i}\n\nThe **fastest** way {i} is _usually_ `sort -u` (see [the manual](https://man7.org/sort.{i})).\n\n"
+    "- keeps ~~duplicates~~ *once* ({i})\n- handles 👍🏽 and 🇩🇪\n\n```sh\nsort -u < in{i}.txt > out.txt\n```\n\n"
 )
 
 
@@ -46,8 +48,8 @@ def answer(chars: int, salt: str = "") -> str:
 
 def cold_caches() -> None:
     """Nothing a round rendered helps the next one."""
-    render.cache_clear()
-    parse.cache_clear()
+    for cache in (render, render_frame, parse, inline_tokens, readable_url):
+        cache.cache_clear()
     MEMO.clear()
 
 
@@ -65,10 +67,13 @@ def per_delta_us(fmt: TextFormat, text: str, delta: int) -> float:
 
 
 def render_ms(fmt: TextFormat, text: str, rounds: int = 10) -> float:
-    start = time.process_time()
+    took = 0.0
     for i in range(rounds):
+        cold_caches()
+        start = time.process_time()
         render_whole(text + str(i), fmt)
-    return (time.process_time() - start) / rounds * 1000
+        took += time.process_time() - start
+    return took / rounds * 1000
 
 
 @dataclass(frozen=True)

@@ -276,3 +276,22 @@ async def test_runs_flushed_together_share_one_transaction_and_a_bad_one_is_isol
         assert stored == {"b1", "b2", "b3", "c1", "c3"}
     finally:
         await engine.dispose()
+
+
+async def test_runs_written_together_fail_together_when_the_database_fails_and_are_not_tried_one_by_one():
+    # Each run tried alone would meet the same database: one more failed transaction (up to one flush
+    # timeout) per run, while every run that finished meanwhile waited behind them.
+    opened = 0
+
+    def away():  # type: ignore[no-untyped-def]
+        nonlocal opened
+        opened += 1
+        raise OperationalError("connect", {}, Exception("database is locked"))
+
+    registry = CollectorRegistry()
+    flusher = Flusher(away, registry)  # type: ignore[arg-type]
+    outcomes = await flusher.attempt_many([buffer(run_id="d1"), buffer(run_id="d2"), buffer(run_id="d3")])
+    assert [type(o) for o in outcomes] == [Failed] * 3 and opened == 1
+    assert all(o.reason.startswith("OperationalError") and "database is locked" in o.reason for o in outcomes)
+    assert counted(registry, "error") == 3 and counted(registry, "ok") == 0
+    assert registry.get_sample_value("agentstream_persistence_flush_seconds_count") == 3

@@ -16,7 +16,9 @@ first event as before.
 
 A flush that fails for the database's sake is retried in the background with backoff
 until it passes (the run stays buffered, its partition's offset held, `/readyz` false);
-meanwhile the consumer keeps buffering other runs. A run that can never be stored goes
+meanwhile the consumer keeps buffering other runs, which queue behind it and are retried with it,
+in batches as the writer writes (one transaction per run did not catch up with the runs still
+finishing: a database away for seconds left the commit held at its first waiting run). A run that can never be stored goes
 to `dlq` and is dropped (see flusher.py).
 """
 
@@ -168,10 +170,7 @@ class PersistenceService(Service):
                 await self.flush(buf)  # a replay is dropped; behind waiting runs it queues
             else:
                 to_write.append(buf)
-        outcomes = await self.flusher.attempt_many(to_write)
-        for buf, outcome in zip(to_write, outcomes, strict=True):
-            with self.log_context(buf.finished):
-                await self._settle(buf, outcome)
+        await self._attempt_many(to_write)
 
     async def flush(self, buf: RunBuffer) -> bool:
         """Write the run once; True when it is done with (stored or dead-lettered). A failing
@@ -247,22 +246,40 @@ class PersistenceService(Service):
             self._retrier = asyncio.create_task(self._retry_flushes(), name="persistence-flush-retry")
 
     async def _retry_flushes(self) -> None:
-        """Retry the waiting runs, oldest first, backing off while the database keeps failing;
-        a pass stops at the first failure (the others would fail the same way)."""
-        delay = FLUSH_RETRY_FIRST_S
+        """Retry the waiting runs, oldest first and up to `FLUSH_BATCH` to a transaction, backing off
+        while the database keeps failing; a pass stops at the first failed batch (the others would fail
+        the same way). In batches, as the writer writes: the runs finishing while the database was away
+        wait here too, and one transaction each would not catch up with them."""
+        delay, size = FLUSH_RETRY_FIRST_S, FLUSH_BATCH
         waiting = self.flusher.waiting
         while waiting:
             await asyncio.sleep(delay)
             failed = False
-            for root in list(waiting):
-                buf = self.buffers.get(root)
-                if buf is None or buf.state is not BufferState.FINISHED:  # revoked, or reopened by a resume
-                    waiting.pop(root, None)
-                    continue
-                if not await self._attempt(buf):
+            ordered = list(waiting)
+            for at in range(0, len(ordered), size):
+                bufs = []
+                for root in ordered[at : at + size]:
+                    buf = self.buffers.get(root)
+                    if buf is None or buf.state is not BufferState.FINISHED:  # revoked, or reopened by a resume
+                        waiting.pop(root, None)
+                    else:
+                        bufs.append(buf)
+                if not all(await self._attempt_many(bufs)):
                     failed = True
                     break
+            # A failed pass halves the batch too: a transaction too big to end within the flush timeout on a
+            # busy database (SQLite's one writer) still gets its runs through, down to one a transaction.
             delay = min(delay * 2, FLUSH_RETRY_MAX_S) if failed else FLUSH_RETRY_FIRST_S
+            size = max(1, size // 2) if failed else FLUSH_BATCH
+
+    async def _attempt_many(self, bufs: list[RunBuffer]) -> list[bool]:
+        """`_attempt` for several runs, written together when they can be."""
+        outcomes = await self.flusher.attempt_many(bufs)
+        settled = []
+        for buf, outcome in zip(bufs, outcomes, strict=True):
+            with self.log_context(buf.finished):
+                settled.append(await self._settle(buf, outcome))
+        return settled
 
     # -- offsets -------------------------------------------------------------------
     async def commit(self) -> None:

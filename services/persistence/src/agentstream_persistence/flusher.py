@@ -167,7 +167,10 @@ class Flusher:
 
     async def attempt_many(self, bufs: list[RunBuffer]) -> list[FlushOutcome]:
         """Each run's outcome, the runs written in one transaction when they can be: should that
-        one fail, each run is attempted on its own, so a run's own fault stays its own."""
+        one fail for a run's own data, each run is attempted on its own, so a run's own fault stays
+        its own. Should it fail for the database's sake, every run failed with it, and is retried:
+        attempting each alone would meet the same database, one attempt (and one timeout) per run,
+        while every run finished meanwhile waited behind them."""
         if len(bufs) < 2:
             return [await self.attempt(buf) for buf in bufs]
         started = asyncio.get_running_loop().time()
@@ -175,8 +178,14 @@ class Flusher:
             rows = [rows_for(buf, self.redact) for buf in bufs]
             async with asyncio.timeout(FLUSH_TIMEOUT_S):
                 await write_runs(self.sessions, rows)
-        except Exception:
-            return [await self.attempt(buf) for buf in bufs]
+        except Exception as err:
+            if is_permanent(err):
+                return [await self.attempt(buf) for buf in bufs]
+            took = asyncio.get_running_loop().time() - started
+            for _ in bufs:
+                self.flush_seconds.observe(took)
+            self.flushes.labels(FlushCount.ERROR).inc(len(bufs))
+            return [Failed(failure_reason(err)) for _ in bufs]
         took = asyncio.get_running_loop().time() - started
         for buf in bufs:
             self.flush_seconds.observe(took)

@@ -27,9 +27,10 @@ BLOCKS = [
     "\n\n", "\n", "# Title\n\n", "- a\n- b\n\n", "1. one\n2. two\n", "> quoted\n\n", "```py\nx = 1\n```\n\n",
     "    indented code\n", "---\n\n", "para\n===\n", "| a | b |\n|---|---|\n| 1 | 2 |\n\n", "[ref]: https://e.com\n",
     "[ref]\n\n", "a\r\nb", "- item\n\n  continued\n\n", "text\n\n    code after a blank\n", "~~~\nfence\n",
+    " \t\n", "\u00a0\n", "\x0c\n", "```\n\n\n", "```\n", "| x |\n|---|\n\n", "> q\n\n> r\n", "***\n\n",
 ]  # fmt: skip
 markdown = st.lists(
-    st.sampled_from(PIECES + BLOCKS) | st.text(alphabet="ab <>&*_`#-|=>\n 😀", max_size=8), max_size=60
+    st.sampled_from(PIECES + BLOCKS) | st.text(alphabet="ab <>&*_`#-|=>\n \t\u00a0😀", max_size=8), max_size=60
 ).map("".join)
 chunkings = st.lists(st.integers(1, 40), min_size=1, max_size=8)
 
@@ -47,6 +48,14 @@ def check_stream(text: str, sizes: list[int], memo: BlockMemo) -> None:
 @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
 @given(markdown, chunkings)
 @example("- a\n\n-\n\nb\n\n", [1])
+# A block a blank line ends for good is closed at that line's end, before the next block begins.
+@example("para\n\n    code after a blank\n\nmore", [1])
+@example("# Title\n\n- a\n- b\n\n```py\nx\n```\n\n| a |\n|---|\n\nend", [3])
+@example("```\n\n\ncode\n\n```\n\nafter", [1])  # an open fence's blank lines end nothing
+@example("para\n \t\n  para two\n", [1])  # spaces and tabs make a blank line
+@example("para\n\u00a0\nstill the paragraph\n\n", [1])  # a no-break space does not
+@example("para\n\x0c\nstill the paragraph\n\n", [1])  # nor does a form feed
+@example("title\n===\n\n===\n\n", [1])  # a setext heading, then a paragraph
 def test_a_stream_rendered_block_by_block_equals_the_whole_render(text: str, sizes: list[int]) -> None:
     check_stream(text, sizes, BlockMemo(head=1))
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from agentstream.config import TextFormat
-from agentstream_delivery.formatting.incremental import MEMO, BlockMemo, BlockRenderer
+from agentstream_delivery.formatting.incremental import MEMO, Block, BlockMemo, BlockRenderer
 from agentstream_delivery.formatting.streaming import close_dangling
 from agentstream_delivery.formatting.styles import (
     DiscordMarkdownStyle,
@@ -41,7 +41,7 @@ STYLES: dict[TextFormat, Callable[[], Style]] = {
 
 
 def _written_with(style: Callable[[], Style]) -> BlockRenderer:
-    def blocks(text: str) -> list[tuple[int | None, str]]:
+    def blocks(text: str) -> list[Block]:
         return Writer(style()).top_blocks(text)
 
     return blocks
@@ -79,7 +79,7 @@ def render_whole(text: str, fmt: TextFormat) -> str:
 
 
 def _non_empty(text: str, fmt: TextFormat, out: str) -> str:
-    if text.strip() and not shows_something(out, fmt):  # `<pre></pre>`: a platform refuses an empty text
+    if not shows_something(out, fmt) and text.strip():  # `<pre></pre>`: a platform refuses an empty text
         return STYLES[fmt]().text(text)
     return out
 

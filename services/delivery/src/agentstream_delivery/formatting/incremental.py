@@ -4,14 +4,17 @@ A stream renders each frame of one growing answer, and parsing the whole text ev
 time made formatting the most expensive part of delivery (docs/delivery.md, "Formatting
 cost"). A rendering is the top-level blocks of one markdown-it parse, each written on its
 own and joined; a block is *closed* once the text goes on past it in a way no later text
-can undo: the line before the next block is blank and that next block's first line is
-complete. What comes before a closed block's end is then parsed the same whatever
-follows, and the text from a top-level block's first line parses on its own as it does in
-context (the block parser keeps no state across top-level blocks). So the rendered
-blocks before the last closed boundary are kept (a `Chain` of `Mark`s, found again by
-the text's first characters), and only the rest is parsed: the output is byte-identical
-to a whole-text render (a property test compares both on generated Markdown in
-generated chunkings).
+can undo: either the line before the next block is blank and that next block's first line is
+complete, or the block is one a blank line ends for good (a paragraph, a heading, a rule, a
+table, a fence with its closing line) and a complete blank line follows it. What comes before
+a closed block's end is then parsed the same whatever follows, and the text from a top-level
+block's first line (or from a blank line's end) parses on its own as it does in context (the
+block parser keeps no state across top-level blocks). So the rendered blocks before the last
+closed boundary are kept (a `Chain` of `Mark`s, found again by the text's first characters),
+and only the rest is parsed: the output is byte-identical to a whole-text render (a property
+test compares both on generated Markdown in generated chunkings). The second rule is what keeps
+a stream's open tail to the block being written: the first alone keeps the block before it too,
+until the next block's first line ends.
 
 Texts the rule does not cover are rendered whole: one with a link reference definition
 (`[x]: url` anywhere changes links anywhere), a carriage return or a NUL (markdown-it
@@ -25,11 +28,31 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from agentstream.config import TextFormat
 
-# (first line of the block, relative to the text parsed; the block as written), per top-level block.
-BlockRenderer = Callable[[str], list[tuple[int | None, str]]]
+
+class Block(NamedTuple):
+    """One top-level block as written, with where it sits in the text parsed (lines, from 0)."""
+
+    first: int | None  # its first line
+    end: int | None  # the line after its last
+    ended_by_blank: bool  # a blank line after it ends it for good: nothing later joins it
+    text: str
+
+    @classmethod
+    def at(cls, lines: list[int] | None, kind: str, text: str) -> Block:
+        """A block of markdown-it's type `kind` (`_open` dropped) on `lines` (its token's `map`)."""
+        first, end = lines if lines else (None, None)
+        return cls(first, end, kind in ENDED_BY_BLANK, text)
+
+
+BlockRenderer = Callable[[str], list[Block]]
+# The blocks a blank line ends for good, by markdown-it's token type (`_open` dropped); a fence only once its
+# closing line is in (an open one runs to the text's end: no line follows it). Lists, quotes and indented code
+# take more lines after a blank one.
+ENDED_BY_BLANK = frozenset({"paragraph", "heading", "hr", "table", "fence"})
 
 HEAD = 64  # characters of a text that find its chain: a stream's text keeps its beginning
 MAX_TEXTS = 512  # distinct beginnings remembered (streams open at once, times their markups); ~16 MiB at most
@@ -80,7 +103,7 @@ class BlockMemo:
     def parts(self, text: str, fmt: TextFormat, blocks: BlockRenderer) -> list[str]:
         """Every top-level block of `text` as `blocks` writes it, in order (the same as `blocks(text)`'s)."""
         if len(text) < self.head or any(s in text for s in _WHOLE_ONLY):
-            return [part for _, part in blocks(text)]
+            return [block.text for block in blocks(text)]
         key = (fmt, text[: self.head])
         chains = self._chains.get(key, ())
         found: Chain | None = None
@@ -99,7 +122,7 @@ class BlockMemo:
             chain = Chain(
                 source=text[: last.witness],
                 marks=(*(found.marks[: at + 1] if found is not None else ()), *new_marks),
-                parts=(*kept, *(part for _, part in rendered[: last.count - count])),
+                parts=(*kept, *(block.text for block in rendered[: last.count - count])),
             )
             # The text goes on from the chain's last mark: the chain grows. Else it parted from every
             # chain after some mark (a rewritten text, or another one that begins alike): a chain of its own.
@@ -110,30 +133,35 @@ class BlockMemo:
                 self._chains.popitem(last=False)
         if key in self._chains:
             self._chains.move_to_end(key)
-        return [*kept, *(part for _, part in rendered)]
+        return [*kept, *(block.text for block in rendered)]
 
 
-def _closed(tail: str, rendered: list[tuple[int | None, str]], offset: int, count: int) -> list[Mark]:
-    """The closed boundaries in `tail` (which starts at `offset` of the text, after `count` blocks)."""
-    marks: list[Mark] = []
-    line, pos = 0, 0  # the line `pos` starts
-    prev_start = 0  # where the line before `pos` starts
-    for j in range(1, len(rendered)):
-        first = rendered[j][0]
-        if first is None or first < 1:
-            return marks
-        while line < first:
-            nl = tail.find("\n", pos)
-            if nl == -1:
-                return marks
-            prev_start, pos, line = pos, nl + 1, line + 1
-        end = tail.find("\n", pos)
-        if end == -1:
-            return marks  # the block's first line is still being written
-        if tail[prev_start:pos].strip():
-            continue  # no blank line before it: the previous block could still take this line
-        marks.append(Mark(start=offset + pos, witness=offset + end + 1, count=count + j))
-    return marks
+def _closed(tail: str, rendered: list[Block], offset: int, count: int) -> list[Mark]:
+    """The closed boundaries in `tail` (which starts at `offset` of the text, after `count` blocks), ascending."""
+    starts = [0]  # where each line of `tail` starts; the last one has no newline yet
+    nl = tail.find("\n")
+    while nl != -1:
+        starts.append(nl + 1)
+        nl = tail.find("\n", nl + 1)
+
+    def blank(line: int) -> bool:  # complete (its newline in) and only spaces or tabs, as markdown-it sees it
+        return line + 1 < len(starts) and not tail[starts[line] : starts[line + 1] - 1].strip(" \t")
+
+    marks: dict[int, Mark] = {}  # by blocks before it: the one found first has the earlier witness
+    for j, block in enumerate(rendered):
+        end = block.end
+        if block.ended_by_blank and end is not None and blank(end):
+            at = offset + starts[end + 1]  # the blank line's end: what follows parses on its own
+            marks.setdefault(count + j + 1, Mark(start=at, witness=at, count=count + j + 1))
+        first = block.first
+        if j == 0:
+            continue
+        if first is None or first < 1 or first + 1 >= len(starts):
+            break  # where it begins is not known, or its first line is still being written
+        if blank(first - 1):  # else no blank line before it: the previous block could still take this line
+            start = offset + starts[first]
+            marks.setdefault(count + j, Mark(start=start, witness=offset + starts[first + 1], count=count + j))
+    return sorted(marks.values(), key=lambda m: m.count)
 
 
 MEMO = BlockMemo()

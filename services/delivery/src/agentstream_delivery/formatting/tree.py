@@ -14,7 +14,10 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from markdown_it import MarkdownIt
+from markdown_it.rules_core import StateCore, text_join
 from markdown_it.token import Token
+
+from agentstream_delivery.formatting.incremental import Block
 
 BULLETS = ("•", "◦", "▪")
 RULE = "———"
@@ -28,12 +31,35 @@ def parser() -> MarkdownIt:
 
 @lru_cache(maxsize=1)
 def parser_without_references() -> MarkdownIt:
-    """`parser()` for a text with no `]:`, where no reference definition can be: one rule fewer to try per line."""
-    return _commonmark().disable("reference")
+    """`parser()` for a text with no `]:`, where no reference definition can be: one rule fewer to try per line.
+
+    Without references an inline run's tokens depend on its text alone, so they are cached: a stream's
+    frames parse the block being written again, and its inline runs that did not change are not."""
+    md = _commonmark().disable(["reference", "text_join"])
+    md.core.ruler.at("inline", _cached_inline)
+    return md
+
+
+def _cached_inline(state: StateCore) -> None:
+    for token in state.tokens:
+        if token.type == "inline":
+            token.children = inline_tokens(state.md, token.content)
+
+
+@lru_cache(maxsize=2048)
+def inline_tokens(md: MarkdownIt, content: str) -> list[Token]:
+    """The inline tokens of `content` as markdown-it's `inline` and `text_join` rules leave them (read only)."""
+    children: list[Token] = []
+    md.inline.parse(content, md, {}, children)
+    holder = Token("inline", "", 0, content=content, children=children)
+    text_join(StateCore(content, md, {}, [holder]))
+    return holder.children or []
 
 
 def _commonmark() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(["strikethrough", "table"])
+    # Raw HTML off: its two rules would only try every line and every `<` to answer no.
+    md = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(["strikethrough", "table"])
+    return md.disable(["html_block", "html_inline"])
 
 
 class Node:
@@ -126,11 +152,11 @@ class Writer:
         self._quote_depth = 0
 
     def render(self, text: str) -> str:
-        return join_blocks([part for _, part in self.top_blocks(text)])
+        return join_blocks([block.text for block in self.top_blocks(text)])
 
-    def top_blocks(self, text: str) -> list[tuple[int | None, str]]:
-        """Each top-level block as written, with its first line: `join_blocks` of them is `render(text)`."""
-        return [(child.map[0] if child.map else None, self.block(child)) for child in parse(text)]
+    def top_blocks(self, text: str) -> list[Block]:
+        """Each top-level block as written, with its lines: `join_blocks` of their texts is `render(text)`."""
+        return [Block.at(child.map, child.type, self.block(child)) for child in parse(text)]
 
     # -- blocks --------------------------------------------------------------------
     def blocks(self, node: Node, sep: str = "\n\n") -> str:
@@ -222,8 +248,11 @@ class Writer:
             self._open.pop()
 
 
+@lru_cache(maxsize=1024)
 def readable_url(href: str) -> str:
-    """A link target as a person reads it (and as the model wrote it): percent-escapes and punycode decoded."""
+    """A link target as a person reads it (and as the model wrote it): percent-escapes and punycode decoded.
+
+    Cached: decoding costs ~50 µs, and a stream's frames write the same links again (the open block's)."""
     return parser().normalizeLinkText(href)
 
 

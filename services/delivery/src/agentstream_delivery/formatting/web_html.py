@@ -16,6 +16,7 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from agentstream_delivery.formatting.incremental import Block
 from agentstream_delivery.formatting.styles import openable
 
 
@@ -51,18 +52,14 @@ def render_html(text: str) -> str:
     return web_parser().render(text).rstrip("\n")
 
 
-def html_blocks(text: str) -> list[tuple[int | None, str]]:
-    """Each top-level block's HTML, with its first line: joined, they are `render_html(text)` before its rstrip."""
+def html_blocks(text: str) -> list[Block]:
+    """Each top-level block's HTML, with its lines: joined, they are `render_html(text)` before its rstrip."""
     md = web_parser()
     env: dict[str, Any] = {}
     tokens = md.parse(text, env)
     starts = [i for i, t in enumerate(tokens) if t.level == 0 and t.nesting >= 0]
     ends = [*starts[1:], len(tokens)] if starts else []
     return [
-        (_first_line(tokens[a]), md.renderer.render(tokens[a:b], md.options, env))
+        Block.at(tokens[a].map, tokens[a].type.removesuffix("_open"), md.renderer.render(tokens[a:b], md.options, env))
         for a, b in zip(starts, ends, strict=True)
     ]
-
-
-def _first_line(token: Token) -> int | None:
-    return token.map[0] if token.map else None

@@ -133,9 +133,11 @@ class Outbox:
         ingress decides them again when they are sent again)."""
         await self.sweep()
         async with self.sessions() as s, s.begin():
+            # The write first (a SQLite transaction that reads before it writes fails at once when busy).
+            waiting = select(InboundOutbox.source, InboundOutbox.platform, InboundOutbox.message_id)
+            key = tuple_(InboundDedupe.source, InboundDedupe.platform, InboundDedupe.message_id)
+            await s.execute(delete(InboundDedupe).where(key.in_(waiting)))
             rows = (await s.execute(select(InboundOutbox).order_by(InboundOutbox.accepted_at))).scalars().all()
-            if rows:
-                await s.execute(delete(InboundDedupe).where(_dedupe_matches([_key(r) for r in rows])))
         return [
             Unfinished(
                 InboundMessage.model_validate_json(row.message),
@@ -147,7 +149,3 @@ class Outbox:
 
 def _matches(keys: Collection[DedupeKey]) -> ColumnElement[bool]:
     return tuple_(InboundOutbox.source, InboundOutbox.platform, InboundOutbox.message_id).in_(list(keys))
-
-
-def _dedupe_matches(keys: Collection[DedupeKey]) -> ColumnElement[bool]:
-    return tuple_(InboundDedupe.source, InboundDedupe.platform, InboundDedupe.message_id).in_(list(keys))

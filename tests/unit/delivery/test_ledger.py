@@ -143,3 +143,35 @@ async def test_receipts_are_published_in_order_and_a_failed_publish_does_not_sto
         await asyncio.sleep(0)
     drain.cancel()
     assert published == [0, 2]
+
+
+async def test_a_write_waits_out_a_sqlite_locked_past_its_busy_timeout(tmp_path):
+    """Five processes on one SQLite: a writer may hold the lock past the busy timeout (5 s; 0.1 s
+    here). The stream's ledger write waits and writes again instead of crashing the stream."""
+    import asyncio
+    import sqlite3
+
+    from sqlalchemy import event
+
+    path = tmp_path / "ledger.db"
+    url = f"sqlite+aiosqlite:///{path}"
+    await upgrade(url)
+    engine = create_engine(url)
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _short_busy_timeout(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        dbapi_conn.cursor().execute("PRAGMA busy_timeout=100")
+
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another process's write lock
+    try:
+        ledger = SqlLedger(session_factory(engine))
+        write = asyncio.create_task(ledger.record(SCOPE, LedgerEntry(0, LedgerState.PENDING, text_length=2)))
+        await asyncio.sleep(0.6)  # several busy timeouts
+        assert not write.done()
+        other.execute("COMMIT")
+        await asyncio.wait_for(write, 10)
+        assert (await ledger.load(SCOPE))[0].state == LedgerState.PENDING
+    finally:
+        other.close()
+        await engine.dispose()

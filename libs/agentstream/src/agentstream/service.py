@@ -217,6 +217,9 @@ class Service:
     async def on_stop(self) -> None:
         """Close resources after the broker stopped."""
 
+    async def on_new_cluster(self) -> None:
+        """After the consumers restarted on a new cluster, still not ready: resend what it lost."""
+
     async def on_drain(self) -> None:
         """Stop taking new work and return once what this service runs has finished; cancelled
         when the grace period ends (`stop` then cuts what is left and counts it in `cut`)."""
@@ -374,6 +377,7 @@ class Service:
         for sub in self.broker.subscribers:
             await sub.start()
         self.log.warning("consumers restarted on the new kafka cluster", subscribers=len(self.broker.subscribers))
+        await self.on_new_cluster()
 
     async def _close_consumers(self, consumers: list[Any]) -> None:
         """Stop the old consumers, but never wait on them for long: one stuck in a rebalance callback

@@ -259,7 +259,9 @@ class AgentRunnerService(Service):
                 commands = await read_committed_to_end(
                     self.settings.kafka, self.topics.runs, partitions, self.group_id, client_id
                 )
-                orphans = orphaned(events, runs_to_run(commands))
+                # Not a run this runner still runs: after a restarted embedded broker the consumers
+                # join the new cluster while the runs of the old one go on here (docs/decisions.md).
+                orphans = orphaned(events, [*runs_to_run(commands), *self.conversations.active_runs()])
                 for run in orphans:
                     await self.publish(EVENTS, lost_ending(run))
         except Exception as err:  # the watchdog still ends them, later

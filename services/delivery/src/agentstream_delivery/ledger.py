@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 import structlog
-from sqlalchemy import ColumnElement, delete, select
+from sqlalchemy import ColumnElement, CursorResult, delete, select, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.config import TextFormat
@@ -127,6 +129,10 @@ class ReceiptQueue:
                     segment=receipt.segment,
                     error=repr(err),
                 )
+
+
+LOCKED_RETRY_S = 60.0  # how long a ledger write waits out a locked SQLite before the stream fails
+LOCKED_FIRST_WAIT_S = 0.05
 
 
 class Ledger(Protocol):
@@ -258,34 +264,59 @@ class SqlLedger:
             )
 
     async def record(self, scope: LedgerScope, entry: LedgerEntry) -> None:
+        # A SQLite shared by five busy processes may keep its write lock past the busy timeout
+        # (delivery catching up hundreds of streams after a broker restart): wait and write
+        # again, rather than let the stream crash and its answer never show.
+        delay = LOCKED_FIRST_WAIT_S
+        deadline = time.monotonic() + LOCKED_RETRY_S
+        while True:
+            try:
+                await self._record(scope, entry)
+                break
+            except OperationalError as err:
+                if "database is locked" not in str(err.orig) or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        if self.sink is not None:
+            await self.sink(entry.receipt(scope))
+
+    async def _record(self, scope: LedgerScope, entry: LedgerEntry) -> None:
+        values = {
+            "state": entry.state,
+            "platform_message_id": entry.message_id,
+            "text_length": entry.text_length,
+            "text_sha256": entry.text_sha256,
+            "final": entry.final,
+            "error": (entry.error or "")[:500] or None,
+            "reapply_at": entry.reapply_at,
+            "updated_at": datetime.now(UTC),
+        }
         async with self.sessions.begin() as session:
-            row = await session.scalar(
-                select(DeliveryLedger).where(
+            # The write first, then the insert if there was no row: on a busy SQLite a transaction
+            # that reads before it writes fails at once with "database is locked" (its snapshot is
+            # stale when it asks for the write lock; the busy timeout does not apply).
+            updated = await session.execute(
+                update(DeliveryLedger)
+                .where(
                     DeliveryLedger.platform == scope.platform,
                     DeliveryLedger.chat_id == scope.chat_id,
                     DeliveryLedger.root_run_id == scope.root_run_id,
                     DeliveryLedger.segment == entry.segment,
                 )
+                .values(**values)
             )
-            if row is None:
-                row = DeliveryLedger(
-                    platform=scope.platform,
-                    chat_id=scope.chat_id,
-                    root_run_id=scope.root_run_id,
-                    segment=entry.segment,
-                    conversation_key=scope.conversation_key,
+            if cast("CursorResult[Any]", updated).rowcount == 0:
+                session.add(
+                    DeliveryLedger(
+                        platform=scope.platform,
+                        chat_id=scope.chat_id,
+                        root_run_id=scope.root_run_id,
+                        segment=entry.segment,
+                        conversation_key=scope.conversation_key,
+                        **values,
+                    )
                 )
-                session.add(row)
-            row.state = entry.state
-            row.platform_message_id = entry.message_id
-            row.text_length = entry.text_length
-            row.text_sha256 = entry.text_sha256
-            row.final = entry.final
-            row.error = (entry.error or "")[:500] or None
-            row.reapply_at = entry.reapply_at
-            row.updated_at = datetime.now(UTC)
-        if self.sink is not None:
-            await self.sink(entry.receipt(scope))
 
 
 def _orphans_of(scope: LedgerScope) -> tuple[ColumnElement[bool], ...]:

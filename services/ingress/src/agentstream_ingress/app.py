@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any, assert_never
 
 from aiokafka import ConsumerRecord
 
 from agentstream.contracts import Arrival, DeadLetter, InboundMessage, Notice, NoticeLevel, ReplyTarget, new_id
+from agentstream.contracts.inbound import DedupeKey
 from agentstream.db import upgrade
 from agentstream.kafka.commit_policies import AfterOutputAcked
 from agentstream.kafka.consumer import BatchConsumer, Consumed, OutputAcks, Polling
 from agentstream.kafka.internals import producer_of
+from agentstream.kafka.producer import encode_record
 from agentstream.kafka.topics import DLQ, EVENTS, INBOUND, RUNS, Addressed, addressed
 from agentstream.retention import RetentionTask
 from agentstream.service import Infra, Service
@@ -36,8 +39,9 @@ from agentstream_ingress.decisions import (
     NoticeDecision,
     StartDecision,
 )
+from agentstream_ingress.outbox import Outbox, position_of, resent_header
 from agentstream_ingress.pipeline import Pipeline
-from agentstream_ingress.starting import notice_id
+from agentstream_ingress.starting import Position, notice_id
 from agentstream_ingress.store import DatabasePorts
 
 MAX_BATCH = 500
@@ -64,6 +68,19 @@ def log_fields(record: ConsumerRecord, decision: Decision) -> dict[str, str | No
     return {"conversation_key": key}
 
 
+def started_and_not(
+    records: Sequence[ConsumerRecord], decisions: Sequence[Decision], claims: Sequence[DedupeKey]
+) -> tuple[list[tuple[DedupeKey, Position, str]], set[DedupeKey]]:
+    """A batch's first sightings split: (key, first position, run id) of the runs it started,
+    and the keys decided as no run (a notice, a command, a dead letter)."""
+    started = [
+        (d.message.dedupe_key, position_of(r), d.start.run_id)
+        for r, d in zip(records, decisions, strict=True)
+        if isinstance(d, StartDecision)
+    ]
+    return started, set(claims) - {key for key, _, _ in started}
+
+
 class IngressService(Service):
     name = "ingress"
     uses_database = True
@@ -88,20 +105,60 @@ class IngressService(Service):
                 polling=Polling(max_records=MAX_BATCH, wait_ms=BATCH_WAIT_MS),
             )
         )
+        # Only a broker that forgets acked records on a restart needs them kept here (outbox.py).
+        self.outbox = Outbox(self.sessions) if self.settings.kafka.in_memory and self.sessions else None
+        self._sweeper: asyncio.Task[None] | None = None
         http.register(self.http, self.settings, self.produce_inbound)
 
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
         self.retention.start(self.sessions)
+        if self.outbox is not None:
+            self._sweeper = asyncio.create_task(self._sweep_outbox(self.outbox), name="ingress-outbox-sweep")
 
     async def on_stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.wait({self._sweeper})
         await self.retention.stop()
+
+    async def _sweep_outbox(self, outbox: Outbox) -> None:
+        while True:
+            await asyncio.sleep(max(0.0, outbox.next_sweep - time.monotonic()))
+            try:
+                await outbox.sweep()
+            except Exception as err:  # the database away: the next sweep catches up
+                self.log.warning("outbox sweep failed", error=repr(err))
+                outbox.next_sweep = time.monotonic() + DECIDE_RETRY_S * 10
+
+    async def on_new_cluster(self) -> None:
+        """The broker restarted without its records: send again what the front door accepted and
+        is not done (outbox.py); the front door keeps refusing until this returns."""
+        if self.outbox is None:
+            return
+        unfinished = await self.outbox.unfinished()
+        producer = producer_of(self.broker)
+        acks = []
+        for item in unfinished:
+            raw_key, value, headers = encode_record(item.message, item.message.conversation_key)
+            if item.first is not None:
+                headers = [*headers, resent_header(item.first)]
+            acks.append(await producer.send(self.topics.inbound, value, key=raw_key, headers=headers))
+        await asyncio.gather(*acks)
+        if unfinished:
+            self.log.warning(
+                "accepted messages the restarted broker lost: sent again",
+                count=len(unfinished),
+                started=sum(item.first is not None for item in unfinished),
+            )
 
     async def produce_inbound(self, msg: InboundMessage) -> None:
         """The HTTP front door writes to `inbound`, like any other producer."""
         if not self.started:
             raise RuntimeError("ingress is not connected to Kafka")
         self.broker_health.raise_if_down()  # a restarted broker without topics would swallow it
+        if self.outbox is not None:
+            await self.outbox.accepting(msg)
         await self.publish(INBOUND, msg)
 
     async def on_inbound(self, batch: list[Consumed[bytes]]) -> OutputAcks:
@@ -110,7 +167,7 @@ class IngressService(Service):
         ports = self.ports
         try:
             decisions = await self.pipeline.decide_batch(
-                [c.record for c in batch], [(c.partition, c.offset) for c in batch]
+                [c.record for c in batch], [position_of(c.source) for c in batch]
             )
         except Exception as err:  # the database away: not a record's fault, so the batch is read again
             ports.release_sightings(ports.take_claims())
@@ -134,11 +191,15 @@ class IngressService(Service):
             acks = await output.send(producer_of(self.broker))
         except Exception as err:  # e.g. no metadata from a broker that is away: the batch is read again
             return OutputAcks([_failed(err)], undo=lambda: ports.release_sightings(claims))
+
         # Not awaited here: the next batch is decided while this one's output is on its way
         # (the producer keeps the order per partition); its offsets wait for the acks.
-        return OutputAcks(
-            acks, after=lambda: ports.record_sightings(claims), undo=lambda: ports.release_sightings(claims)
-        )
+        async def after() -> None:
+            if self.outbox is not None:  # before the sightings: a kill between them re-sends, never loses
+                await self.outbox.decided(*started_and_not([c.source for c in batch], decisions, claims))
+            await ports.record_sightings(claims)
+
+        return OutputAcks(acks, after=after, undo=lambda: ports.release_sightings(claims))
 
     async def stop(self) -> None:
         await self.final_step(self.inbound.flush(), "final offset commit")  # before the consumer closes

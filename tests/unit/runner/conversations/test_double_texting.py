@@ -209,3 +209,21 @@ async def test_a_resume_of_a_run_alive_here_is_ignored():
     owners.resume(ResumeRun(conversation_key=KEY, run_id="old"))
     assert owners.get(KEY).queued == 1
     await owners.close()
+
+
+async def test_active_runs_names_only_the_runs_running_now():
+    """What the orphan scan leaves alone after a restarted embedded broker: runs still running here."""
+    runs = Runs()
+    owners = runs.owners()
+    assert owners.active_runs() == set()
+    owners.submit(start("a"))
+    owners.submit(start("b"))  # waits behind a: not running
+    await settle()
+    assert owners.active_runs() == {"a"}
+    runs.finish("a")
+    await settle()
+    assert owners.active_runs() == {"b"}
+    runs.finish("b")
+    await settle()
+    assert owners.active_runs() == set()
+    await owners.close()

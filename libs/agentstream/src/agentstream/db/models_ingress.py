@@ -1,6 +1,6 @@
 """Tables owned by the ingress area: dedupe, pairing, per-conversation overrides.
 
-Migrations: `migrations/versions/0006_ingress.py`, `0008_dedupe_source.py`.
+Migrations: `migrations/versions/0006_ingress.py`, `0008_dedupe_source.py`, `0014_ingress_outbox.py`.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, PrimaryKeyConstraint, String
+from sqlalchemy import BigInteger, Integer, PrimaryKeyConstraint, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from agentstream.db.models import Base
@@ -26,6 +26,26 @@ class InboundDedupe(Base):
     platform: Mapped[str] = mapped_column(String(64))
     message_id: Mapped[str] = mapped_column(String(256))
     received_at: Mapped[datetime]
+
+
+class InboundOutbox(Base):
+    """A message the front door accepted (202) while the broker keeps its records in memory,
+    kept until its run has ended (a `runs` row for `run_id`) or ingress decided it was no run:
+    a restarted embedded broker lost it, and ingress sends it again (docs/decisions.md
+    "Broker loss"). `partition`/`offset`: where it first landed in `inbound` (NULL until
+    the broker acked it), from which its run id derives, so a re-sent copy is the same run."""
+
+    __tablename__ = "ingress_outbox"
+    __table_args__ = (PrimaryKeyConstraint("source", "platform", "message_id", name="pk_ingress_outbox"),)
+
+    source: Mapped[str] = mapped_column(String(256))
+    platform: Mapped[str] = mapped_column(String(64))
+    message_id: Mapped[str] = mapped_column(String(256))
+    message: Mapped[str] = mapped_column(Text)  # the InboundMessage's JSON as produced
+    partition: Mapped[int | None] = mapped_column(Integer)
+    offset: Mapped[int | None] = mapped_column(BigInteger)
+    run_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    accepted_at: Mapped[datetime]
 
 
 class PairingCode(Base):

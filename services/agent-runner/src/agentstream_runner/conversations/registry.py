@@ -99,6 +99,10 @@ class Conversations:
         owners = self._by_key.values()
         return sum(o.active_run_id is not None for o in owners), sum(o.queued for o in owners)
 
+    def active_runs(self) -> set[str]:
+        """The run ids running here now (each a root run: StartRun and ResumeRun start those)."""
+        return {run_id for o in self._by_key.values() if (run_id := o.active_run_id) is not None}
+
     def of_partitions(self, partitions: Iterable[int]) -> list[Conversation]:
         wanted = set(partitions)
         return [o for o in self._by_key.values() if o.partition in wanted]

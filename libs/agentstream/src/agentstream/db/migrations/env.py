@@ -7,6 +7,7 @@ from agentstream.db.models import Base
 
 config = context.config
 MIGRATION_LOCK_ID = 0x61676E74  # "agnt"
+SQLITE_LOCK_WAIT_S = 60.0
 target_metadata = Base.metadata
 
 
@@ -22,7 +23,12 @@ def run_migrations_offline() -> None:
 
 
 def run_migrations_online() -> None:
-    engine = create_engine(config.get_main_option("sqlalchemy.url") or "", poolclass=pool.NullPool)
+    url = config.get_main_option("sqlalchemy.url") or ""
+    # SQLite: the services that already started may hold the write lock for seconds on a loaded
+    # machine while the next one migrates (each in turn, see session.py): wait for it, as long as
+    # a service's start may take, instead of failing the start on the driver's 5 s default.
+    connect_args = {"timeout": SQLITE_LOCK_WAIT_S} if url.startswith("sqlite") else {}
+    engine = create_engine(url, poolclass=pool.NullPool, connect_args=connect_args)
     with engine.connect() as connection:
         context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
         with context.begin_transaction():

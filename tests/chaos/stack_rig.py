@@ -202,6 +202,11 @@ class StackRig:
         self.processes.append(p)
         return p
 
+    def kill9(self, replica: ServiceProcess) -> None:
+        """`kill -9` of `replica`: no longer watched for an unexpected exit."""
+        replica.kill9()
+        self.processes.remove(replica)
+
     async def start(self, target: str, replicas: int) -> list[ServiceProcess]:
         """One replica of every service but `target`, `replicas` of it; returns the target's."""
         first = self.replica("persistence", "0" if target != "persistence" else "old0")

@@ -9,7 +9,7 @@ rebalance). Asserted: every answer whole, none cut, none lost, none twice, no mo
 repeated, no tool call run twice, every run stored once. `kill -9` of one of two runners mid-answer
 is the control: its runs are cut and resumed; asserted there that every run ends (completed, its
 whole answer the chat's last message) and no finished model step is requested again. Each test
-prints its row of the table (`-s`): docs/deploy.md § What a deploy costs.
+prints its row of the table (`-s`): docs/deploy.md § Stopping.
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ WAVES = 4  # the conversations start in waves, so some stream whenever membershi
 WORDS = 30
 TOKEN_DELAY_S = 0.25  # each answer streams for ~7.5 s
 TOOL_DELAY_S = 1.5  # each calculator call runs this long
+START_S = 120.0  # a replica's start, to ready, on a loaded machine
 GRACE_S = 40.0  # shutdown.grace_s: a stopping replica's work finishes, even on a loaded machine
 TELEGRAM = {"chat_interval": "0.1", "edit_interval": "0.3", "buffer_threshold": "20", "drafts": "false"}
 SERVICES = ("persistence", "ingress", "agent-runner", "tool-executor", "delivery")
@@ -210,12 +211,12 @@ class StackRig:
     async def start(self, target: str, replicas: int) -> list[ServiceProcess]:
         """One replica of every service but `target`, `replicas` of it; returns the target's."""
         first = self.replica("persistence", "0" if target != "persistence" else "old0")
-        await first.start()  # it migrates the database before the others read it
+        await first.start(START_S)  # it migrates the database before the others read it
         ours = [first] if target == "persistence" else []
         rest = [s for s in SERVICES if s != "persistence"]
         others = [self.replica(s, "0") for s in rest if s != target]
         ours += [self.replica(target, f"old{i}") for i in range(replicas - len(ours))]
-        await asyncio.gather(*(p.start() for p in [*others, *ours] if p is not first))
+        await asyncio.gather(*(p.start(START_S) for p in [*others, *ours] if p is not first))
         return ours
 
     async def send(self, conversations: Iterable[int]) -> None:

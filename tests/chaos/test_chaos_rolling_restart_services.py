@@ -19,7 +19,7 @@ import pytest
 from agentstream.testing.fake_openai import FakeOpenAI
 from agentstream.testing.fake_platforms import FakeTelegram
 from tests.chaos.processes import ServiceProcess
-from tests.chaos.stack_rig import CONVERSATIONS, GRACE_S, TOKEN_DELAY_S, UNCUT, WAVES, StackRig, report
+from tests.chaos.stack_rig import CONVERSATIONS, GRACE_S, START_S, TOKEN_DELAY_S, UNCUT, WAVES, StackRig, report
 
 pytestmark = [pytest.mark.chaos, pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)]
 
@@ -68,7 +68,7 @@ async def test_rolling_restart_of_a_service_under_traffic_cuts_nothing(
             first, second = wave(2 * n), wave(2 * n + 1)
             await rig.send(first)
             await rig.until(lambda w=first: in_flight(rig, service, w), f"wave {2 * n} in flight")
-            await rig.replica(service, f"new{n}").start()  # joins while the wave is in flight: a rebalance
+            await rig.replica(service, f"new{n}").start(START_S)  # joins while the wave is in flight: a rebalance
             await rig.send(second)
             if service != "ingress":  # ingress: the wave is still on `inbound` when the old replica stops
                 await rig.until(lambda w=second: in_flight(rig, service, w), f"wave {2 * n + 1} in flight")

@@ -232,7 +232,7 @@ async def kafka_broker(bootstrap: str | None) -> AsyncIterator[tuple[str, str]]:
     if bootstrap:
         yield bootstrap, f"Apache Kafka at {bootstrap}"
         return
-    from agentstream.testing.kafka_jvm import KAFKA_VERSION, KafkaJvmCluster
+    from agentstream_testing.kafka_jvm import KAFKA_VERSION, KafkaJvmCluster
 
     cluster = KafkaJvmCluster(nodes=1)
     await asyncio.to_thread(cluster.start)

@@ -7,14 +7,17 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from agentstream.config import Settings
-from agentstream_testing.fixtures import kafka_env
+from agentstream_testing.fixtures import ADMIN_TOKEN_ENV, kafka_env
 from tests.e2e.processes import spawn, stop
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def service_env(settings: Settings, **extra: Any) -> dict[str, str]:
@@ -30,13 +33,33 @@ def service_env(settings: Settings, **extra: Any) -> dict[str, str]:
 
 
 class ServiceProcess:
-    def __init__(self, service: str, env: dict[str, str], port: int, workdir: Path, tag: str) -> None:
-        self.service, self.env, self.port, self.workdir = service, env, port, workdir
+    """`agentstream serve SERVICE`, or with `module` that Python module run with the port as its
+    argument (from the repository, so `tests.…` modules import): a service with a chaos hook."""
+
+    def __init__(
+        self, service: str, env: dict[str, str], port: int, workdir: Path, tag: str, module: str | None = None
+    ) -> None:
+        self.service, self.env, self.port, self.workdir, self.module = service, env, port, workdir, module
         self.log = workdir / f"{service}-{tag}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
+    def spawn(self) -> subprocess.Popen[bytes]:
+        if self.module is None:
+            return spawn(["serve", self.service, "--port", str(self.port)], self.env, self.workdir, self.log)
+        env = {**os.environ, "AGENTSTREAM__AUTH__ADMIN_TOKEN_ENV": ADMIN_TOKEN_ENV, **self.env}
+        with open(self.log, "wb") as out:
+            return subprocess.Popen(
+                [sys.executable, "-m", self.module, str(self.port)],
+                env=env,
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
     async def start(self, timeout: float = 60.0) -> None:
-        self.proc = spawn(["serve", self.service, "--port", str(self.port)], self.env, self.workdir, self.log)
+        self.proc = self.spawn()
         async with httpx.AsyncClient(timeout=2) as http, asyncio.timeout(timeout):
             while True:
                 assert self.proc.poll() is None, self.log.read_text()

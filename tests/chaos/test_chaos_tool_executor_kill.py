@@ -186,6 +186,9 @@ async def test_tool_executor_killed_runs_each_call_at_most_once_and_loses_none(
                     await until(lambda: len(executions(tool_log)) == RUNS)
                 else:
                     await read_until(bootstrap, t.events, lambda rs: len(endings(rs)) >= RUNS, timeout=60)
+                if mode == "no_commit":  # the kill lands after the store: a result is stored up to
+                    # RESULT_WAIT_S after its publication (call_store.py), and the runs may end sooner
+                    await until(lambda: [state for _, state, _ in rows(db)] == ["done"] * RUNS)
                 first.kill9()
                 await second.start()
                 records = await read_until(bootstrap, t.events, lambda rs: len(endings(rs)) >= RUNS, timeout=60)

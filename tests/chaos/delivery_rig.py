@@ -131,7 +131,12 @@ class DeliveryRig:
                     assert self.delivery.proc.poll() is None, self.log()
                     await asyncio.sleep(0.1)
         except TimeoutError:
-            raise AssertionError(f"timed out waiting for {what}") from None
+            raise AssertionError(f"timed out waiting for {what}; delivery's warnings:\n{self.warnings()}") from None
+
+    def warnings(self) -> str:
+        """The delivery log's lines above `info`, and its orphan search: what a timeout needs to be explained."""
+        keep = ("warning", "error", "critical", "orphan")
+        return "\n".join(line for line in self.log().splitlines() if any(k in line.lower() for k in keep))[-8000:]
 
     async def receipts(self) -> list[DeliveryReceipt]:
         """Every `DeliveryReceipt` published on `deliveries` so far (each ledger transition)."""

@@ -77,6 +77,21 @@ async def test_a_rate_limited_probe_is_repeated_a_failed_one_skipped():
     assert adapter.probed == ["5", "5", "6", "7"]
 
 
+async def test_a_failed_probe_is_tried_again_after_the_pass(monkeypatch):
+    # On a slow platform the orphan's own probe times out: the id is probed again, not given up.
+    monkeypatch.setattr("agentstream_delivery.orphans.FAILED_PROBE_PAUSE_S", 0.0)
+    adapter = Probing(OutcomeUnknown("timed out"), Probe.ABSENT, Transient("502"), Probe.SHOWS)
+    assert await remove(orphan(None), [5, 6], TARGET, adapter, ChatGate(0.0), LOG) == "5"
+    assert adapter.probed == ["5", "6", "5", "5"] and adapter.deleted == ["5"]
+
+
+async def test_probes_that_keep_failing_give_up_after_the_passes(monkeypatch):
+    monkeypatch.setattr("agentstream_delivery.orphans.FAILED_PROBE_PAUSE_S", 0.0)
+    adapter = Probing(*[OutcomeUnknown("timed out")] * 4)
+    assert await remove(orphan(None), [5], TARGET, adapter, ChatGate(0.0), LOG) is None
+    assert adapter.probed == ["5"] * 4 and adapter.deleted == []
+
+
 async def test_an_orphan_deleted_meanwhile_counts_as_removed():
     adapter = Probing(Probe.SHOWS, delete=NotFound("message to delete not found"))
     assert await remove(orphan(None), [5], TARGET, adapter, ChatGate(0.0), LOG) == "5"

@@ -10,6 +10,7 @@ stub's exact text: the message that shows it is the orphan, and it is deleted.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import islice
@@ -27,6 +28,10 @@ PROBE_SPAN = 12
 PROBE_POOL = 8 * PROBE_SPAN  # the nearest ids looked up in the ledger, to pick the span from those it does not know
 FARTHEST = 1000  # ids further than this from the stream's next message are never probed
 RATE_LIMITED_TRIES = 3  # 429s on one probe before the search gives up
+# Passes over the ids whose probe failed (timed out, 5xx): a failed probe says nothing about the
+# id, and on a slow platform the orphan's own probe is the one most likely to time out.
+FAILED_PROBE_PASSES = 3
+FAILED_PROBE_PAUSE_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -70,26 +75,47 @@ async def remove(
     gate: ChatGate,
     log: structlog.stdlib.BoundLogger,
 ) -> str | None:
-    """Probe `ids` in order; delete the message that shows the orphan's text. Returns its id, if found."""
-    for candidate in map(str, ids):
-        found = await _probe(orphan, candidate, target, adapter, gate, log)
-        if found is Probe.CHANGED:  # a message of the bot no ledger row knows (another program's?)
-            log.warning("orphan probe replaced the text of an unknown message", message_id=candidate)
-        if found is not Probe.SHOWS:
-            continue
-        await gate.acquire()
-        try:
-            await adapter.delete(target, candidate)
-        except NotFound:
-            pass  # deleted by someone else meanwhile: gone all the same
-        except AdapterError as err:
-            log.warning("orphan stub found, not deleted", message_id=candidate, error=repr(err))
-            return None
-        gate.succeeded()
-        log.info("orphan stub deleted", segment=orphan.segment, message_id=candidate)
-        return candidate
-    log.warning("orphan stub not found; it may remain", segment=orphan.segment)
+    """Probe `ids` in order; delete the message that shows the orphan's text. Returns its id, if found.
+
+    Ids whose probe failed are probed again after the pass, up to `FAILED_PROBE_PASSES` times."""
+    pending = [str(i) for i in ids]
+    for attempt in range(1 + FAILED_PROBE_PASSES):
+        if attempt:
+            await asyncio.sleep(FAILED_PROBE_PAUSE_S * attempt)
+        failed: list[str] = []
+        for candidate in pending:
+            found = await _probe(orphan, candidate, target, adapter, gate, log)
+            if found is None:
+                failed.append(candidate)
+            elif found is Probe.CHANGED:  # a message of the bot no ledger row knows (another program's?)
+                log.warning("orphan probe replaced the text of an unknown message", message_id=candidate)
+            elif found is Probe.SHOWS:
+                return await _delete(orphan, candidate, target, adapter, gate, log)
+        if not (pending := failed):
+            break
+    log.warning("orphan stub not found; it may remain", segment=orphan.segment, unprobed=pending)
     return None
+
+
+async def _delete(
+    orphan: Orphan,
+    candidate: str,
+    target: ReplyTarget,
+    adapter: OrphanProbe,
+    gate: ChatGate,
+    log: structlog.stdlib.BoundLogger,
+) -> str | None:
+    await gate.acquire()
+    try:
+        await adapter.delete(target, candidate)
+    except NotFound:
+        pass  # deleted by someone else meanwhile: gone all the same
+    except AdapterError as err:
+        log.warning("orphan stub found, not deleted", message_id=candidate, error=repr(err))
+        return None
+    gate.succeeded()
+    log.info("orphan stub deleted", segment=orphan.segment, message_id=candidate)
+    return candidate
 
 
 async def _probe(

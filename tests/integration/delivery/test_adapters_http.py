@@ -7,6 +7,7 @@ through the real adapters to the fakes; the fakes' call records are the evidence
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 
 import structlog
@@ -291,3 +292,24 @@ async def test_slack_and_discord_stream_and_honour_their_429s():
         hit = next(c for c in calls if c.status == 429)
         later = [c for c in calls if c.at > hit.at]
         assert later and later[0].at - hit.at >= limited_after - 0.05
+
+
+async def test_a_client_gone_before_its_body_is_no_call_and_no_server_error():
+    # A client whose timeout ends while its body is on the wire: the platform never saw the call.
+    errors: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.ERROR)
+    handler.emit = errors.append  # type: ignore[method-assign]
+    async with FakeTelegram() as tg:
+        logging.getLogger("uvicorn.error").addHandler(handler)
+        reader, writer = await asyncio.open_connection("127.0.0.1", tg.port)
+        writer.write(
+            f"POST /bot{tg.token}/sendMessage HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            'Content-Length: 100\r\n\r\n{"chat_id":'.encode()
+        )
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+        await asyncio.sleep(0.2)
+        logging.getLogger("uvicorn.error").removeHandler(handler)
+        assert tg.calls == []
+        assert errors == []

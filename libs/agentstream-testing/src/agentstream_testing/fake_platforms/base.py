@@ -19,8 +19,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.requests import ClientDisconnect
 
 from agentstream.lifecycle import StartStop
 from agentstream_testing.loopback_server import LoopbackServer
@@ -87,6 +88,7 @@ class FakePlatform(StartStop):
         self._apply_waiters: list[tuple[str, str, int, asyncio.Event]] = []
         self._ids = 0
         self.app = FastAPI()
+        self.app.add_exception_handler(ClientDisconnect, _client_gone)
         self.routes(self.app)
         self.port = 0
         self._http = LoopbackServer(self.app, f"fake-{self.name}")
@@ -202,3 +204,9 @@ class FakePlatform(StartStop):
         for *_, event in self._apply_waiters:  # a landing still waiting would hold the server's shutdown
             event.set()
         await self._http.stop()
+
+
+async def _client_gone(_request: Request, _exc: Exception) -> Response:
+    """A client that gave up before its body arrived (its timeout): as on the real platform, the
+    call was never made; nothing to answer and nothing to log."""
+    return Response(status_code=499)

@@ -21,6 +21,7 @@ from agentstream_delivery.adapters.signal import CAPABILITIES as SIGNAL
 from agentstream_delivery.adapters.slack import CAPABILITIES as SLACK
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
 from agentstream_delivery.formatting import RenderedMeasure, plain, render, render_frame
+from agentstream_delivery.formatting.incremental import MEMO
 from agentstream_delivery.platform_ops import Op
 from agentstream_delivery.render import CURSOR, visible_chars
 from agentstream_delivery.splitting import MEASURES, split_text, unsplit
@@ -94,6 +95,23 @@ def test_the_cheap_length_bound_is_never_below_the_rendered_length(text: str) ->
         measure = caps.length()
         assert isinstance(measure, RenderedMeasure)
         assert measure.bound(text) >= measure(text)
+
+
+@pytest.mark.timeout(120)  # every prefix of each generated answer, five platforms
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(markdown, min_size=1, max_size=12).map("\n\n".join), st.integers(1, 40))
+def test_the_bound_from_the_kept_blocks_of_a_growing_answer_is_never_below_its_rendered_length(
+    text: str, chunk: int
+) -> None:
+    # A growing answer's frames keep its closed blocks (`MEMO`); the bound then counts them exactly and bounds
+    # only the rest. Splitting trusts it as it trusts the cheap bound.
+    MEMO.clear()
+    for caps in PLATFORMS.values():
+        measure = caps.length()
+        assert isinstance(measure, RenderedMeasure)
+        for end in [*range(chunk, len(text), chunk), len(text)]:
+            render_frame(text[:end] + CURSOR, caps.formatting, final=False)  # what a preview renders
+            assert measure.bound(text[:end]) >= measure(text[:end]), (caps.formatting, text[:end])
 
 
 def stream(caps: Capabilities, text: str, chunk: int) -> list[Op]:

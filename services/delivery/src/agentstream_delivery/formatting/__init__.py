@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from agentstream.config import TextFormat
-from agentstream_delivery.formatting.incremental import MEMO, Block, BlockMemo, BlockRenderer
+from agentstream_delivery.formatting.incremental import MEMO, Block, BlockMemo, BlockRenderer, Companion
 from agentstream_delivery.formatting.streaming import close_dangling
 from agentstream_delivery.formatting.styles import (
     DiscordMarkdownStyle,
@@ -26,7 +26,7 @@ from agentstream_delivery.formatting.styles import (
     Style,
     TelegramHtmlStyle,
 )
-from agentstream_delivery.formatting.tree import Writer, join_blocks
+from agentstream_delivery.formatting.tree import Writer, join_blocks, parse
 from agentstream_delivery.formatting.web_html import html_blocks, render_html
 
 Measure = Callable[[str], int]
@@ -50,6 +50,24 @@ def _written_with(style: Callable[[], Style]) -> BlockRenderer:
 _BLOCKS: dict[TextFormat, BlockRenderer] = {fmt: _written_with(style) for fmt, style in STYLES.items()}
 
 
+def _plain_blocks(tail: str, blocks: list[Block], n: int) -> list[str] | None:
+    """The first `n` of `blocks` as plain text, from `tail`'s parse (the one a style's blocks just came from: cached).
+
+    The web's HTML comes from its own parser: its blocks are the same ones (only links are validated
+    differently, an inline matter), which their lines confirm; else None."""
+    nodes = parse(tail)
+    if len(nodes) != len(blocks) or any(
+        (node.map[0], node.map[1]) != (block.first, block.end) if node.map else block.first is not None
+        for node, block in zip(nodes, blocks, strict=True)
+    ):
+        return None
+    writer = Writer(PlainStyle())
+    return [writer.block(node) for node in nodes[:n]]
+
+
+_COMPANION: Companion = _plain_blocks
+
+
 @lru_cache(maxsize=512)
 def render(text: str, fmt: TextFormat) -> str:
     """`text` (the model's Markdown) in the markup `fmt`; cached: a frame is measured, then sent.
@@ -61,12 +79,39 @@ def render(text: str, fmt: TextFormat) -> str:
 
 
 def render_kept(text: str, fmt: TextFormat, memo: BlockMemo) -> str:
-    """`render`, keeping closed blocks in `memo`."""
+    """`render`, keeping closed blocks in `memo` (and, for a markup, their plain fallback)."""
     if fmt is TextFormat.MARKDOWN:
         return text
+    companion = None if fmt is TextFormat.PLAIN else _COMPANION
+    return _joined(text, fmt, memo.parts(text, fmt, _blocks_of(fmt), companion))
+
+
+def _blocks_of(fmt: TextFormat) -> BlockRenderer:
+    return html_blocks if fmt is TextFormat.HTML else _BLOCKS[fmt]
+
+
+def _joined(text: str, fmt: TextFormat, parts: list[str]) -> str:
     if fmt is TextFormat.HTML:
-        return "".join(memo.parts(text, fmt, html_blocks)).rstrip("\n")
-    return _non_empty(text, fmt, join_blocks(memo.parts(text, fmt, _BLOCKS[fmt])))
+        return "".join(parts).rstrip("\n")
+    return _non_empty(text, fmt, join_blocks(parts))
+
+
+@lru_cache(maxsize=64)
+def render_pair(text: str, fmt: TextFormat) -> tuple[str, str]:
+    """`(render(text, fmt), plain(text))`, both from one parse of the text the memo does not keep."""
+    return render_pair_kept(text, fmt, MEMO)
+
+
+def render_pair_kept(text: str, fmt: TextFormat, memo: BlockMemo) -> tuple[str, str]:
+    """`render_pair`, keeping closed blocks in `memo`."""
+    if fmt is TextFormat.MARKDOWN:
+        return text, plain(text)
+    if fmt is not TextFormat.PLAIN:
+        pair = memo.pair(text, fmt, _blocks_of(fmt), _COMPANION)
+        if pair is not None:
+            return _joined(text, fmt, pair.markup), _joined(text, TextFormat.PLAIN, pair.plain)
+    rendered = render_kept(text, fmt, memo)
+    return rendered, rendered if fmt is TextFormat.PLAIN else render_kept(text, TextFormat.PLAIN, memo)
 
 
 def render_whole(text: str, fmt: TextFormat) -> str:
@@ -125,14 +170,48 @@ class RenderedMeasure:
     fmt: TextFormat
 
     def __call__(self, text: str) -> int:
-        shown = self.unit(shown_text(render(text, self.fmt), self.fmt))
-        return shown if self.fmt is TextFormat.PLAIN else max(shown, self.unit(plain(text)))
+        markup, fallback = render_pair(text, self.fmt)
+        shown = self.unit(shown_text(markup, self.fmt))
+        return shown if self.fmt is TextFormat.PLAIN else max(shown, self.unit(fallback))
 
     def bound(self, text: str) -> int:
+        """At most `GROWTH` of the text; of a growing text, the exact length of the blocks it keeps (`MEMO.kept`,
+        in the markup and as plain text) plus `GROWTH` of the rest, the open block."""
+        kept = MEMO.kept(text, self.fmt)
+        if kept is not None and "|" not in text[kept.start :]:
+            sizes = _kept_sizes(kept.markup, kept.plain, self.fmt, self.unit)
+            if sizes is not None:
+                return max(sizes) + len(SEPARATOR) + self._growth(text[kept.start :])
         if "|" in text:
             return self(text)
+        return self._growth(text)
+
+    def _growth(self, text: str) -> int:
         growth, per_line = GROWTH[self.fmt]
         return growth * self.unit(text) + per_line * (text.count("\n") + 1)
+
+
+SEPARATOR = "\n\n"  # between two blocks of a rendering (the web's HTML has none)
+
+
+@lru_cache(maxsize=256)
+def _kept_sizes(
+    markup: tuple[str, ...], fallback: tuple[str, ...], fmt: TextFormat, unit: Measure
+) -> tuple[int, int] | None:
+    """At least the length of kept blocks joined, in the markup as shown and as plain text (each block, plus a
+    separator); None unless both show something (an empty rendering is replaced by the escaped text)."""
+    if not any(shows_something(part, fmt) for part in markup) or not any(p.strip() for p in fallback):
+        return None
+    per_block = len(SEPARATOR)
+    return (
+        sum(_part_size(part, fmt, unit) + per_block for part in markup),
+        sum(_part_size(part, TextFormat.PLAIN, unit) + per_block for part in fallback),
+    )
+
+
+@lru_cache(maxsize=4096)
+def _part_size(part: str, fmt: TextFormat, unit: Measure) -> int:
+    return unit(shown_text(part, fmt))
 
 
 # (times the Markdown's length, plus per line): Slack escapes `&` as five characters, the web's HTML has tags.
@@ -159,6 +238,8 @@ __all__ = [
     "render",
     "render_frame",
     "render_kept",
+    "render_pair",
+    "render_pair_kept",
     "render_whole",
     "shown_text",
     "shows_something",

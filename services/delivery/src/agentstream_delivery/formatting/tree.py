@@ -36,11 +36,12 @@ def parser_without_references() -> MarkdownIt:
     Without references an inline run's tokens depend on its text alone, so they are cached: a stream's
     frames parse the block being written again, and its inline runs that did not change are not."""
     md = _commonmark().disable(["reference", "text_join"])
-    md.core.ruler.at("inline", _cached_inline)
+    md.core.ruler.at("inline", cached_inline)
     return md
 
 
-def _cached_inline(state: StateCore) -> None:
+def cached_inline(state: StateCore) -> None:
+    """markdown-it's `inline` core rule, each run's tokens taken from `inline_tokens` (text_join included)."""
     for token in state.tokens:
         if token.type == "inline":
             token.children = inline_tokens(state.md, token.content)

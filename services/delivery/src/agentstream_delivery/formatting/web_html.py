@@ -18,6 +18,7 @@ from markdown_it.token import Token
 
 from agentstream_delivery.formatting.incremental import Block
 from agentstream_delivery.formatting.styles import openable
+from agentstream_delivery.formatting.tree import cached_inline
 
 
 def _image_as_link(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
@@ -40,11 +41,25 @@ class _WebMarkdown(MarkdownIt):
         return openable(url.strip())  # relative and script links stay text
 
 
-@lru_cache(maxsize=1)
-def web_parser() -> MarkdownIt:
+def _web_markdown() -> MarkdownIt:
     md = _WebMarkdown("commonmark", {"html": False, "breaks": True}).enable(["strikethrough", "table"])
     md.add_render_rule("image", _image_as_link)
     md.add_render_rule("link_open", _link_open)
+    return md
+
+
+@lru_cache(maxsize=1)
+def web_parser() -> MarkdownIt:
+    return _web_markdown()
+
+
+@lru_cache(maxsize=1)
+def web_parser_without_references() -> MarkdownIt:
+    """`web_parser()` for a text with no `]:`, its inline runs cached by their text (`tree.inline_tokens`: a
+    stream's frames parse the block being written again). Its render rules only add the same attributes again
+    to a cached link, so a cached run renders as a new one."""
+    md = _web_markdown().disable(["reference", "text_join"])
+    md.core.ruler.at("inline", cached_inline)
     return md
 
 
@@ -54,7 +69,7 @@ def render_html(text: str) -> str:
 
 def html_blocks(text: str) -> list[Block]:
     """Each top-level block's HTML, with its lines: joined, they are `render_html(text)` before its rstrip."""
-    md = web_parser()
+    md = web_parser_without_references() if "]:" not in text else web_parser()
     env: dict[str, Any] = {}
     tokens = md.parse(text, env)
     starts = [i for i, t in enumerate(tokens) if t.level == 0 and t.nesting >= 0]

@@ -89,6 +89,9 @@ def check_kept(text: str, fmt: TextFormat, memo: BlockMemo) -> None:
 @example("para\n\u00a0\nstill the paragraph\n\n", [1])  # a no-break space does not
 @example("para\n\x0c\nstill the paragraph\n\n", [1])  # nor does a form feed
 @example("title\n===\n\n===\n\n", [1])  # a setext heading, then a paragraph
+# The web's HTML renders the chats' parse where both parsers accept the same links, its own parse elsewhere.
+@example("[a](ftp://x) [b](https://y)\n\n[c [d](rel) e](https://g)\n\n![i](ftp://j) ![k](https://l)\n\n[m](n)", [5])
+@example("[a ![b](ftp://c)](https://d)\n\n![e [f](g)](https://h)\n\n[x](javascript:alert(1))\n\n", [7])
 def test_a_stream_rendered_block_by_block_equals_the_whole_render(text: str, sizes: list[int]) -> None:
     check_stream(text, sizes, BlockMemo(head=1))
 

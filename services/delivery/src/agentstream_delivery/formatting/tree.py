@@ -103,8 +103,15 @@ def nest(tokens: list[Token]) -> list[Node]:
 def parse(text: str) -> list[Node]:
     """The top-level blocks of `text` (read only): cached, as a text is written for its platform and then as
     plain text (the length check measures both, one after the other)."""
+    return nest(tokens(text))
+
+
+@lru_cache(maxsize=8)
+def tokens(text: str) -> list[Token]:
+    """markdown-it's tokens of `text` (read only): what `parse` nests, and what the web's HTML renders when its
+    parser would read the text alike (`web_html.py`)."""
     md = parser_without_references() if "]:" not in text else parser()
-    return nest(md.parse(text))
+    return md.parse(text)
 
 
 def join_blocks(parts: list[str]) -> str:

@@ -114,6 +114,24 @@ def test_the_bound_from_the_kept_blocks_of_a_growing_answer_is_never_below_its_r
             assert measure.bound(text[:end]) >= measure(text[:end]), (caps.formatting, text[:end])
 
 
+@pytest.mark.timeout(120)
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(markdown, min_size=2, max_size=12).map("\n\n".join), st.integers(1, 40), st.integers(0, 400))
+def test_where_a_growing_answer_is_cut_is_looked_for_between_its_kept_blocks(text: str, chunk: int, room: int) -> None:
+    # A split bisects only between the closed prefixes around the answer: each end of the range is measured
+    # from kept blocks, and it must be what rendering the prefix measures.
+    MEMO.clear()
+    for caps in PLATFORMS.values():
+        measure = caps.length()
+        assert isinstance(measure, RenderedMeasure)
+        for end in range(chunk, len(text), chunk):
+            render_frame(text[:end] + CURSOR, caps.formatting, final=False)
+        lo, hi = measure.span(text, room)
+        assert 0 <= lo <= hi <= len(text)
+        assert lo == 0 or measure(text[:lo]) <= room, (caps.formatting, text[:lo])
+        assert hi == len(text) or measure(text[: hi + 1]) > room, (caps.formatting, text[: hi + 1])
+
+
 def stream(caps: Capabilities, text: str, chunk: int) -> list[Op]:
     """The answer in deltas of `chunk` characters, 2 s apart (every frame is due), then completed."""
     model = StreamModel(caps)

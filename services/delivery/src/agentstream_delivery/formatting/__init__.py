@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -194,6 +194,29 @@ class RenderedMeasure:
             return self(text)
         return self._growth(text)
 
+    def span(self, text: str, room: int) -> tuple[int, int]:
+        """Where the longest prefix of `text` that fits `room` ends lies: a range `splitting` bisects instead of
+        the whole text. A prefix ending where a blank line closed the blocks before it is measured from those
+        kept blocks without rendering: the last that fits is the range's start, the first that does not its end."""
+        prefixes = MEMO.closed_prefixes(text, self.fmt)
+        lo, hi = 0, len(text)
+        if prefixes is None:
+            return lo, hi
+        markup = _prefix_sizes(prefixes.markup, self.fmt, self.unit)
+        fallback = (
+            markup if self.fmt is TextFormat.PLAIN else _prefix_sizes(prefixes.plain, TextFormat.PLAIN, self.unit)
+        )
+        for end, count in prefixes.ends:
+            sizes = (markup[count], fallback[count])
+            if sizes[0] is None or sizes[1] is None:
+                continue
+            if max(sizes[0], sizes[1]) <= room:
+                lo = end
+            else:
+                hi = end - 1
+                break
+        return lo, max(lo, hi)
+
     def _growth(self, text: str) -> int:
         growth, per_line = GROWTH[self.fmt]
         return growth * self.unit(text) + per_line * (text.count("\n") + 1)
@@ -213,26 +236,40 @@ def _pair_parts(text: str, fmt: TextFormat) -> tuple[list[str], list[str]] | Non
     return None if pair is None else (pair.markup, pair.plain)
 
 
-def _joined_size(parts: list[str], fmt: TextFormat, unit: Measure) -> int | None:
+def _joined_size(parts: Sequence[str], fmt: TextFormat, unit: Measure) -> int | None:
     """`unit(shown_text(_joined(text, fmt, parts), fmt))` from each part's own size (cached: a growing text's
     closed blocks are measured once); None where the join's strip reaches past a part's edge, or where nothing
     shows (the text itself is sent then)."""
-    sized = [_part_facts(part, fmt, unit) for part in parts if part]
-    if not sized or not any(shows for _, shows in sized):
-        return None
-    first, last = next(p for p in parts if p), next(p for p in reversed(parts) if p)
-    if fmt is TextFormat.HTML:  # joined as they are, then right-stripped of newlines
-        trailing = len(last) - len(last.rstrip("\n"))
-        return None if trailing == len(last) else sum(size for size, _ in sized) - trailing
-    if first.startswith("\n") or last.endswith("\n"):
-        return None
-    return sum(size for size, _ in sized) + len(SEPARATOR) * (len(sized) - 1)
+    return _prefix_sizes(parts, fmt, unit)[-1]
 
 
 @lru_cache(maxsize=4096)
 def _part_facts(part: str, fmt: TextFormat, unit: Measure) -> tuple[int, bool]:
     """A rendered block's size as shown, and whether it shows anything."""
     return unit(shown_text(part, fmt)), shows_something(part, fmt)
+
+
+def _prefix_sizes(parts: Sequence[str], fmt: TextFormat, unit: Measure) -> list[int | None]:
+    """`_joined_size(parts[:n])` for every n from 0, in one pass."""
+    sizes: list[int | None] = [None]  # no block: nothing shows
+    total = blocks = 0
+    shows_any = False
+    first = last = ""
+    for part in parts:
+        if part:
+            size, shows = _part_facts(part, fmt, unit)
+            total, blocks, shows_any = total + size, blocks + 1, shows_any or shows
+            first, last = first or part, part
+        if not shows_any:
+            sizes.append(None)
+        elif fmt is TextFormat.HTML:  # joined as they are, then right-stripped of newlines
+            trailing = len(last) - len(last.rstrip("\n"))
+            sizes.append(None if trailing == len(last) else total - trailing)
+        elif first.startswith("\n") or last.endswith("\n"):
+            sizes.append(None)
+        else:
+            sizes.append(total + len(SEPARATOR) * (blocks - 1))
+    return sizes
 
 
 @lru_cache(maxsize=256)

@@ -140,6 +140,22 @@ class BlockMemo:
             return None
         return Kept(mark.start, found.parts[: mark.count], plain[: mark.count])
 
+    def closed_prefixes(self, text: str, fmt: TextFormat) -> Prefixes | None:
+        """The prefixes of `text` that end where a blank line closed the blocks before it (`Mark.witness` at its
+        `start`), ascending, as (length, blocks before it), with the blocks in the markup and as plain text:
+        each such prefix renders to exactly those blocks, so its length needs no rendering."""
+        if len(text) < self.head or any(s in text for s in _WHOLE_ONLY):
+            return None
+        found, at = self._find(self._chains.get((fmt, text[: self.head]), ()), text)
+        if found is None or at < 0:
+            return None
+        plain = found.plain if found.plain is not None or fmt is not TextFormat.PLAIN else found.parts
+        if plain is None:
+            return None
+        ends = tuple((m.start, m.count) for m in found.marks[: at + 1] if m.start == m.witness)
+        count = found.marks[at].count
+        return Prefixes(ends, found.parts[:count], plain[:count])
+
     @staticmethod
     def _find(chains: tuple[Chain, ...], text: str) -> tuple[Chain | None, int]:
         found: Chain | None = None
@@ -198,6 +214,12 @@ class Pair(NamedTuple):
 
     markup: list[str]
     plain: list[str]
+
+
+class Prefixes(NamedTuple):
+    ends: tuple[tuple[int, int], ...]  # (a prefix's length, the blocks it renders to), ascending
+    markup: tuple[str, ...]
+    plain: tuple[str, ...]
 
 
 class Kept(NamedTuple):

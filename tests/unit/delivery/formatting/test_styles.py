@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import string
 
 import pytest
 from hypothesis import given, settings
@@ -14,6 +15,7 @@ from agentstream_delivery.adapters.slack import CAPABILITIES as SLACK
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
 from agentstream_delivery.formatting import plain, render
 from agentstream_delivery.formatting.styles import DiscordMarkdownStyle
+from agentstream_delivery.formatting.tree import parser, readable_url
 from agentstream_testing.fake_platforms.telegram_html import parse as telegram_parse
 from tests.unit.delivery.formatting.platform_rules import accepts
 
@@ -145,3 +147,14 @@ def test_discord_escapes_every_markdown_character_outside_bare_urls_and_leaves_o
     parts = re.split(r"(https?://[^\s<>\\`]+)", s)
     escaped = "".join(p if i % 2 else re.sub(r"([\\*_~`|<>\[\]()])", r"\\\1", p) for i, p in enumerate(parts))
     assert DiscordMarkdownStyle().text(s) == re.sub(r"^([#>+-])", r"\\\1", escaped)
+
+
+TARGETS = st.sampled_from(["", "https://", "http://", "mailto:", "//", "tg://", "HTTP://", "ftp://", "0:", "a:"])
+
+
+@settings(max_examples=2000, deadline=None)
+@given(TARGETS, st.text(alphabet=string.printable + "üé😀", max_size=30))
+def test_a_link_target_is_read_as_markdown_it_decodes_it(scheme: str, rest: str) -> None:
+    # Every target a parse holds is `normalizeLink`'s; the plain ones skip decoding, and must read the same.
+    href = parser().normalizeLink(scheme + rest)
+    assert readable_url(href) == parser().normalizeLinkText(href)

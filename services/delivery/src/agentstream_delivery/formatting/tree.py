@@ -260,7 +260,12 @@ class Writer:
 def readable_url(href: str) -> str:
     """A link target as a person reads it (and as the model wrote it): percent-escapes and punycode decoded.
 
-    Cached: decoding costs ~50 µs, and a stream's frames write the same links again (the open block's)."""
+    Cached: decoding costs ~50 µs, and a stream's frames write the same links again (the open block's). A
+    target markdown-it wrote (every href and src it parses is its `normalizeLink`'s) that is ASCII with no
+    percent-escape and no punycode label has nothing to decode: it is its own reading (tests/unit/delivery/
+    formatting/test_styles.py checks this on generated targets)."""
+    if href.isascii() and "%" not in href and "xn--" not in href.lower():
+        return href
     return parser().normalizeLinkText(href)
 
 

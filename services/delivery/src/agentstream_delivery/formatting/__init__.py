@@ -163,7 +163,9 @@ class RenderedMeasure:
     Rendering costs a parse, so `bound` gives a cheap upper bound first (splitting checks it
     before measuring): a rendering is at most `GROWTH` times the Markdown plus `PER_LINE` per
     line (escapes, list indents and numbers, quote marks; nesting deeper than `tree.MAX_NEST`
-    adds nothing). Tables pad their cells, so a text with a `|` is always measured.
+    adds nothing). Tables pad their cells, so a text with a `|` is always measured. Of a growing
+    text, the blocks it keeps (`incremental.py`) are counted exactly and only its open tail is
+    bounded; `span` narrows a split's search the same way (docs/delivery.md, "Formatting cost").
     """
 
     unit: Measure
@@ -174,8 +176,10 @@ class RenderedMeasure:
         # (the closed ones by an earlier frame). Elsewhere measuring the joined text costs less than the sum.
         parts = _pair_parts(text, self.fmt) if self.fmt is TextFormat.TELEGRAM_HTML else None
         if parts is not None:
-            shown = _joined_size(parts[0], self.fmt, self.unit)
-            fallback = shown if self.fmt is TextFormat.PLAIN else _joined_size(parts[1], TextFormat.PLAIN, self.unit)
+            shown, fallback = (
+                _joined_size(parts[0], self.fmt, self.unit),
+                _joined_size(parts[1], TextFormat.PLAIN, self.unit),
+            )
             if shown is not None and fallback is not None:
                 return max(shown, fallback)
         markup, plain_text = render_pair(text, self.fmt)

@@ -63,7 +63,8 @@ Companion = Callable[[str, list[Block], int], list[str] | None]
 ENDED_BY_BLANK = frozenset({"paragraph", "heading", "hr", "table", "fence"})
 
 HEAD = 64  # characters of a text that find its chain: a stream's text keeps its beginning
-MAX_TEXTS = 512  # distinct beginnings remembered (streams open at once, times their markups); ~16 MiB at most
+MAX_TEXTS = 512  # distinct beginnings remembered (streams open at once, times their markups); ~24 MiB at most for
+# texts of a chat message's size (the text, its blocks in the markup and as plain text)
 CHAINS_PER_HEAD = 2  # texts that begin alike (the same canned opening) each keep their own chain
 _WHOLE_ONLY = ("]:", "\r", "\0")
 

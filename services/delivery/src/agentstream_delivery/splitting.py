@@ -92,7 +92,9 @@ def _fit(text: str, room: int, measure: Measure) -> int:
             if total > room:
                 return i
         return len(text)
-    lo, hi = 0, len(text)
+    # A rendered measure knows where the answer lies from the blocks a growing text keeps (`RenderedMeasure.span`).
+    span: Callable[[str, int], tuple[int, int]] | None = getattr(measure, "span", None)
+    lo, hi = span(text, room) if span is not None else (0, len(text))
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if measure(text[:mid]) <= room:

@@ -21,6 +21,7 @@ from agentstream_delivery.adapters.signal import CAPABILITIES as SIGNAL
 from agentstream_delivery.adapters.slack import CAPABILITIES as SLACK
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
 from agentstream_delivery.formatting import RenderedMeasure, plain, render, render_frame
+from agentstream_delivery.formatting.incremental import MEMO
 from agentstream_delivery.platform_ops import Op
 from agentstream_delivery.render import CURSOR, visible_chars
 from agentstream_delivery.splitting import MEASURES, split_text, unsplit
@@ -94,6 +95,41 @@ def test_the_cheap_length_bound_is_never_below_the_rendered_length(text: str) ->
         measure = caps.length()
         assert isinstance(measure, RenderedMeasure)
         assert measure.bound(text) >= measure(text)
+
+
+@pytest.mark.timeout(120)  # every prefix of each generated answer, five platforms
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(markdown, min_size=1, max_size=12).map("\n\n".join), st.integers(1, 40))
+def test_the_bound_from_the_kept_blocks_of_a_growing_answer_is_never_below_its_rendered_length(
+    text: str, chunk: int
+) -> None:
+    # A growing answer's frames keep its closed blocks (`MEMO`); the bound then counts them exactly and bounds
+    # only the rest. Splitting trusts it as it trusts the cheap bound.
+    MEMO.clear()
+    for caps in PLATFORMS.values():
+        measure = caps.length()
+        assert isinstance(measure, RenderedMeasure)
+        for end in [*range(chunk, len(text), chunk), len(text)]:
+            render_frame(text[:end] + CURSOR, caps.formatting, final=False)  # what a preview renders
+            assert measure.bound(text[:end]) >= measure(text[:end]), (caps.formatting, text[:end])
+
+
+@pytest.mark.timeout(120)
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(markdown, min_size=2, max_size=12).map("\n\n".join), st.integers(1, 40), st.integers(0, 400))
+def test_where_a_growing_answer_is_cut_is_looked_for_between_its_kept_blocks(text: str, chunk: int, room: int) -> None:
+    # A split bisects only between the closed prefixes around the answer: each end of the range is measured
+    # from kept blocks, and it must be what rendering the prefix measures.
+    MEMO.clear()
+    for caps in PLATFORMS.values():
+        measure = caps.length()
+        assert isinstance(measure, RenderedMeasure)
+        for end in range(chunk, len(text), chunk):
+            render_frame(text[:end] + CURSOR, caps.formatting, final=False)
+        lo, hi = measure.span(text, room)
+        assert 0 <= lo <= hi <= len(text)
+        assert lo == 0 or measure(text[:lo]) <= room, (caps.formatting, text[:lo])
+        assert hi == len(text) or measure(text[: hi + 1]) > room, (caps.formatting, text[: hi + 1])
 
 
 def stream(caps: Capabilities, text: str, chunk: int) -> list[Op]:

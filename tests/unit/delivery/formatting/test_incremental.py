@@ -14,10 +14,19 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agentstream.config import TextFormat
-from agentstream_delivery.formatting import STYLES, render, render_kept, render_whole, shown_text, shows_something
+from agentstream_delivery.formatting import (
+    STYLES,
+    render,
+    render_kept,
+    render_pair_kept,
+    render_whole,
+    shown_text,
+    shows_something,
+)
 from agentstream_delivery.formatting.incremental import BlockMemo
 from agentstream_delivery.formatting.streaming import close_dangling
 from agentstream_delivery.formatting.tree import Writer
+from agentstream_delivery.formatting.web_html import html_blocks
 from agentstream_delivery.render import CURSOR
 from tests.unit.delivery.formatting.test_frames import PIECES
 
@@ -37,11 +46,35 @@ chunkings = st.lists(st.integers(1, 40), min_size=1, max_size=8)
 
 def check_stream(text: str, sizes: list[int], memo: BlockMemo) -> None:
     ends = itertools.takewhile(lambda e: e < len(text), itertools.accumulate(itertools.cycle(sizes)))
-    for end in [*ends, len(text)]:
+    for i, end in enumerate([*ends, len(text)]):
         so_far = text[:end]
         for fmt in MARKUPS:
             for t in (so_far, close_dangling(so_far + CURSOR), so_far[: end // 2]):
-                assert render_kept(t, fmt, memo) == render_whole(t, fmt), (fmt, t)
+                whole = render_whole(t, fmt)
+                if i % 2:  # as a length check asks: the markup and its plain fallback from one parse
+                    assert render_pair_kept(t, fmt, memo) == (whole, render_whole(t, TextFormat.PLAIN)), (fmt, t)
+                else:
+                    assert render_kept(t, fmt, memo) == whole, (fmt, t)
+                check_kept(t, fmt, memo)
+
+
+def blocks_of(text: str, fmt: TextFormat) -> list[str]:
+    if fmt is TextFormat.HTML:
+        return [block.text for block in html_blocks(text)]
+    return [block.text for block in Writer(STYLES[fmt]()).top_blocks(text)]
+
+
+def check_kept(text: str, fmt: TextFormat, memo: BlockMemo) -> None:
+    """What a length check reads without rendering: the first blocks of `text`, in the markup and as plain text,
+    and where the rest begins."""
+    kept = memo.kept(text, fmt)
+    if kept is None:
+        return
+    markup = blocks_of(text, fmt)
+    n = len(kept.markup)
+    assert list(kept.markup) == markup[:n], (fmt, text)
+    assert list(kept.plain) == blocks_of(text, TextFormat.PLAIN)[:n], (fmt, text)
+    assert blocks_of(text[kept.start :], fmt) == markup[n:], (fmt, text)
 
 
 @pytest.mark.timeout(180)  # every chunk of each example, three texts, five markups
@@ -56,6 +89,9 @@ def check_stream(text: str, sizes: list[int], memo: BlockMemo) -> None:
 @example("para\n\u00a0\nstill the paragraph\n\n", [1])  # a no-break space does not
 @example("para\n\x0c\nstill the paragraph\n\n", [1])  # nor does a form feed
 @example("title\n===\n\n===\n\n", [1])  # a setext heading, then a paragraph
+# The web's HTML renders the chats' parse where both parsers accept the same links, its own parse elsewhere.
+@example("[a](ftp://x) [b](https://y)\n\n[c [d](rel) e](https://g)\n\n![i](ftp://j) ![k](https://l)\n\n[m](n)", [5])
+@example("[a ![b](ftp://c)](https://d)\n\n![e [f](g)](https://h)\n\n[x](javascript:alert(1))\n\n", [7])
 def test_a_stream_rendered_block_by_block_equals_the_whole_render(text: str, sizes: list[int]) -> None:
     check_stream(text, sizes, BlockMemo(head=1))
 

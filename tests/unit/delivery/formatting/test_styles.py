@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import re
+import string
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentstream.config import TextFormat
 from agentstream_delivery.adapters.discord import CAPABILITIES as DISCORD
 from agentstream_delivery.adapters.slack import CAPABILITIES as SLACK
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
 from agentstream_delivery.formatting import plain, render
+from agentstream_delivery.formatting.styles import DiscordMarkdownStyle
+from agentstream_delivery.formatting.tree import parser, readable_url
 from agentstream_testing.fake_platforms.telegram_html import parse as telegram_parse
 from tests.unit.delivery.formatting.platform_rules import accepts
 
@@ -131,3 +138,23 @@ def test_the_length_is_what_the_platform_counts() -> None:
     assert TELEGRAM.length()("[x](https://example.com)") == len(plain("[x](https://example.com)"))
     assert SLACK.length()("a & b") == len("a &amp; b")
     assert DISCORD.length()("**b**") == len("**b**")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab #>+-\\*_~`|<>[]()https:/.x\n", max_size=40))
+def test_discord_escapes_every_markdown_character_outside_bare_urls_and_leaves_other_text_as_it_is(s: str) -> None:
+    # What Discord's text escaping does, spelled out: a run with nothing to escape is returned as it is.
+    parts = re.split(r"(https?://[^\s<>\\`]+)", s)
+    escaped = "".join(p if i % 2 else re.sub(r"([\\*_~`|<>\[\]()])", r"\\\1", p) for i, p in enumerate(parts))
+    assert DiscordMarkdownStyle().text(s) == re.sub(r"^([#>+-])", r"\\\1", escaped)
+
+
+TARGETS = st.sampled_from(["", "https://", "http://", "mailto:", "//", "tg://", "HTTP://", "ftp://", "0:", "a:"])
+
+
+@settings(max_examples=2000, deadline=None)
+@given(TARGETS, st.text(alphabet=string.printable + "üé😀", max_size=30))
+def test_a_link_target_is_read_as_markdown_it_decodes_it(scheme: str, rest: str) -> None:
+    # Every target a parse holds is `normalizeLink`'s; the plain ones skip decoding, and must read the same.
+    href = parser().normalizeLink(scheme + rest)
+    assert readable_url(href) == parser().normalizeLinkText(href)

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from agentstream.config import TextFormat
-from agentstream_delivery.formatting.incremental import MEMO, Block, BlockMemo, BlockRenderer
+from agentstream_delivery.formatting.incremental import MEMO, Block, BlockMemo, BlockRenderer, Companion
 from agentstream_delivery.formatting.streaming import close_dangling
 from agentstream_delivery.formatting.styles import (
     DiscordMarkdownStyle,
@@ -26,7 +26,7 @@ from agentstream_delivery.formatting.styles import (
     Style,
     TelegramHtmlStyle,
 )
-from agentstream_delivery.formatting.tree import Writer, join_blocks
+from agentstream_delivery.formatting.tree import Writer, join_blocks, parse
 from agentstream_delivery.formatting.web_html import html_blocks, render_html
 
 Measure = Callable[[str], int]
@@ -50,6 +50,24 @@ def _written_with(style: Callable[[], Style]) -> BlockRenderer:
 _BLOCKS: dict[TextFormat, BlockRenderer] = {fmt: _written_with(style) for fmt, style in STYLES.items()}
 
 
+def _plain_blocks(tail: str, blocks: list[Block], n: int) -> list[str] | None:
+    """The first `n` of `blocks` as plain text, from `tail`'s parse (the one a style's blocks just came from: cached).
+
+    The web's HTML comes from its own parser: its blocks are the same ones (only links are validated
+    differently, an inline matter), which their lines confirm; else None."""
+    nodes = parse(tail)
+    if len(nodes) != len(blocks) or any(
+        (node.map[0], node.map[1]) != (block.first, block.end) if node.map else block.first is not None
+        for node, block in zip(nodes, blocks, strict=True)
+    ):
+        return None
+    writer = Writer(PlainStyle())
+    return [writer.block(node) for node in nodes[:n]]
+
+
+_COMPANION: Companion = _plain_blocks
+
+
 @lru_cache(maxsize=512)
 def render(text: str, fmt: TextFormat) -> str:
     """`text` (the model's Markdown) in the markup `fmt`; cached: a frame is measured, then sent.
@@ -61,12 +79,39 @@ def render(text: str, fmt: TextFormat) -> str:
 
 
 def render_kept(text: str, fmt: TextFormat, memo: BlockMemo) -> str:
-    """`render`, keeping closed blocks in `memo`."""
+    """`render`, keeping closed blocks in `memo` (and, for a markup, their plain fallback)."""
     if fmt is TextFormat.MARKDOWN:
         return text
+    companion = None if fmt is TextFormat.PLAIN else _COMPANION
+    return _joined(text, fmt, memo.parts(text, fmt, _blocks_of(fmt), companion))
+
+
+def _blocks_of(fmt: TextFormat) -> BlockRenderer:
+    return html_blocks if fmt is TextFormat.HTML else _BLOCKS[fmt]
+
+
+def _joined(text: str, fmt: TextFormat, parts: list[str]) -> str:
     if fmt is TextFormat.HTML:
-        return "".join(memo.parts(text, fmt, html_blocks)).rstrip("\n")
-    return _non_empty(text, fmt, join_blocks(memo.parts(text, fmt, _BLOCKS[fmt])))
+        return "".join(parts).rstrip("\n")
+    return _non_empty(text, fmt, join_blocks(parts))
+
+
+@lru_cache(maxsize=64)
+def render_pair(text: str, fmt: TextFormat) -> tuple[str, str]:
+    """`(render(text, fmt), plain(text))`, both from one parse of the text the memo does not keep."""
+    return render_pair_kept(text, fmt, MEMO)
+
+
+def render_pair_kept(text: str, fmt: TextFormat, memo: BlockMemo) -> tuple[str, str]:
+    """`render_pair`, keeping closed blocks in `memo`."""
+    if fmt is TextFormat.MARKDOWN:
+        return text, plain(text)
+    if fmt is not TextFormat.PLAIN:
+        pair = memo.pair(text, fmt, _blocks_of(fmt), _COMPANION)
+        if pair is not None:
+            return _joined(text, fmt, pair.markup), _joined(text, TextFormat.PLAIN, pair.plain)
+    rendered = render_kept(text, fmt, memo)
+    return rendered, rendered if fmt is TextFormat.PLAIN else render_kept(text, TextFormat.PLAIN, memo)
 
 
 def render_whole(text: str, fmt: TextFormat) -> str:
@@ -118,21 +163,131 @@ class RenderedMeasure:
     Rendering costs a parse, so `bound` gives a cheap upper bound first (splitting checks it
     before measuring): a rendering is at most `GROWTH` times the Markdown plus `PER_LINE` per
     line (escapes, list indents and numbers, quote marks; nesting deeper than `tree.MAX_NEST`
-    adds nothing). Tables pad their cells, so a text with a `|` is always measured.
+    adds nothing). Tables pad their cells, so a text with a `|` is always measured. Of a growing
+    text, the blocks it keeps (`incremental.py`) are counted exactly and only its open tail is
+    bounded; `span` narrows a split's search the same way (docs/delivery.md, "Formatting cost").
     """
 
     unit: Measure
     fmt: TextFormat
 
     def __call__(self, text: str) -> int:
-        shown = self.unit(shown_text(render(text, self.fmt), self.fmt))
-        return shown if self.fmt is TextFormat.PLAIN else max(shown, self.unit(plain(text)))
+        # Telegram's count strips the tags and entities of the whole text: each block is stripped once instead
+        # (the closed ones by an earlier frame). Elsewhere measuring the joined text costs less than the sum.
+        parts = _pair_parts(text, self.fmt) if self.fmt is TextFormat.TELEGRAM_HTML else None
+        if parts is not None:
+            shown, fallback = (
+                _joined_size(parts[0], self.fmt, self.unit),
+                _joined_size(parts[1], TextFormat.PLAIN, self.unit),
+            )
+            if shown is not None and fallback is not None:
+                return max(shown, fallback)
+        markup, plain_text = render_pair(text, self.fmt)
+        shown = self.unit(shown_text(markup, self.fmt))
+        return shown if self.fmt is TextFormat.PLAIN else max(shown, self.unit(plain_text))
 
     def bound(self, text: str) -> int:
+        """At most `GROWTH` of the text; of a growing text, the exact length of the blocks it keeps (`MEMO.kept`,
+        in the markup and as plain text) plus `GROWTH` of the rest, the open block."""
+        kept = MEMO.kept(text, self.fmt)
+        if kept is not None and "|" not in text[kept.start :]:
+            sizes = _kept_sizes(kept.markup, kept.plain, self.fmt, self.unit)
+            if sizes is not None:
+                return max(sizes) + len(SEPARATOR) + self._growth(text[kept.start :])
         if "|" in text:
             return self(text)
+        return self._growth(text)
+
+    def span(self, text: str, room: int) -> tuple[int, int]:
+        """Where the longest prefix of `text` that fits `room` ends lies: a range `splitting` bisects instead of
+        the whole text. A prefix ending where a blank line closed the blocks before it is measured from those
+        kept blocks without rendering: the last that fits is the range's start, the first that does not its end."""
+        prefixes = MEMO.closed_prefixes(text, self.fmt)
+        lo, hi = 0, len(text)
+        if prefixes is None:
+            return lo, hi
+        markup = _prefix_sizes(prefixes.markup, self.fmt, self.unit)
+        fallback = (
+            markup if self.fmt is TextFormat.PLAIN else _prefix_sizes(prefixes.plain, TextFormat.PLAIN, self.unit)
+        )
+        for end, count in prefixes.ends:
+            sizes = (markup[count], fallback[count])
+            if sizes[0] is None or sizes[1] is None:
+                continue
+            if max(sizes[0], sizes[1]) <= room:
+                lo = end
+            else:
+                hi = end - 1
+                break
+        return lo, max(lo, hi)
+
+    def _growth(self, text: str) -> int:
         growth, per_line = GROWTH[self.fmt]
         return growth * self.unit(text) + per_line * (text.count("\n") + 1)
+
+
+SEPARATOR = "\n\n"  # between two blocks of a rendering (the web's HTML has none)
+
+
+@lru_cache(maxsize=64)
+def _pair_parts(text: str, fmt: TextFormat) -> tuple[list[str], list[str]] | None:
+    """`text`'s top-level blocks in `fmt` and as plain text (read only), from one parse of what the memo does not
+    keep; None where the memo does not render it by blocks."""
+    if fmt is TextFormat.PLAIN:
+        blocks = MEMO.parts(text, fmt, _BLOCKS[fmt])
+        return blocks, blocks
+    pair = MEMO.pair(text, fmt, _blocks_of(fmt), _COMPANION)
+    return None if pair is None else (pair.markup, pair.plain)
+
+
+def _joined_size(parts: Sequence[str], fmt: TextFormat, unit: Measure) -> int | None:
+    """`unit(shown_text(_joined(text, fmt, parts), fmt))` from each part's own size (cached: a growing text's
+    closed blocks are measured once); None where the join's strip reaches past a part's edge, or where nothing
+    shows (the text itself is sent then)."""
+    return _prefix_sizes(parts, fmt, unit)[-1]
+
+
+@lru_cache(maxsize=4096)
+def _part_facts(part: str, fmt: TextFormat, unit: Measure) -> tuple[int, bool]:
+    """A rendered block's size as shown, and whether it shows anything."""
+    return unit(shown_text(part, fmt)), shows_something(part, fmt)
+
+
+def _prefix_sizes(parts: Sequence[str], fmt: TextFormat, unit: Measure) -> list[int | None]:
+    """`_joined_size(parts[:n])` for every n from 0, in one pass."""
+    sizes: list[int | None] = [None]  # no block: nothing shows
+    total = blocks = 0
+    shows_any = False
+    first = last = ""
+    for part in parts:
+        if part:
+            size, shows = _part_facts(part, fmt, unit)
+            total, blocks, shows_any = total + size, blocks + 1, shows_any or shows
+            first, last = first or part, part
+        if not shows_any:
+            sizes.append(None)
+        elif fmt is TextFormat.HTML:  # joined as they are, then right-stripped of newlines
+            trailing = len(last) - len(last.rstrip("\n"))
+            sizes.append(None if trailing == len(last) else total - trailing)
+        elif first.startswith("\n") or last.endswith("\n"):
+            sizes.append(None)
+        else:
+            sizes.append(total + len(SEPARATOR) * (blocks - 1))
+    return sizes
+
+
+@lru_cache(maxsize=256)
+def _kept_sizes(
+    markup: tuple[str, ...], fallback: tuple[str, ...], fmt: TextFormat, unit: Measure
+) -> tuple[int, int] | None:
+    """At least the length of kept blocks joined, in the markup as shown and as plain text (each block, plus a
+    separator); None unless both show something (an empty rendering is replaced by the escaped text)."""
+    markup_facts = [_part_facts(part, fmt, unit) for part in markup]
+    plain_facts = [_part_facts(part, TextFormat.PLAIN, unit) for part in fallback]
+    if not any(shows for _, shows in markup_facts) or not any(shows for _, shows in plain_facts):
+        return None
+    per_block = len(SEPARATOR)
+    return sum(size + per_block for size, _ in markup_facts), sum(size + per_block for size, _ in plain_facts)
 
 
 # (times the Markdown's length, plus per line): Slack escapes `&` as five characters, the web's HTML has tags.
@@ -159,6 +314,8 @@ __all__ = [
     "render",
     "render_frame",
     "render_kept",
+    "render_pair",
+    "render_pair_kept",
     "render_whole",
     "shown_text",
     "shows_something",

@@ -20,6 +20,11 @@ Texts the rule does not cover are rendered whole: one with a link reference defi
 (`[x]: url` anywhere changes links anywhere), a carriage return or a NUL (markdown-it
 rewrites those before splitting lines), or one shorter than `HEAD`.
 
+Each chain also keeps its closed blocks written as plain text (the fallback every length check
+measures too), written once from the parse that closed them (`Companion`): a length check then
+knows the exact length of everything but the open tail without rendering (`kept`), and when it
+must measure, the markup and its plain fallback come from one parse of the tail (`pair`).
+
 The chains are a bounded memo: which blocks are kept never changes a result, only its cost.
 """
 
@@ -49,13 +54,17 @@ class Block(NamedTuple):
 
 
 BlockRenderer = Callable[[str], list[Block]]
+# The first `n` of `blocks` (the top-level blocks of `tail` as a markup writes them) written as plain text, from the
+# same parse; None when the plain writer does not see the same blocks (then nothing is kept for the fallback).
+Companion = Callable[[str, list[Block], int], list[str] | None]
 # The blocks a blank line ends for good, by markdown-it's token type (`_open` dropped); a fence only once its
 # closing line is in (an open one runs to the text's end: no line follows it). Lists, quotes and indented code
 # take more lines after a blank one.
 ENDED_BY_BLANK = frozenset({"paragraph", "heading", "hr", "table", "fence"})
 
 HEAD = 64  # characters of a text that find its chain: a stream's text keeps its beginning
-MAX_TEXTS = 512  # distinct beginnings remembered (streams open at once, times their markups); ~16 MiB at most
+MAX_TEXTS = 512  # distinct beginnings remembered (streams open at once, times their markups); ~24 MiB at most for
+# texts of a chat message's size (the text, its blocks in the markup and as plain text)
 CHAINS_PER_HEAD = 2  # texts that begin alike (the same canned opening) each keep their own chain
 _WHOLE_ONLY = ("]:", "\r", "\0")
 
@@ -74,6 +83,7 @@ class Chain:
     source: str  # the text the marks were found in, up to the last witness
     marks: tuple[Mark, ...]  # ascending
     parts: tuple[str, ...]  # the rendered blocks before the last mark
+    plain: tuple[str, ...] | None  # the same blocks as plain text (None: not known)
 
     def best(self, text: str) -> int:
         """The index of the last mark `text` keeps, or -1."""
@@ -100,29 +110,90 @@ class BlockMemo:
     def clear(self) -> None:
         self._chains.clear()
 
-    def parts(self, text: str, fmt: TextFormat, blocks: BlockRenderer) -> list[str]:
-        """Every top-level block of `text` as `blocks` writes it, in order (the same as `blocks(text)`'s)."""
+    def parts(self, text: str, fmt: TextFormat, blocks: BlockRenderer, companion: Companion | None = None) -> list[str]:
+        """Every top-level block of `text` as `blocks` writes it, in order (the same as `blocks(text)`'s).
+
+        With a `companion`, the blocks this text closes are also kept as plain text (for `kept` and `pair`)."""
         if len(text) < self.head or any(s in text for s in _WHOLE_ONLY):
             return [block.text for block in blocks(text)]
-        key = (fmt, text[: self.head])
-        chains = self._chains.get(key, ())
+        rendered, _ = self._render(text, fmt, blocks, companion, with_plain=False)
+        return rendered
+
+    def pair(self, text: str, fmt: TextFormat, blocks: BlockRenderer, companion: Companion) -> Pair | None:
+        """`parts(text, ...)` and the same blocks as plain text, from one parse of what is not kept; None for a
+        text rendered whole, or when the plain blocks are not known."""
+        if len(text) < self.head or any(s in text for s in _WHOLE_ONLY):
+            return None
+        rendered, plain = self._render(text, fmt, blocks, companion, with_plain=True)
+        return None if plain is None else Pair(rendered, plain)
+
+    def kept(self, text: str, fmt: TextFormat) -> Kept | None:
+        """Where the blocks `text` keeps end, and those blocks in the markup and as plain text, without rendering
+        anything (None: nothing kept, or not as plain text)."""
+        if len(text) < self.head or any(s in text for s in _WHOLE_ONLY):
+            return None
+        found, at = self._find(self._chains.get((fmt, text[: self.head]), ()), text)
+        if found is None or at < 0:
+            return None
+        mark = found.marks[at]
+        plain = found.plain if found.plain is not None or fmt is not TextFormat.PLAIN else found.parts
+        if plain is None:
+            return None
+        return Kept(mark.start, found.parts[: mark.count], plain[: mark.count])
+
+    def closed_prefixes(self, text: str, fmt: TextFormat) -> Prefixes | None:
+        """The prefixes of `text` that end where a blank line closed the blocks before it (`Mark.witness` at its
+        `start`), ascending, as (length, blocks before it), with the blocks in the markup and as plain text:
+        each such prefix renders to exactly those blocks, so its length needs no rendering."""
+        if len(text) < self.head or any(s in text for s in _WHOLE_ONLY):
+            return None
+        found, at = self._find(self._chains.get((fmt, text[: self.head]), ()), text)
+        if found is None or at < 0:
+            return None
+        plain = found.plain if found.plain is not None or fmt is not TextFormat.PLAIN else found.parts
+        if plain is None:
+            return None
+        ends = tuple((m.start, m.count) for m in found.marks[: at + 1] if m.start == m.witness)
+        count = found.marks[at].count
+        return Prefixes(ends, found.parts[:count], plain[:count])
+
+    @staticmethod
+    def _find(chains: tuple[Chain, ...], text: str) -> tuple[Chain | None, int]:
         found: Chain | None = None
         at = -1
         for chain in chains:
             i = chain.best(text)
             if i > at or found is None:
                 found, at = chain, i
+        return found, at
+
+    def _render(
+        self, text: str, fmt: TextFormat, blocks: BlockRenderer, companion: Companion | None, *, with_plain: bool
+    ) -> tuple[list[str], list[str] | None]:
+        key = (fmt, text[: self.head])
+        chains = self._chains.get(key, ())
+        found, at = self._find(chains, text)
         start, count = (found.marks[at].start, found.marks[at].count) if found is not None and at >= 0 else (0, 0)
         kept = found.parts[:count] if found is not None else ()
+        kept_plain: tuple[str, ...] | None = ()
+        if found is not None and count:
+            kept_plain = found.plain[:count] if found.plain is not None else None
         tail = text[start:]
         rendered = blocks(tail)
+        tail_plain = companion(tail, rendered, len(rendered)) if with_plain and companion is not None else None
         new_marks = _closed(tail, rendered, start, count)
         if new_marks:
             last = new_marks[-1]
+            closing = last.count - count
+            plain: tuple[str, ...] | None = None
+            if kept_plain is not None and companion is not None:
+                more = tail_plain[:closing] if tail_plain is not None else companion(tail, rendered, closing)
+                plain = None if more is None else (*kept_plain, *more)
             chain = Chain(
                 source=text[: last.witness],
                 marks=(*(found.marks[: at + 1] if found is not None else ()), *new_marks),
-                parts=(*kept, *(block.text for block in rendered[: last.count - count])),
+                parts=(*kept, *(block.text for block in rendered[:closing])),
+                plain=plain,
             )
             # The text goes on from the chain's last mark: the chain grows. Else it parted from every
             # chain after some mark (a rewritten text, or another one that begins alike): a chain of its own.
@@ -133,7 +204,31 @@ class BlockMemo:
                 self._chains.popitem(last=False)
         if key in self._chains:
             self._chains.move_to_end(key)
-        return [*kept, *(block.text for block in rendered)]
+        out = [*kept, *(block.text for block in rendered)]
+        if kept_plain is None or tail_plain is None:
+            return out, None
+        return out, [*kept_plain, *tail_plain]
+
+
+class Pair(NamedTuple):
+    """A text's top-level blocks in a markup and as plain text, in order."""
+
+    markup: list[str]
+    plain: list[str]
+
+
+class Prefixes(NamedTuple):
+    ends: tuple[tuple[int, int], ...]  # (a prefix's length, the blocks it renders to), ascending
+    markup: tuple[str, ...]
+    plain: tuple[str, ...]
+
+
+class Kept(NamedTuple):
+    """What a text keeps from its chain: the blocks before `start`, in the markup and as plain text."""
+
+    start: int
+    markup: tuple[str, ...]
+    plain: tuple[str, ...]
 
 
 def _closed(tail: str, rendered: list[Block], offset: int, count: int) -> list[Mark]:

@@ -16,6 +16,7 @@ from agentstream_delivery.formatting.tree import RULE, Style, readable_url
 LINK_SCHEMES = ("http://", "https://", "mailto:", "tg://")
 _DISCORD_SPECIAL = re.compile(r"([\\*_~`|<>\[\]()])")
 _DISCORD_LINE_START = re.compile(r"^([#>+-])")
+_DISCORD_ESCAPED = re.compile(r"[\\*_~`|<>\[\]()]|^[#>+-]")  # what either of the two above would escape
 _BARE_URL = re.compile(r"(https?://[^\s<>\\`]+)")
 _TELEGRAM_TAGS = {"strong": "b", "em": "i", "s": "s"}
 _SLACK_MARKS = {"strong": "*", "em": "_", "s": "~"}
@@ -107,6 +108,8 @@ class DiscordMarkdownStyle(Style):
     """Discord's Markdown: # headings up to three levels, masked links, ``` blocks with a language."""
 
     def text(self, s: str) -> str:
+        if _DISCORD_ESCAPED.search(s) is None:  # most runs of words: nothing to escape, no URL to look for
+            return s
         # Discord links bare URLs itself: a backslash in one would break it, so they stay as written.
         parts = _BARE_URL.split(s)
         out = "".join(p if i % 2 else _DISCORD_SPECIAL.sub(r"\\\1", p) for i, p in enumerate(parts))

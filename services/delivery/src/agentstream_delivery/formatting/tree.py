@@ -36,11 +36,12 @@ def parser_without_references() -> MarkdownIt:
     Without references an inline run's tokens depend on its text alone, so they are cached: a stream's
     frames parse the block being written again, and its inline runs that did not change are not."""
     md = _commonmark().disable(["reference", "text_join"])
-    md.core.ruler.at("inline", _cached_inline)
+    md.core.ruler.at("inline", cached_inline)
     return md
 
 
-def _cached_inline(state: StateCore) -> None:
+def cached_inline(state: StateCore) -> None:
+    """markdown-it's `inline` core rule, each run's tokens taken from `inline_tokens` (text_join included)."""
     for token in state.tokens:
         if token.type == "inline":
             token.children = inline_tokens(state.md, token.content)
@@ -102,8 +103,15 @@ def nest(tokens: list[Token]) -> list[Node]:
 def parse(text: str) -> list[Node]:
     """The top-level blocks of `text` (read only): cached, as a text is written for its platform and then as
     plain text (the length check measures both, one after the other)."""
+    return nest(tokens(text))
+
+
+@lru_cache(maxsize=8)
+def tokens(text: str) -> list[Token]:
+    """markdown-it's tokens of `text` (read only): what `parse` nests, and what the web's HTML renders when its
+    parser would read the text alike (`web_html.py`)."""
     md = parser_without_references() if "]:" not in text else parser()
-    return nest(md.parse(text))
+    return md.parse(text)
 
 
 def join_blocks(parts: list[str]) -> str:
@@ -252,7 +260,12 @@ class Writer:
 def readable_url(href: str) -> str:
     """A link target as a person reads it (and as the model wrote it): percent-escapes and punycode decoded.
 
-    Cached: decoding costs ~50 µs, and a stream's frames write the same links again (the open block's)."""
+    Cached: decoding costs ~50 µs, and a stream's frames write the same links again (the open block's). A
+    target markdown-it wrote (every href and src it parses is its `normalizeLink`'s) that is ASCII with no
+    percent-escape and no punycode label has nothing to decode: it is its own reading (tests/unit/delivery/
+    formatting/test_styles.py checks this on generated targets)."""
+    if href.isascii() and "%" not in href and "xn--" not in href.lower():
+        return href
     return parser().normalizeLinkText(href)
 
 

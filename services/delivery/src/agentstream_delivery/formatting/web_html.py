@@ -16,8 +16,10 @@ from typing import Any
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from agentstream_delivery.formatting import tree
 from agentstream_delivery.formatting.incremental import Block
 from agentstream_delivery.formatting.styles import openable
+from agentstream_delivery.formatting.tree import cached_inline
 
 
 def _image_as_link(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
@@ -30,9 +32,10 @@ def _image_as_link(self: Any, tokens: Sequence[Token], idx: int, options: Any, e
 
 
 def _link_open(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
-    tokens[idx].attrSet("rel", "noopener noreferrer")
-    tokens[idx].attrSet("target", "_blank")
-    return str(self.renderToken(tokens, idx, options, env))
+    # A copy: the token may be a cached parse's, which other renderings read.
+    token = tokens[idx]
+    shown = token.copy(attrs={**token.attrs, "rel": "noopener noreferrer", "target": "_blank"})
+    return str(self.renderToken([shown], 0, options, env))  # inline: nothing around it is looked at
 
 
 class _WebMarkdown(MarkdownIt):
@@ -40,11 +43,25 @@ class _WebMarkdown(MarkdownIt):
         return openable(url.strip())  # relative and script links stay text
 
 
-@lru_cache(maxsize=1)
-def web_parser() -> MarkdownIt:
+def _web_markdown() -> MarkdownIt:
     md = _WebMarkdown("commonmark", {"html": False, "breaks": True}).enable(["strikethrough", "table"])
     md.add_render_rule("image", _image_as_link)
     md.add_render_rule("link_open", _link_open)
+    return md
+
+
+@lru_cache(maxsize=1)
+def web_parser() -> MarkdownIt:
+    return _web_markdown()
+
+
+@lru_cache(maxsize=1)
+def web_parser_without_references() -> MarkdownIt:
+    """`web_parser()` for a text with no `]:`, its inline runs cached by their text (`tree.inline_tokens`: a
+    stream's frames parse the block being written again). Its render rules only add the same attributes again
+    to a cached link, so a cached run renders as a new one."""
+    md = _web_markdown().disable(["reference", "text_join"])
+    md.core.ruler.at("inline", cached_inline)
     return md
 
 
@@ -54,12 +71,41 @@ def render_html(text: str) -> str:
 
 def html_blocks(text: str) -> list[Block]:
     """Each top-level block's HTML, with its lines: joined, they are `render_html(text)` before its rstrip."""
-    md = web_parser()
     env: dict[str, Any] = {}
-    tokens = md.parse(text, env)
+    shared = tree.tokens(text) if "]:" not in text else None
+    if shared is not None and _read_alike(shared):
+        md, tokens = web_parser_without_references(), shared
+    else:
+        md = web_parser_without_references() if "]:" not in text else web_parser()
+        tokens = md.parse(text, env)
     starts = [i for i, t in enumerate(tokens) if t.level == 0 and t.nesting >= 0]
     ends = [*starts[1:], len(tokens)] if starts else []
     return [
         Block.at(tokens[a].map, tokens[a].type.removesuffix("_open"), md.renderer.render(tokens[a:b], md.options, env))
         for a, b in zip(starts, ends, strict=True)
     ]
+
+
+def _read_alike(tokens: Sequence[Token]) -> bool:
+    """Whether the web's parser reads the text these tokens are `tree`'s parse of into the same tokens.
+
+    The two differ only in which link targets they accept: the tree's every one markdown-it accepts (a chat
+    shows the others as text), the web's only those a browser may open. Where every link and image the tree
+    found is one the web's accepts too, the web's parser made the same decisions (it rejects no target the
+    tree's accepted, and accepts none the tree's rejected): one parse serves the page's HTML and the plain
+    fallback the length check measures with it."""
+    for token in tokens:
+        if token.type == "inline" and token.children and not _openable_links(token.children):
+            return False
+    return True
+
+
+def _openable_links(children: Sequence[Token]) -> bool:
+    for child in children:
+        if child.type == "link_open" and not openable(str(child.attrs.get("href", "")).strip()):
+            return False
+        if child.type == "image" and (
+            not openable(str(child.attrs.get("src", "")).strip()) or not _openable_links(child.children or [])
+        ):
+            return False
+    return True

@@ -47,9 +47,11 @@ class RoleStore(Protocol):
 @dataclass
 class RunControl:
     """Written by the conversation owner before it cancels the run's task, read by
-    the pipeline to tell why it was cancelled."""
+    the pipeline to tell why it was cancelled; `not_started` written by the launcher for
+    the owner: the StartRun was read again and its run continues from its checkpoint instead."""
 
     stop_reason: FinishReason | None = None
+    not_started: bool = False
 
 
 @dataclass(frozen=True)

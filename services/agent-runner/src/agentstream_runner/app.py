@@ -329,6 +329,11 @@ class AgentRunnerService(Service):
             case _:
                 assert_never(record)
 
+    async def on_new_cluster(self) -> None:
+        # A restarted embedded broker lost the `run.started` of the runs going on here: delivery
+        # needs it to show them (docs/decisions.md "Broker loss").
+        await self.launcher.republish_started(self.conversations.started_runs())
+
     async def on_drain(self) -> None:
         await self.conversations.idle()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import assert_never
+from typing import Any, assert_never
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -25,6 +25,7 @@ from agentstream.contracts import (
     NoticeLevel,
     ResumeRun,
     RunFinished,
+    RunStarted,
     RunStatus,
     StartRun,
     new_id,
@@ -181,6 +182,32 @@ class RunLauncher:
         options = start.options.over(assistant.options)
         history = await load_history(ctx, start, options, assistant)
         return [*system_messages(assistant, start, start.metadata), *history, *saved_input(checkpoint, start)]
+
+    async def republish_started(self, started: list[RunStarted]) -> None:
+        """The runs in flight here go on after a restarted embedded broker lost every record, but
+        delivery, reading the new cluster, never saw them start and would drop their answers: their
+        `run.started` again, as it was (same id and seq: delivery opens the stream it would have, and
+        numbers its messages as before; persistence has that seq already, or takes the start anew).
+        Events a run published on the new cluster before this are lost to the stream's preview only:
+        its final carries the whole text (docs/decisions.md "Broker loss")."""
+        acks: dict[str, asyncio.Future[Any]] = {}
+        refused: list[str] = []
+        for event in started:
+            try:
+                if (ack := await self._shared.ports.publish_event(event)) is not None:
+                    acks[event.root_run_id] = ack
+            except Exception as err:  # that run's answer goes unshown, as before; the others still go
+                self._log.warning("run.started not published again", run_id=event.root_run_id, error=repr(err))
+                refused.append(event.root_run_id)
+        if acks:
+            await asyncio.wait(acks.values())
+        refused += [run_id for run_id, ack in acks.items() if ack.cancelled() or ack.exception() is not None]
+        if started:
+            self._log.warning(
+                "runs in flight: run.started published again on the new cluster",
+                runs=[s.root_run_id for s in started],
+                refused=refused,
+            )
 
     async def no_pending_approval(self, answer: AnswerApproval) -> None:
         """Tell the chat an `/approve` or `/deny` found nothing to answer (a notice of no run)."""

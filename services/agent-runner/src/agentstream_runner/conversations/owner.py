@@ -28,7 +28,7 @@ from typing import Any, assert_never
 
 import structlog
 
-from agentstream.contracts import DoubleTexting, FinishReason, ResumeRun, StartRun
+from agentstream.contracts import DoubleTexting, FinishReason, ResumeRun, RunStarted, StartRun
 from agentstream_runner.context import RunControl
 
 Work = StartRun | ResumeRun
@@ -117,6 +117,10 @@ class Conversation:
     @property
     def active_run_id(self) -> str | None:
         return self._active.work.run_id if self._active else None
+
+    @property
+    def active_started(self) -> RunStarted | None:
+        return self._active.control.started if self._active else None
 
     @property
     def queued(self) -> int:

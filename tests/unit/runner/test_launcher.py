@@ -21,6 +21,7 @@ from agentstream.contracts import (
     ReplyTarget,
     RunFinished,
     RunOptions,
+    RunStarted,
     StartRun,
     ToolCallRequest,
     ToolCallResult,
@@ -224,3 +225,48 @@ async def test_a_start_of_a_run_already_stored_starts_nothing(tmp_path):
     await launcher.run(start("new"), control)
     assert not control.not_started and [e.run_id for e in ports.endings()] == ["new"]
     await engine.dispose()
+
+
+class HeldConnector:
+    """Answers once `release` is set: the run stays in its model call until then."""
+
+    id = "held"
+    capabilities = frozenset({"tools", "streaming"})
+    release = asyncio.Event()
+
+    def __init__(self, config: ConnectorSettings) -> None:
+        pass
+
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Any, None]:
+        await HeldConnector.release.wait()
+        yield TextDelta("done")
+        yield UsageChunk(Usage(prompt_tokens=1, completion_tokens=1, llm_calls=1))
+
+
+async def test_the_runs_in_flight_publish_their_run_started_again_as_it_was():
+    """After a restarted embedded broker (docs/decisions.md "Broker loss"): same event, same seq."""
+    settings = load_settings(
+        connectors=[{"id": "held", "type": "scripted"}], default_connector="held", runner={"coalesce_ms": 0}
+    )
+    ports = Ports()
+    launcher = RunLauncher(
+        RunContext(ports, Connectors(settings, {"scripted": HeldConnector}), Assistants(settings), settings.runner),
+        None,
+        structlog.get_logger(),
+    )
+    owners = Conversations(launcher.run, launcher.policy_for, launcher.dismiss)
+    HeldConnector.release = asyncio.Event()
+    assert owners.started_runs() == []
+    owners.submit(start("run-1"))
+    async with asyncio.timeout(5), ports.changed:
+        await ports.changed.wait_for(lambda: any(isinstance(e, RunStarted) for e in ports.events))
+    [started] = [e for e in ports.events if isinstance(e, RunStarted)]
+    assert owners.started_runs() == [started]
+    await launcher.republish_started(owners.started_runs())
+    assert ports.events[-1] is started
+    HeldConnector.release.set()
+    async with asyncio.timeout(5), ports.changed:
+        await ports.changed.wait_for(lambda: len(ports.endings()) == 1)
+    assert ports.endings()[0].status == "completed" and ports.endings()[0].seq > started.seq
+    await owners.close()
+    assert owners.started_runs() == []

@@ -11,10 +11,12 @@ themselves.
 Every accepted message (a 202), whenever its POST was sent, is answered exactly once: none
 lost, none twice (0 tolerance). Before the kill, the in-memory broker held some of them when
 it died; ingress's outbox (agentstream_ingress.outbox) sends those again once the topics are
-back, before it is ready again. Still open: a run that was running at the kill may finish with
-its answer stored but not shown (`unshown`, docs/decisions.md "Broker loss"); counted, and only
-allowed for a message accepted before the kill. A run caught in flight by the consumer restart may end
-`failed` with a notice in its chat (failed visibly, never silent). The rows tell the three
+back, before it is ready again. A run running at the kill goes on in the runner, which publishes
+its `run.started` again on the new cluster, so delivery shows its answer (none `unshown`,
+docs/decisions.md "Broker loss"): one run is held in its model call across the whole outage (a fake
+OpenAI server answers it only once the stack is ready again) and must show its answer exactly once.
+A run caught in flight by the consumer restart may end `failed` with a notice in its chat (failed
+visibly, never silent). The rows tell the three
 kinds apart by when the POST that got the 202 was sent: before the kill, while the broker
 was down, once it was back.
 """
@@ -29,13 +31,15 @@ import sqlite3
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from agentstream.config import KafkaFlavor, Settings
 from agentstream.kafka import EmbeddedBroker, create_topics, free_port
-from agentstream_testing.fixtures import make_test_settings
+from agentstream_testing.fake_openai import FakeOpenAI, ReceivedRequest
+from agentstream_testing.fixtures import ADMIN_HEADERS, make_test_settings
 from tests.chaos.broker_stack import Stack, chat_texts, post, restart_broker
 from tests.e2e.conftest import DEMO_ANSWER
 
@@ -47,6 +51,30 @@ DOWN_S = 8.0
 MAX_LINES_PER_SERVICE_DOWN = 40
 AFTER = 5  # messages posted once the stack is ready again
 POSTERS = 1  # clients posting at once through the kill (more: see docs/decisions.md "Broker loss")
+
+
+INFLIGHT = "inflight"  # the chat whose run waits in its model call from before the kill until the stack is back
+
+
+class HeldOpenAI(FakeOpenAI):
+    """A fake OpenAI server that answers nothing until `release`: the run asking stays in flight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def _stream(self, send: Any, record: ReceivedRequest) -> None:
+        await self.release.wait()
+        await super()._stream(send, record)
+
+
+def inflight_assistant(directory: Path, connector: str) -> Path:
+    """An assistant answering through `connector` (the held fake) with the calculator."""
+    directory.mkdir()
+    (directory / "inflight.yaml").write_text(
+        f"id: inflight\nname: In flight\nconnector: {connector}\ntools: [calculator]\n"
+    )
+    return directory
 
 
 async def answered(http: httpx.AsyncClient, stack: Stack, chats: list[str], timeout: float) -> dict[str, list[str]]:
@@ -96,7 +124,21 @@ async def test_broker_killed_and_restarted_mid_traffic(tmp_path):
     await asyncio.to_thread(broker.start)
     settings = tansu_settings(broker, tmp_path)
     await create_topics(settings.kafka)
-    stack = Stack(settings, tmp_path)
+    held = HeldOpenAI()
+    await held.start()
+    held.add_turn(tool_calls=[("calculator", {"expression": "6*7"})])
+    held.add_turn(text=DEMO_ANSWER)
+    connectors = [
+        {"id": "demo", "type": "scripted"},
+        {"id": "held", "type": "openai", "base_url": held.base_url, "model": "fake-model", "timeout_s": 240},
+    ]
+    stack = Stack(
+        settings,
+        tmp_path,
+        connectors=connectors,
+        default_connector="demo",
+        assistants_dir=str(inflight_assistant(tmp_path / "assistants", "held")),
+    )
     stack.start()
     sent_at: dict[str, float] = {}  # chat → when the POST that got its 202 was sent
     refused: list[tuple[str, str]] = []  # (chat, detail of the 503)
@@ -130,6 +172,19 @@ async def test_broker_killed_and_restarted_mid_traffic(tmp_path):
                     i += 1
                     await asyncio.sleep(0.3)
 
+            # A run in its model call through the whole outage: its run.started is on the old cluster only.
+            body = {"platform": "memory", "chat_id": INFLIGHT, "user": {"id": "user-inflight"}, "text": "calculate 6*7"}
+            sent_at[INFLIGHT] = time.monotonic()
+            resp = await http.post(
+                f"{stack.url('ingress')}/v1/messages", headers=ADMIN_HEADERS, json={**body, "assistant_id": "inflight"}
+            )
+            assert resp.status_code == 202, resp.text
+            for _ in range(600):  # its model call has begun: run.started is out
+                if held.request_count:
+                    break
+                await asyncio.sleep(0.05)
+            assert held.request_count == 1, "the in-flight run never called its model"
+
             posters = [asyncio.create_task(traffic(n)) for n in range(POSTERS)]
             await asyncio.sleep(1.0)
             sizes = stack.log_sizes()
@@ -151,6 +206,7 @@ async def test_broker_killed_and_restarted_mid_traffic(tmp_path):
             restarted_at = time.monotonic()
             broker = await restart_broker(port, tmp_path / "broker-2.log", settings)
             await stack.wait(ready=True, timeout=180)
+            held.release.set()  # the in-flight run's model answers now, on the new cluster
             traffic_on = False
             await asyncio.gather(*posters)
 
@@ -178,13 +234,15 @@ async def test_broker_killed_and_restarted_mid_traffic(tmp_path):
             assert all(counts["duplicates"] == 0 for counts in tally.values()), every
             # Nothing accepted is lost, not even what the broker held when it died (the outbox).
             assert all(counts["lost"] == 0 for counts in tally.values()), every
-            # Still open (docs/decisions.md "Broker loss"): a run running at the kill finishes after
-            # the restart, its answer stored, but delivery never saw its run.started on the new
-            # cluster. Only a run accepted before the kill can be one; everything later is shown.
-            assert tally["while down"]["unshown"] == 0 and tally["once back"]["unshown"] == 0, every
+            # A run running at the kill finishes after the restart and is shown: the runner published
+            # its run.started again on the new cluster (docs/decisions.md "Broker loss").
+            assert every[INFLIGHT] == [DEMO_ANSWER], every[INFLIGHT]
+            assert all(counts["unshown"] == 0 for counts in tally.values()), every
     finally:
         took = stack.terminate()
         broker.stop()
+        held.release.set()
+        await held.stop()
     assert all(t < 10.0 for t in took.values()), took
 
 

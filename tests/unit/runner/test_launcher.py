@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 import structlog
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
 from agentstream.config import ConnectorSettings, load_settings
 from agentstream.contracts import (
@@ -20,18 +21,20 @@ from agentstream.contracts import (
     ReplyTarget,
     RunFinished,
     RunOptions,
+    RunStarted,
     StartRun,
     ToolCallRequest,
     ToolCallResult,
     Usage,
     User,
 )
+from agentstream.db.models import Base, Run
 from agentstream_persistence.buffers import BufferSet
 from agentstream_persistence.rows import rows_for
 from agentstream_runner.assistants import Assistants
 from agentstream_runner.connectors.base import LLMRequest, TextDelta, UsageChunk
 from agentstream_runner.connectors.resolve import Connectors
-from agentstream_runner.context import RunContext
+from agentstream_runner.context import RunContext, RunControl
 from agentstream_runner.conversations.owner import Dismissal
 from agentstream_runner.conversations.registry import Conversations
 from agentstream_runner.launcher import RunLauncher, policy_of
@@ -193,3 +196,77 @@ async def test_the_runners_notices_are_the_platforms_configured_texts():
         "Nichts offen.",  # telegram's own
         "There is no tool call waiting for approval.",  # web: neither sets it, the built-in
     ]
+
+
+async def test_a_start_of_a_run_already_stored_starts_nothing(tmp_path):
+    """A StartRun read again after its runner died inside the commit window, once persistence has
+    stored the run's ending (docs/decisions.md § Orphaned runs): no event, no model call; the
+    owner learns the run did not start, so a ResumeRun held behind it runs next."""
+    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path / 'runs.db'}")
+    async with engine.begin() as conn:
+        await conn.run_sync(Base.metadata.create_all)
+    sessions = async_sessionmaker(engine, expire_on_commit=False)
+    async with sessions() as session, session.begin():
+        session.add(Run(run_id="stored", root_run_id="stored", conversation_key="web:c1", status="failed"))
+    settings = load_settings(runner={"coalesce_ms": 0})
+    ports = Ports()
+    launcher = RunLauncher(
+        RunContext(ports, Connectors(settings), Assistants(settings), settings.runner), sessions, structlog.get_logger()
+    )
+    control = RunControl()
+    await launcher.run(start("stored"), control)
+    assert ports.events == [] and control.not_started
+    with launcher.taken_runs.scanning() as found:
+        found.add("taken")
+    control = RunControl()
+    await launcher.run(start("taken"), control)
+    assert ports.events == [] and control.not_started
+    control = RunControl()
+    await launcher.run(start("new"), control)
+    assert not control.not_started and [e.run_id for e in ports.endings()] == ["new"]
+    await engine.dispose()
+
+
+class HeldConnector:
+    """Answers once `release` is set: the run stays in its model call until then."""
+
+    id = "held"
+    capabilities = frozenset({"tools", "streaming"})
+    release = asyncio.Event()
+
+    def __init__(self, config: ConnectorSettings) -> None:
+        pass
+
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[Any, None]:
+        await HeldConnector.release.wait()
+        yield TextDelta("done")
+        yield UsageChunk(Usage(prompt_tokens=1, completion_tokens=1, llm_calls=1))
+
+
+async def test_the_runs_in_flight_publish_their_run_started_again_as_it_was():
+    """After a restarted embedded broker (docs/decisions.md "Broker loss"): same event, same seq."""
+    settings = load_settings(
+        connectors=[{"id": "held", "type": "scripted"}], default_connector="held", runner={"coalesce_ms": 0}
+    )
+    ports = Ports()
+    launcher = RunLauncher(
+        RunContext(ports, Connectors(settings, {"scripted": HeldConnector}), Assistants(settings), settings.runner),
+        None,
+        structlog.get_logger(),
+    )
+    owners = Conversations(launcher.run, launcher.policy_for, launcher.dismiss)
+    HeldConnector.release = asyncio.Event()
+    assert owners.started_runs() == []
+    owners.submit(start("run-1"))
+    async with asyncio.timeout(5), ports.changed:
+        await ports.changed.wait_for(lambda: any(isinstance(e, RunStarted) for e in ports.events))
+    [started] = [e for e in ports.events if isinstance(e, RunStarted)]
+    assert owners.started_runs() == [started]
+    await launcher.republish_started(owners.started_runs())
+    assert ports.events[-1] is started
+    HeldConnector.release.set()
+    async with asyncio.timeout(5), ports.changed:
+        await ports.changed.wait_for(lambda: len(ports.endings()) == 1)
+    assert ports.endings()[0].status == "completed" and ports.endings()[0].seq > started.seq
+    await owners.close()
+    assert owners.started_runs() == []

@@ -8,7 +8,7 @@ from typing import Any
 from agentstream import contracts as ev
 from agentstream.contracts import ReplyTarget, StepType, utcnow
 from agentstream_runner.app import runs_to_run
-from agentstream_runner.orphans import lost_ending, open_runs, orphaned
+from agentstream_runner.orphans import lost_ending, open_runs, orphaned, taken
 
 KEY = "web:c1"
 TARGET = ReplyTarget(platform="web", chat_id="c1")
@@ -104,10 +104,19 @@ def test_runs_of_several_conversations_are_told_apart() -> None:
     assert sorted(r.root_run_id for r in open_runs(events)) == ["r2", "r3"]
 
 
-def test_a_run_whose_command_the_new_owner_reads_again_is_not_orphaned() -> None:
-    # Its runner died before committing the StartRun (or ResumeRun): the new owner runs it again.
+def test_a_run_whose_resume_the_new_owner_reads_again_is_not_orphaned() -> None:
+    # Its runner died before committing the ResumeRun: the new owner resumes it again.
     events = [started("r1"), delta("r1", 2, "x"), started("r2"), delta("r2", 2, "y")]
     assert [r.root_run_id for r in orphaned(events, {"r1"})] == ["r2"]
+
+
+def test_runs_taken_up_are_those_with_any_event_past_run_queued() -> None:
+    # A StartRun read again after its runner died inside the commit window: started (open or ended),
+    # or refused with a notice, it starts nothing again; only queued, it is still to start.
+    notice = ev.Notice(**base("r3", 1), text="who are you?")
+    events = [queued("r1"), started("r1"), delta("r1", 2, "x"), queued("r2"), started("r2"), finished("r2", 2)]
+    events += [queued("r3"), notice, queued("r4")]
+    assert taken(events) == {"r1", "r2", "r3"}
 
 
 def test_the_runs_the_runs_records_start_or_resume() -> None:
@@ -115,4 +124,4 @@ def test_the_runs_the_runs_records_start_or_resume() -> None:
     resume = ev.ResumeRun(run_id="r2", conversation_key=KEY)
     interrupt = ev.InterruptRun(run_id="r3", conversation_key=KEY)
     values = [start.to_json(), resume.to_json(), interrupt.to_json(), b"not json"]
-    assert runs_to_run(values) == {"r1", "r2"}
+    assert runs_to_run(values) == ({"r1"}, {"r2"})

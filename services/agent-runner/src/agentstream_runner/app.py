@@ -44,7 +44,7 @@ from agentstream_runner.conversations.registry import Conversations
 from agentstream_runner.handover import ResultsReader
 from agentstream_runner.launcher import RunLauncher
 from agentstream_runner.orphan_scan import read_committed_to_end, read_events
-from agentstream_runner.orphans import lost_ending, orphaned
+from agentstream_runner.orphans import lost_ending, orphaned, taken
 from agentstream_runner.ports import ToolWaiters
 from agentstream_runner.tool_catalog import ToolCatalog
 
@@ -70,17 +70,20 @@ RUNNER_RECORD: TypeAdapter[RunnerRecord] = TypeAdapter(RunnerRecord)
 RUNNER_RECORD_NAME = "run command or tool result"
 
 
-def runs_to_run(values: list[bytes]) -> set[str]:
-    """The runs that these `runs` records start or resume."""
-    found: set[str] = set()
+def runs_to_run(values: list[bytes]) -> tuple[set[str], set[str]]:
+    """The runs that these `runs` records start, and those they resume."""
+    starts: set[str] = set()
+    resumes: set[str] = set()
     for value in values:
         try:
             record = RUNNER_RECORD.validate_json(value)
         except ValidationError:
             continue  # dead-lettered when the partition is read
-        if isinstance(record, StartRun | ResumeRun):
-            found.add(record.run_id)
-    return found
+        if isinstance(record, StartRun):
+            starts.add(record.run_id)
+        elif isinstance(record, ResumeRun):
+            resumes.add(record.run_id)
+    return starts, resumes
 
 
 def arrived(start: StartRun, timestamp_ms: int | None, read_at: float) -> StartRun:
@@ -254,14 +257,19 @@ class AgentRunnerService(Service):
             return
         client_id = f"{self.settings.kafka.client_id}-{self.name}-orphans"
         try:
-            async with asyncio.timeout(ORPHAN_SCAN_S):
-                events = await read_events(self.settings.kafka, self.topics.events, partitions, client_id)
-                commands = await read_committed_to_end(
-                    self.settings.kafka, self.topics.runs, partitions, self.group_id, client_id
-                )
-                # Not a run this runner still runs: after a restarted embedded broker the consumers
-                # join the new cluster while the runs of the old one go on here (docs/decisions.md).
-                orphans = orphaned(events, [*runs_to_run(commands), *self.conversations.active_runs()])
+            with self.launcher.taken_runs.scanning() as found:
+                async with asyncio.timeout(ORPHAN_SCAN_S):
+                    events = await read_events(self.settings.kafka, self.topics.events, partitions, client_id)
+                    commands = await read_committed_to_end(
+                        self.settings.kafka, self.topics.runs, partitions, self.group_id, client_id
+                    )
+                    starts, resumes = runs_to_run(commands)
+                    # A StartRun read again whose run was taken up starts nothing, even if it reached
+                    # its owner already (docs/decisions.md § Orphaned runs). Not a run this runner still
+                    # runs: after a restarted embedded broker the consumers join the new cluster while
+                    # the runs of the old one go on here.
+                    found.update(starts & taken(events))
+                    orphans = orphaned(events, [*resumes, *(self.conversations.active_runs() - found)])
                 for run in orphans:
                     await self.publish(EVENTS, lost_ending(run))
         except Exception as err:  # the watchdog still ends them, later
@@ -320,6 +328,11 @@ class AgentRunnerService(Service):
                 pass  # the new owner's: it reads them again from the committed offset
             case _:
                 assert_never(record)
+
+    async def on_new_cluster(self) -> None:
+        # A restarted embedded broker lost the `run.started` of the runs going on here: delivery
+        # needs it to show them (docs/decisions.md "Broker loss").
+        await self.launcher.republish_started(self.conversations.started_runs())
 
     async def on_drain(self) -> None:
         await self.conversations.idle()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentstream.config import RunnerSettings
-from agentstream.contracts import EventBase, FinishReason, ToolCallRequest, ToolCallResult
+from agentstream.contracts import EventBase, FinishReason, RunStarted, ToolCallRequest, ToolCallResult
 from agentstream.tracing import NO_TRACING, Tracing
 from agentstream_runner.approvals import ApprovalWaiters
 from agentstream_runner.assistants import Assistants
@@ -47,9 +47,15 @@ class RoleStore(Protocol):
 @dataclass
 class RunControl:
     """Written by the conversation owner before it cancels the run's task, read by
-    the pipeline to tell why it was cancelled."""
+    the pipeline to tell why it was cancelled; `not_started` written by the launcher for
+    the owner: the StartRun was read again and its run continues from its checkpoint instead;
+    `started` written by the pipeline for the service."""
 
     stop_reason: FinishReason | None = None
+    not_started: bool = False
+    # The run's `run.started` once published: published again when a restarted embedded broker lost
+    # it while the run went on here (docs/decisions.md "Broker loss").
+    started: RunStarted | None = None
 
 
 @dataclass(frozen=True)

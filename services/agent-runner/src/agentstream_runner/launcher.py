@@ -9,8 +9,9 @@ usage so far, the seq to continue after) built from the checkpoint. Without a da
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
-from typing import assert_never
+from typing import Any, assert_never
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -24,6 +25,7 @@ from agentstream.contracts import (
     NoticeLevel,
     ResumeRun,
     RunFinished,
+    RunStarted,
     RunStatus,
     StartRun,
     new_id,
@@ -34,6 +36,7 @@ from agentstream_runner.assistants import Assistants, UnknownAssistant, system_m
 from agentstream_runner.chat_sessions import KnownSessions, SessionStore
 from agentstream_runner.context import RunContext, RunControl
 from agentstream_runner.conversations.owner import Dismissal, Work
+from agentstream_runner.conversations.taken import TakenRuns
 from agentstream_runner.emitter import RunEmitter
 from agentstream_runner.history import HistoryStore
 from agentstream_runner.pipeline import ResumePoint, run_pipeline
@@ -42,6 +45,7 @@ from agentstream_runner.resume import (
     callable_memory,
     load_checkpoint,
     paused_at_approval,
+    run_stored,
     saved_input,
     start_of,
 )
@@ -73,6 +77,7 @@ class RunLauncher:
         self._sessions = sessions
         self._log = log
         self.known_sessions = KnownSessions()
+        self.taken_runs = TakenRuns()  # filled by the service's assignment scan
         self._roles = RoleCache()
 
     @property
@@ -102,9 +107,32 @@ class RunLauncher:
             case ResumeRun():
                 await self.resume(work, control)
             case StartRun():
-                await run_pipeline(self._context(control), await self._with_session(work))
+                ran, start = await asyncio.gather(self._ran_before(work), self._with_session(work))
+                if ran:
+                    control.not_started = True  # a ResumeRun held meanwhile by the owner runs next
+                    return
+                await run_pipeline(self._context(control), start)
             case _:
                 assert_never(work)
+
+    async def _ran_before(self, start: StartRun) -> bool:
+        """A StartRun read again after its runner died inside the commit window: its run was taken up
+        (the assignment's scan saw its events) or has ended and been stored. It starts nothing
+        (docs/decisions.md § Orphaned runs): the run, ended `runner_lost`, continues from its
+        checkpoint through a ResumeRun."""
+        if await self.taken_runs.taken(start.run_id):
+            self._log.warning("start ignored: another runner took the run up", run_id=start.run_id)
+            return True
+        if self._sessions is None:
+            return False
+        try:
+            stored = await run_stored(self._sessions, start.run_id)
+        except Exception as err:  # not known to have run: it runs, as before this check
+            self._log.warning("start not checked against stored runs", run_id=start.run_id, error=repr(err))
+            return False
+        if stored:
+            self._log.warning("start ignored: the run already ran (stored)", run_id=start.run_id)
+        return stored
 
     async def _with_session(self, start: StartRun) -> StartRun:
         if start.session_id is not None or self._sessions is None:
@@ -154,6 +182,32 @@ class RunLauncher:
         options = start.options.over(assistant.options)
         history = await load_history(ctx, start, options, assistant)
         return [*system_messages(assistant, start, start.metadata), *history, *saved_input(checkpoint, start)]
+
+    async def republish_started(self, started: list[RunStarted]) -> None:
+        """The runs in flight here go on after a restarted embedded broker lost every record, but
+        delivery, reading the new cluster, never saw them start and would drop their answers: their
+        `run.started` again, as it was (same id and seq: delivery opens the stream it would have, and
+        numbers its messages as before; persistence has that seq already, or takes the start anew).
+        Events a run published on the new cluster before this are lost to the stream's preview only:
+        its final carries the whole text (docs/decisions.md "Broker loss")."""
+        acks: dict[str, asyncio.Future[Any]] = {}
+        refused: list[str] = []
+        for event in started:
+            try:
+                if (ack := await self._shared.ports.publish_event(event)) is not None:
+                    acks[event.root_run_id] = ack
+            except Exception as err:  # that run's answer goes unshown, as before; the others still go
+                self._log.warning("run.started not published again", run_id=event.root_run_id, error=repr(err))
+                refused.append(event.root_run_id)
+        if acks:
+            await asyncio.wait(acks.values())
+        refused += [run_id for run_id, ack in acks.items() if ack.cancelled() or ack.exception() is not None]
+        if started:
+            self._log.warning(
+                "runs in flight: run.started published again on the new cluster",
+                runs=[s.root_run_id for s in started],
+                refused=refused,
+            )
 
     async def no_pending_approval(self, answer: AnswerApproval) -> None:
         """Tell the chat an `/approve` or `/deny` found nothing to answer (a notice of no run)."""

@@ -7,7 +7,10 @@ moved), and a runner that died runs nothing. So every run whose `events` (co-par
 orphaned — docs/decisions.md § Orphaned runs. The runner ends each `failed(runner_lost)` at once,
 as persistence's watchdog would after `resume.stale_after_s`, and `resume.auto` continues it from
 its checkpoint. A run only queued is not orphaned: its StartRun is still on `runs` for the new owner;
-nor is one whose StartRun or ResumeRun the new owner reads again (`orphaned`).
+nor is one whose ResumeRun the new owner reads again (`orphaned`). A StartRun read again (a runner
+died inside its group's auto-commit window) starts nothing when the stream shows its run already
+taken up (`taken`): the run is orphaned like any other and continues from its checkpoint, not from
+scratch — docs/decisions.md § Orphaned runs.
 """
 
 from __future__ import annotations
@@ -69,10 +72,19 @@ def open_runs(events: Iterable[ev.RunEvent]) -> list[OpenRun]:
     return [run for root, run in runs.items() if root not in replays]
 
 
+def taken(events: Iterable[ev.RunEvent]) -> set[str]:
+    """The root runs a runner has taken up: any event of theirs but ingress's `run.queued` (started,
+    refused, ended). Their StartRun, read again, must not start them afresh: the first model call
+    would be paid twice and the events numbered from 1 again, below what the user was shown."""
+    return {event.root_run_id for event in events if not isinstance(event, ev.RunQueued)}
+
+
 def orphaned(events: Iterable[ev.RunEvent], still_to_run: Iterable[str]) -> list[OpenRun]:
-    """The open runs of `events` that nobody runs: not those whose StartRun or ResumeRun is on
-    `runs` past the group's committed offset (`still_to_run`) — read by a runner that died before
-    committing it, it is read again by the new owner and runs again; ending it too would run it twice."""
+    """The open runs of `events` that nobody runs: not those in `still_to_run` — a run whose
+    ResumeRun is on `runs` past the group's committed offset (read by a runner that died before
+    committing it, it is read again by the new owner and resumed again; ending it too would resume
+    it twice), or a run this runner runs itself. A StartRun read again does not keep its run
+    here: that run was `taken` and its StartRun is ignored."""
     again = set(still_to_run)
     return [run for run in open_runs(events) if run.root_run_id not in again]
 

@@ -130,7 +130,7 @@ async def run_pipeline(ctx: RunContext, start: StartRun, resume: ResumePoint | N
             overrides = await role_overrides(ctx, start)
             new_input, memory = [], list(resume.memory)
         connector = ctx.connectors.resolve(start.options.connector, assistant.connector, overrides)
-        await events.emit(
+        ctx.control.started = await events.emit(
             RunStarted,
             assistant_id=assistant.id,
             connector_id=connector.id,

@@ -39,6 +39,7 @@ from agentstream.contracts import (
     User,
 )
 from agentstream.contracts.keys import ConversationParts, split_conversation_key
+from agentstream.db.models import Run
 from agentstream.db.models_persistence import ResumeStep, RunCheckpoint
 
 CHECKPOINT_WAIT_S = 5.0  # a resume may arrive before persistence has written the checkpoint
@@ -122,6 +123,13 @@ def _target_of(parts: ConversationParts) -> ReplyTarget:
 
 
 # -- database reads ------------------------------------------------------------------
+async def run_stored(sessions: async_sessionmaker[AsyncSession], run_id: str) -> bool:
+    """Whether persistence stored `run_id` (it writes a run's row when the run ends): a StartRun of
+    such a run, read again, is not started afresh — it ran; a ResumeRun continues it."""
+    async with sessions() as session:
+        return (await session.scalar(select(Run.run_id).where(Run.run_id == run_id))) is not None
+
+
 async def read_checkpoint(sessions: async_sessionmaker[AsyncSession], run_id: str) -> Checkpoint | None:
     async with sessions() as session:
         row = await session.get(RunCheckpoint, run_id)

@@ -227,3 +227,39 @@ async def test_active_runs_names_only_the_runs_running_now():
     await settle()
     assert owners.active_runs() == set()
     await owners.close()
+
+
+async def test_a_resume_of_a_start_that_does_not_start_runs_once_the_start_turned_out_so():
+    """A StartRun read again after its runner died (docs/decisions.md § Orphaned runs) is held by
+    its check while the ResumeRun behind it arrives: the resume runs once the start did not."""
+    runs = Runs()
+
+    async def run(work: Work, control: RunControl) -> None:
+        if isinstance(work, StartRun) and work.run_id == "a":
+            await asyncio.sleep(0.01)  # the launcher's check
+            control.not_started = True
+            runs.log.append(("not started", "a"))
+            return
+        await runs.run(work, control)
+
+    owners = Conversations(run, lambda s: DoubleTexting.ENQUEUE, runs.dismiss)
+    owners.submit(start("a"))
+    await settle()
+    owners.resume(ResumeRun(conversation_key=KEY, run_id="a"))
+    await settle(0.05)
+    assert runs.log == [("not started", "a"), ("start", "a")]
+    runs.finish("a")
+    await owners.close()
+
+
+async def test_a_resume_held_behind_a_start_that_ran_is_ignored():
+    runs = Runs()
+    owners = runs.owners()
+    owners.submit(start("a"))
+    await settle()
+    owners.resume(ResumeRun(conversation_key=KEY, run_id="a"))  # declared lost, still running here
+    runs.finish("a")
+    await settle()
+    assert runs.log == [("start", "a"), ("end", "a")]
+    assert owners.get(KEY) is None  # idle, forgotten: nothing queued
+    await owners.close()

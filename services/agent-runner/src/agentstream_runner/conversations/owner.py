@@ -28,7 +28,7 @@ from typing import Any, assert_never
 
 import structlog
 
-from agentstream.contracts import DoubleTexting, FinishReason, ResumeRun, StartRun
+from agentstream.contracts import DoubleTexting, FinishReason, ResumeRun, RunStarted, StartRun
 from agentstream_runner.context import RunControl
 
 Work = StartRun | ResumeRun
@@ -109,12 +109,18 @@ class Conversation:
         self._collected: list[StartRun] = []  # COLLECT messages waiting to run as one turn
         self._debounce: asyncio.TimerHandle | None = None
         self._active: ActiveRun | None = None
+        # Resumes of the active StartRun's run, until that run ends or turns out `not_started`.
+        self._held_resumes: dict[str, ResumeRun] = {}
         self._side_tasks: set[asyncio.Task[None]] = set()
         self._log = (log or structlog.get_logger(__name__)).bind(conversation=key)
 
     @property
     def active_run_id(self) -> str | None:
         return self._active.work.run_id if self._active else None
+
+    @property
+    def active_started(self) -> RunStarted | None:
+        return self._active.control.started if self._active else None
 
     @property
     def queued(self) -> int:
@@ -151,6 +157,13 @@ class Conversation:
         """A resume waits its turn like ENQUEUE, whatever the policy."""
         if self.state is OwnerState.CLOSED:
             self._log.warning("resume refused: owner closed", run_id=command.run_id)
+            return
+        active = self._active
+        if active is not None and active.work.run_id == command.run_id and isinstance(active.work, StartRun):
+            # Either the run is alive here (it was only slow, and declared lost): nothing to resume; or
+            # its StartRun was read again and will not start (`RunControl.not_started`): resumed then.
+            self._held_resumes[command.run_id] = command
+            self._log.info("resume held: the run's start is active here", run_id=command.run_id)
             return
         if command.run_id == self.active_run_id or any(w.run_id == command.run_id for w in self._queue):
             # The run is alive here (it was only slow, and declared lost): nothing to resume.
@@ -249,8 +262,13 @@ class Conversation:
         task.add_done_callback(self._on_run_done)
 
     def _on_run_done(self, task: asyncio.Task[None]) -> None:
-        run_id = self._active.work.run_id if self._active else None
-        self._active = None
+        active, self._active = self._active, None
+        run_id = active.work.run_id if active else None
+        held = self._held_resumes.pop(run_id, None) if run_id is not None else None
+        if held is not None and active is not None and active.control.not_started:
+            self._queue.appendleft(held)  # its turn now: the start it waited behind did not run
+        elif held is not None:
+            self._log.info("resume ignored: the run ran here", run_id=run_id)
         if task.cancelled():
             self._log.warning("run cancelled outside the pipeline", run_id=run_id)
         elif (err := task.exception()) is not None:

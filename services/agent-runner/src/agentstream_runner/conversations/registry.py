@@ -16,7 +16,7 @@ from functools import partial
 import structlog
 
 from agentstream.bounded import RecentIds
-from agentstream.contracts import FinishReason, ResumeRun, StartRun
+from agentstream.contracts import FinishReason, ResumeRun, RunStarted, StartRun
 from agentstream_runner.conversations.owner import (
     DEFAULT_COLLECT_WINDOW_S,
     Conversation,
@@ -102,6 +102,10 @@ class Conversations:
     def active_runs(self) -> set[str]:
         """The run ids running here now (each a root run: StartRun and ResumeRun start those)."""
         return {run_id for o in self._by_key.values() if (run_id := o.active_run_id) is not None}
+
+    def started_runs(self) -> list[RunStarted]:
+        """The `run.started` of every run running here that has published one."""
+        return [s for o in self._by_key.values() if (s := o.active_started) is not None]
 
     def of_partitions(self, partitions: Iterable[int]) -> list[Conversation]:
         wanted = set(partitions)

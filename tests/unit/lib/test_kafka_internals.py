@@ -16,11 +16,9 @@ from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.producer.message_accumulator import BatchBuilder
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
-from faststream.kafka.message import KafkaMessage
 
 from agentstream.kafka.internals import (
     consumer_of,
-    consumer_of_message,
     consumers_of,
     detach_consumer,
     fail_queued,
@@ -158,13 +156,6 @@ async def test_a_concurrent_subscribers_consumers_are_its_subgroup(
     subscriber.consumer_subgroup = [one, two]
     assert has_consumer_subgroup(subscriber)
     assert consumers_of(subscriber) == [one, two]
-
-
-async def test_a_message_names_the_consumer_that_read_it(new_consumer: Callable[[], AIOKafkaConsumer]) -> None:
-    consumer = new_consumer()
-    msg = KafkaMessage(body=b"{}", raw_message=SimpleNamespace(), consumer=consumer)
-    assert consumer_of_message(msg) is consumer
-    assert consumer_of_message(SimpleNamespace()) is None
 
 
 async def test_held_commits_fail_and_auto_commit_is_off_until_released(

@@ -15,10 +15,9 @@ import gc
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, TypeVar
 
 from faststream.kafka import KafkaBroker
-from faststream.kafka.annotations import KafkaMessage
 from faststream.message import StreamMessage
 from prometheus_client import CollectorRegistry, Counter
 from sqlalchemy import text
@@ -39,10 +38,9 @@ from agentstream.kafka.internals import (
     detach_consumer,
     has_consumer_subgroup,
     hold_commits,
-    producer_of,
     release_commits,
 )
-from agentstream.kafka.producer import OutputGate, encode_record
+from agentstream.kafka.producer import OutputGate
 from agentstream.kafka.tansu_idle import IdleGating, idle_gating
 from agentstream.kafka.topics import DLQ, R, Topic, consumer_group
 from agentstream.metrics import DeadLetterReason, dead_letter_reason, new_registry
@@ -54,8 +52,8 @@ from agentstream.observability import (
     http_app,
     record_log_context,
     record_task_context,
-    records_published,
 )
+from agentstream.publishing import Publisher
 from agentstream.tracing import NO_TRACING, Tracing, tracing_for
 
 C = TypeVar("C", bound=AnyConsumer)
@@ -96,6 +94,7 @@ class Infra:
     log: Any
     broker: KafkaBroker
     auth: Authenticator
+    publisher: Publisher
     engine: AsyncEngine | None = None
     sessions: async_sessionmaker | None = None  # type: ignore[type-arg]
     tracing: Tracing = NO_TRACING
@@ -115,14 +114,16 @@ class Infra:
         auth = Authenticator(settings.auth, settings.database.url)
         if sessions is not None:
             auth.use_sessions(sessions)
+        topics = Topics(settings.kafka.topic_prefix)
         return cls(
             settings=settings,
             name=name,
-            topics=Topics(settings.kafka.topic_prefix),
+            topics=topics,
             registry=registry,
             log=get_logger(f"agentstream.{name}", service=name),
             broker=broker,
             auth=auth,
+            publisher=Publisher(broker, topics, registry, name),
             engine=engine,
             sessions=sessions,
             tracing=tracing,
@@ -159,9 +160,7 @@ class Service:
             "Records sent to the dlq, by the topic they came from and a class of the reason",
             ["service", "topic", "reason"],
         )
-        self.records_published = records_published(self.registry)
         self.consumers: list[AnyConsumer] = []  # started, stopped and restarted with the service
-        self._published_by_topic: dict[str, Any] = {}
         self.broker_health = BrokerHealth(
             settings.kafka,
             self.topics.all(),
@@ -424,35 +423,12 @@ class Service:
 
     # -- helpers for handlers ----------------------------------------------------
     async def publish(self, topic: Topic[R], record: R, key: str | None = None) -> None:
-        """Publish and wait until the broker has stored the record."""
-        ack = await self.publish_nowait(topic, record, key)
-        await ack
+        """Publish and wait until the broker has stored the record (agentstream.publishing)."""
+        await self.infra.publisher.publish(topic, record, key)
 
     async def publish_nowait(self, topic: Topic[R], record: R, key: str | None = None) -> asyncio.Future[Any]:
-        """Hand the record to the producer and return the future of its ack.
-
-        `topic` is a registry topic (`agentstream.kafka.topics`): only its records type-check, and
-        the key is the topic's key of the record unless `key` says otherwise. Records handed over in
-        order reach a partition in that order (the producer has one request in flight per
-        partition), so a caller can stream records without a round trip each and await the futures
-        where it needs them stored. Written with the broker's aiokafka producer directly (see
-        `agentstream.kafka.producer`).
-        """
-        name = self.topics.name(topic)
-        raw_key, value, headers = encode_record(record, topic.key_of(record) if key is None else key)
-        ack = await producer_of(self.broker).send(name, value, key=raw_key, headers=headers)
-        self._published(name).inc()
-        return cast("asyncio.Future[Any]", ack)
-
-    def _published(self, topic: str) -> Any:
-        child = self._published_by_topic.get(topic)
-        if child is None:
-            child = self._published_by_topic[topic] = self.records_published.labels(self.name, topic)
-        return child
-
-    async def dead_letter(self, msg: KafkaMessage, error: str) -> None:
-        """Send the raw record to `dlq` with the reason; never raises on bad bytes."""
-        await self.dead_letter_record(msg.raw_message, error, value=bytes(msg.body))
+        """Hand the record to the producer and return the future of its ack (agentstream.publishing)."""
+        return await self.infra.publisher.publish_nowait(topic, record, key)
 
     async def dead_letter_record(self, raw: Any, error: str, value: bytes | None = None) -> None:
         """`dead_letter` for an aiokafka `ConsumerRecord` (one record of a batch)."""

@@ -147,12 +147,6 @@ def consumer_of(subscriber: Any) -> AIOKafkaConsumer | None:
     return consumer
 
 
-def consumer_of_message(msg: Any) -> AIOKafkaConsumer | None:
-    """The aiokafka consumer that read a FastStream `KafkaMessage`."""
-    consumer: AIOKafkaConsumer | None = getattr(msg, "consumer", None)
-    return consumer
-
-
 def consumers_of(subscriber: Any) -> list[AIOKafkaConsumer]:
     """Every aiokafka consumer of a subscriber: its one consumer, or a concurrent one's subgroup."""
     found = [consumer_of(subscriber), *getattr(subscriber, "consumer_subgroup", ())]

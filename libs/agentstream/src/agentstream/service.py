@@ -111,6 +111,11 @@ class Infra:
         )
 
 
+async def _no_database() -> bool:
+    """A service that uses a database built without one (`Infra.build(uses_database=False)`)."""
+    return False
+
+
 class Service:
     """The five services' common order of start, drain and stop over their parts. `name` is the
     service name (`agent-runner`, …)."""
@@ -147,8 +152,8 @@ class Service:
         self.background_topics: frozenset[str] = frozenset()
         self.readiness = Readiness(self.name, infra.registry, infra.auth)
         self.readiness.add("broker", self._broker_ready)
-        if infra.engine is not None and self.uses_database:
-            self.readiness.add("database", database_ready(infra.engine))
+        if self.uses_database:
+            self.readiness.add("database", database_ready(infra.engine) if infra.engine is not None else _no_database)
         # Subclasses may add checks in their `__init__`; `/readyz` reads this dict on every request.
         self.ready_checks = self.readiness.checks
         self.http = self.readiness.http
@@ -253,6 +258,7 @@ class Service:
         runs to finish while the broker still consumes and publishes (docs/deploy.md § Stopping)."""
         if self.draining or not self.started:
             return
+        self.drainer.begin()  # before anything is awaited: no run starts here from now on
         # The idle gate pauses and resumes whole consumers; a drain pauses partitions of its own.
         await self.kafka.stop_gates()
         await self.drainer.run(grace_s, self.on_drain)

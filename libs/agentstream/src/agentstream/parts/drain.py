@@ -23,9 +23,13 @@ class Drain:
             registry=registry,
         )
 
-    async def run(self, grace_s: float, finish: Callable[[], Awaitable[None]]) -> None:
-        """Draining from now on; `finish` (the service's `on_drain`) gets up to `grace_s`."""
+    def begin(self) -> None:
+        """Draining from now on: no new work is taken (the service reads `draining`)."""
         self.draining = True
+
+    async def run(self, grace_s: float, finish: Callable[[], Awaitable[None]]) -> None:
+        """Draining (`begin`); `finish` (the service's `on_drain`) gets up to `grace_s`."""
+        self.begin()
         self.log.info("draining", grace_s=grace_s)
         try:
             async with asyncio.timeout(grace_s):

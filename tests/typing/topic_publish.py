@@ -5,8 +5,16 @@ unused `type: ignore`, so if mypy ever accepted one of them, lint would fail on 
 
 from __future__ import annotations
 
-from agentstream.contracts import InboundMessage, RunFinished, StartRun, ToolCallResult
-from agentstream.kafka.topics import EVENTS, INBOUND, RUNS, TOOL_RESULTS
+from agentstream.contracts import (
+    InboundMessage,
+    RunFinished,
+    StartRun,
+    ToolCallRequest,
+    ToolCallResult,
+    ToolCatalogEntry,
+)
+from agentstream.kafka.topics import EVENTS, INBOUND, RUNS, TOOL_CALLS, TOOL_CATALOG, TOOL_RESULTS
+from agentstream.publishing import Publisher
 from agentstream.service import Service
 
 
@@ -24,3 +32,14 @@ async def records_to_the_wrong_topic(service: Service, message: InboundMessage, 
     await service.publish(EVENTS, message)  # type: ignore[misc]
     await service.publish(INBOUND, ending)  # type: ignore[misc]
     await service.publish_nowait(RUNS, ending)  # type: ignore[misc]
+
+
+async def through_the_publisher_part(
+    publisher: Publisher, ending: RunFinished, request: ToolCallRequest, entry: ToolCatalogEntry
+) -> None:
+    """What the runner's run ports and the executor's tool catalogue publish, and what they cannot."""
+    await publisher.publish_nowait(EVENTS, ending)
+    await publisher.publish(TOOL_CALLS, request)
+    await publisher.publish_nowait(TOOL_CATALOG, entry)
+    await publisher.publish(EVENTS, request)  # type: ignore[misc]
+    await publisher.publish_nowait(TOOL_CATALOG, ending)  # type: ignore[misc]

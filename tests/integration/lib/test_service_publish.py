@@ -22,7 +22,7 @@ def notice(seq: int) -> Notice:
 
 async def test_records_handed_over_without_waiting_arrive_in_order_with_their_acks(settings_factory, topics_created):
     settings = settings_factory()
-    svc = bootstrap_tool_executor(settings)  # any service: publishing is the base's
+    svc = bootstrap_tool_executor(settings)  # any service: publishing is the publisher part's
     topic = svc.topics.events
     async with ServiceHost([svc], "127.0.0.1", {svc.name: free_port()}):
         # Keyed by the topic's key of each record (its conversation key): no key passed.
@@ -30,7 +30,9 @@ async def test_records_handed_over_without_waiting_arrive_in_order_with_their_ac
         offsets = [(await ack).offset for ack in acks]
         await svc.publish(EVENTS, notice(51))
         records = await read_until(settings.kafka.bootstrap_servers, topic, lambda rs: len(rs) >= 51)
-        published = svc.records_published.labels(svc.name, topic)._value.get()
+        published = svc.registry.get_sample_value(
+            "agentstream_records_published_total", {"service": svc.name, "topic": topic}
+        )
 
     assert offsets == sorted(offsets) and len(set(offsets)) == 50
     assert [Notice.model_validate_json(r.value).seq for r in records] == list(range(1, 52))

@@ -238,3 +238,45 @@ async def test_as_bytes_hands_the_bytes_as_they_are():
     )
     await consumer.handle([raw(0, b"{not json")])
     assert seen == [b"{not json"] and sinks.dead == []
+
+
+async def test_without_a_group_nothing_is_committed_and_a_committing_policy_is_refused():
+    sinks = Sinks()
+
+    async def handler(consumed: Consumed[bytes]) -> None:
+        pass
+
+    consumer = Consumer(sinks.source(), topic=TOPIC, group=None, policy=AtMostOnce(), decode=as_bytes, handler=handler)
+    assert consumer.subscriber.group_id is None and consumer.points is None
+    try:
+        Consumer(sinks.source(), topic=TOPIC, group=None, policy=OldestOpen(), decode=as_bytes, handler=handler)
+    except ValueError as err:
+        assert "group" in str(err)
+    else:
+        raise AssertionError("an OldestOpen consumer without a group was built")
+
+
+async def test_co_partitioned_topics_report_the_partitions_of_the_one_named():
+    told: list[set[int]] = []
+
+    async def revoked(partitions: set[int]) -> None:
+        told.append(partitions)
+
+    async def handler(consumed: Consumed[bytes]) -> None:
+        pass
+
+    consumer = Consumer(
+        Sinks().source(),
+        topic=(TOPIC, "t.other"),
+        group="g",
+        policy=AtMostOnce(),
+        decode=as_bytes,
+        handler=handler,
+        on_revoked=revoked,
+        partitions_of=TOPIC,
+    )
+    listener = consumer.subscriber._listener  # where FastStream keeps the rebalance listener it gives aiokafka
+    await listener.on_partitions_revoked(
+        {TopicPartition(TOPIC, 1), TopicPartition("t.other", 1), TopicPartition("t.other", 2)}
+    )
+    assert told == [{1}]

@@ -1,11 +1,10 @@
-"""decode_record and RecordDecoder: a record as its contract, or dead-lettered with a reason."""
+"""decode_record and the consumer's `Contract`: a record as its contract, or why not (the dead letter's reason)."""
 
-from types import SimpleNamespace
-from typing import Any
-
+import pytest
 from pydantic import BaseModel, TypeAdapter
 
-from agentstream.kafka.decoding import RecordDecoder, Undecodable, decode_record
+from agentstream.kafka.consumer import Contract, NotTheContract
+from agentstream.kafka.decoding import Undecodable, decode_record
 
 
 class Ping(BaseModel):
@@ -34,14 +33,9 @@ def test_deep_nesting_is_undecodable_not_a_crash() -> None:
     assert isinstance(decode_record(b"[" * 5000, PingAdapter, "Ping"), Undecodable)
 
 
-async def test_the_decoder_dead_letters_what_it_cannot_decode() -> None:
-    letters: list[tuple[Any, str]] = []
-
-    async def dead_letter(msg: Any, reason: str) -> None:
-        letters.append((msg, reason))
-
-    decode = RecordDecoder(PingAdapter, "Ping", dead_letter)
-    good, bad = SimpleNamespace(body=b'{"n": 2}'), SimpleNamespace(body=b'{"n": []}')
-    assert await decode(good) == Ping(n=2)
-    assert await decode(bad) is None
-    assert len(letters) == 1 and letters[0][0] is bad and letters[0][1].startswith("invalid Ping: n: ")
+def test_a_contract_decodes_or_raises_with_the_reason() -> None:
+    decode = Contract(PingAdapter, "Ping")
+    assert decode(b'{"n": 2}') == Ping(n=2)
+    with pytest.raises(NotTheContract) as raised:
+        decode(b'{"n": []}')
+    assert raised.value.reason.startswith("invalid Ping: n: ")

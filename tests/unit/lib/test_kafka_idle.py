@@ -8,7 +8,7 @@ from typing import Any
 from aiokafka import TopicPartition
 
 from agentstream.kafka.idle import Doorbell, GateState, IdleFetchGate, IdlePacing, flow_mark
-from agentstream.kafka.internals import FetchPosition
+from agentstream.kafka.tansu_reach import FetchPosition
 
 TP = TopicPartition("t", 0)
 

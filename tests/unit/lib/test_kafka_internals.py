@@ -16,27 +16,22 @@ from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.producer.message_accumulator import BatchBuilder
 from faststream import AckPolicy
 from faststream.kafka import KafkaBroker
-from faststream.kafka.message import KafkaMessage
 
 from agentstream.kafka.internals import (
     consumer_of,
-    consumer_of_message,
     consumers_of,
     detach_consumer,
     fail_queued,
     has_consumer_subgroup,
     hold_commits,
-    on_append,
     partition_of_key,
     poll_batches_at_once,
-    poll_when,
     producer_of,
     record_batch,
     refresh_metadata,
     refuse_sends,
     release_commits,
     restore_sends,
-    skip_repeated_commits,
 )
 
 UNREACHABLE = "127.0.0.1:1"  # nothing connects in these tests: the clients are never started
@@ -160,13 +155,6 @@ async def test_a_concurrent_subscribers_consumers_are_its_subgroup(
     assert consumers_of(subscriber) == [one, two]
 
 
-async def test_a_message_names_the_consumer_that_read_it(new_consumer: Callable[[], AIOKafkaConsumer]) -> None:
-    consumer = new_consumer()
-    msg = KafkaMessage(body=b"{}", raw_message=SimpleNamespace(), consumer=consumer)
-    assert consumer_of_message(msg) is consumer
-    assert consumer_of_message(SimpleNamespace()) is None
-
-
 async def test_held_commits_fail_and_auto_commit_is_off_until_released(
     new_consumer: Callable[[], AIOKafkaConsumer],
 ) -> None:
@@ -241,75 +229,6 @@ async def test_queued_batches_fail_and_sends_are_refused_until_restored(
     assert "send" not in vars(producer) and "send_batch" not in vars(producer)
     assert "reenqueue" not in vars(accumulator)
     assert type(producer).send is AIOKafkaProducer.send
-
-
-async def test_on_append_reports_the_topic_of_every_record_the_producer_queues() -> None:
-    producer = AIOKafkaProducer(bootstrap_servers="127.0.0.1:1")  # never started: queuing needs no broker
-    seen: list[str] = []
-    on_append(producer, seen.append)
-    on_append(producer, seen.append)  # twice: still one call per record
-    accumulator = producer._message_accumulator
-    await accumulator.add_message(TopicPartition("a", 0), b"k", b"v", timeout=1)
-    batch = producer.create_batch()
-    batch.append(key=b"k", value=b"v", timestamp=None)
-    await accumulator.add_batch(batch, TopicPartition("b", 1), timeout=1)
-    assert seen == ["a", "b"]
-    assert accumulator._batches  # and aiokafka queued them
-
-
-async def test_repeated_commits_are_skipped_only_while_nothing_moved() -> None:
-    sent: list[dict[TopicPartition, int]] = []
-
-    class Coordinator:
-        async def _do_commit_offsets(self, assignment: object, offsets: dict[TopicPartition, int]) -> None:
-            sent.append(dict(offsets))
-
-    class Consumer:
-        _coordinator = Coordinator()
-
-    consumer = Consumer()
-    skip_repeated_commits(consumer)  # type: ignore[arg-type]
-    skip_repeated_commits(consumer)  # type: ignore[arg-type]
-    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
-    commit = consumer._coordinator._do_commit_offsets
-    await commit(None, {a: 1, b: 1})
-    await commit(None, {a: 1, b: 1})
-    await commit(None, {a: 2, b: 1})
-    assert sent == [{a: 1, b: 1}, {a: 2}]
-    assert hasattr(GroupCoordinator, "_do_commit_offsets")  # the reach
-
-
-async def test_a_gated_consume_loop_polls_only_while_ready() -> None:
-    broker = KafkaBroker(UNREACHABLE)
-    subscriber: Any = broker.subscriber("t", group_id="g", batch=True, batch_timeout_ms=1)
-    polls: list[int] = []
-
-    async def getmany(timeout_ms: int = 0, max_records: int | None = None) -> dict[Any, Any]:
-        polls.append(timeout_ms)
-        return {}
-
-    consumer = SimpleNamespace(getmany=getmany)
-    ready = asyncio.Event()
-    poll_when(subscriber, ready.wait)
-    poll_when(subscriber, ready.wait)  # wrapped once, whatever the calls
-    subscriber.running = True
-    loop = asyncio.create_task(subscriber._run_consume_loop(consumer))
-    try:
-        await asyncio.sleep(0.05)
-        assert polls == []  # FastStream's own loop goes through get_msg: nothing polled while not ready
-        ready.set()
-        await asyncio.sleep(0.05)
-        assert len(polls) > 3
-        ready.clear()
-        await asyncio.sleep(0.01)
-        before = len(polls)
-        await asyncio.sleep(0.05)
-        assert len(polls) == before
-    finally:
-        subscriber.running = False
-        ready.set()
-        loop.cancel()
-        await asyncio.gather(loop, return_exceptions=True)
 
 
 async def test_a_batch_consume_loop_polls_again_at_once_after_an_empty_poll() -> None:

@@ -16,9 +16,7 @@ import asyncio
 import time
 from typing import Annotated, assert_never
 
-from aiokafka import TopicPartition
-from faststream import AckPolicy
-from faststream.kafka.annotations import KafkaMessage
+from aiokafka import ConsumerRecord, TopicPartition
 from prometheus_client import Gauge
 from pydantic import Field, TypeAdapter, ValidationError
 
@@ -32,10 +30,9 @@ from agentstream.contracts import (
     ToolCallResult,
 )
 from agentstream.contracts.tool_catalog import ToolCatalogEntryAdapter
-from agentstream.kafka import consumer_options
-from agentstream.kafka.decoding import RecordDecoder, Undecodable, decode_record
-from agentstream.kafka.internals import consumer_of, consumer_of_message
-from agentstream.kafka.revocations import RevocationListener
+from agentstream.kafka.commit_policies import AtMostOnce
+from agentstream.kafka.consumer import Consumed, Consumer, Contract, NotTheContract, as_bytes
+from agentstream.kafka.decoding import Undecodable, decode_record
 from agentstream.kafka.topics import EVENTS
 from agentstream.observability import NotReady
 from agentstream.service import Infra, Service
@@ -115,7 +112,7 @@ class AgentRunnerService(Service):
         self.waiters = waiters
         self.tool_catalog = tool_catalog
         self.ready_checks["connectors"] = self._connectors_ready
-        self.decoder = RecordDecoder(RUNNER_RECORD, RUNNER_RECORD_NAME, self.dead_letter)
+        self.decode_command = Contract(RUNNER_RECORD, RUNNER_RECORD_NAME)
         self.orphans_ended = self.counter(
             "agentstream_runner_orphaned_runs_ended_total",
             "Runs found started and unfinished in newly assigned partitions, ended runner_lost at once",
@@ -124,28 +121,41 @@ class AgentRunnerService(Service):
         Gauge(
             "agentstream_runner_active_conversations", "Conversations with an active run", registry=self.registry
         ).set_function(lambda: len(self.conversations))
-        # One subscription for both topics: they are co-partitioned, so a conversation's
-        # commands and tool results reach the same runner, in order.
-        self.subscriber = self.broker.subscriber(
-            self.topics.runs,
-            self.topics.tool_results,
-            **self.subscriber_options(),
-            auto_commit_interval_ms=COMMIT_INTERVAL_MS,
-            # Before a partition moves, its runs finish here (`runner.handover_s`), so two runners
-            # never write one conversation; the group waits that long for this member to rejoin.
-            listener=RevocationListener(
-                self.partitions_revoked, topic=self.topics.runs, on_assigned=self.partitions_assigned
-            ),
-            rebalance_timeout_ms=int((self.settings.runner.handover_s + REJOIN_MARGIN_S) * 1000),
+        # One consumer for both topics: they are co-partitioned, so a conversation's commands and
+        # tool results reach the same runner, in order. At most once (see COMMIT_INTERVAL_MS).
+        self.commands = self.consuming(
+            Consumer(
+                self.source,
+                topic=(self.topics.runs, self.topics.tool_results),
+                group=self.group_id,
+                policy=AtMostOnce(),
+                decode=self._decode,
+                handler=self.on_record,
+                # Before a partition moves, its runs finish here (`runner.handover_s`), so two runners
+                # never write one conversation; the group waits that long for this member to rejoin.
+                on_revoked=self.partitions_revoked,
+                on_assigned=self.partitions_assigned,
+                partitions_of=self.topics.runs,
+                subscriber_options={
+                    "auto_commit_interval_ms": COMMIT_INTERVAL_MS,
+                    "rebalance_timeout_ms": int((self.settings.runner.handover_s + REJOIN_MARGIN_S) * 1000),
+                },
+            )
         )
-        self.subscriber(self.on_record)
         # Every runner needs the whole catalogue: no group (nothing shared, nothing committed),
         # read from the beginning on every start (docs/tools.md). Executors republish it every
         # few seconds: no message of anyone's.
         self.background_topics = frozenset({self.topics.tool_catalog})
-        self.broker.subscriber(
-            self.topics.tool_catalog, **consumer_options(self.settings.kafka), ack_policy=AckPolicy.ACK_FIRST
-        )(self.on_catalog_record)
+        self.catalog_records = self.consuming(
+            Consumer(
+                self.source,
+                topic=self.topics.tool_catalog,
+                group=None,
+                policy=AtMostOnce(),
+                decode=as_bytes,  # a tombstone is no contract, and a bad entry is logged, not dead-lettered
+                handler=self.on_catalog_record,
+            )
+        )
 
     async def _connectors_ready(self) -> bool:
         if not self.settings.connectors:  # every run would fail "connector not specified"
@@ -157,52 +167,52 @@ class AgentRunnerService(Service):
             self.log.error("no connector configured: not ready, every run would fail", connectors=[])
         self.connectors.preload()  # before the broker starts: the first run does not wait for an import
 
-    async def on_record(self, msg: KafkaMessage) -> None:
+    def _decode(self, raw: bytes) -> RunnerRecord:
+        try:
+            return self.decode_command(raw)
+        except NotTheContract:
+            self.records.labels("undecodable").inc()  # dead-lettered by the consumer
+            raise
+
+    async def on_record(self, consumed: Consumed[RunnerRecord]) -> None:
         read_at = time.time()
-        with self.log_context():
-            record = await self.decoder(msg)  # a dead letter's line names the service
-        self.records.labels(record.type if record is not None else "undecodable").inc()
-        if self.draining and isinstance(record, StartRun | ResumeRun) and self._leave_for_next_owner(msg):
+        record = consumed.record
+        self.records.labels(record.type).inc()
+        if self.draining and isinstance(record, StartRun | ResumeRun) and self._leave_for_next_owner(consumed.source):
             return
         if isinstance(record, StartRun) and record.arrival is not None:
-            record = arrived(record, getattr(msg.raw_message, "timestamp", None), read_at)
+            record = arrived(record, consumed.timestamp_ms, read_at)
         with self.log_context(record):
-            await self._route(record, msg)
+            await self._route(record, consumed.partition)
 
-    def _leave_for_next_owner(self, msg: KafkaMessage) -> bool:
+    def _leave_for_next_owner(self, source: ConsumerRecord) -> bool:
         """While draining, a run that would start here is left on `runs`: the consumer goes back
         to it and that partition is paused, so the offset committed on the way out is this
         record's and the partition's next owner starts the run whole. False when it cannot be."""
-        raw = msg.raw_message
-        consumer = consumer_of_message(msg)
-        topic, partition, offset = (getattr(raw, name, None) for name in ("topic", "partition", "offset"))
-        if consumer is None or not isinstance(topic, str) or not isinstance(partition, int):
+        consumer = self.commands.consumer()
+        if consumer is None:
             return False
-        if not isinstance(offset, int):
-            return False
-        tp = TopicPartition(topic, partition)
+        tp = TopicPartition(source.topic, source.partition)
         try:
-            consumer.seek(tp, offset)
+            consumer.seek(tp, source.offset)
             consumer.pause(tp)
         except Exception as err:  # unassigned meanwhile: the record is its new owner's anyway
-            self.log.info("start not left behind: partition gone", partition=partition, error=repr(err))
+            self.log.info("start not left behind: partition gone", partition=source.partition, error=repr(err))
             return True
-        self.log.info("draining: run left for the next owner", partition=partition, offset=offset)
+        self.log.info("draining: run left for the next owner", partition=source.partition, offset=source.offset)
         return True
 
-    async def _route(self, record: RunnerRecord | None, msg: KafkaMessage) -> None:
+    async def _route(self, record: RunnerRecord, partition: int) -> None:
         match record:
-            case None:
-                return  # dead-lettered with the reason
             case StartRun():
                 self.infra.tracing.keep(record.run_id)  # the run starts later, in a task of its own
-                self.conversations.submit(record, getattr(msg.raw_message, "partition", None))
+                self.conversations.submit(record, partition)
             case InterruptRun(conversation_key=key, run_id=run_id, reason=reason):
                 if not self.conversations.interrupt(key, run_id, reason):
                     self.log.info("interrupt ignored: no matching active run", conversation=key, run_id=run_id)
             case ResumeRun():
                 self.infra.tracing.keep(record.run_id)
-                self.conversations.resume(record, getattr(msg.raw_message, "partition", None))
+                self.conversations.resume(record, partition)
             case AnswerApproval(conversation_key=key):
                 if not self.launcher.approvals.deliver(record):
                     self.log.info("approval answer: no run waits for one", conversation=key)
@@ -219,22 +229,21 @@ class AgentRunnerService(Service):
             case _:
                 assert_never(record)
 
-    async def on_catalog_record(self, msg: KafkaMessage) -> None:
-        raw = msg.raw_message
-        if getattr(raw, "value", b"") is None:  # a tombstone: the tool is gone for every executor
-            key = getattr(raw, "key", None)
-            if isinstance(key, bytes):
-                self.tool_catalog.forget(key.decode("utf-8", "replace"))
+    async def on_catalog_record(self, consumed: Consumed[bytes]) -> None:
+        source = consumed.source
+        if source.value is None:  # a tombstone: the tool is gone for every executor
+            if isinstance(source.key, bytes):
+                self.tool_catalog.forget(source.key.decode("utf-8", "replace"))
             return
-        entry = decode_record(bytes(msg.body), ToolCatalogEntryAdapter, "ToolCatalogEntry")
+        entry = decode_record(consumed.record, ToolCatalogEntryAdapter, "ToolCatalogEntry")
         if isinstance(entry, Undecodable):
             # Not dead-lettered: every runner reads the whole topic on every start, so each would
             # add the same dead letter again; the log says where it is.
             self.log.warning(
                 "tool catalog record skipped",
-                topic=getattr(raw, "topic", None),
-                partition=getattr(raw, "partition", None),
-                offset=getattr(raw, "offset", None),
+                topic=source.topic,
+                partition=source.partition,
+                offset=source.offset,
                 error=entry.reason,
             )
             return
@@ -299,7 +308,7 @@ class AgentRunnerService(Service):
 
     async def _positions(self, partitions: set[int]) -> dict[TopicPartition, int]:
         """Where the group's consumer is in those partitions of `runs` and `tool-results`."""
-        consumer = consumer_of(self.subscriber)
+        consumer = self.commands.consumer()
         found: dict[TopicPartition, int] = {}
         if consumer is None:
             return found

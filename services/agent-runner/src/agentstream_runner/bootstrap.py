@@ -48,7 +48,7 @@ def bootstrap(settings: Settings, *, connectors: Connectors | None = None) -> Ag
     connectors = connectors or Connectors(settings, on_retry=metrics.llm_retry)
     waiters = ToolWaiters()
     shared = RunContext(
-        BrokerRunPorts(infra, waiters, metrics, secret),
+        BrokerRunPorts(infra.publisher, waiters, metrics, secret),
         connectors,
         assistants,
         settings.runner,

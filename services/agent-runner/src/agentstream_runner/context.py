@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentstream.config import RunnerSettings
-from agentstream.contracts import EventBase, FinishReason, RunStarted, ToolCallRequest, ToolCallResult
+from agentstream.contracts import AnyRunEvent, FinishReason, RunStarted, ToolCallRequest, ToolCallResult
 from agentstream.tracing import NO_TRACING, Tracing
 from agentstream_runner.approvals import ApprovalWaiters
 from agentstream_runner.assistants import Assistants
@@ -23,7 +23,7 @@ from agentstream_runner.tool_catalog import ToolCatalog
 
 
 class RunPorts(Protocol):
-    async def publish_event(self, event: EventBase) -> asyncio.Future[Any] | None:
+    async def publish_event(self, event: AnyRunEvent) -> asyncio.Future[Any] | None:
         """Hand the event to `events`, keyed by its conversation key, in call order.
 
         Returns the future of the broker's ack, or None when the event is already stored.

@@ -24,13 +24,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from agentstream.contracts import ChatMessage, EventBase, StartRun, StepCompleted, StepFailed, StepStarted
+from agentstream.contracts import AnyRunEvent, ChatMessage, StartRun, StepCompleted, StepFailed, StepStarted
 from agentstream.contracts.events import StepType
 
-EventT = TypeVar("EventT", bound=EventBase)
+EventT = TypeVar("EventT", bound=AnyRunEvent)
 Ack = asyncio.Future[Any]
 # Hands the event over; returns its ack's future, or None when it is already stored.
-Publish = Callable[[EventBase], Awaitable[Ack | None]]
+Publish = Callable[[AnyRunEvent], Awaitable[Ack | None]]
 
 FIRST_RUNNER_SEQ = 1
 MAX_UNCONFIRMED = 256

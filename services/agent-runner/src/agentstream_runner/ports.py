@@ -1,6 +1,6 @@
 """The runner's `RunPorts` over Kafka: events to `events`, tool calls to `tool-calls`.
 
-Built by `bootstrap` over the service's broker, so runs publish through it directly and
+Built by `bootstrap` over the service's publisher, so runs publish through it directly and
 nothing of a run goes back through the service. Tool calls in flight wait in
 `ToolWaiters`: one future per (run_id, call_id), resolved by the `tool-results` handler;
 unknown or late results resolve nothing. Every call leaves signed with the tool-call secret
@@ -10,13 +10,11 @@ unknown or late results resolve nothing. Every call leaves signed with the tool-
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+from typing import Any
 
-from agentstream.contracts import EventBase, ToolCallRequest, ToolCallResult
-from agentstream.kafka.internals import producer_of
-from agentstream.kafka.producer import encode_record
-from agentstream.observability import records_published
-from agentstream.service import Infra
+from agentstream.contracts import AnyRunEvent, ToolCallRequest, ToolCallResult
+from agentstream.kafka.topics import EVENTS, TOOL_CALLS
+from agentstream.publishing import Publisher
 from agentstream.tool_call_signing import sign
 from agentstream_runner.run_metrics import RunMetrics
 
@@ -48,24 +46,19 @@ class ToolWaiters:
 
 
 class BrokerRunPorts:
-    """`RunPorts` through the broker's producer (see `agentstream.kafka.producer`)."""
+    """`RunPorts` through the service's `Publisher` (typed: only events reach `events`)."""
 
     def __init__(
-        self, infra: Infra, waiters: ToolWaiters, metrics: RunMetrics, call_secret: bytes | None = None
+        self, publisher: Publisher, waiters: ToolWaiters, metrics: RunMetrics, call_secret: bytes | None = None
     ) -> None:
         """`call_secret`: signs every tool call; None (only with `tools.accept_unsigned_calls`) sends them unsigned."""
-        self._broker = infra.broker
+        self._publisher = publisher
         self._call_secret = call_secret
         self._metrics = metrics
-        self._topics = infra.topics
         self._waiters = waiters
-        published = records_published(infra.registry)
-        self._events_published = published.labels(infra.name, infra.topics.events)
-        self._calls_published = published.labels(infra.name, infra.topics.tool_calls)
 
-    async def publish_event(self, event: EventBase) -> asyncio.Future[Any]:
-        ack = await self._send(self._topics.events, event, event.conversation_key)
-        self._events_published.inc()
+    async def publish_event(self, event: AnyRunEvent) -> asyncio.Future[Any]:
+        ack = await self._publisher.publish_nowait(EVENTS, event)
         self._metrics.observe(event)
         return ack
 
@@ -74,13 +67,7 @@ class BrokerRunPorts:
             request = sign(request, self._call_secret)
         result = self._waiters.expect(request.run_id, request.call_id)  # before publishing: no lost result
         try:
-            await (await self._send(self._topics.tool_calls, request, request.conversation_key))
-            self._calls_published.inc()
+            await self._publisher.publish(TOOL_CALLS, request)
             return await result
         finally:
             self._waiters.discard(request.run_id, request.call_id)
-
-    async def _send(self, topic: str, record: EventBase | ToolCallRequest, key: str) -> asyncio.Future[Any]:
-        raw_key, value, headers = encode_record(record, key)
-        ack = await producer_of(self._broker).send(topic, value, key=raw_key, headers=headers)
-        return cast("asyncio.Future[Any]", ack)

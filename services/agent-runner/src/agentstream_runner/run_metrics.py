@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol, assert_never, cast
+from typing import Any, Protocol, assert_never
 
 from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
@@ -23,7 +23,6 @@ from pydantic import ValidationError
 from agentstream.contracts import (
     AnyRunEvent,
     Arrival,
-    EventBase,
     MessageDelta,
     RunFinished,
     RunStarted,
@@ -226,8 +225,8 @@ class RunMetrics:
     def llm_retry(self, connector: str) -> None:
         self.llm_retries.labels(connector, self.model_of(connector)).inc()
 
-    def observe(self, event: EventBase) -> None:
-        kind: str = event.type  # type: ignore[attr-defined]
+    def observe(self, event: AnyRunEvent) -> None:
+        kind: str = event.type
         counter = self._events_by_type.get(kind)
         if counter is None:
             counter = self._events_by_type[kind] = self.events.labels(kind)
@@ -235,9 +234,8 @@ class RunMetrics:
         if type(event) is MessageDelta:  # most events: checked before the rest of the match
             self._delta(event)
             return
-        # The runner publishes `EventBase`; every subclass of it is a member of the union
-        # (test_run_metrics checks it), so the match below names any event type added later.
-        self._follow(cast(AnyRunEvent, event))
+        # The match below names any event type added to the union later.
+        self._follow(event)
 
     def _follow(self, event: AnyRunEvent) -> None:
         match event:

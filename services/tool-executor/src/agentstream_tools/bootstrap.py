@@ -43,7 +43,8 @@ def bootstrap(
     changes = CatalogChanges()
     mcp_servers = McpServers(settings.tools.mcp_servers, registry, changes)
     catalog = CatalogPublisher(
-        infra,
+        infra.publisher,
+        infra.log,
         registry,
         changes,
         interval_s=settings.tools.catalog_interval_s,

@@ -17,9 +17,8 @@ from typing import Any
 
 from agentstream.config.tools import ToolsSettings
 from agentstream.contracts import ToolCatalogEntry, ToolKind, new_id
-from agentstream.kafka.internals import producer_of
-from agentstream.kafka.producer import encode_record
-from agentstream.service import Infra
+from agentstream.kafka.topics import TOOL_CATALOG
+from agentstream.publishing import Publisher
 from agentstream.tools_catalog import (
     BUILTIN_TOOL_SPECS,
     WORKSPACE_TOOL_SPECS,
@@ -77,7 +76,8 @@ class ApprovalPolicy:
 class CatalogPublisher:
     def __init__(
         self,
-        infra: Infra,
+        publisher: Publisher,
+        log: Any,
         tools: ToolRegistry,
         changes: CatalogChanges,
         *,
@@ -90,9 +90,8 @@ class CatalogPublisher:
         """`approval`: which tools wait for a person's approval (none without it); `offline`: names of registered tools that cannot be called now (their MCP server is
         not connected); `mcp_sources`: the MCP server names, to tell their tools from functions."""
         self.executor_id = executor_id or new_executor_id()
-        self._broker = infra.broker
-        self._topic = infra.topics.tool_catalog
-        self._log = infra.log
+        self._publisher = publisher
+        self._log = log
         self._tools = tools
         self._changes = changes
         self._interval_s = interval_s
@@ -137,11 +136,9 @@ class CatalogPublisher:
         )
 
     async def _send(self, entries: list[ToolCatalogEntry]) -> None:
-        producer = producer_of(self._broker)
         acks: list[asyncio.Future[Any]] = []
-        for entry in entries:
-            key, value, headers = encode_record(entry, entry.tool)
-            acks.append(await producer.send(self._topic, value, key=key, headers=headers))
+        for entry in entries:  # keyed by the tool's name (the topic's key)
+            acks.append(await self._publisher.publish_nowait(TOOL_CATALOG, entry))
         await asyncio.gather(*acks)
 
     async def publish(self) -> None:
@@ -163,7 +160,7 @@ class CatalogPublisher:
             except Exception as err:  # the broker is away: runners expire our tools, the next beat restores them
                 self._log.warning(
                     "tool catalog not published; retrying",
-                    topic=self._topic,
+                    topic=TOOL_CATALOG.name,
                     error=repr(err),
                     retry_in_s=self._interval_s,
                 )

@@ -138,12 +138,13 @@ class _Subscription:
 def _subscribe(
     source: Source,
     topics: Sequence[str],
-    group: str,
+    group: str | None,
     manual: bool,
     polling: Polling | None,
     on_revoked: OnPartitions | None,
     on_assigned: OnPartitions | None,
     extra: Mapping[str, Any],
+    partitions_of: str | None = None,
 ) -> Any:
     options: dict[str, Any] = {**source.options, "group_id": group, **extra}
     if manual:
@@ -153,7 +154,7 @@ def _subscribe(
     if polling is not None:
         options |= {"batch": True, "max_records": polling.max_records, "batch_timeout_ms": polling.wait_ms}
     if on_revoked is not None:
-        topic = topics[0] if len(topics) == 1 else None
+        topic = partitions_of or (topics[0] if len(topics) == 1 else None)
         options["listener"] = RevocationListener(on_revoked, topic=topic, on_assigned=on_assigned)
     subscriber = source.broker.subscriber(*topics, **options)
     if polling is not None and polling.at_once:
@@ -166,6 +167,9 @@ class Consumer(Generic[R]):
 
     With `polling`, records come in batches and are still handled one by one (one record's
     failure is its own). A record's failure (the handler raised) is dead-lettered and read past.
+    `group` None: no consumer group (every instance reads every partition, nothing committed;
+    `AtMostOnce` only). `partitions_of`: with several co-partitioned topics, the one whose
+    partitions `on_revoked`/`on_assigned` are told (default: each topic's).
     """
 
     def __init__(
@@ -173,7 +177,7 @@ class Consumer(Generic[R]):
         source: Source,
         *,
         topic: str | Sequence[str],
-        group: str,
+        group: str | None,
         policy: AtMostOnce | OldestOpen,
         decode: Callable[[bytes], R],
         handler: Callable[[Consumed[R]], Awaitable[None]],
@@ -181,6 +185,7 @@ class Consumer(Generic[R]):
         on_revoked: OnPartitions | None = None,
         on_assigned: OnPartitions | None = None,
         subscriber_options: Mapping[str, Any] | None = None,
+        partitions_of: str | None = None,
     ) -> None:
         self.topics = (topic,) if isinstance(topic, str) else tuple(topic)
         self.group = group
@@ -197,13 +202,23 @@ class Consumer(Generic[R]):
                 manual = False
             case OldestOpen(oldest_of=oldest_of):
                 manual = True
+                if group is None:
+                    raise ValueError("an OldestOpen consumer commits: it needs a group")
                 if len(self.topics) != 1:
                     raise ValueError("an OldestOpen consumer reads one topic")
                 self.committer = OffsetCommitter(self.topics[0], self._sub.consumer, source.log, oldest_of=oldest_of)
             case _:
                 assert_never(policy)
         self.subscriber = self._sub.subscriber = _subscribe(
-            source, self.topics, group, manual, polling, on_revoked, on_assigned, subscriber_options or {}
+            source,
+            self.topics,
+            group,
+            manual,
+            polling,
+            on_revoked,
+            on_assigned,
+            subscriber_options or {},
+            partitions_of,
         )
         self.subscriber(self._on_message)
 

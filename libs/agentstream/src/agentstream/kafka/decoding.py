@@ -2,21 +2,19 @@
 
 Every service reads records the same way: the bytes are validated against a pydantic
 `TypeAdapter`; a record that fails goes to `dlq` with a readable reason (never the
-bytes' fault to crash a handler) and the handler reads on. The reasons say which
+bytes' fault to crash a handler) and the handler reads on (kafka/consumer.py `Contract`). The reasons say which
 failure it was: `not valid JSON: …` for bytes that are no JSON, `invalid <what>: …` for
 JSON that is not the contract.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
 T = TypeVar("T")
-DeadLetterSink = Callable[[Any, str], Awaitable[None]]  # (KafkaMessage, reason): the service's `dead_letter`
 
 
 def describe_validation_error(err: ValidationError) -> str:
@@ -47,19 +45,3 @@ def decode_record(raw: bytes, adapter: TypeAdapter[T], what: str) -> T | Undecod
         return adapter.validate_json(raw)
     except ValidationError as err:
         return Undecodable(undecodable_reason(err, what))
-
-
-class RecordDecoder(Generic[T]):
-    """`await decoder(msg)`: the message's record, or None once it was dead-lettered."""
-
-    def __init__(self, adapter: TypeAdapter[T], what: str, dead_letter: DeadLetterSink) -> None:
-        self.adapter = adapter
-        self.what = what
-        self.dead_letter = dead_letter
-
-    async def __call__(self, msg: Any) -> T | None:
-        decoded = decode_record(bytes(msg.body), self.adapter, self.what)
-        if isinstance(decoded, Undecodable):
-            await self.dead_letter(msg, decoded.reason)
-            return None
-        return decoded

@@ -36,7 +36,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer
 
-from agentstream.kafka.internals import FetchPosition, fetch_positions, skip_repeated_commits
+from agentstream.kafka.tansu_reach import FetchPosition, fetch_positions, skip_repeated_commits
 
 
 @dataclass(frozen=True)

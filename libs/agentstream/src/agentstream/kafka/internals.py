@@ -1,19 +1,27 @@
-"""Every place agentstream reaches past the public API of aiokafka or FastStream.
+"""Where agentstream reaches past the public API of aiokafka or FastStream, on every broker.
 
+What only the embedded broker's idle workarounds need is beside them, in kafka/tansu_reach.py.
 Nothing else in the tree touches a private attribute of either library (or swaps one of
 their public attributes behind their back): a library upgrade that renames what is reached
-here breaks `tests/unit/lib/test_kafka_internals.py`, which checks each reach against the
-real classes, before it breaks a service. Pinned versions: see uv.lock.
+here breaks `tests/unit/lib/test_kafka_internals.py` (and `test_tansu_reach.py`), which
+check each reach against the real classes, before it breaks a service. Pinned versions: see uv.lock.
+
+What is here, and why the design needs it: the broker's own producer (`producer_of`, for the
+hot paths and the `Publisher`), batches sized for ingress (`record_batch`, `partition_of_key`),
+sends refused while Kafka is lost (`refuse_sends`, `restore_sends`, `fail_queued`: the
+`OutputGate`), a subscriber's consumer (`consumer_of`, `consumers_of`, `detach_consumer`: the
+`Consumer` component's commits and the restart on a new cluster), commits held while Kafka is
+lost (`hold_commits`, `release_commits`), a metadata refresh for group-less readers, and a
+batch loop that polls again at once (`poll_batches_at_once`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from itertools import chain
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.errors import CommitFailedError
 from aiokafka.partitioner import murmur2
 from aiokafka.producer.message_accumulator import BatchBuilder
@@ -95,61 +103,10 @@ def fail_queued(producer: AIOKafkaProducer, error: Exception) -> int:
     return failed
 
 
-def on_append(producer: AIOKafkaProducer, appended: Callable[[str], None]) -> None:
-    """Call `appended(topic)` whenever a record or batch is queued by `producer` (every path: FastStream's
-    publish, `send`, `send_batch`). Hooked on the accumulator, which `refuse_sends` leaves alone."""
-    accumulator = producer._message_accumulator
-    if getattr(accumulator, "_agentstream_on_append", None) is appended:
-        return
-    add_message, add_batch = type(accumulator).add_message, type(accumulator).add_batch
-
-    async def message(tp: Any, *args: Any, **kwargs: Any) -> Any:
-        appended(tp.topic)
-        return await add_message(accumulator, tp, *args, **kwargs)
-
-    async def batch(builder: Any, tp: Any, *args: Any, **kwargs: Any) -> Any:
-        appended(tp.topic)
-        return await add_batch(accumulator, builder, tp, *args, **kwargs)
-
-    accumulator.add_message = message
-    accumulator.add_batch = batch
-    accumulator._agentstream_on_append = appended
-
-
 # -- the consumers FastStream subscribers own ---------------------------------------------
-@dataclass(frozen=True)
-class FetchPosition:
-    """Where a consumer stands on one assigned partition, as of its last fetch response."""
-
-    position: int | None  # next offset handed to the application; None until known
-    highwater: int | None  # log end the last fetch response reported; None before one
-    polled_ms: int | None  # wall-clock ms of the last fetch response
-
-
-def fetch_positions(consumer: AIOKafkaConsumer) -> dict[TopicPartition, FetchPosition]:
-    """Every assigned partition's `FetchPosition`, read without a request (aiokafka only has an
-    async `position`, which may ask the broker)."""
-    subscription = consumer._subscription.subscription
-    assignment = subscription.assignment if subscription is not None else None
-    if assignment is None or not assignment.active:
-        return {}
-    found = {}
-    for tp in assignment.tps:
-        state = assignment.state_value(tp)
-        position = state.position if state.has_valid_position else None
-        found[tp] = FetchPosition(position, state.highwater, state.timestamp)
-    return found
-
-
 def consumer_of(subscriber: Any) -> AIOKafkaConsumer | None:
     """A FastStream Kafka subscriber's aiokafka consumer (None until it started)."""
     consumer: AIOKafkaConsumer | None = getattr(subscriber, "consumer", None)
-    return consumer
-
-
-def consumer_of_message(msg: Any) -> AIOKafkaConsumer | None:
-    """The aiokafka consumer that read a FastStream `KafkaMessage`."""
-    consumer: AIOKafkaConsumer | None = getattr(msg, "consumer", None)
     return consumer
 
 
@@ -198,50 +155,10 @@ def release_commits(consumer: Any) -> None:
         coordinator._enable_auto_commit = getattr(consumer, _SAVED_AUTO_COMMIT)
 
 
-def skip_repeated_commits(consumer: AIOKafkaConsumer) -> None:
-    """Leave out of each commit the partitions whose offset this consumer already committed
-    (a commit with none left sends nothing). aiokafka's auto-commit sends every consumed
-    position each interval, moved or not: 10 requests a second for an idle 100 ms committer."""
-    coordinator = getattr(consumer, "_coordinator", None)
-    commit = getattr(coordinator, "_do_commit_offsets", None)
-    if commit is None or getattr(commit, "_agentstream_skips_repeats", False):
-        return
-    committed: dict[Any, Any] = {}
-
-    async def only_changes(assignment: Any, offsets: dict[Any, Any]) -> Any:
-        changed = {tp: offset for tp, offset in offsets.items() if committed.get(tp) != offset}
-        if not changed:
-            return None
-        result = await commit(assignment, changed)
-        committed.update(changed)
-        return result
-
-    only_changes._agentstream_skips_repeats = True  # type: ignore[attr-defined]
-    coordinator._do_commit_offsets = only_changes  # type: ignore[union-attr]
-
-
 async def refresh_metadata(consumer: AIOKafkaConsumer) -> None:
     """Ask the broker for fresh metadata now (a consumer without a group never does by itself
     before its first assignment)."""
     await consumer._client.force_metadata_update()
-
-
-def poll_when(subscriber: Any, ready: Callable[[], Awaitable[object]]) -> None:
-    """Make a FastStream subscriber's consume loop await `ready()` before each poll (the last
-    call wins; the loop is wrapped once). FastStream's batch loop polls with `batch_timeout_ms`
-    and sleeps as long after an empty poll, so a paused consumer still woke the event loop every
-    2 × batch_timeout_ms (ingress: 50 times a second) for records that could not come."""
-    subscriber.agentstream_poll_when = ready
-    if getattr(subscriber, "agentstream_polls_gated", False):
-        return
-    poll = subscriber.get_msg
-
-    async def get_msg(consumer: AIOKafkaConsumer) -> Any:
-        await subscriber.agentstream_poll_when()
-        return await poll(consumer)
-
-    subscriber.get_msg = get_msg
-    subscriber.agentstream_polls_gated = True
 
 
 def poll_batches_at_once(subscriber: Any) -> None:

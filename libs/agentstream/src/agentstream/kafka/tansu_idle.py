@@ -20,7 +20,8 @@ from agentstream.config import KafkaSettings
 from agentstream.kafka.end_watch import watch_ends
 from agentstream.kafka.flavor import tuning
 from agentstream.kafka.idle import DOORBELL, IdleFetchGate, IdlePacing
-from agentstream.kafka.internals import consumers_of, on_append, poll_when, producer_of
+from agentstream.kafka.internals import consumers_of, producer_of
+from agentstream.kafka.tansu_reach import on_append, poll_when
 
 
 class IdleGating:

@@ -47,11 +47,12 @@ test-kafka: setup  ## integration, e2e, then chaos tests on Apache Kafka: in Doc
 test-fast: setup  ## unit tests only
 	$(UV) run pytest tests/unit
 
-lint: setup  ## ruff (lint and format check), mypy: strict on libs/agentstream, libs/agentstream-testing and tests/typing, default on services
+lint: setup  ## ruff (lint and format check), mypy: strict on libs/agentstream, libs/agentstream-testing and tests/typing, default on services and bench
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
 	$(UV) run mypy --strict libs/agentstream/src libs/agentstream-testing/src tests/typing
 	for p in services/*/src; do $(UV) run mypy $$p || exit 1; done
+	$(UV) run mypy bench
 
 demo: setup  ## one scripted conversation with a tool, end to end, then exit
 	$(UV) run agentstream demo
@@ -66,7 +67,7 @@ k8s: setup  ## regenerate the generated k8s files (overlays' KafkaTopics and Sca
 # The broker every benchmark runs on: tansu (the embedded one) or kafka (Apache Kafka, as `make test-kafka` starts it).
 BENCH_BROKER ?= tansu
 
-bench: setup  ## every benchmark, each beside the raw-Kafka baseline of the same run → bench/results/<date>/report.md + plots (long); BENCH_BROKER=kafka on Apache Kafka
+bench: setup  ## every benchmark, each beside the raw-Kafka baseline of the same run → bench/results/<date>/report.md + plots (long: Kafka transactions and rebalance cost included, on a JVM Kafka of their own); BENCH_BROKER=kafka on Apache Kafka
 	$(UV) run python -m bench.all --broker $(BENCH_BROKER)
 
 bench-quick: setup  ## a ~2-minute subset of `make bench`

@@ -30,13 +30,14 @@ import statistics
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
+from typing import cast
 
 import httpx
 import structlog
 
 from agentstream.config import TextFormat
-from agentstream.contracts import ReplyTarget
-from agentstream_delivery.adapters import TelegramAdapter
+from agentstream.contracts import ReplyTarget, RunStatus
+from agentstream_delivery.adapters import PlatformAdapter, TelegramAdapter
 from agentstream_delivery.formatting import render
 from agentstream_delivery.ratelimit import RateLimiter
 from agentstream_delivery.stream_actor import StreamActor, StreamKey
@@ -81,6 +82,9 @@ async def agentstream_consumer(
     tg: FakeTelegram, chats: list[str], answers: list[str], finished: dict[str, float], rate: float = 20.0
 ) -> None:
     adapter = TelegramAdapter(tg.token, api_url=tg.url)
+    # The same adapter as the protocol: its `platform` is a KnownPlatform, and mypy holds the protocol's
+    # settable `str` attribute invariant.
+    as_platform = cast(PlatformAdapter, adapter)
     limiter = RateLimiter()
     log = structlog.get_logger("bench")
 
@@ -89,7 +93,7 @@ async def agentstream_consumer(
         actor = StreamActor(
             StreamKey.of(f"run{chat}", target),
             target,
-            adapter,
+            as_platform,
             log,
             conversation_key=f"telegram:{chat}",
             gate=limiter.gate("telegram", adapter.bot, chat, adapter.capabilities.chat_interval),
@@ -97,7 +101,7 @@ async def agentstream_consumer(
         task = actor.start()
         await paced(text.split(" ")[:-1], rate, lambda w: actor.feed(TextDelta("m1", w + " ")))
         finished[chat] = time.monotonic()
-        actor.feed(Finish("completed", text=text))
+        actor.feed(Finish(RunStatus.COMPLETED, text=text))
         await task
 
     try:

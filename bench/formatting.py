@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, replace
 
 from agentstream.config import TextFormat
+from agentstream.contracts import RunStatus
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
 from agentstream_delivery.formatting import render, render_frame, render_whole
 from agentstream_delivery.formatting.incremental import MEMO
@@ -62,7 +63,7 @@ def per_delta_us(fmt: TextFormat, text: str, delta: int) -> float:
         now += 0.05  # 20 deltas per second: an edit is due every 15th (buffer_threshold) or each second
         model, _ = transition(model, TextDelta("m1", text[i : i + delta]), now)
         steps += 1
-    transition(model, Finish("completed", text=text), now + 1)
+    transition(model, Finish(RunStatus.COMPLETED, text=text), now + 1)
     return (time.process_time() - start) / steps * 1e6
 
 

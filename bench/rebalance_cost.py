@@ -293,12 +293,18 @@ async def measure(variant: Variant, bootstrap: str, broker_log: Path, workdir: P
     }
 
 
-async def main(names: list[str]) -> None:
-    load = os.getloadavg()
+async def measure_variants(names: list[str]) -> list[dict[str, Any]]:
+    """One row of figures per variant, each rolled on the same 1-node Apache Kafka (its own, on the JVM:
+    the rebalances are read from the broker's log)."""
     with tempfile.TemporaryDirectory() as tmp, KafkaJvmCluster(nodes=1, workdir=Path(tmp)) as cluster:
-        rows = [
+        return [
             await measure(VARIANTS[n], cluster.bootstrap_servers, cluster.nodes[0].log_file, Path(tmp)) for n in names
         ]
+
+
+async def main(names: list[str]) -> None:
+    load = os.getloadavg()
+    rows = await measure_variants(names)
     print(f"Apache Kafka (1 node, JVM); load average before: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
     print("| " + " | ".join(rows[0]) + " |\n|" + "---|" * len(rows[0]))
     for row in rows:

@@ -46,7 +46,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from agentstream.config import Settings, load_settings
 from agentstream.config.tools import DEFAULT_CALL_SECRET_ENV
-from agentstream.contracts import ReplyTarget, RunEventAdapter, StartRun, User
+from agentstream.contracts import ReplyTarget, RunEventAdapter, RunOptions, StartRun, User
 from agentstream.db import upgrade
 from agentstream.kafka import create_topics
 from agentstream.kafka.flavor import tuning
@@ -176,7 +176,7 @@ def _start(run_id: str, text: str) -> StartRun:
         user=User(id="bench"),
         text=text,
         reply_target=ReplyTarget(platform="bench", chat_id=run_id),
-        options={"skip": ["history"]},
+        options=RunOptions.model_validate({"skip": ["history"]}),
     )
 
 

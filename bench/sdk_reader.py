@@ -27,6 +27,7 @@ from typing import Literal
 import openai
 
 from agentstream.config import ConnectorSettings
+from agentstream.config.runner import ConnectorType
 from agentstream.contracts import ChatMessage, MessageRole
 from agentstream_runner.connectors.base import LLMRequest, TextDelta
 from agentstream_runner.connectors.openai_connector import OpenAIConnector
@@ -52,7 +53,9 @@ async def read_streams(
     http_client = openai.DefaultAioHttpClient() if transport == "aiohttp" else None
     client = openai.AsyncOpenAI(base_url=base_url, api_key="not-needed", max_retries=0, http_client=http_client)
     connector = OpenAIConnector(
-        ConnectorSettings(id="bench", type="openai", base_url=base_url, model="bench", http_client=transport)
+        ConnectorSettings(
+            id="bench", type=ConnectorType.OPENAI, base_url=base_url, model="bench", http_client=transport
+        )
     )
     spacing = tokens / rate / concurrency
     read = 0

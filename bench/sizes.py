@@ -29,6 +29,9 @@ class Sizes:
     capacity_first: int = 20
     capacity_levels: tuple[int, ...] = ()
     capacity_seconds: float = 8.0
+    # Apache Kafka's own benchmarks (full mode only: minutes each, a JVM broker of their own on Tansu runs).
+    transaction_records: int = 0  # per loop, at most (0: not in this mode)
+    rebalances: bool = False  # every membership setting of `bench.rebalance_cost` rolled
 
 
 SIZES = {
@@ -51,6 +54,8 @@ SIZES = {
         (1, 20, 100),
         40,
         ("postgres", "sqlite"),
+        transaction_records=2000,
+        rebalances=True,
     ),  # fmt: skip
     "quick": Sizes(
         1000,

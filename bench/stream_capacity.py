@@ -31,12 +31,13 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import cast
 
 import structlog
 
 from agentstream.config import TextFormat
-from agentstream.contracts import ReplyTarget
-from agentstream_delivery.adapters import TelegramAdapter
+from agentstream.contracts import ReplyTarget, RunStatus
+from agentstream_delivery.adapters import PlatformAdapter, TelegramAdapter
 from agentstream_delivery.formatting import render
 from agentstream_delivery.ratelimit import RateLimiter
 from agentstream_delivery.stream_actor import StreamActor, StreamKey
@@ -71,6 +72,9 @@ async def deliver(
     url: str, token: str, fmt: TextFormat, streams: int, seconds: float, rate: float
 ) -> dict[str, object]:
     adapter = TelegramAdapter(token, api_url=url)
+    # The same adapter as the protocol: its `platform` is a KnownPlatform, and mypy holds the protocol's
+    # settable `str` attribute invariant.
+    as_platform = cast(PlatformAdapter, adapter)
     adapter.capabilities = replace(adapter.capabilities, formatting=fmt)  # type: ignore[misc]
     limiter = RateLimiter()
     log = structlog.get_logger("bench")
@@ -83,7 +87,7 @@ async def deliver(
         actor = StreamActor(
             StreamKey.of(f"run{chat}", target),
             target,
-            adapter,
+            as_platform,
             log,
             conversation_key=f"telegram:{chat}",
             gate=limiter.gate("telegram", adapter.bot, chat, adapter.capabilities.chat_interval),
@@ -96,7 +100,7 @@ async def deliver(
             fed += 1
             await asyncio.sleep(max(0.0, start + (k // DELTA_CHARS + 1) / rate - time.monotonic()))
         finished[chat] = time.monotonic()
-        actor.feed(Finish("completed", text=text))
+        actor.feed(Finish(RunStatus.COMPLETED, text=text))
         await task
 
     cpu, wall = time.process_time(), time.monotonic()

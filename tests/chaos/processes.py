@@ -60,15 +60,21 @@ class ServiceProcess:
 
     async def start(self, timeout: float = 60.0) -> None:
         self.proc = self.spawn()
-        async with httpx.AsyncClient(timeout=2) as http, asyncio.timeout(timeout):
-            while True:
-                assert self.proc.poll() is None, self.log.read_text()
-                try:
-                    if (await http.get(f"http://127.0.0.1:{self.port}/readyz")).status_code == 200:
-                        return
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.2)
+        last = "no answer"  # what /readyz said last: a start that times out says why
+        try:
+            async with httpx.AsyncClient(timeout=2) as http, asyncio.timeout(timeout):
+                while True:
+                    assert self.proc.poll() is None, self.log.read_text()
+                    try:
+                        answer = await http.get(f"http://127.0.0.1:{self.port}/readyz")
+                        if answer.status_code == 200:
+                            return
+                        last = answer.text
+                    except httpx.TransportError as err:
+                        last = repr(err)
+                    await asyncio.sleep(0.2)
+        except TimeoutError:
+            raise TimeoutError(f"{self.service} not ready in {timeout} s; /readyz: {last}") from None
 
     def kill9(self) -> None:
         assert self.proc is not None

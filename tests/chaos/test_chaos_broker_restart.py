@@ -239,15 +239,15 @@ async def test_broker_killed_and_restarted_mid_traffic(tmp_path):
             assert every[INFLIGHT] == [DEMO_ANSWER], every[INFLIGHT]
             assert all(counts["unshown"] == 0 for counts in tally.values()), every
     finally:
-        took = stack.terminate()
+        stopped = stack.terminate()
         broker.stop()
         held.release.set()
         await held.stop()
-    assert all(t < 10.0 for t in took.values()), took
+    assert None not in stopped.values(), stopped  # each service stopped by itself on SIGTERM
 
 
-async def test_sigterm_while_broker_down_exits_within_10s(tmp_path):
-    """The services that used to hang (commits and flushes on stop with no bound) stop in time."""
+async def test_sigterm_while_broker_down_exits_by_itself(tmp_path):
+    """The services that used to hang (commits and flushes on stop with no bound) stop by themselves."""
     broker = EmbeddedBroker(log_file=tmp_path / "broker.log")
     await asyncio.to_thread(broker.start)
     settings = tansu_settings(broker, tmp_path)
@@ -261,9 +261,8 @@ async def test_sigterm_while_broker_down_exits_within_10s(tmp_path):
         await asyncio.sleep(1.0)
         broker.stop()
         await stack.wait(ready=False, timeout=15)
-        took = stack.terminate()
+        stopped = stack.terminate()
     finally:
         stack.terminate()
         broker.stop()
-    assert all(t < 10.0 for t in took.values()), took
-    assert all(p.returncode == 0 for p in stack.procs.values()), {n: p.returncode for n, p in stack.procs.items()}
+    assert all(code == 0 for code in stopped.values()), stopped  # each one stopped by itself, cleanly

@@ -175,5 +175,5 @@ async def test_poison_records_dead_lettered_while_ingress_is_killed(kafka_bootst
         )
         assert len(exact) == len(chats), texts
     finally:
-        took = stack.terminate()
-    assert all(t < 10.0 for t in took.values()), took
+        stopped = stack.terminate()
+    assert None not in stopped.values(), stopped  # each service stopped by itself on SIGTERM

@@ -228,6 +228,6 @@ async def test_purges_killed_midway_keep_live_rows_and_dedupe(kafka_bootstrap, t
         )
         assert len(exact) == GOOD, texts
     finally:
-        took = stack.terminate()
+        stopped = stack.terminate()
         db.dispose()
-    assert all(t < 10.0 for t in took.values()), took
+    assert None not in stopped.values(), stopped  # each service stopped by itself on SIGTERM

@@ -13,15 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from agentstream.contracts import ReplyTarget, RunEventAdapter, RunFinished, StartRun, ToolCallResult, User
@@ -29,64 +25,14 @@ from agentstream.host import ServiceHost
 from agentstream.kafka import create_topics, free_port
 from agentstream_runner.bootstrap import bootstrap as runner_bootstrap
 from agentstream_testing.fake_openai import FakeOpenAI
-from agentstream_testing.fixtures import ADMIN_TOKEN_ENV, make_test_settings
+from agentstream_testing.fixtures import make_test_settings
 from agentstream_testing.kafka import RawRecord, produce_raw, read_until
 from agentstream_tools.call_store import STOPPED_DURING_CALL
-from tests.chaos.processes import service_env
-from tests.e2e.processes import stop as stop_process
+from tests.chaos.processes import ServiceProcess, service_env
 
 pytestmark = pytest.mark.chaos
 
 RUNS = 4
-REPO = Path(__file__).resolve().parents[2]
-
-
-class ExecutorProcess:
-    """tests/chaos/tool_executor_child.py as a child process of its own group."""
-
-    def __init__(self, env: dict[str, str], port: int, log: Path) -> None:
-        self.env, self.port, self.log = env, port, log
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def spawn(self) -> subprocess.Popen[bytes]:
-        env = {**os.environ, "AGENTSTREAM__AUTH__ADMIN_TOKEN_ENV": ADMIN_TOKEN_ENV, **self.env}
-        with open(self.log, "wb") as out:
-            return subprocess.Popen(
-                [sys.executable, "-m", "tests.chaos.tool_executor_child", str(self.port)],
-                env=env,
-                cwd=REPO,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-
-    async def start(self, timeout: float = 60.0) -> None:
-        self.proc = self.spawn()
-        last = "no answer"  # what /readyz said last: a start that times out says why
-        try:
-            async with httpx.AsyncClient(timeout=2) as http, asyncio.timeout(timeout):
-                while True:
-                    assert self.proc.poll() is None, self.log.read_text()
-                    try:
-                        answer = await http.get(f"http://127.0.0.1:{self.port}/readyz")
-                        if answer.status_code == 200:
-                            return
-                        last = answer.text
-                    except httpx.TransportError as err:
-                        last = repr(err)
-                    await asyncio.sleep(0.2)
-        except TimeoutError:
-            raise TimeoutError(f"executor not ready in {timeout} s; /readyz: {last}") from None
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        os.killpg(self.proc.pid, 9)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            stop_process(self.proc)
 
 
 def endings(records: list[RawRecord]) -> list[RunFinished]:
@@ -160,10 +106,10 @@ async def test_tool_executor_killed_runs_each_call_at_most_once_and_loses_none(
         # machine restarts slowly): a long tool timeout, so no answer is the runner's own "timed out".
         env = {**service_env(settings, runner__tool_timeout_s="120"), "CHAOS_TOOL_LOG": str(tool_log)}
         port = free_port()
-        first = ExecutorProcess(
-            {**env, "CHAOS_MODE": mode, "CHAOS_TOOL_DELAY_S": str(delay)}, port, tmp_path / "executor-first.log"
-        )
-        second = ExecutorProcess(env, port, tmp_path / "executor-second.log")
+        child = "tests.chaos.tool_executor_child"
+        killed_env = {**env, "CHAOS_MODE": mode, "CHAOS_TOOL_DELAY_S": str(delay)}
+        first = ServiceProcess("tool-executor", killed_env, port, tmp_path, "first", module=child)
+        second = ServiceProcess("tool-executor", env, port, tmp_path, "second", module=child)
         runner = runner_bootstrap(settings)
         starts = [
             StartRun(

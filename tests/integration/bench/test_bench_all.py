@@ -15,6 +15,7 @@ if ROOT not in sys.path:
 
 from bench.all import BENCHES, broker_name, main, run_all  # noqa: E402
 from bench.report import Figure, Report, write  # noqa: E402
+from bench.sizes import SIZES  # noqa: E402
 
 from agentstream_testing.brokers import broker_unavailable, flavor_under_test  # noqa: E402
 
@@ -109,4 +110,13 @@ def test_make_bench_runs_every_benchmark() -> None:
         "ingress_throughput",
         "tool_roundtrip",
         "formatting",
+        "kafka_transactions",
+        "rebalance_cost",
     }
+
+
+def test_the_apache_kafka_benchmarks_run_in_full_mode_only() -> None:
+    # Minutes each, and a JVM broker of their own on an embedded-broker run: not in `make bench-quick`.
+    assert SIZES["full"].transaction_records > 0 and SIZES["full"].rebalances
+    for mode in ("quick", "smoke"):
+        assert SIZES[mode].transaction_records == 0 and not SIZES[mode].rebalances, mode

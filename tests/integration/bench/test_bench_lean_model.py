@@ -43,6 +43,7 @@ async def test_streams_the_echo_one_token_per_chunk_and_records_timings(transpor
         server.cancel()
     assert [t["user"] for t in timings] == [text, text]
     for t in timings:
-        # 20 tokens 10 ms apart: the last goes out ~190 ms after the first.
-        assert 0.18 <= t["last_token_at"] - t["first_token_at"] < 0.5
+        # 20 tokens 10 ms apart: paced, the last ~190 ms or more after the first (how much later is
+        # the machine's load, measured in bench/, not here).
+        assert t["last_token_at"] - t["first_token_at"] >= 0.18
         assert t["completed_at"] >= t["last_token_at"] and t["closed_at"] is None

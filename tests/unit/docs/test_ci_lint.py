@@ -1,5 +1,5 @@
 """CI lints before it tests: `.ci/run` calls `make lint` before `make test`, and the Makefile's
-lint target runs ruff's linter, ruff's format check and mypy (strict on libs/agentstream)."""
+lint target runs ruff's linter, ruff's format check and mypy (strict on libs/agentstream; on services and bench)."""
 
 import re
 import shutil
@@ -46,6 +46,7 @@ def lint_recipe() -> list[str]:
         r"uv run ruff format --check \.$",
         r"uv run mypy --strict libs/agentstream/src\b",
         r"for p in services/\*/src; do uv run mypy \$p \|\| exit 1; done",
+        r"uv run mypy bench$",
     ],
 )
 def test_lint_target_runs(lint_recipe: list[str], command: str):

@@ -4,38 +4,15 @@ import asyncio
 from types import SimpleNamespace
 
 import structlog
-from aiokafka import TopicPartition
 
 from agentstream.kafka.batch_commits import BatchCommits
+from tests.unit.lib.recording_consumer import RecordingConsumer
 
 TOPIC = "t.inbound"
 
 
-class RecordingConsumer:
-    def __init__(self, partitions: set[int]) -> None:
-        self.partitions = partitions
-        self.commits: list[dict[int, int]] = []
-        self.gate = asyncio.Event()
-        self.gate.set()
-        self.fail = False
-        self.positions: dict[int, int] = {}
-        self.seeks: list[tuple[int, int]] = []
-
-    async def position(self, tp: TopicPartition) -> int:
-        return self.positions.get(tp.partition, 0)
-
-    def seek(self, tp: TopicPartition, offset: int) -> None:
-        self.seeks.append((tp.partition, offset))
-        self.positions[tp.partition] = offset
-
-    def assignment(self) -> set[TopicPartition]:
-        return {TopicPartition(TOPIC, p) for p in self.partitions}
-
-    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
-        await self.gate.wait()
-        if self.fail:
-            raise RuntimeError("rebalance in progress")
-        self.commits.append({tp.partition: o for tp, o in offsets.items()})
+def consumer_on(partitions: set[int]) -> RecordingConsumer:
+    return RecordingConsumer(TOPIC, partitions)
 
 
 def records(partition: int, *offsets: int) -> list[SimpleNamespace]:
@@ -59,7 +36,7 @@ def acked() -> asyncio.Future[None]:
 
 
 async def test_nothing_is_committed_before_its_output_is_acked_nor_past_an_unacked_batch():
-    consumer = RecordingConsumer({0})
+    consumer = consumer_on({0})
     commits = commits_for(consumer)
     first: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     commits.after_acks([first], records(0, 0, 1, 2))
@@ -72,7 +49,7 @@ async def test_nothing_is_committed_before_its_output_is_acked_nor_past_an_unack
 
 
 async def test_batches_done_during_a_commit_go_into_the_next_one():
-    consumer = RecordingConsumer({0, 1})
+    consumer = consumer_on({0, 1})
     commits = commits_for(consumer)
     consumer.gate.clear()  # the first commit is slow
     commits.after_acks([acked()], records(0, 0, 1, 2))
@@ -88,7 +65,7 @@ async def test_batches_done_during_a_commit_go_into_the_next_one():
 
 
 async def test_a_batch_whose_output_failed_is_undone_read_again_and_never_committed_past():
-    consumer = RecordingConsumer({0})
+    consumer = consumer_on({0})
     commits = commits_for(consumer)
     consumer.positions[0] = 7  # the consumer has handed out records up to offset 6
     undone: list[str] = []
@@ -107,7 +84,7 @@ async def test_a_batch_whose_output_failed_is_undone_read_again_and_never_commit
 
 
 async def test_a_later_failure_never_seeks_forward_over_a_re_read_in_progress():
-    consumer = RecordingConsumer({0})
+    consumer = consumer_on({0})
     commits = commits_for(consumer)
     consumer.positions[0] = 20
     commits.after_acks([failed()], records(0, 0, 1, 2))
@@ -126,7 +103,7 @@ async def test_a_later_failure_never_seeks_forward_over_a_re_read_in_progress():
 
 
 async def test_after_runs_before_the_commit_and_its_failure_does_not_replay_delivered_output():
-    consumer = RecordingConsumer({0})
+    consumer = consumer_on({0})
     commits = commits_for(consumer)
     order: list[str] = []
 
@@ -141,7 +118,7 @@ async def test_after_runs_before_the_commit_and_its_failure_does_not_replay_deli
 
 
 async def test_a_failed_commit_is_retried_with_the_next_batch():
-    consumer = RecordingConsumer({0})
+    consumer = consumer_on({0})
     commits = commits_for(consumer)
     consumer.fail = True
     commits.after_acks([acked()], records(0, 0))
@@ -154,7 +131,7 @@ async def test_a_failed_commit_is_retried_with_the_next_batch():
 
 
 async def test_revoked_partitions_are_committed_first_and_then_never_again():
-    consumer = RecordingConsumer({0, 1})
+    consumer = consumer_on({0, 1})
     commits = commits_for(consumer)
     commits.after_acks([acked()], records(1, 7))
     await commits.partitions_revoked({1})

@@ -7,27 +7,13 @@ import structlog
 from aiokafka import TopicPartition
 
 from agentstream.kafka.commits import CommitPoints, OffsetCommitter
+from tests.unit.lib.recording_consumer import RecordingConsumer
 
 TOPIC = "t.events"
 
 
-class RecordingConsumer:
-    def __init__(self, partitions: set[int]) -> None:
-        self.partitions = partitions
-        self.commits: list[dict[int, int]] = []
-        self.gate = asyncio.Event()
-        self.gate.set()
-        self.fail = False
-
-    def assignment(self) -> set[TopicPartition]:
-        return {TopicPartition(TOPIC, p) for p in self.partitions} | {TopicPartition("other", 9)}
-
-    async def commit(self, offsets: dict[TopicPartition, int]) -> None:
-        await self.gate.wait()
-        if self.fail:
-            raise RuntimeError("rebalance in progress")
-        assert {tp.topic for tp in offsets} == {TOPIC}
-        self.commits.append({tp.partition: o for tp, o in offsets.items()})
+def consumer_on(partitions: set[int]) -> RecordingConsumer:
+    return RecordingConsumer(TOPIC, partitions, also_assigned=[TopicPartition("other", 9)])
 
 
 def committer_for(consumer: RecordingConsumer | None, **kwargs: object) -> OffsetCommitter:
@@ -75,7 +61,7 @@ def test_points_forget_revoked_partitions_and_reset_on_a_new_cluster() -> None:
 
 
 async def test_committer_commits_what_is_due_once() -> None:
-    consumer = RecordingConsumer({0, 1})
+    consumer = consumer_on({0, 1})
     committer = committer_for(consumer)
     committer.points.read(0, 4)
     committer.points.read(1, 0)
@@ -85,7 +71,7 @@ async def test_committer_commits_what_is_due_once() -> None:
 
 
 async def test_committer_respects_the_owners_oldest_in_memory_record() -> None:
-    consumer = RecordingConsumer({0})
+    consumer = consumer_on({0})
     committer = committer_for(consumer, oldest_of=lambda partition: 2)
     committer.points.read(0, 8)
     await committer.commit()
@@ -93,7 +79,7 @@ async def test_committer_respects_the_owners_oldest_in_memory_record() -> None:
 
 
 async def test_committer_forgets_partitions_no_longer_assigned() -> None:
-    consumer = RecordingConsumer({0})
+    consumer = consumer_on({0})
     committer = committer_for(consumer)
     committer.points.read(0, 1)
     committer.points.read(3, 1)  # moved to another consumer: its owner continues from the last commit
@@ -110,7 +96,7 @@ async def test_committer_without_a_consumer_keeps_the_points() -> None:
 
 
 async def test_a_failed_commit_is_left_to_the_next_round() -> None:
-    consumer = RecordingConsumer({0})
+    consumer = consumer_on({0})
     consumer.fail = True
     committer = committer_for(consumer)
     committer.points.read(0, 1)
@@ -124,7 +110,7 @@ async def test_a_failed_commit_is_left_to_the_next_round() -> None:
 async def test_a_commit_that_never_ends_gives_way_after_its_timeout() -> None:
     """A commit to a lost (or restarted) broker is retried by aiokafka forever; the round must end,
     or the rebalance callback of the next consumer, which commits too, waits on it for good."""
-    consumer = RecordingConsumer({0})
+    consumer = consumer_on({0})
     consumer.gate.clear()  # the broker never answers
     committer = committer_for(consumer, timeout_s=0.05)
     committer.points.read(0, 1)
@@ -138,7 +124,7 @@ async def test_a_commit_that_never_ends_gives_way_after_its_timeout() -> None:
 
 
 async def test_one_round_at_a_time_and_flush_waits_for_the_background_round() -> None:
-    consumer = RecordingConsumer({0})
+    consumer = consumer_on({0})
     consumer.gate.clear()
     committer = committer_for(consumer)
     committer.points.read(0, 1)
@@ -155,7 +141,7 @@ async def test_one_round_at_a_time_and_flush_waits_for_the_background_round() ->
 
 
 async def test_run_commits_every_interval_until_cancelled() -> None:
-    consumer = RecordingConsumer({0})
+    consumer = consumer_on({0})
     committer = committer_for(consumer)
     committer.points.read(0, 0)
     loop = asyncio.create_task(committer.run(0.01))

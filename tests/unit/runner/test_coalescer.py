@@ -1,5 +1,4 @@
 import asyncio
-import time
 
 import pytest
 
@@ -40,23 +39,43 @@ def test_zero_window_sends_everything_at_once():
     assert [c.push(t, now=0.0) for t in "abc"] == ["a", "b", "c"]
 
 
+class ManualClock:
+    """The sender's clock, moved by the test: what it sends is judged against this clock's
+    times, never against how long a loaded machine took between two lines."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 async def test_sender_latency_first_then_timer_flush():
     sent: list[tuple[str, float]] = []
-    t0 = time.monotonic()
+    clock = ManualClock()
+    sending = asyncio.Event()
 
     async def send(text: str) -> None:
-        sent.append((text, time.monotonic() - t0))
+        sent.append((text, clock.now))
+        sending.set()
 
-    async with CoalescingSender(0.05, send) as sender:
+    async with CoalescingSender(0.05, send, clock=clock) as sender:
         await sender.push("a")
-        assert [s for s, _ in sent] == ["a"]  # at once
+        assert sent == [("a", 0.0)]  # at once
+        sending.clear()
+        clock.now = 0.01
         await sender.push("b")
         await sender.push("c")
         assert [s for s, _ in sent] == ["a"]  # batched
-        # no further text: the timer alone must flush the batch after the window
-        await asyncio.sleep(0.12)
-        assert [s for s, _ in sent] == ["a", "bc"]
-        assert 0.045 <= sent[1][1] < 0.11
+        # The timer wakes (more than once) while its window is still open: it sends nothing.
+        await asyncio.sleep(0.15)
+        assert [s for s, _ in sent] == ["a"]
+        # No further text: once the window is over, the timer alone flushes the batch.
+        clock.now = 0.05
+        async with asyncio.timeout(10):  # waiting for the timer's round, not a speed check
+            await sending.wait()
+        assert sent == [("a", 0.0), ("bc", 0.05)]
+        clock.now = 0.2
         await sender.push("d")  # quiet window passed: at once again
         await sender.push("e")
     assert [s for s, _ in sent] == ["a", "bc", "d", "e"]  # leaving the block flushed "e"
@@ -64,18 +83,21 @@ async def test_sender_latency_first_then_timer_flush():
 
 async def test_sender_many_fast_deltas_are_few_sends_and_keep_order():
     sent: list[str] = []
+    clock = ManualClock()
 
     async def send(text: str) -> None:
         await asyncio.sleep(0.001)  # a publish takes time
         sent.append(text)
 
     words = [f"w{i} " for i in range(40)]
-    async with CoalescingSender(0.03, send) as sender:
-        for w in words:
+    async with CoalescingSender(0.03, send, clock=clock) as sender:
+        for i, w in enumerate(words):
+            clock.now = i * 0.005  # a delta every 5 ms, 200 ms in all, in 30 ms windows
             await sender.push(w)
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(0)
     assert "".join(sent) == "".join(words)
-    assert 3 <= len(sent) <= 15
+    # The first at once, then about one send per window (seven of them), then what the end flushed.
+    assert 5 <= len(sent) <= 10, sent
 
 
 async def test_sender_drops_buffer_when_the_block_fails():

@@ -29,14 +29,18 @@ async def test_a_running_call_beats_every_interval_and_stops_with_the_call():
         beats.append(beat)
 
     async with heartbeats(request(), publish, INTERVAL_S):
-        await asyncio.sleep(INTERVAL_S * 5.5)
+        async with asyncio.timeout(30):  # waiting for three beats, not timing them
+            while len(beats) < 3:  # noqa: ASYNC110 - the beats are the heartbeat task's doing
+                await asyncio.sleep(INTERVAL_S)
     count = len(beats)
     await asyncio.sleep(INTERVAL_S * 3)
 
-    assert 3 <= count <= 5 and len(beats) == count  # none after the call ended
+    assert len(beats) == count  # none after the call ended
     assert all((b.root_run_id, b.run_id, b.call_id, b.tool, b.seq) == ("root", "child", "c1", "slow", 7) for b in beats)
     elapsed = [b.elapsed_ms for b in beats]
-    assert elapsed == sorted(elapsed) and elapsed[0] >= INTERVAL_S * 1000 * 0.9
+    assert elapsed[0] >= INTERVAL_S * 1000 * 0.9
+    # One beat per interval at most, whatever the load (a loaded machine only spaces them more).
+    assert all(b - a >= INTERVAL_S * 1000 * 0.9 for a, b in zip(elapsed, elapsed[1:], strict=False)), elapsed
 
 
 async def test_a_quick_call_sends_no_beat():

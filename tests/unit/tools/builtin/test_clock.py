@@ -23,7 +23,7 @@ async def test_real_clock_parses_back():
     text = await make_clock()({"timezone": "Asia/Tokyo"})
     parsed = datetime.fromisoformat(text)
     assert parsed.utcoffset().total_seconds() == 9 * 3600
-    assert abs((parsed - datetime.now(UTC)).total_seconds()) < 5
+    assert abs((parsed - datetime.now(UTC)).total_seconds()) < 60  # the real clock's time, however loaded the machine
 
 
 @pytest.mark.parametrize("zone", ["Mars/Olympus", "../etc/passwd"])

@@ -18,6 +18,9 @@ and the killed turn again with the same memory; no event seq of the run repeats.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
+from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -43,6 +46,11 @@ pytestmark = pytest.mark.chaos
 CHAT = "-7300"  # a group chat: the preview is an edited message
 RUN_ID = "run-uncommitted-1"
 ANSWER = "It is 42."
+
+
+def run_row_stored(db: Path) -> bool:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (RUN_ID,)).fetchone() is not None
 
 
 async def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
@@ -140,7 +148,8 @@ async def test_a_start_read_again_after_the_kill_continues_the_run_instead_of_st
 
                 if restart == "after_watchdog":
                     await read_until(bootstrap, events_topic, lambda rs: len(endings(rs)) >= 1, timeout=30)
-                    await asyncio.sleep(1.0)  # persistence stores the ending: the start finds the run stored
+                    # persistence stores the ending (it writes the run's row then): the start finds it stored
+                    await until(lambda: run_row_stored(tmp_path / "chaos.db"), 30, "the ended run stored")
                 await second.start()
                 records = await read_until(
                     bootstrap,

@@ -105,3 +105,11 @@ def test_recent_ids_tell_a_first_sighting_and_forget_the_oldest_beyond_the_limit
     assert ids.add("a") is True
     with pytest.raises(ValueError):
         RecentIds(limit=0)
+
+
+def test_a_forgotten_id_is_a_first_sighting_again():
+    ids: RecentIds[str] = RecentIds(3)
+    assert ids.add("a") and not ids.add("a")
+    ids.forget("a")
+    ids.forget("never seen")  # nothing to forget: no error
+    assert "a" not in ids and ids.add("a") and len(ids) == 1

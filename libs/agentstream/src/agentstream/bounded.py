@@ -134,3 +134,7 @@ class RecentIds(Generic[K]):
         if len(self._ids) > self.limit:
             self._ids.popitem(last=False)
         return True
+
+    def forget(self, key: K) -> None:
+        """`key` is not remembered any more: its next sighting is a first one."""
+        self._ids.pop(key, None)

@@ -5,6 +5,7 @@ from structlog.testing import LogCapture, capture_logs
 
 from agentstream.config.runner import RunnerSettings
 from agentstream.contracts import DoubleTexting, FinishReason, ReplyTarget, ResumeRun, StartRun
+from agentstream.kafka.producer import OutputHeld
 from agentstream_runner.context import RunControl
 from agentstream_runner.conversations.owner import (
     DEFAULT_COLLECT_WINDOW_S,
@@ -373,3 +374,27 @@ async def test_a_repeated_start_is_ignored_while_queued_active_or_finished():
     for run_id in ("c", "d", "e"):  # pushes "a" out of a memory of three
         owners.submit(start(run_id, key="web:other"))
     assert owners.submit(start("a")) is True
+
+
+async def test_a_start_seen_again_is_ignored_unless_the_broker_refused_its_runs_output():
+    # A run whose output the broker refused (a lost embedded broker) ended unseen: its start, sent
+    # again on the new cluster, runs. Any other run's start seen again is a repeat and is dropped.
+    attempts: list[str] = []
+
+    async def run(s: StartRun, control: RunControl) -> None:
+        attempts.append(s.run_id)
+        if s.run_id == "held" and attempts.count("held") == 1:
+            raise OutputHeld("kafka not answering (NodeNotReadyError)")
+        if s.run_id == "bug":
+            raise RuntimeError("bug")
+
+    owners = Conversations(run)
+    for run_id in ("held", "bug", "done"):
+        assert owners.submit(start(run_id, key=f"web:{run_id}"))
+    await settle()
+    assert owners.submit(start("held", key="web:held"))  # runs again
+    assert not owners.submit(start("bug", key="web:bug"))
+    assert not owners.submit(start("done", key="web:done"))
+    await settle()
+    assert sorted(attempts) == ["bug", "done", "held", "held"]
+    await owners.close()

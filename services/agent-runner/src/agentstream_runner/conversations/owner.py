@@ -29,6 +29,7 @@ from typing import Any, assert_never
 import structlog
 
 from agentstream.contracts import DoubleTexting, FinishReason, ResumeRun, RunStarted, StartRun
+from agentstream.kafka.producer import OutputHeld
 from agentstream_runner.context import RunControl
 
 Work = StartRun | ResumeRun
@@ -96,6 +97,7 @@ class Conversation:
         on_idle: Callable[[str], None] | None = None,
         log: structlog.stdlib.BoundLogger | None = None,
         collect_window_s: float = DEFAULT_COLLECT_WINDOW_S,
+        on_output_lost: Callable[[str], None] | None = None,
     ) -> None:
         self.key = key
         self.state = OwnerState.IDLE
@@ -104,6 +106,7 @@ class Conversation:
         self._policy_for = policy_for
         self._dismiss = dismiss
         self._on_idle = on_idle
+        self._on_output_lost = on_output_lost
         self._collect_window_s = collect_window_s
         self._queue: deque[Work] = deque()
         self._collected: list[StartRun] = []  # COLLECT messages waiting to run as one turn
@@ -274,6 +277,10 @@ class Conversation:
         elif (err := task.exception()) is not None:
             # The pipeline already reported the run as failed; this keeps the traceback.
             self._log.error("run crashed", run_id=run_id, exc_info=err)
+            if isinstance(err, OutputHeld) and run_id is not None and self._on_output_lost is not None:
+                # The broker refused the run's output (a lost embedded broker): nothing of its end
+                # reached anyone, so its start, sent again on the new cluster, must run.
+                self._on_output_lost(run_id)
         if self.state is not OwnerState.CLOSED:
             self._start_next()
 

@@ -53,6 +53,7 @@ class Conversations:
             on_idle=self._forget,
             log=log,
             collect_window_s=collect_window_s,
+            on_output_lost=self._forget_run,
         )
         self._by_key: dict[str, Conversation] = {}
         self._gone = asyncio.Event()  # set whenever an owner goes
@@ -73,6 +74,9 @@ class Conversations:
         if partition is not None:
             owner.partition = partition
         return owner
+
+    def _forget_run(self, run_id: str) -> None:
+        self._known.forget(run_id)
 
     def submit(self, start: StartRun, partition: int | None = None) -> bool:
         """Hand `start` to its owner; False (and nothing done) for a run id already known."""

@@ -70,7 +70,13 @@ async def test_history_after_a_stack_restart_is_the_live_view(settings_factory: 
                 tool_lines = await page.locator(".msg.tool").all_text_contents()
                 live_first = await page.evaluate(ANSWERS_HTML)
                 await page.click("#new-chat")
-                await page.wait_for_selector("#empty:not([hidden])")
+                try:
+                    await page.wait_for_selector("#empty:not([hidden])")
+                except Exception as err:  # playwright's TimeoutError: say what the page said (a refused `/new`)
+                    if type(err).__name__ != "TimeoutError":
+                        raise
+                    status = await page.text_content("#status")
+                    raise AssertionError(f"the new chat did not open; the page's status: {status!r}") from None
                 await page.fill("#text", "hello again")
                 await page.keyboard.press("Enter")
                 await page.wait_for_function(

@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from agentstream_testing.kafka import SEEK_TO_BEGINNING
+
 if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `bench` importable
     import sys as _sys
     from pathlib import Path as _Path
@@ -93,7 +95,11 @@ async def _prefill(bootstrap: str, topic: str, n: int) -> None:
 
 async def _reader(bootstrap: str, topic: str, isolation: str, expected: int, delays: list[float]) -> None:
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, isolation_level=isolation, fetch_max_wait_ms=100
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        isolation_level=isolation,
+        fetch_max_wait_ms=100,
+        auto_offset_reset=SEEK_TO_BEGINNING,
     )
     await consumer.start()
     try:

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from agentstream.contracts import InboundMessage, MessageDelta, RunEvent, RunEventAdapter, RunFinished, RunStarted, User
 from agentstream.db import Message, Run, create_engine, session_factory
 from agentstream_stack.embedded import embedded_stack, free_ports
+from agentstream_testing.kafka import SEEK_TO_BEGINNING
 
 LONG = " ".join(f"word{i}" for i in range(120))  # the scripted model echoes it, one token per 30 ms
 
@@ -27,7 +28,11 @@ class Tail:
 
     def __init__(self, bootstrap: str, topic: str) -> None:
         self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=10
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=10,
+            auto_offset_reset=SEEK_TO_BEGINNING,
         )
         self.topic = topic
         self.events: list[RunEvent] = []

@@ -15,6 +15,7 @@ from agentstream.kafka import EmbeddedBroker, Topics, free_port, make_broker
 from agentstream.kafka.health import BrokerHealth
 from agentstream.kafka.producer import OutputGate, OutputHeld, producer_of
 from agentstream.observability import get_logger
+from agentstream_testing.kafka import SEEK_TO_BEGINNING
 
 
 def kafka_settings(bootstrap: str, prefix: str, embedded: bool = True):
@@ -24,7 +25,9 @@ def kafka_settings(bootstrap: str, prefix: str, embedded: bool = True):
 
 
 async def records_in(bootstrap: str, topic: str) -> list[bytes]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=50, auto_offset_reset=SEEK_TO_BEGINNING
+    )
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(2)]

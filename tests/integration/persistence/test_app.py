@@ -30,6 +30,7 @@ from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_testing.fixtures import ADMIN_HEADERS
+from agentstream_testing.kafka import SEEK_TO_BEGINNING
 
 pytestmark = pytest.mark.integration
 
@@ -93,7 +94,11 @@ async def wait_for_run(http: httpx.AsyncClient, run_id: str, timeout: float = 30
 
 async def read_dlq(settings: Settings, timeout: float = 10.0) -> list[DeadLetter]:
     topic = f"{settings.kafka.topic_prefix}dlq"
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka.bootstrap_servers, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=settings.kafka.bootstrap_servers,
+        enable_auto_commit=False,
+        auto_offset_reset=SEEK_TO_BEGINNING,
+    )
     await consumer.start()
     try:
         consumer.assign([TopicPartition(topic, p) for p in range(settings.kafka.partitions)])

@@ -106,3 +106,34 @@ async def test_a_silent_run_queued_of_a_stored_run_is_forgotten_not_ended(db_url
     assert [e.root_run_id for e in published] == ["never-started"]  # lost with its runner before it began
     assert svc.buffers.get("stored") is None and lost_runs(svc) == 1
     assert svc.buffers.add(RunQueued(**ids("stored", 0), assistant_id="default", reply_target=TARGET)) is None
+
+
+async def test_silence_while_kafka_is_away_is_no_runner_lost():
+    """A run in a long model call across a broker outage (or a consumer restart on a new cluster)
+    could not be heard: its silence starts again when Kafka is back (CI once saw such a run ended
+    `runner_lost` on the restarted broker, before the runner's heartbeat was read)."""
+    svc = bootstrap_persistence(load_settings(resume={"stale_after_s": 10}))
+    published: list[Any] = []
+
+    async def publish(topic: Topic[Any], record: Any, key: str | None = None) -> None:
+        published.append(record)
+
+    async def commit() -> None:
+        return None
+
+    svc.publish = publish  # type: ignore[method-assign]
+    svc.commit = commit  # type: ignore[method-assign]
+    svc.buffers.add(
+        RunStarted(**ids("held", 1), assistant_id="default", connector_id="c", reply_target=TARGET), now=0.0
+    )
+    svc.broker_health.reason = "kafka not answering (KafkaConnectionError)"
+    await svc.watchdog_tick(now=5.0)
+    await svc.watchdog_tick(now=40.0)  # away for long: nothing judged
+    assert published == []
+    svc.broker_health.reason = None  # back
+    await svc.watchdog_tick(now=41.0)
+    await svc.watchdog_tick(now=50.0)  # 9 s heard: still alive
+    assert published == []
+    await svc.watchdog_tick(now=51.5)  # 10.5 s heard and nothing from its runner: lost
+    [ending] = published
+    assert isinstance(ending, RunFinished) and ending.reason == "runner_lost"

@@ -16,6 +16,13 @@ from agentstream.kafka.flavor import FLAVORS
 from agentstream.kafka.internals import refresh_metadata
 from agentstream_testing.brokers import flavor_under_test
 
+# Every consumer here that seeks to the beginning resets to the earliest offset on its own too:
+# aiokafka's first reset after `assign` (to `latest` by default) may answer after a
+# `seek_to_beginning` and put the position at the end (the fetcher applies a reset's answer to any
+# partition still awaiting a reset, whatever strategy it awaits). On Apache Kafka in CI
+# `read_to_end` so returned a partition's records as none.
+SEEK_TO_BEGINNING = "earliest"
+
 
 @dataclass(frozen=True)
 class RawRecord:
@@ -45,7 +52,11 @@ async def read_until(
 ) -> list[RawRecord]:
     """Read `topic` from the beginning until `done(records)` is true; TimeoutError otherwise."""
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=10
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=10,
+        auto_offset_reset=SEEK_TO_BEGINNING,
     )
     await consumer.start()
     records: list[RawRecord] = []
@@ -76,7 +87,11 @@ async def read_to_end(bootstrap: str, topic: str, timeout: float = 30.0) -> list
     The end is read the way the test broker answers it (`BrokerTuning.within_end`)."""
     broker = FLAVORS[flavor_under_test()]
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False, fetch_max_wait_ms=10
+        bootstrap_servers=bootstrap,
+        group_id=None,
+        enable_auto_commit=False,
+        fetch_max_wait_ms=10,
+        auto_offset_reset=SEEK_TO_BEGINNING,
     )
     await consumer.start()
     records: list[RawRecord] = []

@@ -80,6 +80,7 @@ class PersistenceService(Service):
         self.flusher = flusher
         self.retention = retention
         self._watchdog: asyncio.Task[None] | None = None
+        self._kafka_away = False  # seen away by the watchdog, not yet back
         self._retrier: asyncio.Task[None] | None = None  # retries the flusher's waiting runs
         self._to_flush: dict[str, None] = {}  # root run ids of finished runs, in the order they ended
         self._writer: asyncio.Task[None] | None = None  # flushes `_to_flush`, one run at a time
@@ -294,14 +295,26 @@ class PersistenceService(Service):
 
     # -- the stale-run watchdog ----------------------------------------------------
     async def _watch(self) -> None:
-        resume = self.settings.resume
         while True:
-            await asyncio.sleep(resume.watchdog_interval_s)
+            await asyncio.sleep(self.settings.resume.watchdog_interval_s)
             try:
-                await self.end_stale_runs(time.monotonic())
-                await self.commit()
+                await self.watchdog_tick(time.monotonic())
             except Exception as err:  # the watchdog must outlive a bad tick
                 self.log.warning("watchdog tick failed", error=repr(err))
+
+    async def watchdog_tick(self, now: float) -> None:
+        """End the stale runs, counting silence only while Kafka is heard. While it is away (or the
+        consumers restart on a new cluster) no runner's heartbeat can arrive: a run in a long model
+        call across a broker restart is alive, and its runner says so within `runner.heartbeat_s`
+        of Kafka's return (on a new cluster it publishes the run's `run.started` again)."""
+        if not self.broker_health.ok:
+            self._kafka_away = True
+            return
+        if self._kafka_away:
+            self._kafka_away = False
+            self.buffers.heard_again(now)
+        await self.end_stale_runs(now)
+        await self.commit()
 
     async def end_stale_runs(self, now: float) -> None:
         stale_after = self.settings.resume.stale_after_s

@@ -207,6 +207,13 @@ class BufferSet:
             if now - (b.last_seen_at if b.started is not None else freshest[b.conversation_key]) >= stale_after_s
         ]
 
+    def heard_again(self, now: float) -> None:
+        """Kafka is heard again after an outage: no open run's silence during it was its runner's
+        (its heartbeats could not be produced, or not read), so each gets a fresh `stale_after` window."""
+        for b in self._buffers.values():
+            if b.state is BufferState.OPEN:
+                b.last_seen_at = max(b.last_seen_at, now)
+
     def discard(self, root_run_id: str) -> None:
         """Forget the run's buffer (and let the commit point move past it); its partition's
         new owner, or a restart, reads it again."""

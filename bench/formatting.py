@@ -3,12 +3,13 @@
     uv run python -m bench.formatting              # a 4,000-character Markdown answer, 20-character deltas
     uv run python -m bench.formatting --json
 
-Reported: the state machine's time per delta for Telegram with each markup a platform
-renders to (length checks on the rendering; the closed blocks of the growing answer kept,
-docs/delivery.md) beside the same platform with Markdown passed through (no rendering), each
-the best of `--rounds` interleaved rounds with cold caches, and the time to render one whole
-frame from scratch per markup. Target: every markup ≤ 3× the passthrough per delta; the exit
-status is 1 when one is over.
+Reported: the state machine's time per delta for each markup on the platform that renders to it
+(its length limit, unit and edit pace: Telegram's HTML, Slack's mrkdwn, Discord's Markdown,
+Signal's plain text, the web page's HTML; length checks on the rendering, the closed blocks of
+the growing answer kept, docs/delivery.md) beside the same platform with Markdown passed through
+(no rendering), each the best of `--rounds` interleaved rounds with cold caches, and the time to
+render one whole frame from scratch per markup. Target: every markup ≤ 3× its platform's
+passthrough per delta; the exit status is 1 when one is over.
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ from dataclasses import dataclass, replace
 
 from agentstream.config import TextFormat
 from agentstream.contracts import RunStatus
+from agentstream_delivery.adapters.base import Capabilities
+from agentstream_delivery.adapters.discord import CAPABILITIES as DISCORD
+from agentstream_delivery.adapters.signal import CAPABILITIES as SIGNAL
+from agentstream_delivery.adapters.slack import CAPABILITIES as SLACK
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
+from agentstream_delivery.adapters.web import WebAdapter
 from agentstream_delivery.formatting import render, render_frame, render_whole
 from agentstream_delivery.formatting.incremental import MEMO
 from agentstream_delivery.formatting.tree import inline_tokens, parse, readable_url
@@ -31,6 +37,16 @@ from agentstream_delivery.stream_model import StreamModel
 
 TARGET_RATIO = 3.0
 MARKUPS = [f for f in TextFormat if f is not TextFormat.MARKDOWN]
+# Each markup on the platform that renders to it: a web page's 100,000 characters and 0.2 s edits are not
+# Telegram's 4,096 UTF-16 units and 1 s.
+PLATFORM_OF: dict[TextFormat, Capabilities] = {
+    TextFormat.TELEGRAM_HTML: TELEGRAM,
+    TextFormat.SLACK_MRKDWN: SLACK,
+    TextFormat.DISCORD_MARKDOWN: DISCORD,
+    TextFormat.PLAIN: SIGNAL,
+    TextFormat.HTML: WebAdapter().capabilities,
+}
+assert set(PLATFORM_OF) == set(MARKUPS), "a markup without its platform"
 # Every paragraph says something of its own ({i}): an answer does not repeat itself, and a cache of what was
 # parsed must not be flattered by one that does.
 PARAGRAPH = (
@@ -54,8 +70,8 @@ def cold_caches() -> None:
     MEMO.clear()
 
 
-def per_delta_us(fmt: TextFormat, text: str, delta: int) -> float:
-    model = StreamModel(replace(TELEGRAM, formatting=fmt))
+def per_delta_us(platform: Capabilities, fmt: TextFormat, text: str, delta: int) -> float:
+    model = StreamModel(replace(platform, formatting=fmt))
     now = 0.0
     start = time.process_time()  # CPU, not wall: the machine's other load does not count
     steps = 0
@@ -81,9 +97,14 @@ def render_ms(fmt: TextFormat, text: str, rounds: int = 10) -> float:
 class FormattingResult:
     chars: int
     delta_chars: int
-    per_delta_us_markdown_passthrough: float
-    per_delta_us: dict[str, float]  # the state machine per delta, by markup (`TextFormat` value)
+    per_delta_us: dict[str, float]  # the state machine per delta, by markup (`TextFormat` value), on its platform
+    per_delta_us_passthrough: dict[str, float]  # the same platform with Markdown passed through, by markup
     render_ms: dict[str, float]  # one whole frame rendered from scratch, by markup
+
+    @property
+    def per_delta_us_markdown_passthrough(self) -> float:
+        """Telegram's, with Markdown passed through."""
+        return self.per_delta_us_passthrough[TextFormat.TELEGRAM_HTML.value]
 
     @property
     def per_delta_us_telegram_html(self) -> float:
@@ -91,32 +112,39 @@ class FormattingResult:
 
     @property
     def ratios(self) -> dict[str, float]:
-        """Per delta over Markdown passed through, by markup: what rendering costs the state machine."""
-        base = max(self.per_delta_us_markdown_passthrough, 0.001)
-        return {markup: us / base for markup, us in self.per_delta_us.items()}
+        """Per delta over its platform's Markdown passed through, by markup: what rendering costs the state machine."""
+        return {
+            markup: us / max(self.per_delta_us_passthrough[markup], 0.001) for markup, us in self.per_delta_us.items()
+        }
 
     @property
     def ratio(self) -> float:
         return self.ratios[TextFormat.TELEGRAM_HTML.value]
 
     @property
+    def over(self) -> list[str]:
+        """The markups over the target."""
+        return [markup for markup, r in self.ratios.items() if r > TARGET_RATIO]
+
+    @property
     def within_target(self) -> bool:
-        return all(r <= TARGET_RATIO for r in self.ratios.values())
+        return not self.over
 
 
 def measure(chars: int = 4000, delta: int = 20, rounds: int = 5) -> FormattingResult:
-    best: dict[TextFormat, float] = {}
+    best: dict[tuple[TextFormat, TextFormat], float] = {}  # (markup, what is rendered: itself or Markdown)
     for r in range(max(1, rounds)):  # interleaved, so that a burst of load hits every markup alike
-        for fmt in [TextFormat.MARKDOWN, *MARKUPS]:
-            cold_caches()
-            us = per_delta_us(fmt, answer(chars, f".{r}"), delta)
-            best[fmt] = min(us, best.get(fmt, us))
+        for fmt in MARKUPS:
+            for rendered in (TextFormat.MARKDOWN, fmt):
+                cold_caches()
+                us = per_delta_us(PLATFORM_OF[fmt], rendered, answer(chars, f".{r}"), delta)
+                best[fmt, rendered] = min(us, best.get((fmt, rendered), us))
     text = answer(chars)
     return FormattingResult(
         chars=len(text),
         delta_chars=delta,
-        per_delta_us_markdown_passthrough=round(best[TextFormat.MARKDOWN], 1),
-        per_delta_us={f.value: round(best[f], 1) for f in MARKUPS},
+        per_delta_us={f.value: round(best[f, f], 1) for f in MARKUPS},
+        per_delta_us_passthrough={f.value: round(best[f, TextFormat.MARKDOWN], 1) for f in MARKUPS},
         render_ms={f.value: round(render_ms(f, text), 2) for f in MARKUPS},
     )
 
@@ -132,8 +160,8 @@ def main() -> None:
     figures: dict[str, float] = {
         "chars": result.chars,
         "delta_chars": result.delta_chars,
-        "per_delta_us_markdown_passthrough": result.per_delta_us_markdown_passthrough,
         **{f"per_delta_us_{markup}": us for markup, us in result.per_delta_us.items()},
+        **{f"per_delta_us_{markup}_passthrough": us for markup, us in result.per_delta_us_passthrough.items()},
         **{f"render_ms_{markup}": ms for markup, ms in result.render_ms.items()},
     }
     verdict = "PASS" if result.within_target else "FAIL"
@@ -142,10 +170,11 @@ def main() -> None:
         print(json.dumps({**figures, **ratios, "ratio": round(result.ratio, 2), "verdict": verdict}))
     else:
         for name, value in figures.items():
-            print(f"{name:>36} {value}")
+            print(f"{name:>44} {value}")
         for markup, r in result.ratios.items():
-            print(f"{markup + ' / passthrough per delta':>52}: {r:.1f}x ({'ok' if r <= TARGET_RATIO else 'OVER'})")
-        print(f"telegram_html / passthrough per delta: {result.ratio:.1f}x (target ≤ {TARGET_RATIO:g}x): {verdict}")
+            print(f"{markup + ' / its passthrough per delta':>52}: {r:.1f}x ({'ok' if r <= TARGET_RATIO else 'OVER'})")
+        over = f" (over: {', '.join(result.over)})" if result.over else ""
+        print(f"every markup ≤ {TARGET_RATIO:g}x its platform's passthrough per delta: {verdict}{over}")
     sys.exit(0 if result.within_target else 1)
 
 

@@ -48,9 +48,9 @@ MEASURES: dict[MeasureName, Measure] = {"chars": len, "utf16": utf16_len}
 
 
 def fits(text: str, room: int, measure: Measure) -> bool:
-    """`measure(text) <= room`, without measuring when the measure's cheap upper bound (if it has one) fits."""
-    bound: Measure | None = getattr(measure, "bound", None)
-    return (bound is not None and bound(text) <= room) or measure(text) <= room
+    """`measure(text) <= room`, settled by the measure's own cheap bounds when it has them (`RenderedMeasure.fits`)."""
+    fits_in: Callable[[str, int], bool] | None = getattr(measure, "fits", None)
+    return fits_in(text, room) if fits_in is not None else measure(text) <= room
 
 
 def safe_limit(limit: int, cursor: str = CURSOR) -> int:

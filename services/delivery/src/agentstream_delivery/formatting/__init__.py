@@ -186,6 +186,13 @@ class RenderedMeasure:
         shown = self.unit(shown_text(markup, self.fmt))
         return shown if self.fmt is TextFormat.PLAIN else max(shown, self.unit(plain_text))
 
+    def fits(self, text: str, room: int) -> bool:
+        """`self(text) <= room`, from the cheapest bound that settles it: the whole text's growth bound (a web
+        page's 100,000 characters hold a long answer's any rendering), the kept blocks' exact sizes, then a render."""
+        if "|" not in text and self._growth(text) <= room:
+            return True
+        return self.bound(text) <= room or self(text) <= room
+
     def bound(self, text: str) -> int:
         """At most `GROWTH` of the text; of a growing text, the exact length of the blocks it keeps (`MEMO.kept`,
         in the markup and as plain text) plus `GROWTH` of the rest, the open block."""

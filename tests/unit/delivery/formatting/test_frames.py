@@ -95,6 +95,9 @@ def test_the_cheap_length_bound_is_never_below_the_rendered_length(text: str) ->
         measure = caps.length()
         assert isinstance(measure, RenderedMeasure)
         assert measure.bound(text) >= measure(text)
+        assert measure._growth(text) >= measure(text) or "|" in text  # what `fits` tries first
+        for room in (measure(text) - 1, measure(text)):
+            assert measure.fits(text, room) is (measure(text) <= room), (caps.formatting, room)
 
 
 @pytest.mark.timeout(120)  # every prefix of each generated answer, five platforms

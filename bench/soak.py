@@ -44,6 +44,7 @@ if __package__ in (None, ""):  # run as a file (`python bench/soak.py`): make `b
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agentstream.contracts import InboundMessage, User  # noqa: E402
+from agentstream_stack.embedded import free_ports  # noqa: E402
 from agentstream_testing.fake_platforms import FakeTelegram  # noqa: E402
 from bench.report import Curve, Series, plot  # noqa: E402
 from bench.run_overhead import REPO_ROOT, FakeModelProcess  # noqa: E402
@@ -195,6 +196,8 @@ def stack_config(model_url: str, telegram_url: str) -> dict[str, Any]:
         "platforms": {"telegram": {"api_url": telegram_url, "token_env": TOKEN_ENV}},
         "auth": {"metrics_token_env": METRICS_ENV},
         "authz": {"rate_limit": {"enabled": False}},
+        # Ports of its own: a soak beside a running `agentstream up` (or another soak) must not meet it.
+        "http": {name.replace("-", "_"): port for name, port in free_ports().items()},
     }
 
 

@@ -14,14 +14,9 @@ import asyncio
 import pytest
 
 from agentstream.contracts import ReplyTarget, RunFinished, StartRun, User
-from agentstream.host import ServiceHost
-from agentstream.kafka import create_topics, free_port
 from agentstream_testing.fake_openai import FakeOpenAI
-from agentstream_testing.fixtures import make_test_settings
-from agentstream_testing.kafka import RawRecord, produce_raw, read_until
-from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
-from tests.chaos.processes import ServiceProcess, service_env
-from tests.chaos.test_chaos_runner_kill import endings, has_delta
+from agentstream_testing.kafka import RawRecord, read_until
+from tests.chaos.runner_rig import RunnerRig, endings, has_delta
 
 pytestmark = pytest.mark.chaos
 
@@ -51,54 +46,43 @@ async def test_sigterm_lets_the_active_run_finish_whole(kafka_bootstrap, topic_p
         fake.add_turn(text=FIRST_TEXT, tool_calls=[("calculator", {"expression": "6*7"})], token_delay_s=0.25)
         fake.add_turn(text=ANSWER, token_delay_s=0.1)
         fake.add_turn(text="the second run's answer")  # the run left for the next runner
-        connectors = [{"id": "fake", "type": "openai", "base_url": fake.base_url, "model": "fake-model"}]
-        settings = make_test_settings(
+        # The draining runner's grace period, and none of the rig's heartbeat and coalescing.
+        async with RunnerRig(
             kafka_bootstrap,
             topic_prefix,
-            f"sqlite+aiosqlite:///{tmp_path / 'drain.db'}",
-            connectors=connectors,
-            default_connector="fake",
-        )
-        await create_topics(settings.kafka)
-        env = service_env(settings, connectors=connectors, default_connector="fake", shutdown__grace_s=str(GRACE_S))
-        port = free_port()
-        first = ServiceProcess("agent-runner", env, port, tmp_path, "first")
-        second = ServiceProcess("agent-runner", env, port, tmp_path, "second")
-        tools = bootstrap_tool_executor(settings)
-        running, left = start("run-drain-1", "drain-a"), start("run-drain-2", "drain-b")
-        bootstrap, runs, events = settings.kafka.bootstrap_servers, f"{topic_prefix}runs", f"{topic_prefix}events"
-        try:
-            async with ServiceHost([tools], "127.0.0.1", {tools.name: free_port()}):
-                await first.start()
-                await produce_raw(bootstrap, runs, running.to_json(), key=running.conversation_key.encode())
-                await read_until(bootstrap, events, has_delta, timeout=30)
-                first.sigterm()
-                # Sent to the draining runner: not started there, not lost either.
-                await asyncio.sleep(0.5)
-                await produce_raw(bootstrap, runs, left.to_json(), key=left.conversation_key.encode())
+            tmp_path,
+            fake,
+            in_process=("tool-executor",),
+            runner_env={"shutdown__grace_s": str(GRACE_S)},
+        ) as rig:
+            first, second = rig.runner("first"), rig.runner("second")
+            running, left = start("run-drain-1", "drain-a"), start("run-drain-2", "drain-b")
+            bootstrap, events = rig.bootstrap, rig.events_topic
+            await rig.start(first)
+            await rig.send(running)
+            await read_until(bootstrap, events, has_delta, timeout=30)
+            first.sigterm()
+            # Sent to the draining runner: not started there, not lost either.
+            await asyncio.sleep(0.5)
+            await rig.send(left)
 
-                records = await read_until(
-                    bootstrap, events, lambda rs: ending_of(rs, running.run_id) is not None, timeout=GRACE_S
-                )
-                done = ending_of(records, running.run_id)
-                assert done is not None
-                assert (done.status, done.reason, done.text) == ("completed", None, ANSWER)
-                assert done.usage.llm_calls == 2
-                assert await first.exited(timeout=20) == 0
-                assert ending_of(records, left.run_id) is None  # it never started on the draining runner
-                log = first.log.read_text()
-                assert "drained" in log and "cut by the stop" not in log, log[-3000:]
+            records = await read_until(
+                bootstrap, events, lambda rs: ending_of(rs, running.run_id) is not None, timeout=GRACE_S
+            )
+            done = ending_of(records, running.run_id)
+            assert done is not None
+            assert (done.status, done.reason, done.text) == ("completed", None, ANSWER)
+            assert done.usage.llm_calls == 2
+            assert await first.exited(timeout=20) == 0
+            assert ending_of(records, left.run_id) is None  # it never started on the draining runner
+            log = first.log.read_text()
+            assert "drained" in log and "cut by the stop" not in log, log[-3000:]
 
-                await second.start()
-                records = await read_until(
-                    bootstrap, events, lambda rs: ending_of(rs, left.run_id) is not None, timeout=30
-                )
-                moved = ending_of(records, left.run_id)
-                assert moved is not None
-                assert (moved.status, moved.text) == ("completed", "the second run's answer")
-                assert [e.root_run_id for e in endings(records)] == [running.run_id, left.run_id]  # each once
-        finally:
-            first.stop()
-            second.stop()
+            await second.start()
+            records = await read_until(bootstrap, events, lambda rs: ending_of(rs, left.run_id) is not None, timeout=30)
+            moved = ending_of(records, left.run_id)
+            assert moved is not None
+            assert (moved.status, moved.text) == ("completed", "the second run's answer")
+            assert [e.root_run_id for e in endings(records)] == [running.run_id, left.run_id]  # each once
     assert fake.request_count == 3  # one request per turn: nothing asked twice
     assert not any(r.closed_early for r in fake.requests)

@@ -8,7 +8,7 @@ from typing import Any
 from agentstream import contracts as ev
 from agentstream.contracts import ReplyTarget, StepType, utcnow
 from agentstream_runner.app import runs_to_run
-from agentstream_runner.orphans import lost_ending, open_runs, orphaned, taken
+from agentstream_runner.orphans import lost_ending, open_runs, orphaned, resumes_begun, taken
 
 KEY = "web:c1"
 TARGET = ReplyTarget(platform="web", chat_id="c1")
@@ -104,8 +104,8 @@ def test_runs_of_several_conversations_are_told_apart() -> None:
     assert sorted(r.root_run_id for r in open_runs(events)) == ["r2", "r3"]
 
 
-def test_a_run_whose_resume_the_new_owner_reads_again_is_not_orphaned() -> None:
-    # Its runner died before committing the ResumeRun: the new owner resumes it again.
+def test_a_run_told_still_to_run_is_not_orphaned() -> None:
+    # Its ResumeRun is read again by the new owner (which resumes it), or this runner runs it.
     events = [started("r1"), delta("r1", 2, "x"), started("r2"), delta("r2", 2, "y")]
     assert [r.root_run_id for r in orphaned(events, {"r1"})] == ["r2"]
 
@@ -125,3 +125,27 @@ def test_the_runs_the_runs_records_start_or_resume() -> None:
     interrupt = ev.InterruptRun(run_id="r3", conversation_key=KEY)
     values = [start.to_json(), resume.to_json(), interrupt.to_json(), b"not json"]
     assert runs_to_run(values) == ({"r1"}, {"r2"})
+
+
+def lost(root: str, seq: int) -> ev.RunFinished:
+    return ev.RunFinished(**base(root, seq), status=ev.RunStatus.FAILED, reason=ev.FinishReason.RUNNER_LOST)
+
+
+def test_a_resume_read_again_had_begun_when_its_run_is_open_again_after_its_ending() -> None:
+    # r1: ended runner_lost at 4, resumed from 5 by a runner that died: the resume is open, its next seq 7.
+    # r2: ended, its ResumeRun read again, not begun. r3: resumed, not read again (committed). r4: only
+    # the resume's events (persistence committed past the ending): begun all the same.
+    events = [started("r1"), delta("r1", 2, "x"), llm_step("r1", 3, 1), lost("r1", 4)]
+    events += [started("r1", 5), delta("r1", 6, "y"), started("r2"), lost("r2", 2)]
+    events += [started("r3"), lost("r3", 2), started("r3", 3), started("r4", 9), delta("r4", 10, "z")]
+    assert resumes_begun(events, {"r1", "r2", "r4", "r5"}) == {"r1": 7, "r4": 11}
+    # The app leaves the begun ones out of what is still to run: they are ended like any orphan, with
+    # the seq the resume must go past.
+    ended = {r.root_run_id: lost_ending(r).seq for r in orphaned(events, {"r2", "r3"})}
+    assert ended == {"r1": 7, "r4": 11}
+
+
+def test_a_resume_read_again_whose_resume_ended_had_not_begun_here() -> None:
+    # Resumed and ended again (the watchdog): nothing is open; the checkpoint is past that ending.
+    events = [started("r1"), lost("r1", 2), started("r1", 3), delta("r1", 4, "y"), lost("r1", 5)]
+    assert resumes_begun(events, {"r1"}) == {}

@@ -11,7 +11,16 @@ from agentstream.contracts import (
     ToolCallSpec,
     Usage,
 )
-from agentstream_runner.resume import Checkpoint, SavedStep, callable_memory, paused_at_approval, saved_input, start_of
+from agentstream_runner.resume import (
+    Checkpoint,
+    ResumeVerdict,
+    SavedStep,
+    callable_memory,
+    paused_at_approval,
+    resume_verdict,
+    saved_input,
+    start_of,
+)
 
 USER = ChatMessage(role="user", content="q")
 
@@ -89,3 +98,23 @@ def test_a_run_that_ended_at_an_approval_step_waits_for_the_same_request_again()
     tool = ChatMessage(role="tool", content="x", tool_call_id="c1")
     assert paused_at_approval([llm, approval, SavedStep("tool-7", "tool", [USER, call, tool])]) is None
     assert paused_at_approval([llm]) is None and paused_at_approval([]) is None
+
+
+def checkpoint_at(last_seq: int, run_id: str = "r1") -> Checkpoint:
+    return Checkpoint(run_id, "web:c1", "failed", last_seq, Usage(), CheckpointStart())
+
+
+def test_a_checkpoint_is_resumed_from_once_and_never_below_a_resume_begun_since():
+    """docs/decisions.md § Orphaned runs: a ResumeRun read again after its resume had begun."""
+    assert resume_verdict(None, None, set()) is ResumeVerdict.NO_CHECKPOINT
+    assert resume_verdict(None, 9, set()) is ResumeVerdict.NO_CHECKPOINT
+    assert resume_verdict(checkpoint_at(4), None, set()) is ResumeVerdict.RESUME
+    # A resume from 4 had begun and was ended at 9: the checkpoint of 4 would number over its events.
+    assert resume_verdict(checkpoint_at(4), 9, set()) is ResumeVerdict.BEHIND
+    assert resume_verdict(checkpoint_at(9), 9, set()) is ResumeVerdict.RESUME
+    assert resume_verdict(checkpoint_at(12), 9, set()) is ResumeVerdict.RESUME
+    # Resumed from here already: the second ResumeRun for the same ending is a repeat.
+    assert resume_verdict(checkpoint_at(9), 9, {("r1", 9)}) is ResumeVerdict.REPEAT
+    assert resume_verdict(checkpoint_at(9), None, {("r1", 9), ("r2", 12)}) is ResumeVerdict.REPEAT
+    assert resume_verdict(checkpoint_at(12), None, {("r1", 9)}) is ResumeVerdict.RESUME
+    assert resume_verdict(checkpoint_at(9, "r2"), None, {("r1", 9)}) is ResumeVerdict.RESUME

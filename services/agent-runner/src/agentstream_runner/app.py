@@ -41,7 +41,7 @@ from agentstream_runner.conversations.registry import Conversations
 from agentstream_runner.handover import ResultsReader
 from agentstream_runner.launcher import RunLauncher
 from agentstream_runner.orphan_scan import read_committed_to_end, read_events
-from agentstream_runner.orphans import lost_ending, orphaned, taken
+from agentstream_runner.orphans import lost_ending, orphaned, resumes_begun, taken
 from agentstream_runner.ports import ToolWaiters
 from agentstream_runner.tool_catalog import ToolCatalog
 
@@ -268,17 +268,23 @@ class AgentRunnerService(Service):
         try:
             with self.launcher.taken_runs.scanning() as found:
                 async with asyncio.timeout(ORPHAN_SCAN_S):
-                    events = await read_events(self.settings.kafka, self.topics.events, partitions, client_id)
+                    # `runs` before `events`: the ending a ResumeRun read there follows is in the events.
                     commands = await read_committed_to_end(
                         self.settings.kafka, self.topics.runs, partitions, self.group_id, client_id
                     )
+                    events = await read_events(self.settings.kafka, self.topics.events, partitions, client_id)
                     starts, resumes = runs_to_run(commands)
                     # A StartRun read again whose run was taken up starts nothing, even if it reached
-                    # its owner already (docs/decisions.md § Orphaned runs). Not a run this runner still
+                    # its owner already, and a ResumeRun read again whose resume had begun continues
+                    # only past it (docs/decisions.md § Orphaned runs). Not a run this runner still
                     # runs: after a restarted embedded broker the consumers join the new cluster while
                     # the runs of the old one go on here.
                     found.update(starts & taken(events))
-                    orphans = orphaned(events, [*resumes, *(self.conversations.active_runs() - found)])
+                    begun = resumes_begun(events, resumes - {s.root_run_id for s in self.conversations.started_runs()})
+                    running = self.conversations.active_runs() - found - begun.keys()
+                    orphans = orphaned(events, [*(resumes - begun.keys()), *running])
+                    for run_id, ended_at in begun.items():
+                        self.launcher.taken_runs.resume_began(run_id, ended_at)
                 for run in orphans:
                     await self.publish(EVENTS, lost_ending(run))
         except Exception as err:  # the watchdog still ends them, later

@@ -16,6 +16,7 @@ from typing import Any, assert_never
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from agentstream.bounded import RecentIds
 from agentstream.contracts import (
     AnswerApproval,
     ChatMessage,
@@ -36,21 +37,30 @@ from agentstream_runner.assistants import Assistants, UnknownAssistant, system_m
 from agentstream_runner.chat_sessions import KnownSessions, SessionStore
 from agentstream_runner.context import RunContext, RunControl
 from agentstream_runner.conversations.owner import Dismissal, Work
+from agentstream_runner.conversations.taken import KNOWN as TAKEN_KNOWN
 from agentstream_runner.conversations.taken import TakenRuns
 from agentstream_runner.emitter import RunEmitter
 from agentstream_runner.history import HistoryStore
 from agentstream_runner.pipeline import ResumePoint, run_pipeline
 from agentstream_runner.resume import (
     Checkpoint,
+    ResumeVerdict,
     callable_memory,
     load_checkpoint,
     paused_at_approval,
+    resume_verdict,
     run_stored,
     saved_input,
     start_of,
 )
 from agentstream_runner.run_setup import load_history
 from agentstream_runner.stores import RoleCache, SqlStores
+
+RESUME_IGNORED = {
+    ResumeVerdict.NO_CHECKPOINT: "no checkpoint (completed, or unknown run)",
+    ResumeVerdict.BEHIND: "a resume begun since went past its checkpoint (ended runner_lost; resumed from that ending)",
+    ResumeVerdict.REPEAT: "resumed from that checkpoint here already",
+}
 
 
 def policy_of(assistants: Assistants, start: StartRun) -> DoubleTexting:
@@ -78,6 +88,7 @@ class RunLauncher:
         self._log = log
         self.known_sessions = KnownSessions()
         self.taken_runs = TakenRuns()  # filled by the service's assignment scan
+        self._resumed_from: RecentIds[tuple[str, int]] = RecentIds(TAKEN_KNOWN)  # checkpoints resumed from here
         self._roles = RoleCache()
 
     @property
@@ -157,10 +168,17 @@ class RunLauncher:
     # -- resume --------------------------------------------------------------------
     async def resume(self, command: ResumeRun, control: RunControl) -> None:
         sessions = self._sessions
-        checkpoint = await load_checkpoint(sessions, command.run_id) if sessions is not None else None
-        if sessions is None or checkpoint is None:
-            self._log.warning("resume ignored: no checkpoint (completed, or unknown run)", run_id=command.run_id)
+        if sessions is None:
+            self._log.warning("resume ignored: no database", run_id=command.run_id)
             return
+        # A resume begun on a runner that died, and ended by this one's scan: only a checkpoint past it.
+        up_to = await self.taken_runs.resumed_up_to(command.run_id)
+        checkpoint = await load_checkpoint(sessions, command.run_id, at_least=-1 if up_to is None else up_to)
+        verdict = resume_verdict(checkpoint, up_to, self._resumed_from)
+        if verdict is not ResumeVerdict.RESUME or checkpoint is None:
+            self._log.warning("resume ignored", why=RESUME_IGNORED[verdict], run_id=command.run_id, resumed_up_to=up_to)
+            return
+        self._resumed_from.add((checkpoint.root_run_id, checkpoint.last_seq))
         start = start_of(command, checkpoint)
         ctx = self._context(control, history=SqlStores(sessions, without_run=command.run_id))
         paused = paused_at_approval(checkpoint.steps)

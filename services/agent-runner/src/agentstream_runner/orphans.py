@@ -10,7 +10,9 @@ its checkpoint. A run only queued is not orphaned: its StartRun is still on `run
 nor is one whose ResumeRun the new owner reads again (`orphaned`). A StartRun read again (a runner
 died inside its group's auto-commit window) starts nothing when the stream shows its run already
 taken up (`taken`): the run is orphaned like any other and continues from its checkpoint, not from
-scratch — docs/decisions.md § Orphaned runs.
+scratch. A ResumeRun read again whose resume had begun (`resumes_begun`: the run is open again after
+its ending) is no reason to leave that resume open: it is ended too, and the ResumeRun continues the
+run only from a checkpoint past it — docs/decisions.md § Orphaned runs.
 """
 
 from __future__ import annotations
@@ -79,12 +81,26 @@ def taken(events: Iterable[ev.RunEvent]) -> set[str]:
     return {event.root_run_id for event in events if not isinstance(event, ev.RunQueued)}
 
 
+def resumes_begun(events: Iterable[ev.RunEvent], read_again: Iterable[str]) -> dict[str, int]:
+    """Of the runs whose ResumeRun is read again (`read_again`), those whose resume had begun — open in
+    `events`, which are read after those commands, so the ending the ResumeRun followed is among them
+    (or before persistence's committed offset, with every event before it): what is open is the
+    resume — by the seq their `lost_ending` takes. A ResumeRun of such a run must not continue from
+    the checkpoint it was issued for: its next seqs are the resume's."""
+    again = set(read_again)
+    return {run.root_run_id: lost_ending_seq(run) for run in open_runs(events) if run.root_run_id in again}
+
+
+def lost_ending_seq(run: OpenRun) -> int:
+    return run.max_seq + 1
+
+
 def orphaned(events: Iterable[ev.RunEvent], still_to_run: Iterable[str]) -> list[OpenRun]:
     """The open runs of `events` that nobody runs: not those in `still_to_run` — a run whose
     ResumeRun is on `runs` past the group's committed offset (read by a runner that died before
     committing it, it is read again by the new owner and resumed again; ending it too would resume
-    it twice), or a run this runner runs itself. A StartRun read again does not keep its run
-    here: that run was `taken` and its StartRun is ignored."""
+    it twice, unless that resume had begun: `resumes_begun`), or a run this runner runs itself. A
+    StartRun read again does not keep its run here: that run was `taken` and its StartRun is ignored."""
     again = set(still_to_run)
     return [run for run in open_runs(events) if run.root_run_id not in again]
 
@@ -112,7 +128,7 @@ def lost_ending(run: OpenRun, now: datetime | None = None) -> RunFinished:
     return RunFinished.runner_lost(
         root_run_id=run.root_run_id,
         conversation_key=run.conversation_key,
-        seq=run.max_seq + 1,
+        seq=lost_ending_seq(run),
         epoch=run.epoch,
         error=LOST_ERROR,
         text=text if text else run.text,

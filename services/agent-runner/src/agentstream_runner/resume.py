@@ -14,12 +14,19 @@ events after the last seq, from the newest memory the model can be called with:
   run's input, as the run first saw them.
 Completed model and tool calls are never requested again; their usage is carried
 over (`ResumePoint.usage`), so `run.finished` reports the whole run's usage.
+
+A resume numbers its events after the checkpoint's `last_seq`, so a checkpoint is resumed from
+once (`resume_verdict`): a ResumeRun read again after its resume had begun elsewhere waits for the
+checkpoint of that resume's ending, and one arriving after this runner resumed from the same
+checkpoint is a repeat (docs/decisions.md § Orphaned runs).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Container
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import select
@@ -94,6 +101,28 @@ def paused_at_approval(steps: list[SavedStep]) -> PausedAtApproval | None:
     return PausedAtApproval(ApprovalRequest.model_validate(saved.output), list(saved.memory))
 
 
+class ResumeVerdict(StrEnum):
+    RESUME = "resume"
+    NO_CHECKPOINT = "no_checkpoint"  # completed (its checkpoint deleted), or an unknown run
+    BEHIND = "behind"  # a resume begun since went past the checkpoint: its seqs are that resume's
+    REPEAT = "repeat"  # this runner resumed from this very checkpoint already
+
+
+def resume_verdict(
+    checkpoint: Checkpoint | None, resumed_up_to: int | None, resumed_here: Container[tuple[str, int]]
+) -> ResumeVerdict:
+    """Whether a ResumeRun continues from `checkpoint`. `resumed_up_to`: the seq a resume of the run
+    that had begun on a runner which died was ended at (`TakenRuns.resumed_up_to`), or None;
+    `resumed_here`: the (run id, last seq) of the checkpoints this runner resumed from."""
+    if checkpoint is None:
+        return ResumeVerdict.NO_CHECKPOINT
+    if resumed_up_to is not None and checkpoint.last_seq < resumed_up_to:
+        return ResumeVerdict.BEHIND
+    if (checkpoint.root_run_id, checkpoint.last_seq) in resumed_here:
+        return ResumeVerdict.REPEAT
+    return ResumeVerdict.RESUME
+
+
 def start_of(command: ResumeRun, checkpoint: Checkpoint) -> StartRun:
     """The StartRun the run began with, as far as the checkpoint remembers it."""
     info = checkpoint.start
@@ -153,13 +182,14 @@ async def read_checkpoint(sessions: async_sessionmaker[AsyncSession], run_id: st
 
 
 async def load_checkpoint(
-    sessions: async_sessionmaker[AsyncSession], run_id: str, wait_s: float = CHECKPOINT_WAIT_S
+    sessions: async_sessionmaker[AsyncSession], run_id: str, wait_s: float = CHECKPOINT_WAIT_S, at_least: int = -1
 ) -> Checkpoint | None:
-    """The run's checkpoint, waiting up to `wait_s` for persistence to write it."""
+    """The run's checkpoint, waiting up to `wait_s` for persistence to write it (one whose `last_seq`
+    is `at_least` or more: the ending of a resume begun since is written after the first)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
     while True:
         checkpoint = await read_checkpoint(sessions, run_id)
-        if checkpoint is not None or loop.time() >= deadline:
+        if (checkpoint is not None and checkpoint.last_seq >= at_least) or loop.time() >= deadline:
             return checkpoint
         await asyncio.sleep(0.2)

@@ -46,3 +46,20 @@ async def test_it_remembers_a_bounded_number():
     with taken.scanning() as found:
         found.update({"r1", "r2", "r3"})
     assert [await taken.taken(r) for r in ("r1", "r2", "r3")].count(True) == 2
+
+
+async def test_a_resume_asks_how_far_a_begun_resume_got_once_the_scan_is_over():
+    taken = TakenRuns(known=2)
+    assert await taken.resumed_up_to("r1") is None  # no scan: at once
+    with taken.scanning():
+        asking = asyncio.create_task(taken.resumed_up_to("r1"))
+        await asyncio.sleep(0.01)
+        assert not asking.done()
+        taken.resume_began("r1", 7)
+    assert await asking == 7
+    taken.resume_began("r1", 5)  # a later scan that saw less never lowers it
+    assert await taken.resumed_up_to("r1") == 7
+    taken.resume_began("r2", 3)
+    taken.resume_began("r3", 4)  # bounded: the oldest is forgotten
+    assert [await taken.resumed_up_to(r) for r in ("r1", "r2", "r3")] == [None, 3, 4]
+    assert await taken.taken("r1") is False  # a begun resume is no taken start

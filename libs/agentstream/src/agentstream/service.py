@@ -63,7 +63,7 @@ def freeze_startup_objects() -> None:
 
 @dataclass(frozen=True, eq=False)
 class Infra:
-    """What every service is built on, made once by the service's `bootstrap` and passed in.
+    """What every service is built on, made once by the service's `bootstrap` and passed to its `Runtime`.
 
     Its collaborators (ledgers, hooks, launchers, adapters) are built from these parts before
     the service exists, so nothing is swapped once it starts. The engine is lazy: no

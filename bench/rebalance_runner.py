@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from agentstream import service
 from agentstream.config import KafkaSettings
+from agentstream.parts import kafka_link
 
-_plain = service.consumer_options
+_plain = kafka_link.consumer_options
 
 
 def membership_options(kafka: KafkaSettings) -> dict[str, Any]:
@@ -27,7 +27,7 @@ def membership_options(kafka: KafkaSettings) -> dict[str, Any]:
     return options
 
 
-service.consumer_options = membership_options  # type: ignore[assignment]  # what subscriber_options() reads
+kafka_link.consumer_options = membership_options  # type: ignore[assignment]  # what `KafkaLink.source` reads
 
 if __name__ == "__main__":
     from agentstream_stack.cli import main

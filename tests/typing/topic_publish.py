@@ -15,11 +15,11 @@ from agentstream.contracts import (
 )
 from agentstream.kafka.topics import EVENTS, INBOUND, RUNS, TOOL_CALLS, TOOL_CATALOG, TOOL_RESULTS
 from agentstream.publishing import Publisher
-from agentstream.service import Service
+from agentstream.service import Runtime
 
 
 async def each_record_to_its_topic(
-    service: Service, message: InboundMessage, ending: RunFinished, start: StartRun, result: ToolCallResult
+    service: Runtime, message: InboundMessage, ending: RunFinished, start: StartRun, result: ToolCallResult
 ) -> None:
     await service.publish(INBOUND, message)
     await service.publish(EVENTS, ending)  # one member of the topic's union
@@ -28,7 +28,7 @@ async def each_record_to_its_topic(
     await (await service.publish_nowait(EVENTS, ending))
 
 
-async def records_to_the_wrong_topic(service: Service, message: InboundMessage, ending: RunFinished) -> None:
+async def records_to_the_wrong_topic(service: Runtime, message: InboundMessage, ending: RunFinished) -> None:
     await service.publish(EVENTS, message)  # type: ignore[misc]
     await service.publish(INBOUND, ending)  # type: ignore[misc]
     await service.publish_nowait(RUNS, ending)  # type: ignore[misc]

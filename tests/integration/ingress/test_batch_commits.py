@@ -34,7 +34,7 @@ async def test_offsets_are_committed_after_the_output_and_auto_commit_is_off(set
         ends = await consumer.end_offsets([TopicPartition(t.inbound, p) for p in range(settings.kafka.partitions)])
         expected = {tp.partition: offset for tp, offset in ends.items()}
         for _ in range(100):  # committed in the background, shortly after the output
-            points = await committed(bootstrap, svc.group_id, t.inbound, settings.kafka.partitions)
+            points = await committed(bootstrap, svc.runtime.group_id, t.inbound, settings.kafka.partitions)
             if points == expected:
                 break
             await asyncio.sleep(0.1)
@@ -74,7 +74,7 @@ async def test_a_batch_whose_output_failed_is_read_again_and_every_run_starts_on
         ends = await consumer.end_offsets([TopicPartition(t.inbound, p) for p in range(settings.kafka.partitions)])
         expected = {tp.partition: offset for tp, offset in ends.items()}
         for _ in range(100):
-            points = await committed(bootstrap, svc.group_id, t.inbound, settings.kafka.partitions)
+            points = await committed(bootstrap, svc.runtime.group_id, t.inbound, settings.kafka.partitions)
             if points == expected:
                 break
             await asyncio.sleep(0.1)

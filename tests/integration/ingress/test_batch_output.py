@@ -43,7 +43,7 @@ async def test_output_lands_where_a_keyed_send_would_in_order(settings_factory):
         ids = [InboundMessage.model_validate_json(r.value).id for r in written if r.key == key.encode()]
         seq = [int(i.removeprefix("m-")) for i in ids]
         assert seq == sorted(seq) and len(seq) == 10
-    kind = str(getattr(message(0), "type", "")).encode()  # the headers `Service.publish` writes
+    kind = str(getattr(message(0), "type", "")).encode()  # the headers `Runtime.publish` writes
     assert all(dict(r.headers) == {"content-type": b"application/json", "type": kind} for r in written)
 
 

@@ -16,25 +16,36 @@ from agentstream.contracts import DeadLetter
 from agentstream.host import ServiceHost
 from agentstream.kafka import free_port
 from agentstream.metrics import DeadLetterReason
-from agentstream.service import Infra, Service
+from agentstream.service import Infra, Runtime
 from agentstream_testing.kafka import RawRecord, produce_raw, read_until
 
 pytestmark = pytest.mark.integration
 
 
-class Careless(Service):
-    """Parses what it reads with `json.loads` and catches nothing."""
+class Careless:
+    """Parses what it reads with `json.loads` and catches nothing: a service of the runtime's
+    parts alone (no database, so no database readiness)."""
 
     name: ClassVar[str] = "careless"
     batch: ClassVar[bool] = False
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(Infra.build(settings, self.name, uses_database=False))
+        self.runtime = Runtime(Infra.build(settings, self.name, uses_database=False))
+        self.settings, self.registry, self.http = settings, self.runtime.registry, self.runtime.http
         self.handled: list[Any] = []
         options: dict[str, Any] = {"batch": True, "max_records": 10} if self.batch else {}
-        self.broker.subscriber(
-            self.topics.inbound, **self.subscriber_options(), **options, ack_policy=AckPolicy.MANUAL
+        self.runtime.broker.subscriber(
+            self.runtime.topics.inbound, **self.runtime.subscriber_options(), **options, ack_policy=AckPolicy.MANUAL
         )(self.on_record)
+
+    async def start(self) -> None:
+        await self.runtime.start()
+
+    async def drain(self, grace_s: float) -> None:
+        await self.runtime.drain(grace_s)
+
+    async def stop(self) -> None:
+        await self.runtime.stop()
 
     async def on_record(self, msg: KafkaMessage) -> None:
         bodies = [r.value for r in msg.raw_message] if self.batch else [bytes(msg.body)]  # type: ignore[union-attr]
@@ -47,7 +58,7 @@ class CarelessBatch(Careless):
     batch: ClassVar[bool] = True
 
 
-def dead_letter_counts(svc: Service, topic: str) -> dict[DeadLetterReason, float | None]:
+def dead_letter_counts(svc: Careless, topic: str) -> dict[DeadLetterReason, float | None]:
     labels = {"service": svc.name, "topic": topic}
     return {
         reason: svc.registry.get_sample_value("agentstream_dead_letters_total", {**labels, "reason": reason.value})

@@ -1,4 +1,4 @@
-"""Service.publish / publish_nowait on the real broker: order, keys, headers, acks, the counter."""
+"""Runtime.publish / publish_nowait on the real broker: order, keys, headers, acks, the counter."""
 
 from agentstream.contracts import Notice, ReplyTarget
 from agentstream.host import ServiceHost
@@ -26,9 +26,9 @@ async def test_records_handed_over_without_waiting_arrive_in_order_with_their_ac
     topic = svc.topics.events
     async with ServiceHost([svc], "127.0.0.1", {svc.name: free_port()}):
         # Keyed by the topic's key of each record (its conversation key): no key passed.
-        acks = [await svc.publish_nowait(EVENTS, notice(seq)) for seq in range(1, 51)]
+        acks = [await svc.runtime.publish_nowait(EVENTS, notice(seq)) for seq in range(1, 51)]
         offsets = [(await ack).offset for ack in acks]
-        await svc.publish(EVENTS, notice(51))
+        await svc.runtime.publish(EVENTS, notice(51))
         records = await read_until(settings.kafka.bootstrap_servers, topic, lambda rs: len(rs) >= 51)
         published = svc.registry.get_sample_value(
             "agentstream_records_published_total", {"service": svc.name, "topic": topic}

@@ -85,13 +85,13 @@ async def test_a_hanging_flush_neither_stops_reading_nor_lets_the_commit_pass_it
         tp = TopicPartition(topic, partition)
         await svc.commit()
         # Not past the hanging run's first event: it lives only in memory.
-        assert (await committed_offset(settings, svc.group_id, tp) or 0) <= 0
+        assert (await committed_offset(settings, svc.runtime.group_id, tp) or 0) <= 0
         release.set()
         await wait_for_run(http, "run-held")
         await wait_for_run(http, "run-next")
         await until(lambda: len(svc.buffers) == 0)
         await svc.commit()
-        assert await committed_offset(settings, svc.group_id, tp) == total
+        assert await committed_offset(settings, svc.runtime.group_id, tp) == total
 
 
 async def test_runs_that_waited_for_the_database_are_written_together_once_it_is_back(

@@ -151,7 +151,7 @@ async def test_interrupt_saves_a_checkpoint_and_resume_continues_without_repeati
             # producer batched several records.
             records = await read_until(bootstrap, t.events, lambda rs: len(finished(rs, "run-ir-3")) == 1)
             consumer = AIOKafkaConsumer(
-                bootstrap_servers=bootstrap, group_id=persistence.group_id, enable_auto_commit=False
+                bootstrap_servers=bootstrap, group_id=persistence.runtime.group_id, enable_auto_commit=False
             )
             await consumer.start()
             try:

@@ -57,7 +57,7 @@ async def test_a_run_postgresql_cannot_hold_is_dead_lettered_and_the_offset_move
         assert ready["checks"]["flush"] is True, ready
         async with asyncio.timeout(20):
             while True:  # committed past both runs: nothing pins the partition
-                points = await committed(settings, svc.group_id, topic)
+                points = await committed(settings, svc.runtime.group_id, topic)
                 if len(bad + good) in points.values():
                     break
                 await asyncio.sleep(0.2)

@@ -74,7 +74,7 @@ async def front(db_url: str) -> AsyncIterator[Front]:
     transport = httpx.ASGITransport(app=svc.http)
     async with httpx.AsyncClient(transport=transport, base_url="http://ingress") as client:
         yield Front(svc, client, writer.token, f"key.{writer.key_id}", pinned.token, gateway.token, settings)
-    await svc.auth.close()
+    await svc.infra.auth.close()
 
 
 async def test_a_writer_key_posts_as_itself(front: Front) -> None:

@@ -167,7 +167,7 @@ def credentials(keys_db: tuple[str, Credentials]) -> Credentials:
 async def service(request: pytest.FixtureRequest, keys_db: tuple[str, Credentials]) -> AsyncIterator[Service]:
     svc = build_service(request.param, _settings(keys_db[0]))
     yield svc
-    await svc.auth.close()
+    await svc.infra.auth.close()
 
 
 async def _status(client: httpx.AsyncClient, method: str, path: str, token: str | None, scheme: str = "Bearer") -> int:
@@ -243,7 +243,7 @@ async def test_the_matrix_catches_an_open_route_and_a_missing_scope_check(
         await check_route(svc.http, "GET", "/v1/oops", credentials)
     with pytest.raises(AssertionError, match="got 200, not 403"):
         await check_route(svc.http, "GET", "/v1/streams", credentials)
-    await svc.auth.close()
+    await svc.infra.auth.close()
 
 
 def test_discovery_sees_every_service_and_the_known_routes() -> None:

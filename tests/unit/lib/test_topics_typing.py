@@ -1,5 +1,5 @@
 """`Topic[R]` (agentstream.kafka.topics) makes `publish(topic, record)` (the `Publisher` part, and
-`Service.publish` over it) type-check only with a record of the topic's own type: mypy refuses a
+`Runtime.publish` over it) type-check only with a record of the topic's own type: mypy refuses a
 record published to the wrong topic."""
 
 import re
@@ -24,7 +24,7 @@ def test_right_records_type_check_and_every_wrong_one_is_refused():
 def test_without_the_ignores_mypy_names_each_wrong_publish(tmp_path: Path):
     source = PUBLISHES.read_text(encoding="utf-8")
     wrong_lines = [i + 1 for i, line in enumerate(source.splitlines()) if line.endswith(IGNORE)]
-    assert len(wrong_lines) == 5  # three through a service, two through the publisher part
+    assert len(wrong_lines) == 5  # three through a service's runtime, two through the publisher part
     bare = tmp_path / "topic_publish_bare.py"
     bare.write_text(source.replace(IGNORE, ""), encoding="utf-8")
     out, status = mypy(bare)

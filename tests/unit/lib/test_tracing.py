@@ -22,7 +22,7 @@ from agentstream import tracing
 from agentstream.config import TracingSettings, load_settings
 from agentstream.contracts import Notice, NoticeLevel
 from agentstream.kafka.producer import encode_record
-from agentstream.service import Infra, Service
+from agentstream.service import Infra, Runtime
 from agentstream.tracing import NO_TRACING, tracing_for
 from agentstream.tracing_otel import OtelTracing
 
@@ -85,7 +85,7 @@ def test_off_imports_nothing_of_the_sdk_at_start() -> None:
         import sys
         import agentstream_stack.cli
         from agentstream.config import SERVICES, load_settings
-        from agentstream.service import Infra, Service
+        from agentstream.service import Infra
 
         for name in SERVICES:
             Infra.build(load_settings(), name, uses_database=name != "agent-runner")
@@ -181,13 +181,10 @@ async def test_a_collector_that_never_answers_does_not_hold_the_stop(monkeypatch
         endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}/v1/traces"
         settings = load_settings(tracing={"enabled": True, "otlp_endpoint": endpoint})
 
-        class Bare(Service):
-            name = "bare"
-
-        service = Bare(Infra.build(settings, "bare", uses_database=False))
-        with service.infra.tracing.span("pending"):
+        runtime = Runtime(Infra.build(settings, "bare", uses_database=False))  # a service of no parts of its own
+        with runtime.infra.tracing.span("pending"):
             pass
-        await service.stop()
+        await runtime.stop()
         # The export the stop started is still waiting for its answer: had the stop waited for the
         # exporter, the exporter would have given up (and closed its connection) first.
         silent.settimeout(10)

@@ -32,7 +32,7 @@ async def test_a_stale_run_gets_one_runner_lost_ending_and_a_refused_one_is_forg
     async def publish(topic: Topic[Any], record: Any, key: str | None = None) -> None:
         published.append((topic, record, topic.key_of(record) if key is None else key))
 
-    svc.publish = publish  # type: ignore[method-assign]
+    svc.runtime.publish = publish  # type: ignore[method-assign]
     svc.buffers.add(RunQueued(**ids("lost", 0), assistant_id="default", reply_target=TARGET), now=0.0)
     svc.buffers.add(
         RunStarted(**ids("lost", 1), assistant_id="default", connector_id="c", reply_target=TARGET), now=0.0
@@ -72,7 +72,7 @@ async def test_a_lost_run_whose_ending_is_not_published_is_not_counted_and_tried
         if len(attempts) == 1:
             raise ConnectionError("broker away")
 
-    svc.publish = publish  # type: ignore[method-assign]
+    svc.runtime.publish = publish  # type: ignore[method-assign]
     svc.buffers.add(
         RunStarted(**ids("lost", 1), assistant_id="default", connector_id="c", reply_target=TARGET), now=0.0
     )
@@ -95,14 +95,14 @@ async def test_a_silent_run_queued_of_a_stored_run_is_forgotten_not_ended(db_url
     async def publish(topic: Topic[Any], record: Any, key: str | None = None) -> None:
         published.append(record)
 
-    svc.publish = publish  # type: ignore[method-assign]
+    svc.runtime.publish = publish  # type: ignore[method-assign]
     for root in ("stored", "never-started"):
         svc.buffers.add(RunQueued(**ids(root, 0), assistant_id="default", reply_target=TARGET), now=0.0)
     try:
         await svc.end_stale_runs(now=11.0)
     finally:
-        assert svc.engine is not None
-        await svc.engine.dispose()
+        assert svc.infra.engine is not None
+        await svc.infra.engine.dispose()
     assert [e.root_run_id for e in published] == ["never-started"]  # lost with its runner before it began
     assert svc.buffers.get("stored") is None and lost_runs(svc) == 1
     assert svc.buffers.add(RunQueued(**ids("stored", 0), assistant_id="default", reply_target=TARGET)) is None
@@ -121,16 +121,16 @@ async def test_silence_while_kafka_is_away_is_no_runner_lost():
     async def commit() -> None:
         return None
 
-    svc.publish = publish  # type: ignore[method-assign]
+    svc.runtime.publish = publish  # type: ignore[method-assign]
     svc.commit = commit  # type: ignore[method-assign]
     svc.buffers.add(
         RunStarted(**ids("held", 1), assistant_id="default", connector_id="c", reply_target=TARGET), now=0.0
     )
-    svc.broker_health.reason = "kafka not answering (KafkaConnectionError)"
+    svc.runtime.broker_health.reason = "kafka not answering (KafkaConnectionError)"
     await svc.watchdog_tick(now=5.0)
     await svc.watchdog_tick(now=40.0)  # away for long: nothing judged
     assert published == []
-    svc.broker_health.reason = None  # back
+    svc.runtime.broker_health.reason = None  # back
     await svc.watchdog_tick(now=41.0)
     await svc.watchdog_tick(now=50.0)  # 9 s heard: still alive
     assert published == []

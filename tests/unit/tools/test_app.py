@@ -70,7 +70,7 @@ class Harness:
             self.published.append(record)
 
         self.svc.tools.register(Tool("counter", "counts its runs", COUNTER_SCHEMA, counter))
-        self.svc.publisher.publish = publish  # type: ignore[method-assign]  # results and dead letters alike
+        self.svc.runtime.publisher.publish = publish  # type: ignore[method-assign]  # results and dead letters alike
 
     async def deliver(self, call: ToolCallRequest, offset: int, partition: int = 0) -> None:
         await self.deliver_batch([call], offset, partition)
@@ -259,14 +259,14 @@ async def test_a_call_twice_in_one_batch_runs_once_and_both_records_are_answered
 
 async def test_a_record_that_fails_in_a_batch_fails_alone(db_url, engine):  # type: ignore[no-untyped-def]
     h = Harness(db_url, engine)
-    answer = h.svc.publisher.publish
+    answer = h.svc.runtime.publisher.publish
 
     async def publish(topic: Topic[Any], record: Any, key: str | None = None) -> None:
         if topic is DLQ:
             raise ConnectionError("broker away")  # the bad record's dead letter cannot go out
         await answer(topic, record, key)
 
-    h.svc.publisher.publish = publish  # type: ignore[method-assign]
+    h.svc.runtime.publisher.publish = publish  # type: ignore[method-assign]
     await h.deliver_batch([request("c1"), b"{not json", request("c3")], first=0)
     await h.settle()
     assert h.runs == 2 and sorted(r.call_id for r in h.published) == ["c1", "c3"]

@@ -1,12 +1,14 @@
-"""What every service is made of: `Infra`, built once by the service's `bootstrap`, and the parts
-(`agentstream.parts`, `agentstream.publishing`) composed in `Service`.
+"""What every service is made of: `Infra`, built once by the service's `bootstrap`; `Runtime`, the
+parts (`agentstream.parts`, `agentstream.publishing`) composed over it and the order they start,
+drain and stop in; and `Service`, the lifecycle `ServiceHost` and the stacks run.
 
-`Service` keeps only the order in which the parts start, drain and stop, and the hooks a service
-fills in (`on_start`, `on_stop`, `on_drain`, `on_new_cluster`); each part is its own module: the
-publisher (`publishing.Publisher`), dead letters (`parts/dead_letters.py`), readiness and the ops
-HTTP app (`parts/readiness.py`), the drain (`parts/drain.py`), consumer lag (`parts/lag.py`) and
-the broker with its consumers, health and restarts (`parts/kafka_link.py`). A service registers
-its `Consumer`s and routes in its `__init__` and keeps handlers thin.
+No service inherits any of it (docs/decisions.md § Service parts): `bootstrap` builds the infra and
+the runtime with the readiness checks the service needs (the database's only where there is one)
+and passes them in; the service holds the runtime, calls its parts, and implements `Service` by
+handing its own steps to `Runtime.start`, `Runtime.drain` and `Runtime.stop`. Each part is its own
+module: the publisher (`publishing.Publisher`), dead letters (`parts/dead_letters.py`), readiness
+and the ops HTTP app (`parts/readiness.py`), the drain (`parts/drain.py`), consumer lag
+(`parts/lag.py`) and the broker with its consumers, health and restarts (`parts/kafka_link.py`).
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from fastapi import FastAPI
 from faststream.kafka import KafkaBroker
-from faststream.message import StreamMessage
 from prometheus_client import CollectorRegistry, Counter
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker
 
@@ -34,12 +36,12 @@ from agentstream.kafka.health import BrokerHealth
 from agentstream.kafka.topics import R, Topic
 from agentstream.metrics import new_registry
 from agentstream.metrics.lag import Subscription
-from agentstream.observability import NotReady, get_logger, record_log_context, record_task_context
+from agentstream.observability import NotReady, ReadyCheck, get_logger, record_log_context, record_task_context
 from agentstream.parts.dead_letters import DeadLetters
 from agentstream.parts.drain import Drain
 from agentstream.parts.kafka_link import FINAL_STEP_TIMEOUT_S, KafkaLink
 from agentstream.parts.lag import ServiceLag
-from agentstream.parts.readiness import Readiness, database_ready
+from agentstream.parts.readiness import Readiness
 from agentstream.publishing import Publisher
 from agentstream.tracing import NO_TRACING, Tracing, tracing_for
 
@@ -61,7 +63,7 @@ def freeze_startup_objects() -> None:
 
 @dataclass(frozen=True, eq=False)
 class Infra:
-    """What every service is built on, made once by the service's `bootstrap` and passed in.
+    """What every service is built on, made once by the service's `bootstrap` and passed to its `Runtime`.
 
     Its collaborators (ledgers, hooks, launchers, adapters) are built from these parts before
     the service exists, so nothing is swapped once it starts. The engine is lazy: no
@@ -111,52 +113,65 @@ class Infra:
         )
 
 
-async def _no_database() -> bool:
-    """A service that uses a database built without one (`Infra.build(uses_database=False)`)."""
-    return False
+Step = Callable[[], Awaitable[None]]
 
 
-class Service:
-    """The five services' common order of start, drain and stop over their parts. `name` is the
-    service name (`agent-runner`, …)."""
+async def _nothing() -> None:
+    """A step a service does not take (`Runtime.start`, `drain`, `stop`)."""
 
-    name: ClassVar[str]
-    uses_database: ClassVar[bool] = False
 
-    def __init__(self, infra: Infra) -> None:
+class Service(Protocol):
+    """What `ServiceHost` and the stacks run: a name, an ops HTTP app, and the three steps of a
+    lifecycle (start; drain, the first step of a stop; stop). The five services implement it
+    structurally, each over its own `Runtime`; nothing inherits it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def registry(self) -> CollectorRegistry: ...
+
+    @property
+    def http(self) -> FastAPI: ...
+
+    async def start(self) -> None: ...
+
+    async def drain(self, grace_s: float) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class Runtime:
+    """One service's parts over its `Infra`, and the order they start, drain and stop in.
+
+    Built by the service's `bootstrap` and held by the service (composition: docs/decisions.md
+    § Service parts). `checks` are `/readyz` checks after the broker's, in order (a service with a
+    database passes `{"database": database_ready(engine)}`); a service adds its own with
+    `readiness.add`. The service's own steps are passed to `start`, `drain` and `stop`.
+    """
+
+    def __init__(self, infra: Infra, *, checks: Mapping[str, ReadyCheck] | None = None) -> None:
         self.infra = infra
+        self.name = infra.name
         self.settings = infra.settings
         self.topics = infra.topics
         self.registry = infra.registry
         self.log = infra.log
         self.broker: KafkaBroker = infra.broker
-        self.engine: AsyncEngine | None = infra.engine
-        self.sessions: async_sessionmaker | None = infra.sessions  # type: ignore[type-arg]
-        self.auth = infra.auth
-        self.started = False
         self.publisher: Publisher = infra.publisher
+        self.started = False
         self.dead_letters = DeadLetters(infra.publisher, infra.registry, self.name, infra.log)
-        self.kafka = KafkaLink(
-            infra.settings,
-            self.name,
-            infra.broker,
-            infra.topics,
-            infra.log,
-            self.dead_letters,
-            on_new_cluster=lambda: self.on_new_cluster(),
-        )
+        self.kafka = KafkaLink(infra.settings, self.name, infra.broker, infra.topics, infra.log, self.dead_letters)
         self.lag = ServiceLag(infra.settings.kafka, self.name, infra.registry, infra.log)
         self.drainer = Drain(self.name, infra.registry, infra.log)
-        # Topics it reads whose records are no one's message (a periodic republish): against
-        # Tansu they do not keep the end watcher at its fast pace (agentstream.kafka.end_watch).
-        self.background_topics: frozenset[str] = frozenset()
         self.readiness = Readiness(self.name, infra.registry, infra.auth)
         self.readiness.add("broker", self._broker_ready)
-        if self.uses_database:
-            self.readiness.add("database", database_ready(infra.engine) if infra.engine is not None else _no_database)
-        # Subclasses may add checks in their `__init__`; `/readyz` reads this dict on every request.
-        self.ready_checks = self.readiness.checks
-        self.http = self.readiness.http
+        for name, check in (checks or {}).items():
+            self.readiness.add(name, check)
+        self.http: FastAPI = self.readiness.http
 
     def counter(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Counter:
         """A counter in this service's own registry (the one `/metrics` serves)."""
@@ -210,12 +225,6 @@ class Service:
     def count_dead_letter(self, topic: str, error: str) -> None:
         self.dead_letters.count(topic, error)
 
-    async def handler_failed(self, msg: StreamMessage[Any], err: Exception) -> None:
-        await self.dead_letters.handler_failed(msg, err)
-
-    async def record_failed(self, raw: Any, err: Exception, *, traceback: bool = True) -> None:
-        await self.dead_letters.record_failed(raw, err, traceback=traceback)
-
     def log_context(self, record: object = None, **fields: str | None) -> AbstractContextManager[None]:
         """Log lines inside carry this service and `record`'s run and conversation (see
         `observability.record_log_context`); every handler wraps a record's handling in it."""
@@ -225,24 +234,16 @@ class Service:
         """The context for a task started for `record` (see `observability.record_task_context`)."""
         return record_task_context(self.name, record)
 
-    # -- to override -------------------------------------------------------------
-    async def on_start(self) -> None:
-        """Open resources before the broker starts consuming."""
-
-    async def on_stop(self) -> None:
-        """Close resources after the broker stopped."""
-
-    async def on_new_cluster(self) -> None:
-        """After the consumers restarted on a new cluster, still not ready: resend what it lost."""
-
-    async def on_drain(self) -> None:
-        """Stop taking new work and return once what this service runs has finished; cancelled
-        when the grace period ends (`stop` then cuts what is left and counts it in `cut`)."""
-
     # -- lifecycle ---------------------------------------------------------------
-    async def start(self) -> None:
-        await self.on_start()
-        await self.kafka.start(background=self.background_topics)
+    async def start(
+        self, on_start: Step = _nothing, *, on_new_cluster: Step = _nothing, background: Collection[str] = ()
+    ) -> None:
+        """`on_start` (open resources) before the broker starts consuming; `on_new_cluster` after
+        the consumers restarted on a new cluster, still not ready (resend what it lost);
+        `background`: topics it reads whose records are no one's message (a periodic republish),
+        which against Tansu do not keep the end watcher at its fast pace (agentstream.kafka.end_watch)."""
+        await on_start()
+        await self.kafka.start(background=background, on_new_cluster=on_new_cluster)
         self.dead_letters.zero(self.subscriptions())
         self.lag.start(self.subscriptions())
         freeze_startup_objects()
@@ -253,27 +254,30 @@ class Service:
             kafka_flavor=tuning(self.settings.kafka).flavor.value,
         )
 
-    async def drain(self, grace_s: float) -> None:
+    async def drain(self, grace_s: float, on_drain: Step = _nothing) -> None:
         """The first step of a stop (SIGTERM): not ready, no new work, and up to `grace_s` for what
-        runs to finish while the broker still consumes and publishes (docs/deploy.md § Stopping)."""
+        runs to finish while the broker still consumes and publishes (docs/deploy.md § Stopping).
+        `on_drain` stops taking new work and returns once what the service runs has finished; it
+        is cancelled when the grace period ends (`stop` then cuts what is left and counts it in `cut`)."""
         if self.draining or not self.started:
             return
         self.drainer.begin()  # before anything is awaited: no run starts here from now on
         # The idle gate pauses and resumes whole consumers; a drain pauses partitions of its own.
         await self.kafka.stop_gates()
-        await self.drainer.run(grace_s, self.on_drain)
+        await self.drainer.run(grace_s, on_drain)
 
-    async def stop(self) -> None:
+    async def stop(self, on_stop: Step = _nothing) -> None:
+        """`on_stop` (close resources) after the broker stopped, before the database closes."""
         self.started = False
         await self.kafka.stop_watching()
         await self.lag.stop()
         try:
             await self.kafka.stop()
         finally:
-            await self.on_stop()
-            await self.auth.close()
-            if self.engine is not None:
-                await self.engine.dispose()
+            await on_stop()
+            await self.infra.auth.close()
+            if self.infra.engine is not None:
+                await self.infra.engine.dispose()
             await self._stop_tracing()
         self.log.info("service stopped")
 
@@ -291,6 +295,6 @@ class Service:
     async def _broker_ready(self) -> bool:
         if not self.started:
             raise NotReady("not started")
-        if self.draining:  # out of the Service's endpoints while what runs finishes
+        if self.draining:  # out of the service's endpoints while what runs finishes
             raise NotReady("draining")
         return await self.kafka.ready()

@@ -35,7 +35,7 @@ from agentstream.kafka.consumer import Consumed, Consumer, Contract, NotTheContr
 from agentstream.kafka.decoding import Undecodable, decode_record
 from agentstream.kafka.topics import EVENTS
 from agentstream.observability import NotReady
-from agentstream.service import Infra, Service
+from agentstream.service import Runtime
 from agentstream_runner.connectors.resolve import Connectors
 from agentstream_runner.conversations.registry import Conversations
 from agentstream_runner.handover import ResultsReader
@@ -91,13 +91,12 @@ def arrived(start: StartRun, timestamp_ms: int | None, read_at: float) -> StartR
     return start.model_copy(update={"arrival": arrival})
 
 
-class AgentRunnerService(Service):
+class AgentRunnerService:
     name = "agent-runner"
-    uses_database = True  # history (`messages`) and role overrides (`role_settings`), read-only
 
     def __init__(
         self,
-        infra: Infra,
+        runtime: Runtime,
         *,
         connectors: Connectors,
         launcher: RunLauncher,
@@ -105,29 +104,35 @@ class AgentRunnerService(Service):
         waiters: ToolWaiters,
         tool_catalog: ToolCatalog,
     ) -> None:
-        super().__init__(infra)
+        self.runtime = runtime  # its parts and their lifecycle (agentstream.service)
+        self.infra = runtime.infra
+        self.settings = runtime.settings
+        self.topics = runtime.topics
+        self.registry = runtime.registry
+        self.log = runtime.log
+        self.http = runtime.http
         self.connectors = connectors
         self.launcher = launcher
         self.conversations = conversations
         self.waiters = waiters
         self.tool_catalog = tool_catalog
-        self.ready_checks["connectors"] = self._connectors_ready
+        runtime.readiness.add("connectors", self._connectors_ready)
         self.decode_command = Contract(RUNNER_RECORD, RUNNER_RECORD_NAME)
-        self.orphans_ended = self.counter(
+        self.orphans_ended = runtime.counter(
             "agentstream_runner_orphaned_runs_ended_total",
             "Runs found started and unfinished in newly assigned partitions, ended runner_lost at once",
         )
-        self.records = self.counter("agentstream_runner_records_total", "Records consumed by type", ["type"])
+        self.records = runtime.counter("agentstream_runner_records_total", "Records consumed by type", ["type"])
         Gauge(
             "agentstream_runner_active_conversations", "Conversations with an active run", registry=self.registry
         ).set_function(lambda: len(self.conversations))
         # One consumer for both topics: they are co-partitioned, so a conversation's commands and
         # tool results reach the same runner, in order. At most once (see COMMIT_INTERVAL_MS).
-        self.commands = self.consuming(
+        self.commands = runtime.consuming(
             Consumer(
-                self.source,
+                runtime.source,
                 topic=(self.topics.runs, self.topics.tool_results),
-                group=self.group_id,
+                group=runtime.group_id,
                 policy=AtMostOnce(),
                 decode=self._decode,
                 handler=self.on_record,
@@ -146,9 +151,9 @@ class AgentRunnerService(Service):
         # read from the beginning on every start (docs/tools.md). Executors republish it every
         # few seconds: no message of anyone's.
         self.background_topics = frozenset({self.topics.tool_catalog})
-        self.catalog_records = self.consuming(
+        self.catalog_records = runtime.consuming(
             Consumer(
-                self.source,
+                runtime.source,
                 topic=self.topics.tool_catalog,
                 group=None,
                 policy=AtMostOnce(),
@@ -161,6 +166,12 @@ class AgentRunnerService(Service):
         if not self.settings.connectors:  # every run would fail "connector not specified"
             raise NotReady("no connector configured (connectors: [])")
         return True
+
+    async def start(self) -> None:
+        await self.runtime.start(self.on_start, on_new_cluster=self.on_new_cluster, background=self.background_topics)
+
+    async def drain(self, grace_s: float) -> None:
+        await self.runtime.drain(grace_s, self.on_drain)
 
     async def on_start(self) -> None:
         if not self.settings.connectors:
@@ -178,11 +189,15 @@ class AgentRunnerService(Service):
         read_at = time.time()
         record = consumed.record
         self.records.labels(record.type).inc()
-        if self.draining and isinstance(record, StartRun | ResumeRun) and self._leave_for_next_owner(consumed.source):
+        if (
+            self.runtime.draining
+            and isinstance(record, StartRun | ResumeRun)
+            and self._leave_for_next_owner(consumed.source)
+        ):
             return
         if isinstance(record, StartRun) and record.arrival is not None:
             record = arrived(record, consumed.timestamp_ms, read_at)
-        with self.log_context(record):
+        with self.runtime.log_context(record):
             await self._route(record, consumed.partition)
 
     def _leave_for_next_owner(self, source: ConsumerRecord) -> bool:
@@ -270,7 +285,7 @@ class AgentRunnerService(Service):
                 async with asyncio.timeout(ORPHAN_SCAN_S):
                     # `runs` before `events`: the ending a ResumeRun read there follows is in the events.
                     commands = await read_committed_to_end(
-                        self.settings.kafka, self.topics.runs, partitions, self.group_id, client_id
+                        self.settings.kafka, self.topics.runs, partitions, self.runtime.group_id, client_id
                     )
                     events = await read_events(self.settings.kafka, self.topics.events, partitions, client_id)
                     starts, resumes = runs_to_run(commands)
@@ -286,7 +301,7 @@ class AgentRunnerService(Service):
                     for run_id, ended_at in begun.items():
                         self.launcher.taken_runs.resume_began(run_id, ended_at)
                 for run in orphans:
-                    await self.publish(EVENTS, lost_ending(run))
+                    await self.runtime.publish(EVENTS, lost_ending(run))
         except Exception as err:  # the watchdog still ends them, later
             self.log.warning("orphaned runs not looked for", partitions=sorted(partitions), error=repr(err))
             return
@@ -356,8 +371,8 @@ class AgentRunnerService(Service):
         # Runs still there after the drain end (interrupted, reason "shutdown") while the broker can
         # still publish run.finished; with resume.auto they continue on another runner.
         active, waiting = self.conversations.runs()
-        self.cut("runs", active)
-        self.cut("queued_runs", waiting)
+        self.runtime.cut("runs", active)
+        self.runtime.cut("queued_runs", waiting)
         await self.conversations.close(FinishReason.SHUTDOWN)
         await self.connectors.close()
-        await super().stop()
+        await self.runtime.stop()

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentstream.config import Settings
-from agentstream.service import Infra
+from agentstream.parts.readiness import database_ready
+from agentstream.service import Infra, Runtime
 from agentstream.tool_call_signing import call_secret
 from agentstream.tools_catalog import approval_selectors
 from agentstream_runner.app import AgentRunnerService
@@ -41,7 +42,10 @@ def load_assistants(settings: Settings, log: Any) -> Assistants:
 def bootstrap(settings: Settings, *, connectors: Connectors | None = None) -> AgentRunnerService:
     """The runner for `settings`; `connectors` replaces the configured ones (tests: fake models)."""
     secret = call_secret(settings.tools)  # first: a missing secret stops the start with the key to set
-    infra = Infra.build(settings, AgentRunnerService.name, uses_database=AgentRunnerService.uses_database)
+    # The database: history (`messages`) and role overrides (`role_settings`), read-only.
+    infra = Infra.build(settings, AgentRunnerService.name, uses_database=True)
+    assert infra.engine is not None  # uses_database
+    runtime = Runtime(infra, checks={"database": database_ready(infra.engine)})
     assistants = load_assistants(settings, infra.log)
     tool_catalog = ToolCatalog(approval_selectors=approval_selectors(settings.tools))
     metrics = RunMetrics(infra.registry, {c.id: c.model for c in settings.connectors}, tools=tool_catalog)
@@ -64,7 +68,7 @@ def bootstrap(settings: Settings, *, connectors: Connectors | None = None) -> Ag
         collect_window_s=settings.runner.collect_window_ms / 1000,
     )
     return AgentRunnerService(
-        infra,
+        runtime,
         connectors=connectors,
         launcher=launcher,
         conversations=conversations,

@@ -37,7 +37,7 @@ from agentstream.kafka.commits import COMMIT_TIMEOUT_S
 from agentstream.kafka.consumer import Consumed, Consumer, Contract, as_bytes
 from agentstream.kafka.topics import DELIVERIES, INBOUND, WEB_FRAMES
 from agentstream.retention import RetentionTask
-from agentstream.service import Infra, Service
+from agentstream.service import Runtime
 from agentstream_delivery.adapters import PlatformAdapter
 from agentstream_delivery.adapters.web_history import ConversationHistory
 from agentstream_delivery.adapters.web_http import add_web_routes
@@ -62,13 +62,12 @@ ENDED_KEPT = 1_000
 REJOIN_MARGIN_S = 10.0
 
 
-class DeliveryService(Service):
+class DeliveryService:
     name = "delivery"
-    uses_database = True  # hooks (billing, audit) and the delivery ledger
 
     def __init__(
         self,
-        infra: Infra,
+        runtime: Runtime,
         *,
         adapters: Adapters,
         rate_limiter: RateLimiter,
@@ -80,7 +79,14 @@ class DeliveryService(Service):
         retention: RetentionTask,
         web_sessions: WebSessions,
     ) -> None:
-        super().__init__(infra)
+        self.runtime = runtime  # its parts and their lifecycle (agentstream.service)
+        self.infra = runtime.infra
+        self.settings = runtime.settings
+        self.topics = runtime.topics
+        self.registry = runtime.registry
+        self.log = runtime.log
+        self.http = runtime.http
+        self.sessions = runtime.infra.sessions
         self.memory = adapters.memory
         self.web = adapters.web
         self.adapters = adapters.enabled
@@ -118,11 +124,11 @@ class DeliveryService(Service):
 
     def _subscribe(self) -> None:
         # Never past an unfinished stream: each stream and notice holds its first record until done (docs/delivery.md).
-        self.events = self.consuming(
+        self.events = self.runtime.consuming(
             Consumer(
-                self.source,
+                self.runtime.source,
                 topic=self.topics.events,
-                group=self.group_id,
+                group=self.runtime.group_id,
                 policy=OldestOpen(every_s=COMMIT_EVERY_S),
                 decode=Contract(RunEventAdapter, "RunEvent"),
                 handler=self.on_event,
@@ -136,11 +142,11 @@ class DeliveryService(Service):
         if self.hooks.observing:
             # Observers get their own consumer group: they read the same records at their own
             # pace, so a slow hook lags only itself and never holds back a stream.
-            self.hook_records = self.consuming(
+            self.hook_records = self.runtime.consuming(
                 Consumer(
-                    self.source,
+                    self.runtime.source,
                     topic=(self.topics.events, self.topics.deliveries),
-                    group=f"{self.group_id}-hooks",
+                    group=f"{self.runtime.group_id}-hooks",
                     policy=AtMostOnce(),
                     decode=as_bytes,
                     handler=self.on_hook_record,
@@ -168,10 +174,19 @@ class DeliveryService(Service):
             ),
         )
         # Frames go out on `web-frames`; every replica's reader serves its own pages from there.
-        self.web.sink = lambda frame: self.publish(WEB_FRAMES, frame)
+        self.web.sink = lambda frame: self.runtime.publish(WEB_FRAMES, frame)
         self.web_reader = WebFramesReader(
-            self.settings.kafka, self.topics.web_frames, self.web, self.dead_letter_record, self.log
+            self.settings.kafka, self.topics.web_frames, self.web, self.runtime.dead_letter_record, self.log
         )
+
+    async def start(self) -> None:
+        await self.runtime.start(self.on_start)
+
+    async def drain(self, grace_s: float) -> None:
+        await self.runtime.drain(grace_s, self.on_drain)
+
+    async def stop(self) -> None:
+        await self.runtime.stop(self.on_stop)
 
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
@@ -191,7 +206,7 @@ class DeliveryService(Service):
 
     async def on_stop(self) -> None:
         await self.retention.stop()
-        self.cut("streams", len(self.streams.all()))
+        self.runtime.cut("streams", len(self.streams.all()))
         await self.streams.cancel_all()
         await self.hooks.stop()
         for task in list(self._background):
@@ -207,7 +222,7 @@ class DeliveryService(Service):
             return  # its partition moved on meanwhile: the new owner reads it again (docs/delivery.md § Rebalance)
         event = consumed.record
         self._partition_of.set(event.conversation_key, origin[0])
-        with self.log_context(event):  # streams opened here keep the run's ids
+        with self.runtime.log_context(event):  # streams opened here keep the run's ids
             await self.handle(event, origin)
 
     async def on_hook_record(self, consumed: Consumed[bytes]) -> None:
@@ -336,7 +351,7 @@ class DeliveryService(Service):
         for message in self.relay.forwards(source, event):
             key = conversation_key(message.platform, message.chat_id, message.thread_id)
             try:
-                await self.publish(INBOUND, message, key)
+                await self.runtime.publish(INBOUND, message, key)
                 self.log.info("run forwarded", root_run_id=event.root_run_id, to=key, profile=message.profile)
             except Exception as err:
                 self.log.warning("relay forward failed", root_run_id=event.root_run_id, to=key, error=repr(err))
@@ -441,7 +456,7 @@ class DeliveryService(Service):
 
     # -- receipts and background tasks -------------------------------------------------
     async def _publish_receipt(self, receipt: DeliveryReceipt) -> None:
-        await self.publish(DELIVERIES, receipt)
+        await self.runtime.publish(DELIVERIES, receipt)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)

@@ -28,7 +28,7 @@ from agentstream.kafka.internals import producer_of
 from agentstream.kafka.producer import encode_record
 from agentstream.kafka.topics import DLQ, EVENTS, INBOUND, RUNS, Addressed, addressed
 from agentstream.retention import RetentionTask
-from agentstream.service import Infra, Service
+from agentstream.service import Runtime
 from agentstream_ingress import http
 from agentstream_ingress.batch_output import BatchOutput
 from agentstream_ingress.decisions import (
@@ -81,25 +81,32 @@ def started_and_not(
     return started, set(claims) - {key for key, _, _ in started}
 
 
-class IngressService(Service):
+class IngressService:
     name = "ingress"
-    uses_database = True
 
-    def __init__(self, infra: Infra, pipeline: Pipeline, ports: DatabasePorts, retention: RetentionTask) -> None:
-        super().__init__(infra)
+    def __init__(self, runtime: Runtime, pipeline: Pipeline, ports: DatabasePorts, retention: RetentionTask) -> None:
+        self.runtime = runtime  # its parts and their lifecycle (agentstream.service)
+        self.infra = runtime.infra
+        self.settings = runtime.settings
+        self.topics = runtime.topics
+        self.registry = runtime.registry
+        self.log = runtime.log
+        self.http = runtime.http
+        self.broker = runtime.broker
+        self.sessions = runtime.infra.sessions
         self.pipeline = pipeline
         self.ports = ports
         self.retention = retention
-        self.decisions = self.counter(
+        self.decisions = runtime.counter(
             "agentstream_ingress_decisions_total", "Inbound records by decision", ["decision", "reason"]
         )
         self._decision_counters: dict[tuple[str, str], Any] = {}
         # A batch's offsets once its output is acked; a batch whose output failed is read again.
-        self.inbound = self.consuming(
+        self.inbound = runtime.consuming(
             BatchConsumer(
-                self.source,
+                runtime.source,
                 topic=self.topics.inbound,
-                group=self.group_id,
+                group=runtime.group_id,
                 policy=AfterOutputAcked(),
                 handler=self.on_inbound,
                 polling=Polling(max_records=MAX_BATCH, wait_ms=BATCH_WAIT_MS),
@@ -109,6 +116,12 @@ class IngressService(Service):
         self.outbox = Outbox(self.sessions) if self.settings.kafka.in_memory and self.sessions else None
         self._sweeper: asyncio.Task[None] | None = None
         http.register(self.http, self.settings, self.produce_inbound)
+
+    async def start(self) -> None:
+        await self.runtime.start(self.on_start, on_new_cluster=self.on_new_cluster)
+
+    async def drain(self, grace_s: float) -> None:
+        await self.runtime.drain(grace_s)
 
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
@@ -154,12 +167,12 @@ class IngressService(Service):
 
     async def produce_inbound(self, msg: InboundMessage) -> None:
         """The HTTP front door writes to `inbound`, like any other producer."""
-        if not self.started:
+        if not self.runtime.started:
             raise RuntimeError("ingress is not connected to Kafka")
-        self.broker_health.raise_if_down()  # a restarted broker without topics would swallow it
+        self.runtime.broker_health.raise_if_down()  # a restarted broker without topics would swallow it
         if self.outbox is not None:
             await self.outbox.accepting(msg)
-        await self.publish(INBOUND, msg)
+        await self.runtime.publish(INBOUND, msg)
 
     async def on_inbound(self, batch: list[Consumed[bytes]]) -> OutputAcks:
         """Decide a batch and hand its output to the producer; its offsets wait for the acks."""
@@ -184,7 +197,7 @@ class IngressService(Service):
                 # starts here, and the records written for it carry it on.
                 with tracing.consuming(record, "inbound decide") as span:
                     span.set_attribute("agentstream.decision", type(decision).__name__)
-                    with self.log_context(**log_fields(record, decision)):
+                    with self.runtime.log_context(**log_fields(record, decision)):
                         key, outgoing = self.carry_out(record, decision, read_at)
                     for out in outgoing:
                         output.add(self.topics.name(out.topic), out.record, key)
@@ -202,9 +215,9 @@ class IngressService(Service):
         return OutputAcks(acks, after=after, undo=lambda: ports.release_sightings(claims))
 
     async def stop(self) -> None:
-        await self.final_step(self.inbound.flush(), "final offset commit")  # before the consumer closes
+        await self.runtime.final_step(self.inbound.flush(), "final offset commit")  # before the consumer closes
         await self.pipeline.settle()  # before the database closes
-        await super().stop()
+        await self.runtime.stop(self.on_stop)
 
     def carry_out(self, record: ConsumerRecord, decision: Decision, read_at: float) -> tuple[str, Outgoing]:
         """The records one decision publishes, and the key they go under; `read_at`: when the
@@ -244,7 +257,7 @@ class IngressService(Service):
                 assert_never(decision)
 
     def letter(self, record: ConsumerRecord, key: str, error: str) -> DeadLetter:
-        self.count_dead_letter(record.topic, error)
+        self.runtime.count_dead_letter(record.topic, error)
         return DeadLetter(
             source_topic=record.topic,
             source_partition=record.partition,

@@ -39,7 +39,7 @@ from agentstream.kafka.consumer import Consumed, Consumer, Contract
 from agentstream.kafka.guard import failure_reason
 from agentstream.kafka.topics import DLQ, EVENTS, RUNS
 from agentstream.retention import RetentionTask
-from agentstream.service import Infra, Service
+from agentstream.service import Runtime
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet, BufferState, Origin, RunBuffer
 from agentstream_persistence.flusher import (
@@ -62,20 +62,26 @@ FLUSH_BATCH = 100  # finished runs written in one transaction, at most
 STOP_FLUSH_S = 5.0  # on stop, the queued flushes get this long (a run left is re-read after the restart)
 
 
-class PersistenceService(Service):
+class PersistenceService:
     name = "persistence"
-    uses_database = True
 
     def __init__(
         self,
-        infra: Infra,
+        runtime: Runtime,
         *,
         buffers: BufferSet,
         flusher: Flusher,
         retention: RetentionTask,
     ) -> None:
-        super().__init__(infra)
-        assert infra.sessions is not None  # uses_database: built up front, connected lazily
+        self.runtime = runtime  # its parts and their lifecycle (agentstream.service)
+        self.infra = runtime.infra
+        self.settings = runtime.settings
+        self.topics = runtime.topics
+        self.registry = runtime.registry
+        self.log = runtime.log
+        self.http = runtime.http
+        self.sessions = runtime.infra.sessions
+        assert self.sessions is not None  # uses_database: built up front, connected lazily
         self.buffers = buffers
         self.flusher = flusher
         self.retention = retention
@@ -84,8 +90,8 @@ class PersistenceService(Service):
         self._retrier: asyncio.Task[None] | None = None  # retries the flusher's waiting runs
         self._to_flush: dict[str, None] = {}  # root run ids of finished runs, in the order they ended
         self._writer: asyncio.Task[None] | None = None  # flushes `_to_flush`, one run at a time
-        self.ready_checks["flush"] = flusher.ready
-        self.lost_runs = self.counter(
+        runtime.readiness.add("flush", flusher.ready)
+        self.lost_runs = runtime.counter(
             "agentstream_persistence_lost_runs_total",
             "Stale runs ended by the watchdog (no event for resume.stale_after_s: the runner was lost)",
         )
@@ -93,18 +99,24 @@ class PersistenceService(Service):
             "agentstream_persistence_open_buffers", "Runs buffered, not yet flushed", registry=self.registry
         ).set_function(lambda: len(self.buffers))
         # Never past the first event of the oldest unflushed run: a restart re-reads what was only in memory.
-        self.events = self.consuming(
+        self.events = runtime.consuming(
             Consumer(
-                self.source,
+                runtime.source,
                 topic=self.topics.events,
-                group=self.group_id,
+                group=runtime.group_id,
                 policy=OldestOpen(oldest_of=buffers.oldest_origin),
                 decode=Contract(RunEventAdapter, "RunEvent"),
                 handler=self.on_event,
                 on_revoked=self.partitions_revoked,
             )
         )
-        add_routes(self.http, infra.sessions)
+        add_routes(self.http, self.sessions)
+
+    async def start(self) -> None:
+        await self.runtime.start(self.on_start)
+
+    async def drain(self, grace_s: float) -> None:
+        await self.runtime.drain(grace_s)
 
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
@@ -121,15 +133,15 @@ class PersistenceService(Service):
             if task is not None:
                 task.cancel()
                 await asyncio.wait({task})
-        await self.final_step(self.commit(), "final offset commit")
-        await super().stop()
+        await self.runtime.final_step(self.commit(), "final offset commit")
+        await self.runtime.stop(self.on_stop)
 
     # -- events --------------------------------------------------------------------
     async def on_event(self, consumed: Consumed[RunEvent]) -> None:
         """An event into its run's buffer; a root run's ending queues the run's flush. The event counts
         as read once buffered: an unflushed run holds its partition's commit (`buffers.oldest_origin`)."""
         event = consumed.record
-        with self.log_context(event):
+        with self.runtime.log_context(event):
             buf = self.buffers.add(event, Origin(consumed.partition, consumed.offset))
             if buf is not None and isinstance(event, RunFinished) and event.run_id == event.root_run_id:
                 self.flush_soon(buf)
@@ -223,7 +235,7 @@ class PersistenceService(Service):
         """The run can never be stored: to `dlq` with the reason, then forgotten (the offset moves on)."""
         letter = run_dead_letter(buf, self.topics.events, "run could not be stored: " + reason, self.name)
         try:
-            await self.publish(DLQ, letter)
+            await self.runtime.publish(DLQ, letter)
         except Exception as err:  # not lost: kept and retried like a failing database
             self.log.warning(
                 "dead letter of an unstorable run not published; retrying",
@@ -234,7 +246,7 @@ class PersistenceService(Service):
             return False
         self.flusher.dead_lettered(buf.root_run_id)
         self.buffers.done(buf.root_run_id)
-        self.count_dead_letter(self.topics.events, letter.error)
+        self.runtime.count_dead_letter(self.topics.events, letter.error)
         self.log.error(
             "run could not be stored; dead-lettered", root_run_id=buf.root_run_id, **letter.coordinates(), error=reason
         )
@@ -278,7 +290,7 @@ class PersistenceService(Service):
         outcomes = await self.flusher.attempt_many(bufs)
         settled = []
         for buf, outcome in zip(bufs, outcomes, strict=True):
-            with self.log_context(buf.finished):
+            with self.runtime.log_context(buf.finished):
                 settled.append(await self._settle(buf, outcome))
         return settled
 
@@ -307,7 +319,7 @@ class PersistenceService(Service):
         consumers restart on a new cluster) no runner's heartbeat can arrive: a run in a long model
         call across a broker restart is alive, and its runner says so within `runner.heartbeat_s`
         of Kafka's return (on a new cluster it publishes the run's `run.started` again)."""
-        if not self.broker_health.ok:
+        if not self.runtime.broker_health.ok:
             self._kafka_away = True
             return
         if self._kafka_away:
@@ -332,7 +344,7 @@ class PersistenceService(Service):
             finished = lost_run_finished(buf, stale_after)
             buf.mark_lost()
             try:
-                await self.publish(EVENTS, finished)
+                await self.runtime.publish(EVENTS, finished)
             except Exception as err:
                 buf.reopen()
                 self.log.warning("could not end a lost run", root_run_id=buf.root_run_id, error=repr(err))
@@ -360,5 +372,5 @@ class PersistenceService(Service):
             self.log.warning("not resuming: attempts spent", root_run_id=buf.root_run_id)
             return
         command = ResumeRun(conversation_key=buf.conversation_key, run_id=buf.root_run_id)
-        await self.publish(RUNS, command)
+        await self.runtime.publish(RUNS, command)
         self.log.info("resume requested", root_run_id=buf.root_run_id, attempt=attempt)

@@ -28,13 +28,18 @@ def _stdin_lines(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[str | Non
 
 async def chat_loop(ingress: Service, delivery: Service, console: Console, stop: asyncio.Event) -> None:
     """Read lines from stdin and send them as console messages until EOF or `stop`."""
+    # Imported here: the CLI imports this module, and most commands need no service.
+    from agentstream_delivery import DeliveryService
+    from agentstream_ingress.app import IngressService
+
+    assert isinstance(ingress, IngressService) and isinstance(delivery, DeliveryService)
     finished = asyncio.Event()
 
     def on_finished(event: RunFinished) -> None:
         if event.conversation_key.startswith(f"console:{CONSOLE_CHAT}"):
             finished.set()
 
-    delivery.finished_listeners.append(on_finished)  # type: ignore[attr-defined]
+    delivery.finished_listeners.append(on_finished)
     lines: asyncio.Queue[str | None] = asyncio.Queue()
     threading.Thread(target=_stdin_lines, args=(asyncio.get_running_loop(), lines), daemon=True).start()
     while not stop.is_set():
@@ -60,7 +65,7 @@ async def chat_loop(ingress: Service, delivery: Service, console: Console, stop:
             user=User(id="local-user", name="you"),
             text=text,
         )
-        await ingress.publish(INBOUND, msg)
+        await ingress.runtime.publish(INBOUND, msg)
         waiter = asyncio.ensure_future(finished.wait())
         stopper = asyncio.ensure_future(stop.wait())
         done, _ = await asyncio.wait({waiter, stopper}, timeout=120, return_when=asyncio.FIRST_COMPLETED)

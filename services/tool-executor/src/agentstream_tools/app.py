@@ -37,7 +37,7 @@ from agentstream.db.models_tools import ToolCallState
 from agentstream.kafka.commit_policies import OldestOpen
 from agentstream.kafka.consumer import Consumed, Consumer, Contract, Polling
 from agentstream.kafka.topics import EVENTS, TOOL_RESULTS
-from agentstream.service import Infra, Service
+from agentstream.service import Runtime
 from agentstream.tool_call_signing import refusal, refusal_error
 from agentstream_tools.call_heartbeats import heartbeats
 from agentstream_tools.call_store import ToolCallStore, stopped_during_call
@@ -64,13 +64,12 @@ def _outcome(result: ToolCallResult) -> str:
     return "retryable" if result.retryable else "failed"
 
 
-class ToolExecutorService(Service):
+class ToolExecutorService:
     name = "tool-executor"
-    uses_database = True
 
     def __init__(
         self,
-        infra: Infra,
+        runtime: Runtime,
         *,
         tools: ToolRegistry,
         store: ToolCallStore,
@@ -80,7 +79,13 @@ class ToolExecutorService(Service):
     ) -> None:
         """`call_secret`: verifies the runners' signatures; None (only with `tools.accept_unsigned_calls`)
         refuses every signed call and runs unsigned ones."""
-        super().__init__(infra)
+        self.runtime = runtime  # its parts and their lifecycle (agentstream.service)
+        self.infra = runtime.infra
+        self.settings = runtime.settings
+        self.topics = runtime.topics
+        self.registry = runtime.registry
+        self.log = runtime.log
+        self.http = runtime.http
         self._call_secret = call_secret
         self.tools = tools
         self.store = store
@@ -91,15 +96,15 @@ class ToolExecutorService(Service):
         self._live: dict[str, asyncio.Task[bool]] = {}  # idempotency key → the task running it here
         self._stopping = False
         self._withdrawal: asyncio.Task[None] | None = None
-        self.calls = self.counter(
+        self.calls = runtime.counter(
             "agentstream_tool_calls_total", "Tool calls run, by tool and outcome", ["tool", "outcome"]
         )
-        self.refusals = self.counter(
+        self.refusals = runtime.counter(
             "agentstream_tool_calls_refused_total",
             "Tool calls refused without running (unsigned, bad_signature, not_offered, not_approved), by reason",
             ["reason"],
         )
-        self.replays = self.counter(
+        self.replays = runtime.counter(
             "agentstream_tool_call_replays_total",
             "Redelivered tool calls answered without running the tool (stored: the stored result; "
             "stopped: the executor had died during the call)",
@@ -112,11 +117,11 @@ class ToolExecutorService(Service):
         # Records as they were polled together: FastStream's per-message path (parsing, its
         # middlewares, its metrics) cost more CPU per call than the call's own work. Each call
         # is open from its read until its result is acked and stored: no commit past an unanswered call.
-        self.requests = self.consuming(
+        self.requests = runtime.consuming(
             Consumer(
-                self.source,
+                runtime.source,
                 topic=self.topics.tool_calls,
-                group=self.group_id,
+                group=runtime.group_id,
                 policy=OldestOpen(each_record_open=True, commit_within_s=COMMIT_DELAY_S),
                 decode=Contract(ToolCallRequestAdapter, "ToolCallRequest"),
                 handler=self.on_call,
@@ -132,7 +137,7 @@ class ToolExecutorService(Service):
     async def start(self) -> None:
         for reason in ToolCallRefusal:  # every series at zero: an alert on a rise needs a start
             self.refusals.labels(reason)
-        await super().start()
+        await self.runtime.start(self.on_start)
         self.catalog.start()  # publishing needs the broker's producer: after the start
 
     # -- calls ---------------------------------------------------------------------
@@ -162,15 +167,15 @@ class ToolExecutorService(Service):
         self.refusals.labels(reason).inc()
         self.log.warning("tool call refused", call=request.idempotency_key, tool=request.tool[:64], reason=reason)
         result = answer(request, ok=False, error=error, retryable=False, refused=reason)
-        await self.publish(TOOL_RESULTS, result)
-        await self.dead_letter_record(record, f"{error} ({reason})")
+        await self.runtime.publish(TOOL_RESULTS, result)
+        await self.runtime.dead_letter_record(record, f"{error} ({reason})")
 
     def _start_call(self, request: ToolCallRequest, origin: Origin) -> None:
         key = request.idempotency_key
         live = self._live.get(key)
         coro = self._follow(live, origin) if live is not None else self._handle(request, origin)
         # The call's task logs with the run's ids.
-        task = asyncio.create_task(coro, name=f"tool:{key}", context=self.task_log_context(request))
+        task = asyncio.create_task(coro, name=f"tool:{key}", context=self.runtime.task_log_context(request))
         self._tasks[task] = origin
         if live is None:
             self._live[key] = task
@@ -202,7 +207,7 @@ class ToolExecutorService(Service):
                 await self._retrying(
                     "publish the result",
                     request,
-                    lambda: self.publish(TOOL_RESULTS, result),
+                    lambda: self.runtime.publish(TOOL_RESULTS, result),
                 )
                 # Stored after its publication, before its offset is committed: a crash between
                 # leaves the claim `running`, so the redelivery answers "stopped", which the runner
@@ -262,7 +267,7 @@ class ToolExecutorService(Service):
         durations.observe(result.duration_ms / 1000)
 
     async def _publish_beat(self, beat: ToolHeartbeat) -> None:
-        ack = await self.publish_nowait(EVENTS, beat)
+        ack = await self.runtime.publish_nowait(EVENTS, beat)
         await asyncio.wait({ack})  # not `await ack`: a call that ends cancels the beat, never the producer's future
         ack.result()
 
@@ -300,6 +305,9 @@ class ToolExecutorService(Service):
         await self.commit()
         self.requests.forget(partitions)
 
+    async def drain(self, grace_s: float) -> None:
+        await self.runtime.drain(grace_s, self.on_drain)
+
     async def on_drain(self) -> None:
         """No new call is read; the calls running finish (their results published, their offsets
         committed by `stop`) within the grace period."""
@@ -312,7 +320,7 @@ class ToolExecutorService(Service):
         tools while its last calls finish."""
         self._stopping = True
         if self._withdrawal is None:
-            withdrawal = self.final_step(self.catalog.withdraw(), "tool catalog withdrawal")
+            withdrawal = self.runtime.final_step(self.catalog.withdraw(), "tool catalog withdrawal")
             self._withdrawal = asyncio.create_task(withdrawal, name="tool-catalog-withdrawal")
         return self._withdrawal
 
@@ -325,12 +333,12 @@ class ToolExecutorService(Service):
                 await self.requests.flush()  # not left to commit on a stopped consumer
         except TimeoutError:
             self.log.warning("offsets not committed on stop: the calls answered last are read again")
-        await super().stop()
+        await self.runtime.stop(self.on_stop)
 
     async def on_stop(self) -> None:
         # The broker is stopped: results of calls still running could not be published. Their
         # claims stay `running`: after a restart they are answered as interrupted, not repeated.
-        self.cut("tool_calls", sum(not task.done() for task in self._tasks))
+        self.runtime.cut("tool_calls", sum(not task.done() for task in self._tasks))
         for task in self._tasks:
             task.cancel()
         if self._tasks:

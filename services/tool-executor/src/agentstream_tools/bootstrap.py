@@ -4,7 +4,8 @@ its MCP servers and the publisher of what it serves on `tool-catalog` (told of M
 from __future__ import annotations
 
 from agentstream.config import Settings
-from agentstream.service import Infra
+from agentstream.parts.readiness import database_ready
+from agentstream.service import Infra, Runtime
 from agentstream.tool_call_signing import call_secret
 from agentstream_tools.app import ToolExecutorService
 from agentstream_tools.builtin import builtin_tools
@@ -39,6 +40,7 @@ def bootstrap(
     secret = call_secret(settings.tools)  # first: a missing secret stops the start with the key to set
     infra = Infra.build(settings, ToolExecutorService.name, uses_database=True)
     assert infra.engine is not None  # uses_database: the engine is built, lazily connected
+    runtime = Runtime(infra, checks={"database": database_ready(infra.engine)})
     registry = tools if tools is not None else configured_tools(settings)
     changes = CatalogChanges()
     mcp_servers = McpServers(settings.tools.mcp_servers, registry, changes)
@@ -53,7 +55,7 @@ def bootstrap(
         approval=ApprovalPolicy.of(settings.tools),
     )
     return service_class(
-        infra,
+        runtime,
         tools=registry,
         store=store if store is not None else ToolCallStore(infra.engine),
         mcp_servers=mcp_servers,

@@ -55,14 +55,13 @@ class KafkaLink:
         topics: Topics,
         log: Any,
         dead_letters: DeadLetters,
-        on_new_cluster: Callable[[], Awaitable[None]],
     ) -> None:
         self.settings = settings
         self.service = service
         self.broker = broker
         self.log = log
         self.dead_letters = dead_letters
-        self._on_new_cluster = on_new_cluster
+        self._on_new_cluster: Callable[[], Awaitable[None]] | None = None  # the service's, given to `start`
         # Innermost middleware: no handler exception is lost (see kafka/guard.py).
         broker.add_middleware(handler_guard(dead_letters.handler_failed))
         self.consumers: list[AnyConsumer] = []  # started, stopped and restarted with the broker
@@ -113,9 +112,13 @@ class KafkaLink:
         return [Subscription(group, tuple(dict.fromkeys(names))) for group, names in topics.items() if names]
 
     # -- lifecycle -------------------------------------------------------------------
-    async def start(self, background: Collection[str] = ()) -> None:
+    async def start(
+        self, background: Collection[str] = (), on_new_cluster: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         """The consumers' rounds, the broker, the first health check and its periodic one, and
-        (Tansu) the idle gates; `background`: topics no one's message arrives on (end_watch.py)."""
+        (Tansu) the idle gates; `background`: topics no one's message arrives on (end_watch.py);
+        `on_new_cluster`: called once the consumers restarted on a new cluster."""
+        self._on_new_cluster = on_new_cluster
         for consumer in self.consumers:
             consumer.start()
         await self.broker.start()
@@ -191,7 +194,8 @@ class KafkaLink:
         for sub in self.broker.subscribers:
             await sub.start()
         self.log.warning("consumers restarted on the new kafka cluster", subscribers=len(self.broker.subscribers))
-        await self._on_new_cluster()
+        if self._on_new_cluster is not None:
+            await self._on_new_cluster()
 
     async def _close_consumers(self, consumers: list[Any]) -> None:
         """Stop the old consumers, but never wait on them for long: one stuck in a rebalance callback

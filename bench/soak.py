@@ -2,6 +2,7 @@
 
     uv run python -m bench.soak                   # 100 conversations for 10 minutes
     uv run python -m bench.soak --minutes 30 --conversations 200 --interval 4
+    uv run python -m bench.soak --pg              # the services on PostgreSQL ($AGENTSTREAM_TEST_PG)
 
 `agentstream up` runs in its own process (broker, SQLite, all five services) with the lean model
 (`bench.lean_model`) as its only connector and a fake Telegram Bot API as the chats' platform.
@@ -46,6 +47,7 @@ if __package__ in (None, ""):  # run as a file (`python bench/soak.py`): make `b
 from agentstream.contracts import InboundMessage, User  # noqa: E402
 from agentstream_stack.embedded import free_ports  # noqa: E402
 from agentstream_testing.fake_platforms import FakeTelegram  # noqa: E402
+from bench.ingress_throughput import PG_ADMIN_DEFAULT, PG_ADMIN_ENV, temporary_pg_database  # noqa: E402
 from bench.report import Curve, Series, plot  # noqa: E402
 from bench.run_overhead import REPO_ROOT, FakeModelProcess  # noqa: E402
 from bench.service_process import rss_bytes, terminate  # noqa: E402
@@ -146,6 +148,7 @@ class SoakResult:
     finished: int
     samples: Samples
     verdicts: list[Verdict]
+    database: str = "sqlite"
 
     @property
     def failed(self) -> list[str]:
@@ -187,8 +190,9 @@ def age_by_group(values: dict[tuple[tuple[str, str], ...], float]) -> dict[str, 
     return groups
 
 
-def stack_config(model_url: str, telegram_url: str) -> dict[str, Any]:
-    return {
+def stack_config(model_url: str, telegram_url: str, database_url: str | None = None) -> dict[str, Any]:
+    """`database_url`: the five services' database (default: `agentstream up`'s one SQLite file)."""
+    return ({"database": {"url": database_url}} if database_url else {}) | {
         "log_level": "WARNING",
         "kafka": {"topic_prefix": f"soak-{uuid.uuid4().hex[:6]}."},
         "default_connector": "lean",
@@ -303,13 +307,13 @@ async def sample_once(
 
 async def soak(
     minutes: float = 10.0, conversations: int = 100, interval: float = 6.0, tokens: int = 20,
-    token_rate: float = 50.0, sample_s: float = 5.0,
+    token_rate: float = 50.0, sample_s: float = 5.0, database_url: str | None = None,
 ) -> SoakResult:  # fmt: skip
     metrics_token = uuid.uuid4().hex
     async with FakeTelegram(per_chat_interval=1.0) as tg, FakeModelProcess(token_delay_s=1 / token_rate) as model:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSTREAM__")}
         env |= {TOKEN_ENV: tg.token, METRICS_ENV: metrics_token, "PYTHONPATH": str(REPO_ROOT)}
-        async with stack_process(stack_config(model.base_url, tg.url), env) as (pid, state):
+        async with stack_process(stack_config(model.base_url, tg.url, database_url), env) as (pid, state):
             urls = [u.replace("://0.0.0.0:", "://127.0.0.1:") for u in state["services"].values()]
             async with Traffic(state["kafka"], state["topic_prefix"], conversations, interval, tokens) as traffic:
                 start = time.monotonic()
@@ -334,7 +338,8 @@ async def soak(
                         task.cancel()
                     await asyncio.gather(*tasks, return_exceptions=True)
     verdicts = [grows(name, samples.t, ys, LIMITS[name]) for name, ys in samples.series.items()]
-    return SoakResult(minutes, conversations, traffic.sent, traffic.finished, samples, verdicts)
+    database = (database_url or "sqlite").split("://", 1)[0].split("+", 1)[0]
+    return SoakResult(minutes, conversations, traffic.sent, traffic.finished, samples, verdicts, database)
 
 
 def _verdict(v: Verdict) -> str:
@@ -372,7 +377,8 @@ def write_report(result: SoakResult, directory: Path) -> Path:
     lines = [
         f"# Soak — {datetime.datetime.now():%Y-%m-%d %H:%M}",
         "",
-        f"{result.conversations} conversations for {result.minutes:g} min: {result.sent} messages sent, "
+        f"{result.conversations} conversations for {result.minutes:g} min ({result.database}): "
+        f"{result.sent} messages sent, "
         f"{result.finished} runs finished, {len(s.t)} samples. Consumer lag by group at the last sample: "
         + (", ".join(f"{g} {ys[-1]:,.0f}" for g, ys in sorted(s.lag.items())) or "none exported")
         + ". Committed offset age by group at the last sample (s), and its highest: "
@@ -408,8 +414,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=20, help="tokens per answer")
     parser.add_argument("--sample", type=float, default=5.0, help="seconds between samples")
     parser.add_argument("--out", type=Path, help="report directory (default bench/results/<date>-soak)")
+    parser.add_argument(
+        "--pg", action="store_true", help=f"the services on a throw-away PostgreSQL database (${PG_ADMIN_ENV})"
+    )
     args = parser.parse_args(argv)
-    result = asyncio.run(soak(args.minutes, args.conversations, args.interval, args.tokens, sample_s=args.sample))
+
+    async def run() -> SoakResult:
+        if not args.pg:
+            return await soak(args.minutes, args.conversations, args.interval, args.tokens, sample_s=args.sample)
+        async with temporary_pg_database(os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)) as url:
+            return await soak(
+                args.minutes, args.conversations, args.interval, args.tokens, sample_s=args.sample, database_url=url
+            )
+
+    result = asyncio.run(run())
     path = write_report(result, args.out or RESULTS / f"{datetime.date.today():%Y-%m-%d}-soak")
     print(path.read_text())
     return 1 if result.failed else 0

@@ -14,7 +14,7 @@ ROOT = str(Path(__file__).resolve().parents[3])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from bench.soak import LIMITS, Limit, Samples, grows, slope, soak, write_report  # noqa: E402
+from bench.soak import LIMITS, Limit, Samples, grows, slope, soak, stack_config, write_report  # noqa: E402
 
 
 @pytest.mark.integration
@@ -68,3 +68,9 @@ def test_lag_by_group_keeps_one_value_per_sample_for_late_and_vanished_groups() 
         samples.t.append(float(t))
         samples.add_lag(lag)
     assert samples.lag == {"a": [1.0, 2.0, 0.0], "b": [0.0, 5.0, 6.0]}
+
+
+def test_the_stack_keeps_its_sqlite_file_unless_given_a_database() -> None:
+    assert "database" not in stack_config("http://model", "http://telegram")
+    pg = "postgresql+psycopg://postgres@127.0.0.1:5432/as_bench_x"
+    assert stack_config("http://model", "http://telegram", pg)["database"] == {"url": pg}

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.contracts import (
@@ -23,19 +23,21 @@ from agentstream.db import Conversation, Message, Run, create_engine, session_fa
 from agentstream_persistence.api import add_routes
 from agentstream_persistence.buffers import BufferSet
 from agentstream_persistence.rows import FlushRows, rows_for
-from agentstream_persistence.run_writes import write_run
+from agentstream_persistence.run_writes import write_run, write_runs
 from agentstream_testing.fixtures import ADMIN_HEADERS, authed_app
 
 KEY = "memory:c1"
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 
-def run_rows(root: str, question: str, answer: str, minute: int, session_id: str | None = "s1") -> FlushRows:
+def run_rows(
+    root: str, question: str, answer: str, minute: int, session_id: str | None = "s1", key: str = KEY
+) -> FlushRows:
     def ids(seq: int) -> dict[str, object]:
         return {
             "run_id": root,
             "root_run_id": root,
-            "conversation_key": KEY,
+            "conversation_key": key,
             "seq": seq,
             "ts": T0 + timedelta(minutes=minute, seconds=seq),
         }
@@ -131,3 +133,50 @@ async def test_read_api(sessions: async_sessionmaker[AsyncSession]):
             ("assistant", "second answer"),
         ]
         assert (await http.get("/v1/conversations/unknown:x/messages")).json() == {"items": [], "next_cursor": None}
+
+
+async def test_a_batch_stores_what_its_runs_store_one_at_a_time(sessions: async_sessionmaker[AsyncSession]):
+    # Two runs of one conversation, the newer first (an older run re-read after it must not move the
+    # conversation back), and a run of another conversation.
+    batch = [
+        run_rows("r2", "q2", "a2", minute=5, session_id="s2"),
+        run_rows("r1", "q1", "a1", minute=0, session_id="s1"),
+        run_rows("r3", "q3", "a3", minute=1, session_id=None, key="memory:c2"),
+    ]
+    await write_runs(sessions, batch)
+    await write_runs(sessions, batch)  # re-delivered: nothing twice
+    assert (await count(sessions, Run), await count(sessions, Message), await count(sessions, Conversation)) == (
+        3,
+        9,
+        2,
+    )
+    async with sessions() as s:
+        conv = await s.get(Conversation, KEY)
+        other = await s.get(Conversation, "memory:c2")
+        texts = {r.run_id: r.text for r in (await s.scalars(select(Run))).all()}
+    assert conv is not None and conv.session_id == "s2"
+    assert conv.updated_at.replace(tzinfo=UTC) == T0 + timedelta(minutes=5, seconds=5)
+    assert other is not None and other.session_id is None
+    assert texts == {"r1": "a1", "r2": "a2", "r3": "a3"}
+
+
+async def test_a_batch_is_a_few_statements_whatever_its_size(sessions: async_sessionmaker[AsyncSession]):
+    """Each statement on SQLite is a hop through the event loop with the write lock held: a batch's
+    statements must not grow with its runs."""
+    engine = sessions.kw["bind"]
+    statements: list[str] = []
+
+    def counted(conn, cursor, statement, params, context, executemany):  # type: ignore[no-untyped-def]
+        if not statement.lstrip().upper().startswith(("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE")):
+            statements.append(statement)
+
+    event.listen(engine.sync_engine, "before_cursor_execute", counted)
+    try:
+        await write_runs(sessions, [run_rows(f"a{i}", "q", "a", minute=i) for i in range(2)])
+        few = len(statements)
+        statements.clear()
+        await write_runs(sessions, [run_rows(f"b{i}", "q", "a", minute=i) for i in range(40)])
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", counted)
+    assert len(statements) == few, statements
+    assert await count(sessions, Run) == 42

@@ -1,4 +1,4 @@
-"""The database writes of a finished run: one transaction per run, safe to repeat.
+"""The database writes of finished runs: one transaction per batch of runs, safe to repeat.
 
 Inserts skip rows that already exist (`ON CONFLICT DO NOTHING` on SQLite and
 PostgreSQL alike), so a re-delivered stream writes nothing twice. A run can finish
@@ -41,22 +41,40 @@ def _insert(session: AsyncSession, table: Any) -> Any:
     return (postgresql if dialect == "postgresql" else sqlite).insert(table)
 
 
-async def _upsert_run(session: AsyncSession, run: dict[str, Any]) -> None:
-    stmt = _insert(session, Run).values(run)
-    newer = stmt.excluded.finished_at > Run.finished_at
+def _run_upsert(session: AsyncSession) -> Any:
+    # Core tables, not the ORM classes: the ORM's bulk path split a list of rows into runs of rows
+    # alike (which optional values are set), often one statement a row.
+    run = Run.__table__.c
+    stmt = _insert(session, Run.__table__)
+    newer = stmt.excluded.finished_at > run.finished_at
     # The watchdog's ending of a run that was only slow arrives after its real one:
     # it must not turn a completed run into a lost one.
     newer = and_(
         newer,
         or_(
             stmt.excluded.reason.is_distinct_from(FinishReason.RUNNER_LOST.value),
-            Run.status != RunStatus.COMPLETED.value,
+            run.status != RunStatus.COMPLETED.value,
         ),
     )
-    await session.execute(
-        stmt.on_conflict_do_update(
-            index_elements=["run_id"], set_={k: getattr(stmt.excluded, k) for k in RUN_ENDING}, where=newer
-        )
+    return stmt.on_conflict_do_update(
+        index_elements=["run_id"], set_={k: getattr(stmt.excluded, k) for k in RUN_ENDING}, where=newer
+    )
+
+
+def _conversation_upsert(session: AsyncSession) -> Any:
+    stored = Conversation.__table__.c
+    conv = _insert(session, Conversation.__table__)
+    # A re-flushed older run must not move the conversation back in time.
+    newer = conv.excluded.updated_at > stored.updated_at
+    return conv.on_conflict_do_update(
+        index_elements=["key"],
+        set_={
+            "updated_at": case((newer, conv.excluded.updated_at), else_=stored.updated_at),
+            "session_id": case(
+                (newer, func.coalesce(conv.excluded.session_id, stored.session_id)),
+                else_=stored.session_id,
+            ),
+        },
     )
 
 
@@ -76,11 +94,6 @@ async def _write_checkpoint(session: AsyncSession, rows: CheckpointRows) -> None
         )
 
 
-async def delete_checkpoint(session: AsyncSession, root_run_id: str) -> None:
-    await session.execute(delete(ResumeStep).where(ResumeStep.root_run_id == root_run_id))
-    await session.execute(delete(RunCheckpoint).where(RunCheckpoint.root_run_id == root_run_id))
-
-
 async def write_run(sessions: async_sessionmaker[AsyncSession], rows: FlushRows) -> None:
     await write_runs(sessions, [rows])
 
@@ -88,44 +101,40 @@ async def write_run(sessions: async_sessionmaker[AsyncSession], rows: FlushRows)
 async def write_runs(sessions: async_sessionmaker[AsyncSession], runs: list[FlushRows]) -> None:
     """Several finished runs in one transaction, in the order given (the order they ended): one
     commit for the lot, where a transaction per run made the database's commits the bound on
-    how many runs a second persistence could store (SQLite shared by the embedded stack)."""
+    how many runs a second persistence could store (SQLite shared by the embedded stack).
+
+    Each kind of row is one statement for every run (executed once per row, in the runs' order, so
+    each conditional upsert sees the rows of the runs before it, as one transaction per run would):
+    a handful of statements per batch, not five per run. On SQLite every statement is a hop to the
+    driver's thread and back through the event loop, with the database's one write lock held
+    throughout: at ~17 runs/s a batch of a hundred runs held it for seconds on a busy loop, and the
+    other services sharing the file gave up waiting for it (`database is locked`)."""
+    if not runs:
+        return
     async with sessions() as session, session.begin():
+        await session.execute(_run_upsert(session), [rows.run for rows in runs])
+        if messages := [m for rows in runs for m in rows.messages]:
+            await session.execute(
+                _insert(session, Message.__table__).on_conflict_do_nothing(index_elements=MESSAGE_KEY), messages
+            )
+        if events := [e for rows in runs for e in rows.events]:  # a resumed run adds the events after its first ending
+            await session.execute(
+                _insert(session, RunEventRow.__table__).on_conflict_do_nothing(index_elements=["root_run_id", "seq"]),
+                events,
+            )
+        await session.execute(_conversation_upsert(session), [rows.conversation for rows in runs])
+        if completed := [rows.run["root_run_id"] for rows in runs if rows.completed]:
+            await session.execute(delete(ResumeStep).where(ResumeStep.root_run_id.in_(completed)))
+            await session.execute(delete(RunCheckpoint).where(RunCheckpoint.root_run_id.in_(completed)))
         for rows in runs:
-            await _write(session, rows)
+            if not rows.completed and rows.checkpoint is not None:
+                await _keep_checkpoint(session, rows.run["root_run_id"], rows.checkpoint)
 
 
-async def _write(session: AsyncSession, rows: FlushRows) -> None:
-    await _upsert_run(session, rows.run)
-    if rows.messages:
-        await session.execute(
-            _insert(session, Message).on_conflict_do_nothing(index_elements=MESSAGE_KEY), rows.messages
-        )
-    if rows.events:  # a resumed run adds the events after its first ending
-        await session.execute(
-            _insert(session, RunEventRow).on_conflict_do_nothing(index_elements=["root_run_id", "seq"]), rows.events
-        )
-    conv = _insert(session, Conversation).values(rows.conversation)
-    # A re-flushed older run must not move the conversation back in time.
-    newer = conv.excluded.updated_at > Conversation.updated_at
-    await session.execute(
-        conv.on_conflict_do_update(
-            index_elements=["key"],
-            set_={
-                "updated_at": case((newer, conv.excluded.updated_at), else_=Conversation.updated_at),
-                "session_id": case(
-                    (newer, func.coalesce(conv.excluded.session_id, Conversation.session_id)),
-                    else_=Conversation.session_id,
-                ),
-            },
-        )
-    )
-    root_run_id = rows.run["root_run_id"]
-    if rows.completed:
-        await delete_checkpoint(session, root_run_id)
-    elif rows.checkpoint is not None:
-        stored = await session.scalar(select(Run.status).where(Run.run_id == root_run_id))
-        if stored != RunStatus.COMPLETED:  # else: a re-read ending of a run since resumed to completion
-            await _write_checkpoint(session, rows.checkpoint)
+async def _keep_checkpoint(session: AsyncSession, root_run_id: str, checkpoint: CheckpointRows) -> None:
+    stored = await session.scalar(select(Run.status).where(Run.run_id == root_run_id))
+    if stored != RunStatus.COMPLETED:  # else: a re-read ending of a run since resumed to completion
+        await _write_checkpoint(session, checkpoint)
 
 
 async def claim_resume(sessions: async_sessionmaker[AsyncSession], root_run_id: str, max_attempts: int) -> int | None:

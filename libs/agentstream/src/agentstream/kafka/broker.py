@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry
 
 from agentstream.config import KafkaSettings
 from agentstream.kafka.flavor import CONSUMER_TIMEOUT_MS, tuning
+from agentstream.kafka.producer import KeyPartitioner
 from agentstream.kafka.security import broker_security
 
 FASTSTREAM_LOGGER = logging.getLogger("faststream")
@@ -48,6 +49,7 @@ def make_broker(
         enable_idempotence=broker_tuning.idempotent,
         acks=broker_tuning.acks,
         linger_ms=0,
+        partitioner=KeyPartitioner(),
         request_timeout_ms=15_000,
         security=broker_security(kafka),
         middlewares=middlewares,

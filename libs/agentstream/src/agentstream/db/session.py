@@ -14,7 +14,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -50,6 +50,21 @@ def sqlite_pragmas(engine: Engine) -> None:
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker:  # type: ignore[type-arg]
     return async_sessionmaker(engine, expire_on_commit=False)
+
+
+def read_only(sessions: async_sessionmaker[AsyncSession]) -> async_sessionmaker[AsyncSession]:
+    """Sessions like `sessions`' for reads that need no snapshot across statements: no transaction.
+
+    A session of `sessions` opens one on its first statement and rolls it back on close: on
+    PostgreSQL a BEGIN and a ROLLBACK, two round trips more than the read itself, each a wait for
+    the database's process to be scheduled on a busy machine (docs/decisions.md, "A run's start
+    reads the database as little as it can"). SQLite's driver starts no transaction for a read,
+    and switching its connections to autocommit and back would cost two thread hops: unchanged.
+    """
+    bind = sessions.kw.get("bind")
+    if not isinstance(bind, AsyncEngine) or bind.dialect.name == "sqlite":
+        return sessions
+    return async_sessionmaker(bind.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False)
 
 
 def sync_url(url: str) -> str:

@@ -13,13 +13,37 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from agentstream.contracts import new_id, utcnow
 from agentstream.db.models_persistence import ChatSession
+from agentstream.db.session import autocommitting
 
 MAX_BATCH = 500  # conversations resolved in one transaction
+
+
+# The newest open session of each key (as the ORM path's "the newest open one wins"), and one
+# opened for each key that has none.
+_OPEN_SESSIONS = text(
+    """
+    WITH found AS (
+        SELECT DISTINCT ON (conversation_key) conversation_key, session_id
+        FROM sessions
+        WHERE conversation_key = ANY(CAST(:keys AS varchar[])) AND ended_at IS NULL
+        ORDER BY conversation_key, started_at DESC
+    ), opened AS (
+        INSERT INTO sessions (session_id, conversation_key, started_at)
+        SELECT n.session_id, n.conversation_key, :now
+        FROM unnest(CAST(:keys AS varchar[]), CAST(:ids AS varchar[])) AS n(conversation_key, session_id)
+        WHERE n.conversation_key NOT IN (SELECT conversation_key FROM found)
+        RETURNING conversation_key, session_id
+    )
+    SELECT conversation_key, session_id, false FROM found
+    UNION ALL
+    SELECT conversation_key, session_id, true FROM opened
+    """
+)
 
 
 @dataclass(frozen=True)
@@ -33,6 +57,11 @@ class Resolved:
 class SessionStore:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self._sessions = sessions
+        # On PostgreSQL the read and the insert are one statement, outside a transaction: one
+        # round trip where BEGIN, SELECT, INSERT and COMMIT were four, on a new conversation's way
+        # to its model request (docs/decisions.md, "New conversations are resolved in batches").
+        single = autocommitting(sessions)
+        self._one_statement = single if single is not sessions else None
 
     async def current(self, conversation_key: str) -> str:
         """The open session of the conversation, opened now if there is none."""
@@ -42,6 +71,8 @@ class SessionStore:
         """The open session of each conversation, opening the missing ones: one read, one
         insert, one commit for all of them."""
         keys = list(dict.fromkeys(conversation_keys))
+        if self._one_statement is not None:
+            return await self._current_many_at_once(self._one_statement, keys)
         async with self._sessions() as session, session.begin():
             rows = await session.execute(
                 select(ChatSession.conversation_key, ChatSession.session_id)
@@ -60,6 +91,18 @@ class SessionStore:
                     ],
                 )
         return Resolved({**found, **opened}, frozenset(opened.values()))
+
+    async def _current_many_at_once(self, sessions: async_sessionmaker[AsyncSession], keys: list[str]) -> Resolved:
+        ids = [new_id() for _ in keys]
+        async with sessions() as session:
+            rows = await session.execute(_OPEN_SESSIONS, {"keys": keys, "ids": ids, "now": utcnow()})
+        current: dict[str, str] = {}
+        opened: set[str] = set()
+        for key, session_id, is_new in rows:
+            current[key] = session_id
+            if is_new:
+                opened.add(session_id)
+        return Resolved(current, frozenset(opened))
 
     async def reset(self, conversation_key: str, reason: str = "reset") -> str:
         """Close the open session(s) and open a new one; the new session id."""

@@ -30,7 +30,7 @@ from agentstream.contracts import (
     StartRun,
     new_id,
 )
-from agentstream.db.session import read_only
+from agentstream.db.session import autocommitting
 from agentstream.observability import record_log_context
 from agentstream_runner.approvals import ApprovalWaiters
 from agentstream_runner.assistants import Assistants, UnknownAssistant, system_messages
@@ -76,7 +76,7 @@ class RunLauncher:
         history and role overrides, read through `sessions`."""
         self._shared = shared
         self._sessions = sessions
-        self._readers = read_only(sessions) if sessions is not None else None
+        self._readers = autocommitting(sessions) if sessions is not None else None
         self._log = log
         self.known_sessions = KnownSessions()
         self.taken_runs = TakenRuns()  # filled by the service's assignment scan
@@ -143,12 +143,12 @@ class RunLauncher:
         """`start` with its session, and its history and role overrides being read already (the
         run asks for them; None: the run reads as it would). A session no run took yet has no
         history to read (chat_sessions.KnownSessions)."""
-        start, new_session = await self._with_session(start)
         if self._readers is None:
-            return start, None
+            return (await self._with_session(start))[0], None
         stores = SqlStores(self._readers)
-        if start.user is not None:
+        if start.user is not None:  # needs no session: read beside it
             self._roles.warm(stores, start.user.id, start.user.team_id)
+        start, new_session = await self._with_session(start)
         if new_session:
             return start, NoHistory()
         try:

@@ -52,14 +52,16 @@ def session_factory(engine: AsyncEngine) -> async_sessionmaker:  # type: ignore[
     return async_sessionmaker(engine, expire_on_commit=False)
 
 
-def read_only(sessions: async_sessionmaker[AsyncSession]) -> async_sessionmaker[AsyncSession]:
-    """Sessions like `sessions`' for reads that need no snapshot across statements: no transaction.
+def autocommitting(sessions: async_sessionmaker[AsyncSession]) -> async_sessionmaker[AsyncSession]:
+    """Sessions like `sessions`' whose statements each commit alone, outside any transaction: for
+    reads that need no snapshot across statements, and single-statement writes.
 
-    A session of `sessions` opens one on its first statement and rolls it back on close: on
-    PostgreSQL a BEGIN and a ROLLBACK, two round trips more than the read itself, each a wait for
-    the database's process to be scheduled on a busy machine (docs/decisions.md, "A run's start
-    reads the database as little as it can"). SQLite's driver starts no transaction for a read,
-    and switching its connections to autocommit and back would cost two thread hops: unchanged.
+    A session of `sessions` opens a transaction on its first statement and ends it on close: on
+    PostgreSQL a BEGIN and a ROLLBACK (or COMMIT), two round trips more than the statement itself,
+    each a wait for the database's process to be scheduled on a busy machine (docs/decisions.md,
+    "A run's start reads the database as little as it can"). On SQLite `sessions` itself: its
+    driver starts no transaction for a read, and switching its connections to autocommit and back
+    would cost two thread hops.
     """
     bind = sessions.kw.get("bind")
     if not isinstance(bind, AsyncEngine) or bind.dialect.name == "sqlite":

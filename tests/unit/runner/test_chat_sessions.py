@@ -119,3 +119,50 @@ async def test_a_reset_during_a_batch_is_not_overwritten_by_it(sessions):
     assert await asking in (first, new)
     # Whatever the order, what the runner keeps is what the database says is open.
     assert await known.current(store, "web:r") == await SessionStore(sessions).current("web:r") == new  # type: ignore[arg-type]
+
+
+async def test_a_session_opened_here_is_new_to_the_first_run_that_takes_it_only(sessions):
+    import asyncio
+
+    from agentstream_runner.chat_sessions import KnownSessions, SessionStore
+
+    store, known = SessionStore(sessions), KnownSessions()
+    existing = await SessionStore(sessions).current("web:old")  # opened before this runner
+    old, fresh, fresh_again = await asyncio.gather(
+        known.current(store, "web:old"), known.current(store, "web:fresh"), known.current(store, "web:fresh")
+    )
+    assert old == existing and not known.take_new(old)  # may hold messages: its history is read
+    assert fresh == fresh_again and known.take_new(fresh)
+    assert not known.take_new(fresh)  # the next run of the conversation reads its history
+    after_reset = await known.reset(store, "web:old")
+    assert known.take_new(after_reset)
+    unused = await known.reset(store, "web:old")
+    known.forget_all()  # the partition moved: its next owner may have used it
+    assert not known.take_new(unused)
+
+
+async def test_the_newest_open_session_is_the_current_one_and_none_is_opened_beside_it(sessions):
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import func, select
+
+    from agentstream.db.models_persistence import ChatSession
+    from agentstream_runner.chat_sessions import SessionStore
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    async with sessions() as s, s.begin():
+        s.add_all(
+            [
+                ChatSession(session_id="older", conversation_key="web:a", started_at=t0),
+                ChatSession(session_id="newer", conversation_key="web:a", started_at=t0 + timedelta(seconds=1)),
+                ChatSession(session_id="ended", conversation_key="web:b", started_at=t0, ended_at=t0),
+            ]
+        )
+    resolved = await SessionStore(sessions).current_many(["web:a", "web:b", "web:a"])
+    assert resolved.ids["web:a"] == "newer" and resolved.ids["web:b"] not in ("ended", "newer")
+    assert resolved.opened == frozenset({resolved.ids["web:b"]})
+    async with sessions() as s:
+        open_b = await s.scalar(
+            select(func.count()).where(ChatSession.conversation_key == "web:b", ChatSession.ended_at.is_(None))
+        )
+    assert open_b == 1

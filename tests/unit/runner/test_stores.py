@@ -103,3 +103,77 @@ async def test_role_overrides_are_read_once_per_ttl(sessions):
     assert (await roles.overrides("u1", None)).user == {"default": "gpt"}  # within the TTL: the cached read
     now[0] += 5.0
     assert (await roles.overrides("u1", None)).user == {"default": "gpt", "fast": "mini"}
+
+
+async def test_reads_outside_a_transaction_see_what_they_would_in_one(sessions):
+    from agentstream.db.session import autocommitting
+
+    async with sessions() as s, s.begin():
+        s.add_all([message(1, "user", "one"), message(2, "assistant", "two")])
+        s.add(RoleSetting(scope="user", subject_id="u1", role="default", connector_id="gpt", updated_at=T0))
+    stores = SqlStores(autocommitting(sessions))
+    assert [m.content for m in await stores.recent("web:c1", "s1", 10)] == ["one", "two"]
+    assert dict((await stores.overrides("u1", None)).user) == {"default": "gpt"}
+
+
+class CountingStores(SqlStores):
+    def __init__(self, sessions) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(sessions)
+        self.reads: list[str] = []
+
+    async def recent(self, conversation_key, session_id, limit):  # type: ignore[no-untyped-def]
+        self.reads.append(f"history {conversation_key} {session_id} {limit}")
+        return await super().recent(conversation_key, session_id, limit)
+
+    async def overrides(self, user_id, team_id):  # type: ignore[no-untyped-def]
+        self.reads.append(f"roles {user_id} {team_id}")
+        return await super().overrides(user_id, team_id)
+
+
+async def test_an_early_history_read_answers_the_run_once_and_other_reads_go_to_the_database(sessions):
+    from agentstream_runner.stores import EarlyHistory
+
+    async with sessions() as s, s.begin():
+        s.add_all([message(1, "user", "one"), message(2, "assistant", "two")])
+    stores = CountingStores(sessions)
+    early = EarlyHistory(stores, "web:c1", "s1", 10)
+    assert stores.reads == []  # started, not yet run
+    assert [m.content for m in await early.recent("web:c1", "s1", 10)] == ["one", "two"]
+    assert stores.reads == ["history web:c1 s1 10"]
+    assert [m.content for m in await early.recent("web:c1", "s1", 1)] == ["two"]  # not the one expected
+    assert [m.content for m in await early.recent("web:c1", "s1", 10)] == ["one", "two"]  # answered once only
+    assert stores.reads == ["history web:c1 s1 10", "history web:c1 s1 1", "history web:c1 s1 10"]
+
+
+async def test_an_early_history_read_that_fails_fails_the_read_that_asks_and_a_discarded_one_nobody(sessions):
+    import asyncio
+
+    from agentstream_runner.stores import EarlyHistory
+
+    class Broken(SqlStores):
+        async def recent(self, conversation_key, session_id, limit):  # type: ignore[no-untyped-def]
+            raise RuntimeError("database down")
+
+    early = EarlyHistory(Broken(sessions), "web:c1", "s1", 10)
+    with pytest.raises(RuntimeError, match="database down"):
+        await early.recent("web:c1", "s1", 10)
+    discarded = EarlyHistory(Broken(sessions), "web:c1", "s1", 10)
+    discarded.discard()
+    await asyncio.sleep(0)  # no "exception never retrieved": the task is cancelled or retrieved
+
+
+async def test_role_overrides_warmed_early_are_read_once_for_the_run_that_asks(sessions):
+    import asyncio
+
+    from agentstream_runner.stores import RoleCache
+
+    async with sessions() as s, s.begin():
+        s.add(RoleSetting(scope="user", subject_id="u1", role="default", connector_id="gpt", updated_at=T0))
+    stores, cache = CountingStores(sessions), RoleCache()
+    cache.warm(stores, "u1", "t1")
+    cache.warm(stores, "u1", "t1")  # being read: not again
+    got = await asyncio.gather(cache.get(stores, "u1", "t1"), cache.over(stores).overrides("u1", "t1"))
+    assert [dict(g.user) for g in got] == [{"default": "gpt"}, {"default": "gpt"}]
+    assert stores.reads == ["roles u1 t1"]
+    cache.warm(stores, "u1", "t1")  # cached now
+    assert stores.reads == ["roles u1 t1"]

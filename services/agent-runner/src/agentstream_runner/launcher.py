@@ -31,6 +31,7 @@ from agentstream.contracts import (
     StartRun,
     new_id,
 )
+from agentstream.db.session import autocommitting
 from agentstream.observability import record_log_context
 from agentstream_runner.approvals import ApprovalWaiters
 from agentstream_runner.assistants import Assistants, UnknownAssistant, system_messages
@@ -40,7 +41,7 @@ from agentstream_runner.conversations.owner import Dismissal, Work
 from agentstream_runner.conversations.taken import KNOWN as TAKEN_KNOWN
 from agentstream_runner.conversations.taken import TakenRuns
 from agentstream_runner.emitter import RunEmitter
-from agentstream_runner.history import HistoryStore
+from agentstream_runner.history import HistoryStore, history_size
 from agentstream_runner.pipeline import ResumePoint, run_pipeline
 from agentstream_runner.resume import (
     Checkpoint,
@@ -54,7 +55,7 @@ from agentstream_runner.resume import (
     start_of,
 )
 from agentstream_runner.run_setup import load_history
-from agentstream_runner.stores import RoleCache, SqlStores
+from agentstream_runner.stores import EarlyHistory, NoHistory, RoleCache, SqlStores
 
 RESUME_IGNORED = {
     ResumeVerdict.NO_CHECKPOINT: "no checkpoint (completed, or unknown run)",
@@ -85,6 +86,7 @@ class RunLauncher:
         history and role overrides, read through `sessions`."""
         self._shared = shared
         self._sessions = sessions
+        self._readers = autocommitting(sessions) if sessions is not None else None
         self._log = log
         self.known_sessions = KnownSessions()
         self.taken_runs = TakenRuns()  # filled by the service's assignment scan
@@ -100,7 +102,7 @@ class RunLauncher:
         return policy_of(self._shared.assistants, start)
 
     def _context(self, control: RunControl, history: HistoryStore | None = None) -> RunContext:
-        stores = SqlStores(self._sessions) if self._sessions is not None else None
+        stores = SqlStores(self._readers) if self._readers is not None else None
         roles = self._roles.over(stores) if stores is not None else None
         return replace(self._shared, control=control, history=history or stores, roles=roles)
 
@@ -118,11 +120,14 @@ class RunLauncher:
             case ResumeRun():
                 await self.resume(work, control)
             case StartRun():
-                ran, start = await asyncio.gather(self._ran_before(work), self._with_session(work))
+                # Whether it ran before, and what it reads on its way to the model, read at once.
+                ran, (start, history) = await asyncio.gather(self._ran_before(work), self._prepared(work))
                 if ran:
+                    if isinstance(history, EarlyHistory):
+                        history.discard()
                     control.not_started = True  # a ResumeRun held meanwhile by the owner runs next
                     return
-                await run_pipeline(self._context(control), start)
+                await run_pipeline(self._context(control, history), start)
             case _:
                 assert_never(work)
 
@@ -137,7 +142,7 @@ class RunLauncher:
         if self._sessions is None:
             return False
         try:
-            stored = await run_stored(self._sessions, start.run_id)
+            stored = await run_stored(self._readers or self._sessions, start.run_id)
         except Exception as err:  # not known to have run: it runs, as before this check
             self._log.warning("start not checked against stored runs", run_id=start.run_id, error=repr(err))
             return False
@@ -145,15 +150,39 @@ class RunLauncher:
             self._log.warning("start ignored: the run already ran (stored)", run_id=start.run_id)
         return stored
 
-    async def _with_session(self, start: StartRun) -> StartRun:
+    async def _prepared(self, start: StartRun) -> tuple[StartRun, HistoryStore | None]:
+        """`start` with its session, and its history and role overrides being read already (the
+        run asks for them; None: the run reads as it would). A session no run took yet has no
+        history to read (chat_sessions.KnownSessions)."""
+        if self._readers is None:
+            return (await self._with_session(start))[0], None
+        stores = SqlStores(self._readers)
+        if start.user is not None:  # needs no session: read beside it
+            self._roles.warm(stores, start.user.id, start.user.team_id)
+        start, new_session = await self._with_session(start)
+        if new_session:
+            return start, NoHistory()
+        try:
+            assistant = self._shared.assistants.get(start.assistant_id)
+        except UnknownAssistant:  # the run fails on it, and reads nothing
+            return start, None
+        options = start.options.over(assistant.options)
+        if options.skips_history:
+            return start, None
+        size = history_size(options, assistant.history_size)
+        return start, EarlyHistory(stores, start.conversation_key, start.session_id, size)
+
+    async def _with_session(self, start: StartRun) -> tuple[StartRun, bool]:
+        """`start` with its conversation's session, and whether that session is new (no run took it)."""
         if start.session_id is not None or self._sessions is None:
-            return start
+            return start, False
         try:
             session_id = await self.known_sessions.current(SessionStore(self._sessions), start.conversation_key)
         except Exception as err:  # history by conversation still works without a session
             self._log.warning("session not resolved", run_id=start.run_id, error=repr(err))
-            return start
-        return start.model_copy(update={"session_id": session_id})
+            return start, False
+        new = self.known_sessions.take_new(session_id)
+        return start.model_copy(update={"session_id": session_id}), new
 
     async def reset_session(self, conversation_key: str) -> str | None:
         """A new history session; None when there is no database to record it in."""

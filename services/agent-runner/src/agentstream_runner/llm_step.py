@@ -65,6 +65,10 @@ async def stream_completion(
         nonlocal started
         if not started:
             started = True
+            # What the run wrote before the model answered is stored first: the first token goes
+            # out in a produce request of its own instead of queueing behind `step.started`'s.
+            # Waited for here, not before the request: the model works meanwhile.
+            await events.confirm()
             await events.emit(MessageStarted, message_id=message_id)
 
     async with AsyncExitStack() as stack:
@@ -111,9 +115,6 @@ async def llm_turn(scope: RunScope, *, with_tools: bool = True) -> Completion:
         connector=scope.connector.id, messages=len(scope.memory), tools=[t.name for t in tools]
     ).as_json()
     async with step(scope.events, StepType.LLM, scope.step_id(StepType.LLM), step_input) as record:
-        # What the run wrote so far is stored before the model is asked: its first token then
-        # goes out in a produce request of its own instead of queueing behind step.started's.
-        await scope.events.confirm()
         with scope.ctx.tracing.span(
             f"chat {scope.connector.id}",
             {"gen_ai.operation.name": "chat", "agentstream.connector": scope.connector.id},

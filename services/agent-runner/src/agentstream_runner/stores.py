@@ -6,9 +6,11 @@ Read-only: persistence writes `messages`; `role_settings` is written by admins
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -64,28 +66,87 @@ class RoleCache:
 
     Every run start needs them; reading them each time put a database round trip (an
     aiosqlite thread hop that queues behind a busy event loop) on every start. Admins'
-    changes to `role_settings` take effect within `ttl_s`.
+    changes to `role_settings` take effect within `ttl_s`. A read under way is shared by
+    whoever asks for the same overrides meanwhile (the launcher starts it early, the run
+    asks for it when it gets there).
     """
 
     def __init__(self, ttl_s: float = 5.0, limit: int = 10_000, clock: Callable[[], float] = time.monotonic) -> None:
         self._ttl_s, self._limit, self._clock = ttl_s, limit, clock
         self._entries: OrderedDict[tuple[str | None, str | None], tuple[float, RoleOverrides]] = OrderedDict()
+        self._reading: dict[tuple[str | None, str | None], asyncio.Task[RoleOverrides]] = {}
 
     def over(self, stores: SqlStores) -> _CachedRoles:
         return _CachedRoles(self, stores)
 
+    def warm(self, stores: SqlStores, user_id: str | None, team_id: str | None) -> None:
+        """Start reading these overrides now unless they are cached or being read."""
+        self._fresh_or_reading(stores, (user_id, team_id))
+
     async def get(self, stores: SqlStores, user_id: str | None, team_id: str | None) -> RoleOverrides:
-        key = (user_id, team_id)
+        found = self._fresh_or_reading(stores, (user_id, team_id))
+        if isinstance(found, RoleOverrides):
+            return found
+        # shield: a run cancelled while it waits does not cancel the read others share
+        return await asyncio.shield(found)
+
+    def _fresh_or_reading(
+        self, stores: SqlStores, key: tuple[str | None, str | None]
+    ) -> RoleOverrides | asyncio.Task[RoleOverrides]:
         entry = self._entries.get(key)
-        now = self._clock()
-        if entry is not None and now - entry[0] < self._ttl_s:
+        if entry is not None and self._clock() - entry[0] < self._ttl_s:
             return entry[1]
-        overrides = await stores.overrides(user_id, team_id)
-        self._entries[key] = (now, overrides)
+        reading = self._reading.get(key)
+        if reading is None:
+            reading = self._reading[key] = asyncio.create_task(self._read(stores, key))
+            reading.add_done_callback(_retrieved)
+        return reading
+
+    async def _read(self, stores: SqlStores, key: tuple[str | None, str | None]) -> RoleOverrides:
+        try:
+            read_at = self._clock()
+            overrides = await stores.overrides(*key)
+        finally:
+            self._reading.pop(key, None)
+        self._entries[key] = (read_at, overrides)
         self._entries.move_to_end(key)
         while len(self._entries) > self._limit:
             self._entries.popitem(last=False)
         return overrides
+
+
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    """An early read nobody came for: its error is the reader's to log when it asks, not asyncio's."""
+    if not task.cancelled():
+        task.exception()
+
+
+class EarlyHistory:
+    """A `HistoryStore` whose one expected read (`conversation_key`, `session_id`, `limit`) was
+    started before the run asks for it, beside the checks that decide whether the run starts at
+    all; any other read goes to `store`. `discard` when the run does not start."""
+
+    def __init__(self, store: SqlStores, conversation_key: str, session_id: str | None, limit: int) -> None:
+        self._store = store
+        self._expected: tuple[str, str | None, int] | None = (conversation_key, session_id, limit)
+        self._read = asyncio.create_task(store.recent(conversation_key, session_id, limit))
+        self._read.add_done_callback(_retrieved)
+
+    async def recent(self, conversation_key: str, session_id: str | None, limit: int) -> list[StoredMessage]:
+        if (conversation_key, session_id, limit) == self._expected:
+            self._expected = None  # answered once: a later read is a read of its own
+            return await self._read
+        return await self._store.recent(conversation_key, session_id, limit)
+
+    def discard(self) -> None:
+        self._read.cancel()
+
+
+class NoHistory:
+    """The history of a session no run has used yet: nothing, without asking the database."""
+
+    async def recent(self, conversation_key: str, session_id: str | None, limit: int) -> list[StoredMessage]:
+        return []
 
 
 class _CachedRoles:

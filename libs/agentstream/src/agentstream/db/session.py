@@ -7,14 +7,16 @@ import contextlib
 import fcntl
 import os
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
@@ -25,13 +27,47 @@ def _ensure_sqlite_dir(url: str) -> None:
         Path(u.database).parent.mkdir(parents=True, exist_ok=True)
 
 
+# A pooled connection back in use within this many seconds is not pinged on checkout.
+PING_IDLE_S = 10.0
+
+
 def create_engine(url: str, echo: bool = False) -> AsyncEngine:
     _ensure_sqlite_dir(url)
-    # A SQLite file has no connection to lose: no pre-ping round trip per checkout.
-    engine = create_async_engine(url, echo=echo, pool_pre_ping=not url.startswith("sqlite"))
+    engine = create_async_engine(url, echo=echo)
     if engine.dialect.name == "sqlite":
-        sqlite_pragmas(engine.sync_engine)
+        sqlite_pragmas(engine.sync_engine)  # a SQLite file has no connection to lose: never pinged
+    else:
+        ping_when_idle(engine.sync_engine, PING_IDLE_S)
     return engine
+
+
+def ping_when_idle(engine: Engine, idle_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+    """A connection that waited in `engine`'s pool longer than `idle_s` is pinged on checkout, and
+    replaced if the ping fails (the database restarted, a proxy dropped it).
+
+    SQLAlchemy's `pool_pre_ping` pings on every checkout: a round trip before every read, each a
+    wait for the database's process to be scheduled on a busy machine (docs/decisions.md, "A run's
+    start reads the database as little as it can"). A connection used within `idle_s` is not
+    pinged: after a restart of the database within that time its first statement fails, which
+    invalidates the whole pool (every connection opened before it is replaced), as a statement under
+    way at the restart fails with or without a ping.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _returned(_dbapi_conn, record):  # type: ignore[no-untyped-def]
+        record.info["returned_at"] = clock()
+
+    @event.listens_for(engine, "checkout")
+    def _ping_if_idle(dbapi_conn, record, _proxy):  # type: ignore[no-untyped-def]
+        returned_at = record.info.get("returned_at")
+        if returned_at is None or clock() - returned_at <= idle_s:
+            return  # just connected, or back in use within idle_s
+        try:
+            alive = engine.dialect.do_ping(dbapi_conn)
+        except Exception as err:
+            raise DisconnectionError(f"pooled connection lost: {err!r}") from err
+        if not alive:
+            raise DisconnectionError("pooled connection lost")
 
 
 def sqlite_pragmas(engine: Engine) -> None:
@@ -50,6 +86,23 @@ def sqlite_pragmas(engine: Engine) -> None:
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker:  # type: ignore[type-arg]
     return async_sessionmaker(engine, expire_on_commit=False)
+
+
+def autocommitting(sessions: async_sessionmaker[AsyncSession]) -> async_sessionmaker[AsyncSession]:
+    """Sessions like `sessions`' whose statements each commit alone, outside any transaction: for
+    reads that need no snapshot across statements, and single-statement writes.
+
+    A session of `sessions` opens a transaction on its first statement and ends it on close: on
+    PostgreSQL a BEGIN and a ROLLBACK (or COMMIT), two round trips more than the statement itself,
+    each a wait for the database's process to be scheduled on a busy machine (docs/decisions.md,
+    "A run's start reads the database as little as it can"). On SQLite `sessions` itself: its
+    driver starts no transaction for a read, and switching its connections to autocommit and back
+    would cost two thread hops.
+    """
+    bind = sessions.kw.get("bind")
+    if not isinstance(bind, AsyncEngine) or bind.dialect.name == "sqlite":
+        return sessions
+    return async_sessionmaker(bind.execution_options(isolation_level="AUTOCOMMIT"), expire_on_commit=False)
 
 
 def sync_url(url: str) -> str:

@@ -46,3 +46,13 @@ def test_without_room_below_the_ephemeral_range_the_kernel_chooses(monkeypatch: 
     port = free_port()
     with socket.socket() as s:
         s.bind(("127.0.0.1", port))
+
+
+def test_ports_handed_out_are_not_handed_out_again_before_their_servers_bind(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A stack takes five ports, then binds them: the same random pick five times must still give five ports
+    # (CI once saw delivery's port given to another of the stack's services, "address already in use").
+    monkeypatch.setattr(embedded.random, "sample", lambda ports, k: list(ports[:k]))
+    monkeypatch.setattr(embedded, "_HANDED_OUT", set())
+    monkeypatch.setattr(embedded, "_HANDED_ORDER", embedded.collections.deque())
+    ports = [free_port() for _ in range(5)]
+    assert len(set(ports)) == 5, ports

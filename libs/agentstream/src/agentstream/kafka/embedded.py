@@ -10,6 +10,7 @@ no orphan brokers.
 from __future__ import annotations
 
 import asyncio
+import collections
 import ctypes
 import os
 import random
@@ -39,17 +40,34 @@ def ephemeral_ports() -> range:
     return range(low, high + 1)
 
 
+# The ports `free_port` gave lately: a caller takes several before binding any (a stack's five), and a
+# random pick may repeat one that is free only because its server has not started yet.
+_HANDED_OUT: set[int] = set()
+_HANDED_ORDER: collections.deque[int] = collections.deque()
+HANDED_OUT_KEPT = 4096
+
+
+def _hand_out(port: int) -> None:
+    _HANDED_OUT.add(port)
+    _HANDED_ORDER.append(port)
+    while len(_HANDED_ORDER) > HANDED_OUT_KEPT:
+        _HANDED_OUT.discard(_HANDED_ORDER.popleft())
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nothing listens on, for a server about to start. Taken below the ephemeral range: a port the
     kernel hands out for `bind(0)` may go to an outgoing connection before the server binds it."""
     ephemeral = ephemeral_ports()
     listen = range(LISTEN_PORTS_FROM, ephemeral.start) if ephemeral.start > LISTEN_PORTS_FROM + 1000 else range(0)
     for port in random.sample(listen, min(len(listen), 50)):
+        if port in _HANDED_OUT:
+            continue  # given to a server of this process that may not listen yet (five for one stack)
         with socket.socket() as s:
             try:
                 s.bind((host, port))
             except OSError:
                 continue  # in use
+            _hand_out(port)
             return port
     with socket.socket() as s:  # no room below the ephemeral range: the kernel's choice
         s.bind((host, 0))

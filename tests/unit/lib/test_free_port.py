@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import random
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -48,11 +53,47 @@ def test_without_room_below_the_ephemeral_range_the_kernel_chooses(monkeypatch: 
         s.bind(("127.0.0.1", port))
 
 
-def test_ports_handed_out_are_not_handed_out_again_before_their_servers_bind(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ports_handed_out_are_not_handed_out_again_before_their_servers_bind(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     # A stack takes five ports, then binds them: the same random pick five times must still give five ports
     # (CI once saw delivery's port given to another of the stack's services, "address already in use").
+    monkeypatch.setattr(embedded, "PORT_CLAIMS", tmp_path)
     monkeypatch.setattr(embedded.random, "sample", lambda ports, k: list(ports[:k]))
     monkeypatch.setattr(embedded, "_HANDED_OUT", set())
     monkeypatch.setattr(embedded, "_HANDED_ORDER", embedded.collections.deque())
     ports = [free_port() for _ in range(5)]
     assert len(set(ports)) == 5, ports
+
+
+def test_a_port_another_process_was_given_is_not_given_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Test workers are processes: each one's own record does not see the ports the others were given and have
+    # not bound yet. The same random pick in two processes must still give two ports.
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from agentstream.kafka.embedded import free_port; import random; random.seed(7); print(free_port())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    theirs = int(child.stdout)
+    monkeypatch.setattr(embedded, "_HANDED_OUT", set())
+    monkeypatch.setattr(embedded, "_HANDED_ORDER", embedded.collections.deque())
+    random.seed(7)
+    assert free_port() != theirs
+
+
+def test_a_claim_older_than_a_server_takes_to_bind_is_void(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(embedded, "PORT_CLAIMS", tmp_path)
+    monkeypatch.setattr(embedded.random, "sample", lambda ports, k: list(ports[:k]))
+    monkeypatch.setattr(embedded, "_HANDED_OUT", set())
+    claimed = free_port()
+    monkeypatch.setattr(embedded, "_HANDED_OUT", set())
+    assert free_port() != claimed  # a fresh claim is passed over
+    old = time.time() - embedded.PORT_CLAIM_SECONDS - 1
+    os.utime(tmp_path / str(claimed), (old, old))
+    monkeypatch.setattr(embedded, "_HANDED_OUT", set())
+    assert free_port() == claimed

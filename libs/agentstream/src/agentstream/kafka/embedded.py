@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import ctypes
+import fcntl
 import os
 import random
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -54,6 +56,31 @@ def _hand_out(port: int) -> None:
         _HANDED_OUT.discard(_HANDED_ORDER.popleft())
 
 
+# Ports given by any process of this user lately, one file each: test workers and stacks in other
+# processes pick from the same range, and a port is free to every one of them until its server binds.
+PORT_CLAIMS = Path(tempfile.gettempdir()) / f"agentstream-ports-{os.getuid()}"
+PORT_CLAIM_SECONDS = 120.0  # longer than any server here takes from its port's pick to its bind
+
+
+def _claim_across_processes(port: int) -> bool:
+    """Whether `port` was claimed now for this process: False while another process's claim is fresh."""
+    try:
+        PORT_CLAIMS.mkdir(mode=0o700, exist_ok=True)
+        with open(PORT_CLAIMS / ".lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # check and claim as one step; released on close
+            claim = PORT_CLAIMS / str(port)
+            try:
+                if time.time() - claim.stat().st_mtime < PORT_CLAIM_SECONDS:
+                    return False
+            except FileNotFoundError:
+                pass
+            claim.write_bytes(b"")
+            os.utime(claim)
+            return True
+    except OSError:
+        return True  # no shared folder to claim in: this process's own record still holds
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nothing listens on, for a server about to start. Taken below the ephemeral range: a port the
     kernel hands out for `bind(0)` may go to an outgoing connection before the server binds it."""
@@ -67,8 +94,10 @@ def free_port(host: str = "127.0.0.1") -> int:
                 s.bind((host, port))
             except OSError:
                 continue  # in use
-            _hand_out(port)
-            return port
+        if not _claim_across_processes(port):
+            continue  # another process's, whose server may not listen yet
+        _hand_out(port)
+        return port
     with socket.socket() as s:  # no room below the ephemeral range: the kernel's choice
         s.bind((host, 0))
         return int(s.getsockname()[1])

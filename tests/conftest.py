@@ -11,3 +11,11 @@ from agentstream_stack import cli_support  # noqa: E402, F401
 
 if _columns is not None:
     os.environ["COLUMNS"] = _columns
+
+# Hypothesis's timing checks judge the machine, not the code: under a loaded CI (three xdist workers on
+# two cores, brokers beside them) generating examples or running one can take seconds. A property test
+# fails only on an example that breaks its property; every @settings here inherits this profile.
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("agentstream", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("agentstream")

@@ -66,6 +66,11 @@ def _plain_blocks(tail: str, blocks: list[Block], n: int) -> list[str] | None:
 
 
 _COMPANION: Companion = _plain_blocks
+# The markups whose frames keep their closed blocks' plain fallback too: a chat's length check counts it from
+# early on. Not the web page's: its 100,000 characters are settled by the growth bound until an answer is
+# thousands of characters long, and writing every block a second time cost its frames a fifth of their time;
+# past that bound (or with a table) its length check measures the plain text from a chain of its own.
+KEEPS_PLAIN = frozenset({TextFormat.TELEGRAM_HTML, TextFormat.SLACK_MRKDWN, TextFormat.DISCORD_MARKDOWN})
 
 
 @lru_cache(maxsize=512)
@@ -82,7 +87,7 @@ def render_kept(text: str, fmt: TextFormat, memo: BlockMemo) -> str:
     """`render`, keeping closed blocks in `memo` (and, for a markup, their plain fallback)."""
     if fmt is TextFormat.MARKDOWN:
         return text
-    companion = None if fmt is TextFormat.PLAIN else _COMPANION
+    companion = _COMPANION if fmt in KEEPS_PLAIN else None
     return _joined(text, fmt, memo.parts(text, fmt, _blocks_of(fmt), companion))
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from agentstream.config import TextFormat
+from agentstream_delivery.formatting.bounds import GROWTH, may_autolink, plain_growth, proportional
 from agentstream_delivery.formatting.incremental import MEMO, Block, BlockMemo, BlockRenderer, Companion
 from agentstream_delivery.formatting.streaming import close_dangling
 from agentstream_delivery.formatting.styles import (
@@ -192,23 +193,19 @@ class RenderedMeasure:
         return shown if self.fmt is TextFormat.PLAIN else max(shown, self.unit(plain_text))
 
     def fits(self, text: str, room: int) -> bool:
-        """`self(text) <= room`, from the cheapest bound that settles it: the whole text's growth bound (a web
-        page's 100,000 characters hold a long answer's any rendering), the kept blocks' exact sizes, then a render."""
-        if "|" not in text and self._growth(text) <= room:
-            return True
+        """`self(text) <= room`, from a bound when it settles it (`bound`: a web page's 100,000 characters hold a
+        long answer's any rendering), else from a render."""
         return self.bound(text) <= room or self(text) <= room
 
     def bound(self, text: str) -> int:
         """At most `GROWTH` of the text; of a growing text, the exact length of the blocks it keeps (`MEMO.kept`,
         in the markup and as plain text) plus `GROWTH` of the rest, the open block."""
         kept = MEMO.kept(text, self.fmt)
-        if kept is not None and "|" not in text[kept.start :]:
+        if kept is not None and proportional(text[kept.start :]):
             sizes = _kept_sizes(kept.markup, kept.plain, self.fmt, self.unit)
             if sizes is not None:
                 return max(sizes) + len(SEPARATOR) + self._growth(text[kept.start :])
-        if "|" in text:
-            return self(text)
-        return self._growth(text)
+        return self._growth(text) if proportional(text) else self(text)
 
     def span(self, text: str, room: int) -> tuple[int, int]:
         """Where the longest prefix of `text` that fits `room` ends lies: a range `splitting` bisects instead of
@@ -234,6 +231,9 @@ class RenderedMeasure:
         return lo, max(lo, hi)
 
     def _growth(self, text: str) -> int:
+        """`GROWTH` of `text`; of plain text without autolinks, `plain_growth`."""
+        if self.fmt is TextFormat.PLAIN and not may_autolink(text):
+            return self.unit(text) + plain_growth(text)
         growth, per_line = GROWTH[self.fmt]
         return growth * self.unit(text) + per_line * (text.count("\n") + 1)
 
@@ -300,16 +300,6 @@ def _kept_sizes(
         return None
     per_block = len(SEPARATOR)
     return sum(size + per_block for size, _ in markup_facts), sum(size + per_block for size, _ in plain_facts)
-
-
-# (times the Markdown's length, plus per line): Slack escapes `&` as five characters, the web's HTML has tags.
-GROWTH: dict[TextFormat, tuple[int, int]] = {
-    TextFormat.PLAIN: (3, 32),
-    TextFormat.TELEGRAM_HTML: (3, 32),
-    TextFormat.DISCORD_MARKDOWN: (3, 32),
-    TextFormat.SLACK_MRKDWN: (5, 32),
-    TextFormat.HTML: (12, 160),
-}
 
 
 def measurer(unit: Measure, fmt: TextFormat) -> Measure:

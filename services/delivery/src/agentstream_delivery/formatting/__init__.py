@@ -199,12 +199,18 @@ class RenderedMeasure:
 
     def bound(self, text: str) -> int:
         """At most `GROWTH` of the text; of a growing text, the exact length of the blocks it keeps (`MEMO.kept`,
-        in the markup and as plain text) plus `GROWTH` of the rest, the open block."""
+        in the markup and as plain text) plus `GROWTH` of the rest, the open block. Where the plain text of the
+        kept blocks is not kept (the web's, `KEEPS_PLAIN`), the plain fallback is bounded by the whole text's."""
         kept = MEMO.kept(text, self.fmt)
         if kept is not None and proportional(text[kept.start :]):
             sizes = _kept_sizes(kept.markup, kept.plain, self.fmt, self.unit)
             if sizes is not None:
                 return max(sizes) + len(SEPARATOR) + self._growth(text[kept.start :])
+            if kept.plain is None and proportional(text):
+                markup = _kept_size(kept.markup, self.fmt, self.unit)
+                if markup is not None:
+                    plain_text = RenderedMeasure(self.unit, TextFormat.PLAIN)._growth(text)
+                    return max(markup + len(SEPARATOR) + self._growth(text[kept.start :]), plain_text)
         return self._growth(text) if proportional(text) else self(text)
 
     def span(self, text: str, room: int) -> tuple[int, int]:
@@ -290,16 +296,23 @@ def _prefix_sizes(parts: Sequence[str], fmt: TextFormat, unit: Measure) -> list[
 
 @lru_cache(maxsize=256)
 def _kept_sizes(
-    markup: tuple[str, ...], fallback: tuple[str, ...], fmt: TextFormat, unit: Measure
+    markup: tuple[str, ...], fallback: tuple[str, ...] | None, fmt: TextFormat, unit: Measure
 ) -> tuple[int, int] | None:
     """At least the length of kept blocks joined, in the markup as shown and as plain text (each block, plus a
-    separator); None unless both show something (an empty rendering is replaced by the escaped text)."""
-    markup_facts = [_part_facts(part, fmt, unit) for part in markup]
-    plain_facts = [_part_facts(part, TextFormat.PLAIN, unit) for part in fallback]
-    if not any(shows for _, shows in markup_facts) or not any(shows for _, shows in plain_facts):
+    separator); None unless both are known and show something (an empty rendering is replaced by the escaped
+    text)."""
+    shown = _kept_size(markup, fmt, unit)
+    plain_text = None if fallback is None else _kept_size(fallback, TextFormat.PLAIN, unit)
+    return None if shown is None or plain_text is None else (shown, plain_text)
+
+
+@lru_cache(maxsize=256)
+def _kept_size(parts: tuple[str, ...], fmt: TextFormat, unit: Measure) -> int | None:
+    """`_kept_sizes` of one side."""
+    facts = [_part_facts(part, fmt, unit) for part in parts]
+    if not any(shows for _, shows in facts):
         return None
-    per_block = len(SEPARATOR)
-    return sum(size + per_block for size, _ in markup_facts), sum(size + per_block for size, _ in plain_facts)
+    return sum(size + len(SEPARATOR) for size, _ in facts)
 
 
 def measurer(unit: Measure, fmt: TextFormat) -> Measure:

@@ -128,8 +128,8 @@ class BlockMemo:
         return None if plain is None else Pair(rendered, plain)
 
     def kept(self, text: str, fmt: TextFormat) -> Kept | None:
-        """Where the blocks `text` keeps end, and those blocks in the markup and as plain text, without rendering
-        anything (None: nothing kept, or not as plain text)."""
+        """Where the blocks `text` keeps end, and those blocks in the markup and as plain text (None where the chain
+        does not keep them as plain text), without rendering anything (None: nothing kept)."""
         if len(text) < self.head or any(s in text for s in _WHOLE_ONLY):
             return None
         found, at = self._find(self._chains.get((fmt, text[: self.head]), ()), text)
@@ -137,9 +137,7 @@ class BlockMemo:
             return None
         mark = found.marks[at]
         plain = found.plain if found.plain is not None or fmt is not TextFormat.PLAIN else found.parts
-        if plain is None:
-            return None
-        return Kept(mark.start, found.parts[: mark.count], plain[: mark.count])
+        return Kept(mark.start, found.parts[: mark.count], None if plain is None else plain[: mark.count])
 
     def closed_prefixes(self, text: str, fmt: TextFormat) -> Prefixes | None:
         """The prefixes of `text` that end where a blank line closed the blocks before it (`Mark.witness` at its
@@ -224,11 +222,11 @@ class Prefixes(NamedTuple):
 
 
 class Kept(NamedTuple):
-    """What a text keeps from its chain: the blocks before `start`, in the markup and as plain text."""
+    """What a text keeps from its chain: the blocks before `start`, in the markup and as plain text (if known)."""
 
     start: int
     markup: tuple[str, ...]
-    plain: tuple[str, ...]
+    plain: tuple[str, ...] | None
 
 
 def _closed(tail: str, rendered: list[Block], offset: int, count: int) -> list[Mark]:

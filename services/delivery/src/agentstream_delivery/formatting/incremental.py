@@ -130,12 +130,16 @@ class BlockMemo:
     def kept(self, text: str, fmt: TextFormat) -> Kept | None:
         """Where the blocks `text` keeps end, and those blocks in the markup and as plain text (None where the chain
         does not keep them as plain text), without rendering anything (None: nothing kept)."""
-        if len(text) < self.head or any(s in text for s in _WHOLE_ONLY):
+        if len(text) < self.head:
             return None
         found, at = self._find(self._chains.get((fmt, text[: self.head]), ()), text)
         if found is None or at < 0:
             return None
         mark = found.marks[at]
+        # A chain is only made of a text with none of them: only what follows its blocks is looked at (every
+        # length check asks, and a scan of the whole text for a NUL costs as much as the rest of the check).
+        if any(s in text[max(0, mark.start - 1) :] for s in _WHOLE_ONLY):
+            return None
         plain = found.plain if found.plain is not None or fmt is not TextFormat.PLAIN else found.parts
         return Kept(mark.start, found.parts[: mark.count], None if plain is None else plain[: mark.count])
 

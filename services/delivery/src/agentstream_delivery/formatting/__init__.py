@@ -167,11 +167,13 @@ class RenderedMeasure:
     """The length of Markdown once rendered to `fmt`, as the platform counts it (`unit`).
 
     Rendering costs a parse, so `bound` gives a cheap upper bound first (splitting checks it
-    before measuring): a rendering is at most `GROWTH` times the Markdown plus `PER_LINE` per
-    line (escapes, list indents and numbers, quote marks; nesting deeper than `tree.MAX_NEST`
-    adds nothing). Tables pad their cells, so a text with a `|` is always measured. Of a growing
-    text, the blocks it keeps (`incremental.py`) are counted exactly and only its open tail is
-    bounded; `span` narrows a split's search the same way (docs/delivery.md, "Formatting cost").
+    before measuring): a rendering is at most `GROWTH` times the Markdown plus so much per line
+    (escapes, list indents and numbers, quote marks; nesting deeper than `tree.MAX_NEST` adds
+    nothing), plain text without an autolink `plain_growth` more than its Markdown (`bounds.py`).
+    Tables pad their cells and link references write their target wherever they are used, so a
+    text with a `|` or a `]:` is always measured. Of a growing text, the blocks it keeps
+    (`incremental.py`) are counted exactly and only its open tail is bounded; `span` narrows a
+    split's search the same way (docs/delivery.md, "Formatting cost").
     """
 
     unit: Measure

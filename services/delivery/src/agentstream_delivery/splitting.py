@@ -34,7 +34,8 @@ FENCE = "```"
 FENCE_CLOSE_ROOM = len("\n" + FENCE)
 MIN_SAFE = 500
 # Spaces and tabs only: `\s` would run over the line's end and read the code's first word as the language.
-_FENCE_LINE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[ \t]*([\w+#.-]*)", re.MULTILINE)
+# A fence's line, searched in "\n" + text (a literal first is found faster than `^` in MULTILINE).
+_FENCE_LINE = re.compile(r"\n[ \t]{0,3}(`{3,}|~{3,})[ \t]*([\w+#.-]*)")
 
 
 def utf16_len(text: str) -> int:
@@ -67,7 +68,7 @@ class Cut:
 def open_fence(text: str) -> str | None:
     """The language ("" if none) of a code fence left open at the end of `text`, else None."""
     lang: str | None = None
-    for m in _FENCE_LINE.finditer(text):
+    for m in _FENCE_LINE.finditer("\n" + text):
         lang = m.group(2) if lang is None else None
     return lang
 

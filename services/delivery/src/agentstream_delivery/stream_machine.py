@@ -107,6 +107,11 @@ def _sync(model: StreamModel, now: float) -> Step:
             # what is shown (give or take trailing blank lines, how a stream's frames come to render alike),
             # nothing is due at all; any other frame that renders as shown is dropped when due.
             return replace(model, flush_at=None if model.shows_already(pending) else due), []
+    if model.live_preview and model.frame is not None:
+        # The frame that goes out is rendered first: its parse keeps the blocks the text has closed, so the
+        # length check below counts them and bounds only the open block instead of parsing it a second time
+        # (formatting's results never depend on what it kept: docs/delivery.md, "Formatting cost").
+        model.render_preview(model.body(final=False) + CURSOR)
     model, ops = _split_heads(model, final=False)
     if not model.live_preview:
         return model, ops

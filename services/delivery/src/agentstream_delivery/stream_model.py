@@ -97,8 +97,11 @@ class StreamModel:
             return False
         if frame == self.frame:
             return True
-        fmt = self.capabilities.formatting
-        return render_frame(frame, fmt, final=False) == render_frame(self.frame, fmt, final=False)
+        return self.render_preview(frame) == self.render_preview(self.frame)
+
+    def render_preview(self, frame: str) -> str:
+        """The preview `frame` as the platform gets it (cached: the deliverer sends this rendering)."""
+        return render_frame(frame, self.capabilities.formatting, final=False)
 
     def shows_already(self, body: str) -> bool:
         """`shows(body + CURSOR)`, rendered only when `body` is what the frame showed plus whitespace:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agentstream.config import TextFormat, ToolProgress
@@ -20,7 +20,14 @@ from agentstream_delivery.adapters.discord import CAPABILITIES as DISCORD
 from agentstream_delivery.adapters.signal import CAPABILITIES as SIGNAL
 from agentstream_delivery.adapters.slack import CAPABILITIES as SLACK
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
-from agentstream_delivery.formatting import RenderedMeasure, plain, render, render_frame
+from agentstream_delivery.formatting import (
+    RenderedMeasure,
+    plain,
+    render,
+    render_frame,
+    render_whole,
+)
+from agentstream_delivery.formatting.bounds import may_autolink, plain_growth, proportional
 from agentstream_delivery.formatting.incremental import MEMO
 from agentstream_delivery.platform_ops import Op
 from agentstream_delivery.render import CURSOR, visible_chars
@@ -95,9 +102,44 @@ def test_the_cheap_length_bound_is_never_below_the_rendered_length(text: str) ->
         measure = caps.length()
         assert isinstance(measure, RenderedMeasure)
         assert measure.bound(text) >= measure(text)
-        assert measure._growth(text) >= measure(text) or "|" in text  # what `fits` tries first
+        assert measure._growth(text) >= measure(text) or not proportional(text)  # what `fits` tries first
         for room in (measure(text) - 1, measure(text)):
             assert measure.fits(text, room) is (measure(text) <= room), (caps.formatting, room)
+
+
+# What the plain writer widens: quotes, lists (numbered far past their Markdown's digits), lazy lines, tabs, a `%`
+# that is no escape in a link target, entities, autolinks (which `plain_growth` leaves to `GROWTH`).
+WIDENING = [
+    "> ", ">", "> > > ", "- ", "1. ", "1) ", "999999999. ", "0. ", "  ", "    ", "\t", "-\t", "1.\t", "\nlazy", "\n  cont",
+    "[a](%)", "[a](x%)", "[b](%%%)", "![i](%zz)", "&#128512;", "\\*", "  \n", "***", "---", "===", "```\n", "~~~\n",
+    "    code\n", "\t\tcode\n", "<a@b.c>", "<https://x.y>", "< x", "a<b", "\\<a@b>", "x", "😀", " ", "\n", "\n\n",
+]  # fmt: skip
+
+
+@pytest.mark.timeout(60)
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from(PIECES + WIDENING), max_size=60).map("".join))
+@example("> > > 999999999. 999999999. 999999999. a" + "\nb" * 50)  # lazy lines under every quote and list level
+@example("999999999. a\n" + "1. b\n" * 40)  # items numbered past their Markdown's digits
+@example("> > > # a\n> > > # b\n> > > # c\n" * 20)  # the lines between a quote's blocks
+@example("- \t\tcode\n" * 10)
+def test_the_plain_growth_bound_is_never_below_the_plain_rendering(text: str) -> None:
+    # Signal's length check trusts it for texts with no autolink (what would write a target twice).
+    if may_autolink(text) or not proportional(text):
+        return
+    shown = render_whole(text, TextFormat.PLAIN)
+    for unit in MEASURES.values():
+        assert unit(shown) <= unit(text) + plain_growth(text), (text, shown)
+
+
+def test_a_text_with_link_references_is_measured_for_where_each_label_writes_the_target() -> None:
+    # `[x][r]` is seven characters and shows `x (target)`: no growth factor bounds that, so it is rendered.
+    text = "[r]: https://example.com/" + "a" * 50 + "\n\n" + "[x][r] " * 60
+    measure = SIGNAL.length()
+    assert isinstance(measure, RenderedMeasure)
+    assert measure(text) > 4000 > 1898 > len(text)
+    assert not measure.fits(text, 1898)
+    assert all(measure(part) <= 1898 for part in split_text(text, SIGNAL.max_length, measure))
 
 
 @pytest.mark.timeout(120)  # every prefix of each generated answer, five platforms

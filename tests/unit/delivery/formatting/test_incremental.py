@@ -73,7 +73,8 @@ def check_kept(text: str, fmt: TextFormat, memo: BlockMemo) -> None:
     markup = blocks_of(text, fmt)
     n = len(kept.markup)
     assert list(kept.markup) == markup[:n], (fmt, text)
-    assert list(kept.plain) == blocks_of(text, TextFormat.PLAIN)[:n], (fmt, text)
+    if kept.plain is not None:  # not kept where the markup's frames do not keep it (`KEEPS_PLAIN`)
+        assert list(kept.plain) == blocks_of(text, TextFormat.PLAIN)[:n], (fmt, text)
     assert blocks_of(text[kept.start :], fmt) == markup[n:], (fmt, text)
 
 
@@ -81,6 +82,9 @@ def check_kept(text: str, fmt: TextFormat, memo: BlockMemo) -> None:
 @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
 @given(markdown, chunkings)
 @example("- a\n\n-\n\nb\n\n", [1])
+@example(
+    "[ref] and [ref][]\n\npara one, long enough to be kept\n\npara two\n\n[ref]: https://e.com\n", [9]
+)  # kept, then `]:`
 # A block a blank line ends for good is closed at that line's end, before the next block begins.
 @example("para\n\n    code after a blank\n\nmore", [1])
 @example("# Title\n\n- a\n- b\n\n```py\nx\n```\n\n| a |\n|---|\n\nend", [3])

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from agentstream.config import TextFormat
+from agentstream_delivery.formatting.bounds import GROWTH, may_autolink, plain_growth, proportional
 from agentstream_delivery.formatting.incremental import MEMO, Block, BlockMemo, BlockRenderer, Companion
 from agentstream_delivery.formatting.streaming import close_dangling
 from agentstream_delivery.formatting.styles import (
@@ -66,6 +67,11 @@ def _plain_blocks(tail: str, blocks: list[Block], n: int) -> list[str] | None:
 
 
 _COMPANION: Companion = _plain_blocks
+# The markups whose frames keep their closed blocks' plain fallback too: a chat's length check counts it from
+# early on. Not the web page's: its 100,000 characters are settled by the growth bound until an answer is
+# thousands of characters long, and writing every block a second time cost its frames a fifth of their time;
+# past that bound (or with a table) its length check measures the plain text from a chain of its own.
+KEEPS_PLAIN = frozenset({TextFormat.TELEGRAM_HTML, TextFormat.SLACK_MRKDWN, TextFormat.DISCORD_MARKDOWN})
 
 
 @lru_cache(maxsize=512)
@@ -82,7 +88,7 @@ def render_kept(text: str, fmt: TextFormat, memo: BlockMemo) -> str:
     """`render`, keeping closed blocks in `memo` (and, for a markup, their plain fallback)."""
     if fmt is TextFormat.MARKDOWN:
         return text
-    companion = None if fmt is TextFormat.PLAIN else _COMPANION
+    companion = _COMPANION if fmt in KEEPS_PLAIN else None
     return _joined(text, fmt, memo.parts(text, fmt, _blocks_of(fmt), companion))
 
 
@@ -161,11 +167,13 @@ class RenderedMeasure:
     """The length of Markdown once rendered to `fmt`, as the platform counts it (`unit`).
 
     Rendering costs a parse, so `bound` gives a cheap upper bound first (splitting checks it
-    before measuring): a rendering is at most `GROWTH` times the Markdown plus `PER_LINE` per
-    line (escapes, list indents and numbers, quote marks; nesting deeper than `tree.MAX_NEST`
-    adds nothing). Tables pad their cells, so a text with a `|` is always measured. Of a growing
-    text, the blocks it keeps (`incremental.py`) are counted exactly and only its open tail is
-    bounded; `span` narrows a split's search the same way (docs/delivery.md, "Formatting cost").
+    before measuring): a rendering is at most `GROWTH` times the Markdown plus so much per line
+    (escapes, list indents and numbers, quote marks; nesting deeper than `tree.MAX_NEST` adds
+    nothing), plain text without an autolink `plain_growth` more than its Markdown (`bounds.py`).
+    Tables pad their cells and link references write their target wherever they are used, so a
+    text with a `|` or a `]:` is always measured. Of a growing text, the blocks it keeps
+    (`incremental.py`) are counted exactly and only its open tail is bounded; `span` narrows a
+    split's search the same way (docs/delivery.md, "Formatting cost").
     """
 
     unit: Measure
@@ -187,23 +195,25 @@ class RenderedMeasure:
         return shown if self.fmt is TextFormat.PLAIN else max(shown, self.unit(plain_text))
 
     def fits(self, text: str, room: int) -> bool:
-        """`self(text) <= room`, from the cheapest bound that settles it: the whole text's growth bound (a web
-        page's 100,000 characters hold a long answer's any rendering), the kept blocks' exact sizes, then a render."""
-        if "|" not in text and self._growth(text) <= room:
-            return True
+        """`self(text) <= room`, from a bound when it settles it (`bound`: a web page's 100,000 characters hold a
+        long answer's any rendering), else from a render."""
         return self.bound(text) <= room or self(text) <= room
 
     def bound(self, text: str) -> int:
         """At most `GROWTH` of the text; of a growing text, the exact length of the blocks it keeps (`MEMO.kept`,
-        in the markup and as plain text) plus `GROWTH` of the rest, the open block."""
+        in the markup and as plain text) plus `GROWTH` of the rest, the open block. Where the plain text of the
+        kept blocks is not kept (the web's, `KEEPS_PLAIN`), the plain fallback is bounded by the whole text's."""
         kept = MEMO.kept(text, self.fmt)
-        if kept is not None and "|" not in text[kept.start :]:
+        if kept is not None and proportional(text[kept.start :]):
             sizes = _kept_sizes(kept.markup, kept.plain, self.fmt, self.unit)
             if sizes is not None:
                 return max(sizes) + len(SEPARATOR) + self._growth(text[kept.start :])
-        if "|" in text:
-            return self(text)
-        return self._growth(text)
+            if kept.plain is None and proportional(text):
+                markup = _kept_size(kept.markup, self.fmt, self.unit)
+                if markup is not None:
+                    plain_text = RenderedMeasure(self.unit, TextFormat.PLAIN)._growth(text)
+                    return max(markup + len(SEPARATOR) + self._growth(text[kept.start :]), plain_text)
+        return self._growth(text) if proportional(text) else self(text)
 
     def span(self, text: str, room: int) -> tuple[int, int]:
         """Where the longest prefix of `text` that fits `room` ends lies: a range `splitting` bisects instead of
@@ -229,6 +239,9 @@ class RenderedMeasure:
         return lo, max(lo, hi)
 
     def _growth(self, text: str) -> int:
+        """`GROWTH` of `text`; of plain text without autolinks, `plain_growth`."""
+        if self.fmt is TextFormat.PLAIN and not may_autolink(text):
+            return self.unit(text) + plain_growth(text)
         growth, per_line = GROWTH[self.fmt]
         return growth * self.unit(text) + per_line * (text.count("\n") + 1)
 
@@ -285,26 +298,23 @@ def _prefix_sizes(parts: Sequence[str], fmt: TextFormat, unit: Measure) -> list[
 
 @lru_cache(maxsize=256)
 def _kept_sizes(
-    markup: tuple[str, ...], fallback: tuple[str, ...], fmt: TextFormat, unit: Measure
+    markup: tuple[str, ...], fallback: tuple[str, ...] | None, fmt: TextFormat, unit: Measure
 ) -> tuple[int, int] | None:
     """At least the length of kept blocks joined, in the markup as shown and as plain text (each block, plus a
-    separator); None unless both show something (an empty rendering is replaced by the escaped text)."""
-    markup_facts = [_part_facts(part, fmt, unit) for part in markup]
-    plain_facts = [_part_facts(part, TextFormat.PLAIN, unit) for part in fallback]
-    if not any(shows for _, shows in markup_facts) or not any(shows for _, shows in plain_facts):
+    separator); None unless both are known and show something (an empty rendering is replaced by the escaped
+    text)."""
+    shown = _kept_size(markup, fmt, unit)
+    plain_text = None if fallback is None else _kept_size(fallback, TextFormat.PLAIN, unit)
+    return None if shown is None or plain_text is None else (shown, plain_text)
+
+
+@lru_cache(maxsize=256)
+def _kept_size(parts: tuple[str, ...], fmt: TextFormat, unit: Measure) -> int | None:
+    """`_kept_sizes` of one side."""
+    facts = [_part_facts(part, fmt, unit) for part in parts]
+    if not any(shows for _, shows in facts):
         return None
-    per_block = len(SEPARATOR)
-    return sum(size + per_block for size, _ in markup_facts), sum(size + per_block for size, _ in plain_facts)
-
-
-# (times the Markdown's length, plus per line): Slack escapes `&` as five characters, the web's HTML has tags.
-GROWTH: dict[TextFormat, tuple[int, int]] = {
-    TextFormat.PLAIN: (3, 32),
-    TextFormat.TELEGRAM_HTML: (3, 32),
-    TextFormat.DISCORD_MARKDOWN: (3, 32),
-    TextFormat.SLACK_MRKDWN: (5, 32),
-    TextFormat.HTML: (12, 160),
-}
+    return sum(size + len(SEPARATOR) for size, _ in facts)
 
 
 def measurer(unit: Measure, fmt: TextFormat) -> Measure:

@@ -114,7 +114,7 @@ class BlockMemo:
         """Every top-level block of `text` as `blocks` writes it, in order (the same as `blocks(text)`'s).
 
         With a `companion`, the blocks this text closes are also kept as plain text (for `kept` and `pair`)."""
-        if len(text) < self.head or any(s in text for s in _WHOLE_ONLY):
+        if self._whole(text, fmt):
             return [block.text for block in blocks(text)]
         rendered, _ = self._render(text, fmt, blocks, companion, with_plain=False)
         return rendered
@@ -122,30 +122,28 @@ class BlockMemo:
     def pair(self, text: str, fmt: TextFormat, blocks: BlockRenderer, companion: Companion) -> Pair | None:
         """`parts(text, ...)` and the same blocks as plain text, from one parse of what is not kept; None for a
         text rendered whole, or when the plain blocks are not known."""
-        if len(text) < self.head or any(s in text for s in _WHOLE_ONLY):
+        if self._whole(text, fmt):
             return None
         rendered, plain = self._render(text, fmt, blocks, companion, with_plain=True)
         return None if plain is None else Pair(rendered, plain)
 
     def kept(self, text: str, fmt: TextFormat) -> Kept | None:
-        """Where the blocks `text` keeps end, and those blocks in the markup and as plain text, without rendering
-        anything (None: nothing kept, or not as plain text)."""
-        if len(text) < self.head or any(s in text for s in _WHOLE_ONLY):
+        """Where the blocks `text` keeps end, and those blocks in the markup and as plain text (None where the chain
+        does not keep them as plain text), without rendering anything (None: nothing kept)."""
+        if self._whole(text, fmt):
             return None
         found, at = self._find(self._chains.get((fmt, text[: self.head]), ()), text)
         if found is None or at < 0:
             return None
         mark = found.marks[at]
         plain = found.plain if found.plain is not None or fmt is not TextFormat.PLAIN else found.parts
-        if plain is None:
-            return None
-        return Kept(mark.start, found.parts[: mark.count], plain[: mark.count])
+        return Kept(mark.start, found.parts[: mark.count], None if plain is None else plain[: mark.count])
 
     def closed_prefixes(self, text: str, fmt: TextFormat) -> Prefixes | None:
         """The prefixes of `text` that end where a blank line closed the blocks before it (`Mark.witness` at its
         `start`), ascending, as (length, blocks before it), with the blocks in the markup and as plain text:
         each such prefix renders to exactly those blocks, so its length needs no rendering."""
-        if len(text) < self.head or any(s in text for s in _WHOLE_ONLY):
+        if self._whole(text, fmt):
             return None
         found, at = self._find(self._chains.get((fmt, text[: self.head]), ()), text)
         if found is None or at < 0:
@@ -156,6 +154,16 @@ class BlockMemo:
         ends = tuple((m.start, m.count) for m in found.marks[: at + 1] if m.start == m.witness)
         count = found.marks[at].count
         return Prefixes(ends, found.parts[:count], plain[:count])
+
+    def _whole(self, text: str, fmt: TextFormat) -> bool:
+        """Whether `text` is rendered whole: shorter than `HEAD`, or with what the rule does not cover. A chain is
+        only made of a text with none of that, so only what follows the blocks it keeps is looked at (every frame
+        and length check asks, and a scan of a long text for a NUL costs as much as the rest of a check)."""
+        if len(text) < self.head:
+            return True
+        found, at = self._find(self._chains.get((fmt, text[: self.head]), ()), text)
+        start = found.marks[at].start if found is not None and at >= 0 else 0
+        return any(s in text[max(0, start - 1) :] for s in _WHOLE_ONLY)
 
     @staticmethod
     def _find(chains: tuple[Chain, ...], text: str) -> tuple[Chain | None, int]:
@@ -224,11 +232,11 @@ class Prefixes(NamedTuple):
 
 
 class Kept(NamedTuple):
-    """What a text keeps from its chain: the blocks before `start`, in the markup and as plain text."""
+    """What a text keeps from its chain: the blocks before `start`, in the markup and as plain text (if known)."""
 
     start: int
     markup: tuple[str, ...]
-    plain: tuple[str, ...]
+    plain: tuple[str, ...] | None
 
 
 def _closed(tail: str, rendered: list[Block], offset: int, count: int) -> list[Mark]:

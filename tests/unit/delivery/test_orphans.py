@@ -39,6 +39,16 @@ def test_no_message_after_the_send_searches_up_from_the_floor():
     assert candidates(orphan(7), [7], span=3) == [8, 9, 10]
 
 
+def test_nearness_counts_only_the_ids_that_may_be_the_orphan():
+    # Eight streams at once in one id sequence (a chaos run): stubs at 1-4, the streams' next messages at 5-12
+    # (known to the ledger), late stubs above. Counted in raw ids the span spent itself above N=12 and never
+    # reached 1; counted in unknown ids it alternates 4, 13, 3, 14, 2, 15, 1.
+    others = set(range(5, 12))
+    ids = candidates(orphan(None), [12], span=12, probable=lambda i: i not in others)
+    assert ids[:7] == [4, 13, 3, 14, 2, 15, 1]
+    assert not others & set(ids)
+
+
 def test_nothing_to_search_without_any_id():
     assert candidates(orphan(None), []) == []
 
@@ -166,4 +176,5 @@ async def test_a_message_another_stream_knows_is_never_probed():
     await d.deliver(Send(0, "Brok", final=True), "Brok")
     wall.now += 10
     await d.settle()
-    assert probed == ["13"] and adapter.deleted == ["13"]  # 11 (another run's) skipped, 12 is the stream's own
+    # 11 (another run's) skipped, 12 is the stream's own: the nearest unknown ids below and above, then found
+    assert probed == ["10", "13"] and adapter.deleted == ["13"]

@@ -290,7 +290,8 @@ class Deliverer:
         known = await self.ledger.known_ids(self.scope.platform, [str(i) for i in pool])
         chat = self.scope.chat_id
         skip = {int(i) for c, i in known if c == chat or self.adapter.shares_ids(c, chat)}
-        ids = [i for i in pool if i not in skip][:PROBE_SPAN]
+        looked_up = set(pool)
+        ids = candidates(orphan, own, PROBE_SPAN, lambda i: i in looked_up and i not in skip)
         await remove(orphan, ids, self.target, self.adapter, self.gate, self.log)
 
     async def _reapply(self) -> None:

@@ -11,9 +11,9 @@ stub's exact text: the message that shows it is the orphan, and it is deleted.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from itertools import islice
+from itertools import islice, zip_longest
 
 import structlog
 
@@ -49,22 +49,32 @@ def numeric(message_id: str | None) -> int | None:
     return int(message_id) if message_id is not None and message_id.isdigit() else None
 
 
-def candidates(orphan: Orphan, anchors: Iterable[int], span: int = PROBE_SPAN) -> list[int]:
+def candidates(
+    orphan: Orphan, anchors: Iterable[int], span: int = PROBE_SPAN, probable: Callable[[int], bool] = lambda _: True
+) -> list[int]:
     """The ids to probe, nearest first, given the ids of the stream's own messages (`anchors`).
 
     Around the first message the stream posted after the orphan's send left, N: N-1 (its answer
     was lost, it landed before N), N+1 (it landed late, after N), N-2, N+2… never at or below
-    `floor`. With no such message: upwards from the floor."""
+    `floor`. With no such message: upwards from the floor. Only ids `probable` says may be the
+    orphan count, and nearness is counted in those on each side, not in raw ids: when other streams'
+    messages crowd one side of N, the unknown ids on that side are not searched later for it."""
     own = set(anchors)
+    lowest = max(orphan.floor or 0, 0)
+
+    def side(ids: Iterable[int]) -> Iterator[int]:
+        return (i for i in ids if i > lowest and i not in own and probable(i))
+
     after = sorted(a for a in own if orphan.floor is None or a > orphan.floor)
     if after:
-        order = (after[0] + d * side for d in range(1, FARTHEST + 1) for side in (-1, 1))
+        below = side(after[0] - d for d in range(1, FARTHEST + 1))
+        above = side(after[0] + d for d in range(1, FARTHEST + 1))
+        order: Iterator[int] = (i for pair in zip_longest(below, above) for i in pair if i is not None)
     elif orphan.floor is not None:
-        order = (orphan.floor + d for d in range(1, FARTHEST + 1))
+        order = side(orphan.floor + d for d in range(1, FARTHEST + 1))
     else:
         return []
-    lowest = max(orphan.floor or 0, 0)
-    return list(islice((i for i in order if i > lowest and i not in own), span))
+    return list(islice(order, span))
 
 
 async def remove(

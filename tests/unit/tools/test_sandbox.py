@@ -159,8 +159,10 @@ async def test_huge_output_is_cut_with_a_marker(tmp_path):
 async def test_a_fork_bomb_is_contained_and_cleaned_up(tmp_path):
     tools = ToolRegistry(workspace_tools(settings(tmp_path / "ws", max_processes=16, wall_timeout_s=3)))
     before = sandbox_processes()
-    bomb = await call(tools, "shell", command="bomb() { bomb | bomb & }; bomb; sleep 60")
-    # Ended by the sandbox (the wall timeout, with every process of its session), not by the 60 s sleep.
+    # The sleep starts first: once the bomb fills the process limit, the shell could not fork it, and would
+    # exit with "Cannot fork" before the timeout (seen under load). Holding the output open, it keeps the call
+    # running until the sandbox ends it: the wall timeout, with every process of its session.
+    bomb = await call(tools, "shell", command="sleep 60 & bomb() { bomb | bomb & }; bomb; wait")
     assert bomb.ok and bomb.content.startswith("killed: still running after the wall timeout of 3 s"), bomb.content
     assert (await call(tools, "shell", command="echo alive")).content == "exit status 0\nalive\n"
     for _ in range(50):  # killed with the command; the kernel reaps them within moments

@@ -61,9 +61,7 @@ async def test_records_queued_in_one_turn_leave_as_one_batch_per_partition_in_or
             return await send_batch(builder, topic, partition=partition, **kw)
 
         producer.send_batch = counted  # type: ignore[method-assign]
-        acked = [
-            svc.runtime.publish_batched(EVENTS, notice(seq), key=keys[seq % len(keys)]) for seq in range(1, 41)
-        ]
+        acked = [svc.runtime.publish_batched(EVENTS, notice(seq), key=keys[seq % len(keys)]) for seq in range(1, 41)]
         await asyncio.gather(*acked)  # every record's own ack
         partitions = sorted(await producer.partitions_for(topic))
         records = await read_until(settings.kafka.bootstrap_servers, topic, lambda rs: len(rs) >= 40)

@@ -131,18 +131,55 @@ async def test_receipts_are_published_in_order_and_a_failed_publish_does_not_sto
     queue = ReceiptQueue()
     published: list[int] = []
 
-    async def publish(receipt: DeliveryReceipt) -> None:
+    def publish(receipt: DeliveryReceipt) -> asyncio.Future[None]:
+        ack: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if receipt.segment == 1:
-            raise RuntimeError("kafka down")
-        published.append(receipt.segment)
+            ack.set_exception(RuntimeError("kafka down"))
+        else:
+            published.append(receipt.segment)
+            ack.set_result(None)
+        return ack
 
     for segment in range(3):
         await queue.put(LedgerEntry(segment, LedgerState.SENT).receipt(SCOPE))
     drain = asyncio.create_task(queue.drain(publish, structlog.get_logger("test")))
-    for _ in range(20):
-        await asyncio.sleep(0)
+    await asyncio.wait_for(queue.published(), 5)
+    await queue.put(LedgerEntry(3, LedgerState.SENT).receipt(SCOPE))  # the failure did not stop the drain
+    await asyncio.wait_for(queue.published(), 5)
     drain.cancel()
-    assert published == [0, 2]
+    assert published == [0, 2, 3] and queue.pending() == 0
+
+
+async def test_receipts_queued_while_a_wave_is_acked_go_out_together_not_one_ack_at_a_time():
+    """At ~17 runs/s a broker round trip per receipt fell behind and the queue grew without bound."""
+    import asyncio
+
+    queue = ReceiptQueue()
+    handed: list[int] = []
+    acks: list[asyncio.Future[None]] = []
+
+    def publish(receipt: DeliveryReceipt) -> asyncio.Future[None]:
+        handed.append(receipt.segment)
+        acks.append(asyncio.get_running_loop().create_future())
+        return acks[-1]
+
+    for segment in range(100):
+        await queue.put(LedgerEntry(segment, LedgerState.SENT).receipt(SCOPE))
+    drain = asyncio.create_task(queue.drain(publish, structlog.get_logger("test")))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert handed == list(range(100)) and queue.pending() == 100  # handed over, none acked yet
+    for segment in range(100, 150):  # queued while the first wave waits for its acks
+        await queue.put(LedgerEntry(segment, LedgerState.SENT).receipt(SCOPE))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert len(handed) == 100  # in order: the next wave only once this one is acked
+    for ack in acks:
+        ack.set_result(None)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert handed == list(range(150)) and queue.pending() == 50
+    drain.cancel()
 
 
 async def test_a_write_waits_out_a_sqlite_locked_past_its_busy_timeout(tmp_path):

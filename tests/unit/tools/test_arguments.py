@@ -96,3 +96,14 @@ async def test_a_schema_error_is_a_retryable_result_naming_the_field():
     result = await execute(ToolRegistry([TOOL]), request('{"city": "Oslo", "days": "two"}'), default_timeout_s=5)
     assert not result.ok and result.retryable
     assert "field 'days'" in result.error
+
+
+@pytest.mark.parametrize("raw", ["{}", "", "  "])
+def test_a_call_without_arguments_is_checked_against_the_schema_once_per_tool(raw):
+    optional = Tool("now", "the time", {"type": "object", "properties": {}, "additionalProperties": False}, _echo)
+    demanding = Tool("pick", "one of", {"type": "object", "minProperties": 1}, _echo)
+    for _ in range(2):  # the second call takes the remembered answer: it must be the same one
+        assert parse_arguments(optional, raw).values == {}
+        with pytest.raises(ArgumentError, match="invalid arguments for pick"):
+            parse_arguments(demanding, raw)
+    assert optional.accepts_no_arguments and not demanding.accepts_no_arguments

@@ -219,6 +219,11 @@ class Runtime:
         """Hand the record to the producer and return the future of its ack (agentstream.publishing)."""
         return await self.publisher.publish_nowait(topic, record, key)
 
+    def publish_batched(self, topic: Topic[R], record: R, key: str | None = None) -> asyncio.Future[None]:
+        """Queue the record to leave with the others queued in this turn of the event loop, one
+        record batch per partition; the future of its ack (agentstream.publishing)."""
+        return self.publisher.publish_batched(topic, record, key)
+
     async def dead_letter_record(self, raw: Any, error: str, value: bytes | None = None) -> None:
         await self.dead_letters.record(raw, error, value)
 

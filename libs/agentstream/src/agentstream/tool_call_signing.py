@@ -10,6 +10,7 @@ nothing: the executor checks the signature first, then the same rule against the
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -76,8 +77,16 @@ def _signed_bytes(request: ToolCallRequest) -> bytes:
     return json.dumps(fields, separators=(",", ":"), ensure_ascii=True).encode()
 
 
+@functools.lru_cache(maxsize=8)
+def _keyed(secret: bytes) -> hmac.HMAC:
+    """The HMAC with its key already mixed in, copied for each signature (a process holds one secret)."""
+    return hmac.new(secret, digestmod=hashlib.sha256)
+
+
 def signature_of(request: ToolCallRequest, secret: bytes) -> str:
-    digest = hmac.new(secret, _signed_bytes(request), hashlib.sha256).hexdigest()
+    mac = _keyed(secret).copy()
+    mac.update(_signed_bytes(request))
+    digest = mac.hexdigest()
     return f"{SIGNATURE_VERSION}:{digest}"
 
 

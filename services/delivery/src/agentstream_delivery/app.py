@@ -56,6 +56,7 @@ from agentstream_delivery.web_reader import WebFramesReader
 
 FinishedListener = Callable[[RunFinished], Awaitable[None] | None]
 COMMIT_EVERY_S = 0.5
+RECEIPTS_ON_STOP_S = 5.0  # a stop waits this long for the receipts queued to be published
 # Streams of runs that ended short of their answer, kept for a resume to re-mark; the oldest go first.
 ENDED_KEPT = 1_000
 # The group waits for this member's rejoin the hand-over wait, the commit after it and this margin.
@@ -104,6 +105,7 @@ class DeliveryService:
         self.finished_listeners: list[FinishedListener] = []
         self._warned_platforms: set[str] = set()
         self._background: set[asyncio.Task[Any]] = set()
+        self._receipts_task: asyncio.Task[None] | None = None
         self._held: dict[asyncio.Task[Any], tuple[int, int]] = {}  # stream and notice tasks → their first record
         self._partition_of: BoundedMap[str, int] = BoundedMap(MAX_REMEMBERED)  # conversation → its `events` partition
         self._revoked: set[int] = set()  # revoked and not assigned again: a record read before is dropped
@@ -186,11 +188,24 @@ class DeliveryService:
         await self.runtime.drain(grace_s, self.on_drain)
 
     async def stop(self) -> None:
+        await self._publish_receipts_left()
         await self.runtime.stop(self.on_stop)
+
+    async def _publish_receipts_left(self) -> None:
+        """The receipts queued so far go out while the producer still runs (bounded), and no wave is
+        started after: the producer stops next, and a receipt handed to it then only fails."""
+        try:
+            async with asyncio.timeout(RECEIPTS_ON_STOP_S):
+                await self.receipts.published()
+        except TimeoutError:
+            pass  # counted below, with those the streams still record until they are cut
+        if self._receipts_task is not None:
+            self._receipts_task.cancel()
+            await asyncio.gather(self._receipts_task, return_exceptions=True)
 
     async def on_start(self) -> None:
         await upgrade(self.settings.database.url)  # idempotent: a fresh database just works
-        self._spawn(self.receipts.drain(self._publish_receipt, self.log))
+        self._receipts_task = self._spawn(self.receipts.drain(self._publish_receipt, self.log))
         self.hooks.start()
         if self.web_reader is not None:
             self._spawn(self.web_reader.run())
@@ -214,6 +229,8 @@ class DeliveryService:
         await asyncio.gather(*self._background, return_exceptions=True)
         for adapter in self.adapters.values():
             await adapter.close()
+        if left := self.receipts.pending():  # the ledger rows have them; `deliveries` does not
+            self.log.warning("delivery receipts not published: the service stopped", receipts=left)
 
     # -- the handler -----------------------------------------------------------------
     async def on_event(self, consumed: Consumed[RunEvent]) -> None:
@@ -455,10 +472,11 @@ class DeliveryService:
         return actors[0].target if actors else None
 
     # -- receipts and background tasks -------------------------------------------------
-    async def _publish_receipt(self, receipt: DeliveryReceipt) -> None:
-        await self.runtime.publish(DELIVERIES, receipt)
+    def _publish_receipt(self, receipt: DeliveryReceipt) -> asyncio.Future[None]:
+        return self.runtime.publish_batched(DELIVERIES, receipt)
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task

@@ -207,7 +207,8 @@ class ToolExecutorService:
                 await self._retrying(
                     "publish the result",
                     request,
-                    lambda: self.runtime.publish(TOOL_RESULTS, result),
+                    # With the other results of its wave: one record batch per partition.
+                    lambda: self.runtime.publish_batched(TOOL_RESULTS, result),
                 )
                 # Stored after its publication, before its offset is committed: a crash between
                 # leaves the claim `running`, so the redelivery answers "stopped", which the runner

@@ -31,6 +31,11 @@ class Tool:
     def validator(self) -> Draft202012Validator:
         return Draft202012Validator(self.parameters)
 
+    @cached_property
+    def accepts_no_arguments(self) -> bool:
+        """Whether `{}` satisfies the schema: checked once, not on every call without arguments."""
+        return bool(self.validator.is_valid({}))
+
     @classmethod
     def from_spec(cls, spec: ToolSpec, run: ToolFn, timeout_s: float | None = None) -> Tool:
         """A tool whose model-facing description lives in `agentstream.tools_catalog`."""

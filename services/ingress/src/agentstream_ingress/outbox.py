@@ -16,6 +16,7 @@ and delivery recognise the repeat; its dedupe row is deleted so ingress decides 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from agentstream.contracts import InboundMessage
 from agentstream.contracts.inbound import DedupeKey
 from agentstream.db import Run
 from agentstream.db.models_ingress import InboundDedupe, InboundOutbox
+from agentstream.db.session import autocommitting
 from agentstream_ingress.starting import Position
 
 RESENT_FROM = "agentstream-resent-from"  # header: "<partition>:<offset>" of the record first accepted
@@ -41,14 +43,14 @@ UNDECIDED_KEPT = timedelta(hours=1)
 SWEEP_INTERVAL_S = 30.0
 
 # A batch's started runs in one statement, whatever the batch size (a statement per record
-# cost more CPU than the rest of ingress's work per record). Most records never went through
+# cost more CPU than the rest of ingress's work per record; JSON, not arrays, as store.py). Most records never went through
 # the front door, so most of them match no row.
 OUTBOX = InboundOutbox.__tablename__
 DECIDED_PG = text(
-    f'UPDATE {OUTBOX} AS o SET "partition" = t.pa, "offset" = t.o, run_id = t.r FROM unnest('
-    "CAST(:sources AS varchar[]), CAST(:platforms AS varchar[]), CAST(:message_ids AS varchar[]),"
-    " CAST(:partitions AS integer[]), CAST(:offsets AS bigint[]), CAST(:run_ids AS varchar[]))"
-    " AS t(s, p, m, pa, o, r) WHERE o.source = t.s AND o.platform = t.p AND o.message_id = t.m"
+    f'UPDATE {OUTBOX} AS o SET "partition" = t.pa, "offset" = t.o, run_id = t.run FROM (SELECT r->>0 AS s,'
+    " r->>1 AS p, r->>2 AS m, CAST(r->>3 AS integer) AS pa, CAST(r->>4 AS bigint) AS o, r->>5 AS run"
+    " FROM json_array_elements(CAST(:rows AS json)) AS r) AS t"
+    " WHERE o.source = t.s AND o.platform = t.p AND o.message_id = t.m"
 )
 DECIDED_ROW = text(
     f'UPDATE {OUTBOX} SET "partition" = :pa, "offset" = :o, run_id = :r'
@@ -94,6 +96,7 @@ def _key(row: InboundOutbox | tuple[str, str, str]) -> DedupeKey:
 class Outbox:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self.sessions = sessions
+        self.single = autocommitting(sessions)  # `decided`: statements that each stand alone
         # Not at once: on a start the other services may be migrating the same (SQLite) database.
         self.next_sweep = time.monotonic() + SWEEP_INTERVAL_S
 
@@ -119,20 +122,12 @@ class Outbox:
         end; `no_run` (notices, commands, dead letters) are done."""
         if not started and not no_run:
             return
-        async with self.sessions() as s, s.begin():
+        # Two statements, each complete alone (a re-read batch repeats both): no transaction.
+        async with self.single() as s, s.begin():
             conn = await s.connection()
             if started and conn.dialect.name == "postgresql":
-                await conn.execute(
-                    DECIDED_PG,
-                    {
-                        "sources": [key[0] for key, _, _ in started],
-                        "platforms": [key[1] for key, _, _ in started],
-                        "message_ids": [key[2] for key, _, _ in started],
-                        "partitions": [position[0] for _, position, _ in started],
-                        "offsets": [position[1] for _, position, _ in started],
-                        "run_ids": [run_id for _, _, run_id in started],
-                    },
-                )
+                rows = [[*key, *position, run_id] for key, position, run_id in started]
+                await conn.execute(DECIDED_PG, {"rows": json.dumps(rows)})
             elif started:  # SQLite: one cached statement over a parameter list
                 await conn.execute(
                     DECIDED_ROW,

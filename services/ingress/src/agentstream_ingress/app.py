@@ -60,6 +60,13 @@ def _failed(err: Exception) -> asyncio.Future[None]:
     return failed
 
 
+def debug_enabled(log: Any) -> bool:
+    """Whether `log` lets a debug line through: a stdlib-backed logger (`configure_logging`)
+    asks its level, structlog's own (not configured, as in tests) its filter."""
+    check = getattr(log, "isEnabledFor", None) or getattr(log, "is_enabled_for", None)
+    return bool(check(logging.DEBUG)) if check is not None else True
+
+
 def log_fields(record: ConsumerRecord, decision: Decision) -> dict[str, str | None]:
     """The run and conversation a decision's log lines name: the key is the conversation; an
     accepted message's run id is derived here, so ingress's lines carry it too."""
@@ -179,7 +186,7 @@ class IngressService:
     async def on_inbound(self, batch: list[Consumed[bytes]]) -> OutputAcks:
         """Decide a batch and hand its output to the producer; its offsets wait for the acks."""
         read_at = time.time()  # the batch's arrival, carried on each run it starts (`Arrival`)
-        self._debug = self.log.isEnabledFor(logging.DEBUG)
+        self._debug = debug_enabled(self.log)
         ports = self.ports
         try:
             decisions = await self.pipeline.decide_batch(

@@ -43,8 +43,8 @@ UNDECIDED_KEPT = timedelta(hours=1)
 SWEEP_INTERVAL_S = 30.0
 
 # A batch's started runs in one statement, whatever the batch size (a statement per record
-# cost more CPU than the rest of ingress's work per record; JSON, not arrays, as store.py). Most records never went through
-# the front door, so most of them match no row.
+# cost more CPU than the rest of ingress's work per record), the batch as one JSON parameter
+# as in store.py. Most records never went through the front door: most match no row.
 OUTBOX = InboundOutbox.__tablename__
 DECIDED_PG = text(
     f'UPDATE {OUTBOX} AS o SET "partition" = t.pa, "offset" = t.o, run_id = t.run FROM (SELECT r->>0 AS s,'

@@ -43,6 +43,19 @@ async def test_dedupe_records_each_source_platform_id_once(sessions):
     assert await IngressStore(sessions).first_sightings([api, tg, slack, kafka, fresh]) == {kafka, fresh}
 
 
+async def test_dedupe_keeps_ids_of_any_text_as_they_are(sessions):
+    """The batch goes to the database as JSON (escaped non-ASCII, quotes, backslashes): the
+    rows hold the ids as sent, and a repeat of each is known."""
+    store = IngressStore(sessions)
+    odd = [("api:k", "web", 'ü "quoted" \\ 😀'), ("kafka", "télé", "[1, 2]"), ("t/kafka", "web", "null")]
+    assert await store.first_sightings(odd) == set(odd)
+    await store.record_sightings(store.take_claims())
+    async with sessions() as s:
+        stored = (await s.execute(select(InboundDedupe.source, InboundDedupe.platform, InboundDedupe.message_id))).all()
+    assert sorted(tuple(row) for row in stored) == sorted(odd)
+    assert await IngressStore(sessions).first_sightings([*odd, ("api:k", "web", "ü")]) == {("api:k", "web", "ü")}
+
+
 async def test_dedupe_migration_keeps_old_rows_as_source_kafka(db_url):
     from alembic import command
 

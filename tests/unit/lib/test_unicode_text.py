@@ -5,8 +5,9 @@ from __future__ import annotations
 from enum import StrEnum
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from agentstream.contracts import InboundMessage
 from agentstream.contracts.unicode import encodable, unencodable
 
 
@@ -64,3 +65,23 @@ def test_valid_text_passes_both(value: object) -> None:
 def test_invalid_text_fails_both_with_where(value: object, reason: str) -> None:
     assert not encodable(value)
     assert unencodable(value) == reason
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"id": "1", "platform": "web", "chat_id": "c", "user": {"id": "u"}, "text": "\\ud800"}',
+        b'{"id": "1", "platform": "web", "chat_id": "c", "user": {"id": "u"}, "text": "hi",'
+        b' "metadata": {"k": ["\\udfff"]}}',
+        '{"id": "1", "platform": "web", "chat_id": "c", "user": {"id": "u"}, "text": "\ud800"}'.encode(
+            "utf-8", "surrogatepass"
+        ),
+    ],
+)
+def test_a_record_decoded_from_json_cannot_hold_such_text(raw: bytes) -> None:
+    """InboundMessage skips its walk of the text when validated from JSON: the parser refuses
+    an escaped lone surrogate, and bytes that encode one, itself."""
+    with pytest.raises(ValidationError, match="json_invalid"):
+        InboundMessage.model_validate_json(raw)
+    with pytest.raises(ValidationError, match="json_invalid"):
+        TypeAdapter(InboundMessage).validate_json(raw)

@@ -15,18 +15,19 @@ from agentstream.contracts import InboundMessage, RunStatus
 from agentstream.contracts.inbound import DedupeKey
 from agentstream.db import Run
 from agentstream.db.models_ingress import InboundDedupe, IngressConversation
+from agentstream.db.session import autocommitting
 from agentstream_ingress.commands import ConversationFacts, RunSummary
 from agentstream_ingress.pairing import Issue
 from agentstream_ingress.pairing_store import PairingStore
 
 PENDING_KEPT = 20  # runs remembered per conversation for /status and /stop
 RESUMABLE = (RunStatus.FAILED.value, RunStatus.INTERRUPTED.value)
-# PostgreSQL: the whole batch as two array parameters. One short statement whatever the
-# batch size, so the driver parses it once (a multi-row VALUES clause is re-parsed per batch).
+# PostgreSQL: the whole batch as one JSON parameter ([[source, platform, id], ...]). One
+# short statement whatever the batch size, so the driver parses it once (a multi-row VALUES
+# clause is re-parsed per batch); JSON, not arrays: psycopg typed an array parameter by
+# looking at every element, twice the cost of the statement.
 DEDUPE = InboundDedupe.__tablename__
-IDENTS_PG = (
-    "unnest(CAST(:sources AS varchar[]), CAST(:platforms AS varchar[]), CAST(:message_ids AS varchar[])) AS t(s, p, m)"
-)
+IDENTS_PG = "(SELECT r->>0 AS s, r->>1 AS p, r->>2 AS m FROM json_array_elements(CAST(:idents AS json)) AS r) AS t"
 SEEN_PG = text(
     f"SELECT d.source, d.platform, d.message_id FROM {DEDUPE} d JOIN {IDENTS_PG} ON d.source = t.s"
     " AND d.platform = t.p AND d.message_id = t.m"
@@ -36,8 +37,9 @@ RECORD_PG = text(
     f" FROM {IDENTS_PG} ON CONFLICT DO NOTHING"
 )
 CONVERSATIONS = IngressConversation.__tablename__
-ROLES_PG = text(f"SELECT key, connector_role FROM {CONVERSATIONS} WHERE key = ANY(CAST(:keys AS varchar[]))")
-PENDING_PG = text(f"SELECT key, pending_runs FROM {CONVERSATIONS} WHERE key = ANY(CAST(:keys AS varchar[]))")
+KEYS_PG = "(SELECT json_array_elements_text(CAST(:keys AS json)))"
+ROLES_PG = text(f"SELECT key, connector_role FROM {CONVERSATIONS} WHERE key IN {KEYS_PG}")
+PENDING_PG = text(f"SELECT key, pending_runs FROM {CONVERSATIONS} WHERE key IN {KEYS_PG}")
 # The rows as one JSON array of {"k", "m", "p"} (JSON values in a text[] array would be
 # escaped character by character on the way).
 REMEMBER_PG = text(
@@ -57,6 +59,9 @@ def _pending_after(pending: Sequence[str], started: Sequence[str]) -> list[str]:
 class IngressStore:
     def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
         self.sessions = sessions
+        # The batch path's statements each stand alone (a read, one upsert): outside a
+        # transaction, a round trip each instead of three (`autocommitting`).
+        self.single = autocommitting(sessions)
         self._claimed: set[DedupeKey] = set()  # first sightings whose batch output is not acked yet
         self._taken: list[DedupeKey] = []
 
@@ -71,19 +76,10 @@ class IngressStore:
         unique = [i for i in dict.fromkeys(idents) if i not in self._claimed]
         if not unique:
             return set()
-        async with self.sessions() as s:
+        async with self.single() as s:
             conn = await s.connection()
             if conn.dialect.name == "postgresql":
-                rows = (
-                    await conn.execute(
-                        SEEN_PG,
-                        {
-                            "sources": [s for s, _, _ in unique],
-                            "platforms": [p for _, p, _ in unique],
-                            "message_ids": [m for _, _, m in unique],
-                        },
-                    )
-                ).all()
+                rows = (await conn.execute(SEEN_PG, {"idents": json.dumps(unique)})).all()
             else:
                 rows = (
                     await conn.execute(
@@ -106,18 +102,10 @@ class IngressStore:
         """The claimed idents' output is in Kafka: from now on they are duplicates, for good."""
         if idents:
             now = datetime.now(UTC)
-            async with self.sessions() as s, s.begin():
+            async with self.single() as s, s.begin():
                 conn = await s.connection()
                 if conn.dialect.name == "postgresql":
-                    await conn.execute(
-                        RECORD_PG,
-                        {
-                            "now": now,
-                            "sources": [s for s, _, _ in idents],
-                            "platforms": [p for _, p, _ in idents],
-                            "message_ids": [m for _, _, m in idents],
-                        },
-                    )
+                    await conn.execute(RECORD_PG, {"now": now, "idents": json.dumps(idents)})
                 else:  # SQLite: one cached statement over a parameter list (SQLAlchemy batches it)
                     await conn.execute(
                         sqlite_insert(InboundDedupe).on_conflict_do_nothing(),
@@ -132,10 +120,10 @@ class IngressStore:
     async def role_overrides(self, keys: Collection[str]) -> dict[str, str | None]:
         if not keys:
             return {}
-        async with self.sessions() as s:
+        async with self.single() as s:
             conn = await s.connection()
             if conn.dialect.name == "postgresql":  # one array parameter: the same statement for any batch
-                rows = await conn.execute(ROLES_PG, {"keys": list(keys)})
+                rows = await conn.execute(ROLES_PG, {"keys": json.dumps(list(keys))})
             else:
                 rows = await conn.execute(
                     select(IngressConversation.key, IngressConversation.connector_role).where(
@@ -184,8 +172,10 @@ class IngressStore:
             run_ids.append(run_id)
             per_key[key] = (msg, run_ids)
         # Core, not the ORM: one SELECT and one multi-row upsert per batch (the ORM's unit
-        # of work cost more CPU than everything else ingress does for a batch).
-        async with self.sessions() as s, s.begin():
+        # of work cost more CPU than everything else ingress does for a batch). No transaction
+        # around them: it would lock nothing the upsert relies on (batches are remembered one
+        # after the other, pipeline.py, and a conversation has one ingress at a time).
+        async with self.single() as s, s.begin():
             conn = await s.connection()
             if conn.dialect.name == "postgresql":
                 await self._remember_pg(conn, per_key)
@@ -196,7 +186,8 @@ class IngressStore:
     async def _remember_pg(conn: AsyncConnection, per_key: dict[str, tuple[InboundMessage, list[str]]]) -> None:
         keys = list(per_key)
         pending = {
-            key: (runs or {}).get("run_ids", []) for key, runs in (await conn.execute(PENDING_PG, {"keys": keys})).all()
+            key: (runs or {}).get("run_ids", [])
+            for key, runs in (await conn.execute(PENDING_PG, {"keys": json.dumps(keys)})).all()
         }
         rows = ",".join(  # each piece is valid JSON: the message serialized by pydantic, the rest by json
             f'{{"k":{json.dumps(key)},"m":{last.model_dump_json()},'

@@ -18,6 +18,7 @@ batch loop that polls again at once (`poll_batches_at_once`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from itertools import chain
 from typing import Any
 
@@ -55,12 +56,19 @@ def record_batch(producer: AIOKafkaProducer, min_bytes: int) -> BatchBuilder:
     return BatchBuilder(max(accumulator._batch_size, min_bytes), accumulator._compression_type, is_transactional=False)
 
 
+@lru_cache(maxsize=8192)
+def _key_hash(key: bytes) -> int:
+    """aiokafka's murmur2 is pure Python (a few microseconds a key); a conversation's key
+    comes back with each of its records and for each topic they go to."""
+    hashed: int = murmur2(key) & 0x7FFFFFFF
+    return hashed
+
+
 def partition_of_key(key: bytes, partitions: Sequence[int]) -> int:
     """The partition aiokafka's `DefaultPartitioner` gives a keyed record (murmur2 of the key,
     modulo the partition count), for records sent as batches, which skip the partitioner."""
     ordered = sorted(partitions)
-    hashed: int = murmur2(key) & 0x7FFFFFFF
-    return ordered[hashed % len(ordered)]
+    return ordered[_key_hash(key) % len(ordered)]
 
 
 def refuse_sends(producer: AIOKafkaProducer, error: Callable[[], Exception]) -> None:

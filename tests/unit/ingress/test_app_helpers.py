@@ -1,0 +1,41 @@
+"""`debug_enabled`: whether ingress writes its per-run debug line, on both kinds of logger."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+import structlog
+
+from agentstream.observability import QUIET_LOGGERS, configure_logging
+from agentstream_ingress.app import debug_enabled
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    levels = {n: logging.getLogger(n).level for n in QUIET_LOGGERS}
+    yield
+    for h in root.handlers:
+        if h not in handlers:
+            h.close()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for n, lvl in levels.items():
+        logging.getLogger(n).setLevel(lvl)
+    structlog.reset_defaults()
+
+
+def test_a_configured_logger_answers_by_its_level(restore_logging: None) -> None:
+    configure_logging("WARNING", json=False)
+    assert not debug_enabled(structlog.get_logger("agentstream.ingress").bind(service="ingress"))
+    configure_logging("DEBUG", json=False)
+    assert debug_enabled(structlog.get_logger("agentstream.ingress").bind(service="ingress"))
+
+
+def test_structlogs_own_logger_and_one_without_a_check_let_it_through(restore_logging: None) -> None:
+    structlog.reset_defaults()
+    assert debug_enabled(structlog.get_logger("x").bind(a=1))
+    assert debug_enabled(object())

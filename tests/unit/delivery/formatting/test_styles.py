@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import string
 
+import mdurl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +16,7 @@ from agentstream_delivery.adapters.slack import CAPABILITIES as SLACK
 from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
 from agentstream_delivery.formatting import plain, render
 from agentstream_delivery.formatting.styles import DiscordMarkdownStyle
-from agentstream_delivery.formatting.tree import parser, readable_url
+from agentstream_delivery.formatting.tree import parser, readable_url, reads_back
 from agentstream_testing.fake_platforms.telegram_html import parse as telegram_parse
 from tests.unit.delivery.formatting.platform_rules import accepts
 
@@ -157,4 +158,20 @@ TARGETS = st.sampled_from(["", "https://", "http://", "mailto:", "//", "tg://", 
 def test_a_link_target_is_read_as_markdown_it_decodes_it(scheme: str, rest: str) -> None:
     # Every target a parse holds is `normalizeLink`'s; the plain ones skip decoding, and must read the same.
     href = parser().normalizeLink(scheme + rest)
-    assert readable_url(href) == parser().normalizeLinkText(href)
+    if reads_back(href):
+        assert readable_url(href) == parser().normalizeLinkText(href)
+    else:  # markdown-it's own reading would reorder it
+        assert readable_url(href) == mdurl.decode(href, mdurl.DECODE_DEFAULT_CHARS + "%")
+
+
+@pytest.mark.parametrize(
+    ("href", "read"),
+    [
+        ("https://:0:1", "https://:0:1"),  # found by the property above: markdown-it reads `https://:1:0`
+        ("https://x:0:1/%C3%A9", "https://x:0:1/é"),
+        ("https://x:8/%C3%A9", "https://x:8/é"),
+        ("https://xn--d1acpjx3f.xn--p1ai/", "https://яндекс.рф/"),
+    ],
+)
+def test_a_link_target_reads_as_the_model_wrote_it(href: str, read: str) -> None:
+    assert readable_url(href) == read

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import lru_cache
 
+import mdurl
 from markdown_it import MarkdownIt
 from markdown_it.rules_core import StateCore, text_join
 from markdown_it.token import Token
@@ -266,7 +267,15 @@ def readable_url(href: str) -> str:
     formatting/test_styles.py checks this on generated targets)."""
     if href.isascii() and "%" not in href and "xn--" not in href.lower():
         return href
+    if not reads_back(href):  # decoded as written, its host left as it is
+        return mdurl.decode(href, mdurl.DECODE_DEFAULT_CHARS + "%")
     return parser().normalizeLinkText(href)
+
+
+def reads_back(href: str) -> bool:
+    """Whether markdown-it's URL parser (mdurl) writes `href` back as it was: it reorders a target with two
+    ports (`https://x:0:1` comes back `https://x:1:0`), and a reading must not change what the model wrote."""
+    return mdurl.format(mdurl.parse(href, slashes_denote_host=True)) == href
 
 
 def plain_text(node: Node) -> str:

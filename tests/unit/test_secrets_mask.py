@@ -22,6 +22,7 @@ from agentstream.secrets_mask import (
     registered_secrets,
     settings_secrets,
 )
+from agentstream_testing.logs import logging_restored
 
 BOT_TOKEN = "123456789:AAHk3jW9qLmN0pRsTuVwXyZ4bCdEfGhIjKl"
 WEBHOOK_SECRET = "wh-secret-6b1f0c2a"
@@ -156,17 +157,8 @@ def test_settings_secrets_walk_every_env_field(monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.fixture
 def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    levels = {n: logging.getLogger(n).level for n in ("httpx", "httpcore", "aiokafka", "uvicorn.access", "alembic")}
-    yield
-    for h in root.handlers:
-        h.close()
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    for n, lvl in levels.items():
-        logging.getLogger(n).setLevel(lvl)
-    structlog.reset_defaults()
+    with logging_restored():
+        yield
 
 
 def test_configure_logging_masks_structlog_and_stdlib_records(

@@ -5,35 +5,25 @@ conversation key, and each its service."""
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from agentstream.contracts import RunFinished
-from agentstream.observability import QUIET_LOGGERS, configure_logging
+from agentstream.observability import configure_logging
 from agentstream_stack.embedded import embedded_stack, free_ports
 from agentstream_stack.run_follower import send_and_follow
+from agentstream_testing.logs import logging_restored
 from tests.e2e.conftest import DEMO_ANSWER, inbound, poll_json
 
 
 @pytest.fixture
 def log_file(tmp_path: Path) -> Iterator[Path]:
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    levels = {n: logging.getLogger(n).level for n in QUIET_LOGGERS}
     path = tmp_path / "stack.jsonl"
-    configure_logging("DEBUG", log_file=str(path))  # ingress says `run accepted` at debug
-    yield path
-    for h in root.handlers:
-        h.close()
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    for n, lvl in levels.items():
-        logging.getLogger(n).setLevel(lvl)
-    structlog.reset_defaults()
+    with logging_restored():
+        configure_logging("DEBUG", log_file=str(path))  # ingress says `run accepted` at debug
+        yield path
 
 
 async def test_one_runs_lines_carry_its_ids_in_every_service(settings_factory, log_file: Path):

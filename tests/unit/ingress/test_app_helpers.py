@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 
 import pytest
 import structlog
 
-from agentstream.observability import QUIET_LOGGERS, configure_logging
+from agentstream.observability import configure_logging
 from agentstream_ingress.app import debug_enabled
+from agentstream_testing.logs import logging_restored
 
 
 @pytest.fixture
 def restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    levels = {n: logging.getLogger(n).level for n in QUIET_LOGGERS}
-    yield
-    for h in root.handlers:
-        if h not in handlers:
-            h.close()
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    for n, lvl in levels.items():
-        logging.getLogger(n).setLevel(lvl)
-    structlog.reset_defaults()
+    with logging_restored():
+        yield
 
 
 def test_a_configured_logger_answers_by_its_level(restore_logging: None) -> None:

@@ -39,6 +39,7 @@ notice that never left and leaves one that landed: exactly once, like a stream's
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import zlib
 from collections.abc import Callable, Coroutine, Mapping
@@ -67,7 +68,7 @@ from agentstream_delivery.adapters.base import (
 from agentstream_delivery.delivery_metrics import CallOp, CallOutcome, DeliveryMetrics
 from agentstream_delivery.formatting import plain, render_frame
 from agentstream_delivery.ledger import Ledger, LedgerEntry, LedgerScope, sha256
-from agentstream_delivery.orphans import PROBE_POOL, PROBE_SPAN, Orphan, candidates, numeric, remove
+from agentstream_delivery.orphans import Orphan, numeric, search
 from agentstream_delivery.platform_ops import Op, Send
 from agentstream_delivery.ratelimit import ChatGate
 from agentstream_delivery.render import CURSOR
@@ -284,15 +285,8 @@ class Deliverer:
         if (delay := orphan.lands_by - self.wall()) > 0:
             await asyncio.sleep(delay)
         own = [i for e in self.entries.values() if (i := numeric(e.message_id)) is not None]
-        pool = candidates(orphan, own, span=PROBE_POOL)
-        # A message a ledger row knows is never probed: in this chat the probe would replace its text,
-        # in another chat of the same id sequence it cannot be this chat's.
-        known = await self.ledger.known_ids(self.scope.platform, [str(i) for i in pool])
-        chat = self.scope.chat_id
-        skip = {int(i) for c, i in known if c == chat or self.adapter.shares_ids(c, chat)}
-        looked_up = set(pool)
-        ids = candidates(orphan, own, PROBE_SPAN, lambda i: i in looked_up and i not in skip)
-        await remove(orphan, ids, self.target, self.adapter, self.gate, self.log)
+        known_ids = functools.partial(self.ledger.known_ids, self.scope.platform)
+        await search(orphan, own, known_ids, self.target, self.adapter, self.gate, self.log)
 
     async def _reapply(self) -> None:
         for _ in range(REAPPLY_ROUNDS * max(1, len(self.entries))):

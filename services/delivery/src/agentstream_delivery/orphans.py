@@ -11,7 +11,7 @@ stub's exact text: the message that shows it is the orphan, and it is deleted.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice, zip_longest
 
@@ -75,6 +75,31 @@ def candidates(
     else:
         return []
     return list(islice(order, span))
+
+
+# (chat, id) of the messages among these ids that some stream's ledger row knows (`Ledger.known_ids`).
+KnownIds = Callable[[Collection[str]], Awaitable[set[tuple[str, str]]]]
+
+
+async def search(
+    orphan: Orphan,
+    own: list[int],
+    known_ids: KnownIds,
+    target: ReplyTarget,
+    adapter: OrphanProbe,
+    gate: ChatGate,
+    log: structlog.stdlib.BoundLogger,
+) -> str | None:
+    """Probe the nearest ids no ledger row knows (`candidates`); delete the one showing the orphan's text."""
+    pool = candidates(orphan, own, span=PROBE_POOL)
+    # A message a ledger row knows is never probed: in this chat the probe would replace its text,
+    # in another chat of the same id sequence it cannot be this chat's.
+    known = await known_ids([str(i) for i in pool])
+    chat = target.chat_id
+    skip = {int(i) for c, i in known if c == chat or adapter.shares_ids(c, chat)}
+    looked_up = set(pool)
+    ids = candidates(orphan, own, PROBE_SPAN, lambda i: i in looked_up and i not in skip)
+    return await remove(orphan, ids, target, adapter, gate, log)
 
 
 async def remove(

@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
 import signal
-from collections.abc import Iterator, Sequence
+import sys
+import threading
+import traceback
+from collections.abc import Coroutine, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, NoReturn, TypeVar, cast
 
 import uvicorn
 
@@ -18,6 +25,9 @@ from agentstream.observability import get_logger
 from agentstream.service import Service
 
 STOP_BACKSTOP_S = 9.0
+LEFTOVER_S = 2.0  # what is still running once the services stopped: cancelled, then this long to end
+
+T = TypeVar("T")
 
 
 class _QuietServer(uvicorn.Server):
@@ -112,3 +122,93 @@ def install_stop_signals(stop: asyncio.Event) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+
+
+def run_until_stopped(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(main)` with an end as bounded as every stop step before it. asyncio.run cancels
+    the tasks still running and waits for them without limit, and then for the default executor's
+    threads: an aiokafka consumer left stopping against a lost cluster does not always give way to a
+    cancellation, and held a SIGTERM-ed runner forever. Here each gets LEFTOVER_S; a task still
+    running is named in the log and left; a thread still busy ends the process without it (the
+    interpreter's exit would join it), with the exit code `main` ended with."""
+    loop = asyncio.new_event_loop()
+    executor = ThreadPoolExecutor(thread_name_prefix="asyncio")  # ours: its shutdown can be bounded
+    loop.set_default_executor(executor)
+    try:
+        result = loop.run_until_complete(main)
+    except BaseException as exc:
+        if not _close(loop, executor):
+            traceback.print_exception(exc)
+            _exit_now(_exit_code(exc))
+        raise
+    if not _close(loop, executor):
+        _exit_now(result if isinstance(result, int) else 0)
+    return result
+
+
+def _close(loop: asyncio.AbstractEventLoop, executor: ThreadPoolExecutor) -> bool:
+    try:
+        return loop.run_until_complete(_end_leftovers(loop, executor))
+    finally:
+        loop.close()
+
+
+def _exit_code(exc: BaseException) -> int:
+    code = exc.code if isinstance(exc, SystemExit) else getattr(exc, "exit_code", 1)  # click's Exit
+    return code if isinstance(code, int) else 1
+
+
+def _exit_now(code: int) -> NoReturn:
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+async def _end_leftovers(loop: asyncio.AbstractEventLoop, executor: ThreadPoolExecutor) -> bool:
+    """Cancel the tasks left, give them and the default executor LEFTOVER_S each; False when the
+    executor's threads had not ended."""
+    log = get_logger("agentstream.host")
+    left = [t for t in asyncio.all_tasks(loop) if t is not asyncio.current_task()]
+    for task in left:
+        task.cancel()
+    if left:
+        _, stuck = await asyncio.wait(left, timeout=LEFTOVER_S)
+        if stuck:
+            log.warning(
+                "tasks did not end on cancel; left behind",
+                tasks=sorted(t.get_name() for t in stuck),
+                at=sorted({_where(t) for t in stuck}),
+                timeout_s=LEFTOVER_S,
+            )
+        for task in left:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.error("task failed on the way out", task=task.get_name(), error=repr(task.exception()))
+    await loop.shutdown_asyncgens()
+    # Not loop.shutdown_default_executor: it joins its helper thread on the loop, cancelled or not.
+    ended = threading.Event()
+
+    def shut() -> None:
+        executor.shutdown(wait=True)
+        ended.set()
+
+    threading.Thread(target=shut, daemon=True).start()
+    for _ in range(int(LEFTOVER_S / 0.05)):
+        if ended.is_set():
+            return True
+        await asyncio.sleep(0.05)
+    if ended.is_set():
+        return True
+    log.warning("threads did not end; exiting without them", timeout_s=LEFTOVER_S)
+    return False
+
+
+def _where(task: asyncio.Task[Any]) -> str:
+    """The innermost frame a task waits in (down its await chain): what did not give way."""
+    where, step = "?", cast(Any, task.get_coro())
+    while step is not None:
+        frame = getattr(step, "cr_frame", None) or getattr(step, "gi_frame", None)
+        if frame is not None:
+            where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        step = getattr(step, "cr_await", None) or getattr(step, "gi_yieldfrom", None)
+    return where

@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from agentstream.config import SERVICES, ConfigError, Settings
 from agentstream.contracts import InboundMessage, RunEvent, RunFinished, RunStatus, User
-from agentstream.host import ServiceHost, install_stop_signals
+from agentstream.host import ServiceHost, install_stop_signals, run_until_stopped
 from agentstream.kafka import create_topics
 from agentstream.kafka.flavor import resolve_flavor
 from agentstream.observability import configure_logging
@@ -139,7 +139,7 @@ def _up(settings: Settings, state_dir: Path, broker: bool, chat: bool | None, co
         out.print("[green]stopped[/]")
         return stack.broker_exit_code
 
-    return asyncio.run(main())
+    return run_until_stopped(main())
 
 
 def serve(
@@ -169,7 +169,7 @@ def serve(
         async with ServiceHost([svc], host or settings.http.host, ports):
             await stop.wait()
 
-    asyncio.run(main())
+    run_until_stopped(main())
 
 
 async def _send(

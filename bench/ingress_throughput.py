@@ -51,7 +51,7 @@ if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `benc
     _sys.path.insert(0, str(_Path(__file__).resolve().parents[1]))
 from bench.ingress_http import Credential, HttpResult, format_http_table, measure_http  # noqa: E402
 from bench.kafka_baseline import BaselineResult, measure_baseline  # noqa: E402
-from bench.service_process import ServiceProcess  # noqa: E402
+from bench.service_process import ServiceProcess, cpu_seconds  # noqa: E402
 
 PG_ADMIN_ENV = "AGENTSTREAM_TEST_PG"
 PG_ADMIN_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
@@ -68,10 +68,21 @@ class IngressResult:
     baseline_msgs_per_s: float
     database: str
     ingress_cpu_s: float | None = None  # CPU seconds the ingress process spent on the timed records
+    # The other processes on the records' way over the same records (None: not measured):
+    broker_cpu_s: float | None = None  # the broker's process (Tansu, or the Kafka JVM)
+    database_cpu_s: float | None = None  # the PostgreSQL backends serving the benchmark's database
+    driver_cpu_s: float | None = None  # this process: producing `inbound`, reading `runs` (and ingress, in-process)
+
+    def per_record_us(self, cpu_s: float | None) -> float | None:
+        return cpu_s / self.runs_received * 1e6 if cpu_s is not None and self.runs_received else None
+
+    def other_cpu(self) -> dict[str, float | None]:
+        """CPU seconds of the other processes on the records' way, by name."""
+        return {"broker": self.broker_cpu_s, "database": self.database_cpu_s, "driver": self.driver_cpu_s}
 
     @property
     def cpu_us_per_msg(self) -> float | None:
-        return self.ingress_cpu_s / self.runs_received * 1e6 if self.ingress_cpu_s and self.runs_received else None
+        return self.per_record_us(self.ingress_cpu_s) if self.ingress_cpu_s else None
 
     @property
     def ratio(self) -> float:
@@ -103,8 +114,33 @@ def _record(seq: int) -> tuple[bytes, bytes]:
     return msg.model_dump_json().encode(), msg.conversation_key.encode()
 
 
-async def _pump(settings: Settings, first: int, n: int, timeout_s: float) -> tuple[int, float]:
-    """Produce records first..first+n pipelined; count StartRuns on `runs`; (received, seconds)."""
+INBOUND_ID = b'"inbound_id":"'
+
+
+def inbound_id(value: bytes) -> str | None:
+    """A StartRun's `inbound_id`, found in its bytes: the driver reads every run ingress writes and
+    shares the machine's cores with it, and decoding each one (~600 bytes of JSON) cost more of
+    the driver's CPU than its producing and fetching together. The ids the driver gives
+    (`bench-<n>`) need no JSON escape; anything else is decoded."""
+    at = value.find(INBOUND_ID)
+    if at >= 0:
+        start = at + len(INBOUND_ID)
+        end = value.find(b'"', start)
+        if end > start and value.find(b"\\", start, end) < 0:
+            return value[start:end].decode()
+    found = json.loads(value).get("inbound_id")
+    return found if isinstance(found, str) else None
+
+
+@dataclass(frozen=True)
+class Pumped:
+    received: int  # StartRuns of these records read back
+    seconds: float  # first produce to last StartRun read
+    driver_cpu_s: float  # this process's CPU time over those seconds
+
+
+async def _pump(settings: Settings, first: int, n: int, timeout_s: float) -> Pumped:
+    """Produce records first..first+n pipelined; count their StartRuns on `runs`."""
     inbound, runs = settings.topic("inbound"), settings.topic("runs")
     producer = AIOKafkaProducer(
         bootstrap_servers=settings.kafka.bootstrap_servers,
@@ -125,7 +161,7 @@ async def _pump(settings: Settings, first: int, n: int, timeout_s: float) -> tup
         consumer.assign([tp])
         await consumer.seek_to_end(tp)
         records = [_record(first + i) for i in range(n)]  # made before the clock starts, like the baseline's
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         sends = []
         for value, key in records:
             sends.append(await producer.send(inbound, value, key=key))  # pipelined: acks awaited at the end
@@ -135,17 +171,51 @@ async def _pump(settings: Settings, first: int, n: int, timeout_s: float) -> tup
             while received < n:
                 batch = await consumer.getmany(timeout_ms=100)
                 # Count only this round's runs: the end offset a fresh consumer starts from is not exact.
-                received += sum(
-                    json.loads(r.value).get("inbound_id") in expected for records in batch.values() for r in records
-                )
+                received += sum(inbound_id(r.value) in expected for records in batch.values() for r in records)
         await asyncio.gather(*sends)
-        return received, time.perf_counter() - started
+        return Pumped(received, time.perf_counter() - started, time.process_time() - cpu_started)
     finally:
         await consumer.stop()
         await producer.stop()
 
 
 CpuClock = Callable[[], float | None]  # CPU seconds used so far by the ingress process, if known
+
+
+def process_cpu_s(pid: int | None) -> float | None:
+    """CPU seconds process `pid` has used so far; None if it is not known or not on this machine."""
+    if pid is None:
+        return None
+    try:
+        return cpu_seconds(pid)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+LOCAL_HOSTS = {None, "", "127.0.0.1", "localhost", "::1"}
+
+
+def database_cpu_s(db_url: str) -> dict[int, float]:
+    """CPU seconds used so far by each PostgreSQL backend connected to `db_url`'s database, but the
+    one asking; empty unless the server is on this machine (/proc)."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    if make_url(db_url).host not in LOCAL_HOSTS:
+        return {}
+    url = db_url.replace("postgresql+psycopg://", "postgresql://", 1)
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchall()
+    except psycopg.Error:
+        return {}
+    return {pid: used for (pid,) in rows if (used := process_cpu_s(pid)) is not None}
+
+
+def spent(before: float | None, after: float | None) -> float | None:
+    return after - before if before is not None and after is not None else None
 
 
 @asynccontextmanager
@@ -168,27 +238,35 @@ async def measure_ingress(
     warmup: int = 50,
     timeout_s: float = 120.0,
     in_process: bool = False,
+    broker_pid: int | None = None,
 ) -> IngressResult:
     """Run one ingress against `bootstrap` and `db_url` and time `n` records through it.
 
-    The service runs in its own process (`in_process=False`, as deployed) or in this one."""
+    The service runs in its own process (`in_process=False`, as deployed) or in this one.
+    `broker_pid`: the broker's process, if on this machine (its CPU over the records is reported)."""
     baseline = baseline or await measure_baseline(bootstrap, n, embedded=embedded)
     settings = bench_settings(bootstrap, db_url, embedded)
     await create_topics(settings.kafka)
     async with ingress_running(settings, in_process) as cpu:
         await _pump(settings, 0, warmup, timeout_s)  # group joined, connections and caches warm
-        cpu_before = cpu()
-        received, seconds = await _pump(settings, warmup, n, timeout_s)
-        cpu_after = cpu()
-    cpu_s = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None else None
+        database_before = await asyncio.to_thread(database_cpu_s, db_url)
+        cpu_before, broker_before = cpu(), process_cpu_s(broker_pid)
+        pumped = await _pump(settings, warmup, n, timeout_s)
+        cpu_after, broker_after = cpu(), process_cpu_s(broker_pid)
+        database_after = await asyncio.to_thread(database_cpu_s, db_url)
+    # A backend that connected during the run counts from zero; one that left is not counted.
+    database_s = sum(used - database_before.get(pid, 0.0) for pid, used in database_after.items())
     return IngressResult(
         messages=n,
-        runs_received=received,
-        seconds=seconds,
-        msgs_per_s=received / seconds,
+        runs_received=pumped.received,
+        seconds=pumped.seconds,
+        msgs_per_s=pumped.received / pumped.seconds,
         baseline_msgs_per_s=baseline.msgs_per_s,
         database=db_url.split("://", 1)[0],
-        ingress_cpu_s=cpu_s,
+        ingress_cpu_s=spent(cpu_before, cpu_after),
+        broker_cpu_s=spent(broker_before, broker_after),
+        database_cpu_s=database_s if database_after else None,
+        driver_cpu_s=pumped.driver_cpu_s,
     )
 
 
@@ -217,15 +295,42 @@ def format_table(result: IngressResult) -> str:
     ]
     if result.cpu_us_per_msg is not None:
         rows.append(("ingress CPU", f"{result.cpu_us_per_msg:,.0f} us per record ({result.ingress_cpu_s:.2f} s)"))
+    names = {
+        "database": "PostgreSQL",
+        "driver": "driver" if result.ingress_cpu_s is not None else "driver with ingress",
+    }
+    others = [
+        f"{names.get(what, what)} {us:,.0f}"
+        for what, cpu_s in result.other_cpu().items()
+        if (us := result.per_record_us(cpu_s)) is not None
+    ]
+    if others:  # where the rest of the machine's CPU went over the same records
+        rows.append(("other CPU", ", ".join(others) + " us per record"))
     width = max(len(label) for label, _ in rows)
     lines = ["Ingress throughput", "-" * 48] + [f"{label:<{width}}  {value}" for label, value in rows]
     return "\n".join(lines)
 
 
-async def _run(args: argparse.Namespace) -> IngressResult:
-    from bench.message_path import on_broker
+@asynccontextmanager
+async def broker_running(broker: str) -> AsyncIterator[tuple[str, bool, int | None]]:
+    """(bootstrap, is Tansu, the broker's pid): an embedded Tansu, or a 1-node Apache Kafka on the JVM."""
+    if broker == "kafka":
+        from agentstream_testing.kafka_jvm import KafkaJvmCluster
 
-    async with on_broker(args.broker, None) as (bootstrap, embedded):
+        cluster = KafkaJvmCluster(nodes=1)
+        await asyncio.to_thread(cluster.start)
+        try:
+            process = cluster.nodes[0].process
+            yield cluster.bootstrap_servers, False, process.pid if process is not None else None
+        finally:
+            await asyncio.to_thread(cluster.stop)
+    else:
+        async with EmbeddedBroker() as embedded:
+            yield embedded.bootstrap_servers, True, embedded.pid
+
+
+async def _run(args: argparse.Namespace) -> IngressResult:
+    async with broker_running(args.broker) as (bootstrap, embedded, broker_pid):
         print(f"{args.broker} broker on {bootstrap}; measuring the raw baseline ...", file=sys.stderr)
         baseline = await measure_baseline(bootstrap, args.messages, embedded=embedded)
         db_url = args.database_url or os.environ.get("AGENTSTREAM__DATABASE__URL")
@@ -233,12 +338,24 @@ async def _run(args: argparse.Namespace) -> IngressResult:
         if db_url:
             print(f"measuring ingress ({where}) ...", file=sys.stderr)
             return await measure_ingress(
-                bootstrap, db_url, args.messages, embedded=embedded, baseline=baseline, in_process=args.in_process
+                bootstrap,
+                db_url,
+                args.messages,
+                embedded=embedded,
+                baseline=baseline,
+                in_process=args.in_process,
+                broker_pid=broker_pid,
             )
         async with temporary_pg_database(os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)) as url:
             print(f"measuring ingress ({where}) ...", file=sys.stderr)
             return await measure_ingress(
-                bootstrap, url, args.messages, embedded=embedded, baseline=baseline, in_process=args.in_process
+                bootstrap,
+                url,
+                args.messages,
+                embedded=embedded,
+                baseline=baseline,
+                in_process=args.in_process,
+                broker_pid=broker_pid,
             )
 
 
@@ -286,7 +403,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1 if http_result.failed else 0
     result = asyncio.run(_run(args))
     print(
-        json.dumps(asdict(result) | {"ratio": result.ratio, "cpu_us_per_msg": result.cpu_us_per_msg})
+        json.dumps(
+            asdict(result)
+            | {"ratio": result.ratio, "cpu_us_per_msg": result.cpu_us_per_msg}
+            | {f"{what}_cpu_us_per_msg": result.per_record_us(cpu_s) for what, cpu_s in result.other_cpu().items()}
+        )
         if args.json
         else format_table(result)
     )

@@ -197,22 +197,28 @@ class RenderedMeasure:
     def fits(self, text: str, room: int) -> bool:
         """`self(text) <= room`, from a bound when it settles it (`bound`: a web page's 100,000 characters hold a
         long answer's any rendering), else from a render."""
-        return self.bound(text) <= room or self(text) <= room
+        return self.bound(text, room) <= room or self(text) <= room
 
-    def bound(self, text: str) -> int:
+    def bound(self, text: str, room: int | None = None) -> int:
         """At most `GROWTH` of the text; of a growing text, the exact length of the blocks it keeps (`MEMO.kept`,
         in the markup and as plain text) plus `GROWTH` of the rest, the open block. Where the plain text of the
-        kept blocks is not kept (the web's, `KEEPS_PLAIN`), the plain fallback is bounded by the whole text's."""
+        kept blocks is not kept (the web's, `KEEPS_PLAIN`), the plain fallback is bounded by the whole text's,
+        and the whole text's own growth is tried first: under `room`, it settles a check without the kept
+        blocks' lengths (a web page's frames, until an answer is thousands of characters long)."""
         kept = MEMO.kept(text, self.fmt)
         if kept is not None and proportional(text[kept.start :]):
-            sizes = _kept_sizes(kept.markup, kept.plain, self.fmt, self.unit)
-            if sizes is not None:
-                return max(sizes) + len(SEPARATOR) + self._growth(text[kept.start :])
             if kept.plain is None and proportional(text):
+                whole = self._growth(text)
+                if room is not None and whole <= room:
+                    return whole
                 markup = _kept_size(kept.markup, self.fmt, self.unit)
                 if markup is not None:
                     plain_text = RenderedMeasure(self.unit, TextFormat.PLAIN)._growth(text)
-                    return max(markup + len(SEPARATOR) + self._growth(text[kept.start :]), plain_text)
+                    return min(whole, max(markup + len(SEPARATOR) + self._growth(text[kept.start :]), plain_text))
+                return whole
+            sizes = _kept_sizes(kept.markup, kept.plain, self.fmt, self.unit)
+            if sizes is not None:
+                return max(sizes) + len(SEPARATOR) + self._growth(text[kept.start :])
         return self._growth(text) if proportional(text) else self(text)
 
     def span(self, text: str, room: int) -> tuple[int, int]:

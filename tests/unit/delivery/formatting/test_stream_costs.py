@@ -42,6 +42,7 @@ CACHES = (
     formatting._pair_parts,
     formatting._part_facts,
     formatting._kept_sizes,
+    formatting._kept_size,
     tree.parse,
     tree.tokens,
     tree.inline_tokens,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -314,13 +315,38 @@ def _kept_sizes(
     return None if shown is None or plain_text is None else (shown, plain_text)
 
 
-@lru_cache(maxsize=256)
-def _kept_size(parts: tuple[str, ...], fmt: TextFormat, unit: Measure) -> int | None:
-    """`_kept_sizes` of one side."""
-    facts = [_part_facts(part, fmt, unit) for part in parts]
-    if not any(shows for _, shows in facts):
-        return None
-    return sum(size + len(SEPARATOR) for size, _ in facts)
+class _KeptSize:
+    """`_kept_sizes` of one side. A growing text keeps more blocks at each frame: the sum is carried on from the
+    last one of the same blocks (by their first one; a prefix is compared by its blocks' identity first, so in
+    about one step per block), not summed again over every kept block. Which sums are remembered never
+    changes a result, only its cost."""
+
+    def __init__(self, max_texts: int = 512) -> None:
+        self.max_texts = max_texts
+        self._sums: OrderedDict[tuple[TextFormat, Measure, str], tuple[tuple[str, ...], int, bool]] = OrderedDict()
+
+    def cache_clear(self) -> None:
+        self._sums.clear()
+
+    def __call__(self, parts: tuple[str, ...], fmt: TextFormat, unit: Measure) -> int | None:
+        if not parts:
+            return None
+        key = (fmt, unit, parts[0])
+        known = self._sums.get(key)
+        done, total, shows = known if known is not None else ((), 0, False)
+        if len(done) > len(parts) or parts[: len(done)] != done:
+            done, total, shows = (), 0, False
+        for part in parts[len(done) :]:
+            size, visible = _part_facts(part, fmt, unit)
+            total, shows = total + size + len(SEPARATOR), shows or visible
+        self._sums[key] = (parts, total, shows)
+        self._sums.move_to_end(key)
+        while len(self._sums) > self.max_texts:
+            self._sums.popitem(last=False)
+        return total if shows else None
+
+
+_kept_size = _KeptSize()
 
 
 def measurer(unit: Measure, fmt: TextFormat) -> Measure:

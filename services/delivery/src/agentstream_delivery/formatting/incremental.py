@@ -66,7 +66,6 @@ HEAD = 64  # characters of a text that find its chain: a stream's text keeps its
 MAX_TEXTS = 512  # distinct beginnings remembered (streams open at once, times their markups); ~24 MiB at most for
 # texts of a chat message's size (the text, its blocks in the markup and as plain text)
 CHAINS_PER_HEAD = 2  # texts that begin alike (the same canned opening) each keep their own chain
-_WHOLE_ONLY = ("]:", "\r", "\0")
 
 
 @dataclass(frozen=True)
@@ -162,8 +161,8 @@ class BlockMemo:
             return None
         found, at = self._find(self._chains.get((fmt, text[: self.head]), ()), text)
         start = max(0, found.marks[at].start - 1) if found is not None and at >= 0 else 0
-        if any(text.find(s, start) != -1 for s in _WHOLE_ONLY):
-            return None
+        if text.find("]:", start) != -1 or text.find("\r", start) != -1 or text.find("\0", start) != -1:
+            return None  # a link reference definition, or what markdown-it rewrites before splitting lines
         return found, at
 
     @staticmethod

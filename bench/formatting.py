@@ -30,6 +30,7 @@ from agentstream_delivery.adapters.telegram import CAPABILITIES as TELEGRAM
 from agentstream_delivery.adapters.web import WebAdapter
 from agentstream_delivery.formatting import render, render_frame, render_whole
 from agentstream_delivery.formatting.incremental import MEMO
+from agentstream_delivery.formatting.streaming import FENCES
 from agentstream_delivery.formatting.tree import inline_tokens, parse, readable_url
 from agentstream_delivery.stream_inputs import Finish, TextDelta
 from agentstream_delivery.stream_machine import transition
@@ -68,6 +69,7 @@ def cold_caches() -> None:
     for cache in (render, render_frame, parse, inline_tokens, readable_url):
         cache.cache_clear()
     MEMO.clear()
+    FENCES.clear()
 
 
 def per_delta_us(platform: Capabilities, fmt: TextFormat, text: str, delta: int) -> float:

@@ -156,7 +156,11 @@ def test_the_bound_from_the_kept_blocks_of_a_growing_answer_is_never_below_its_r
         assert isinstance(measure, RenderedMeasure)
         for end in [*range(chunk, len(text), chunk), len(text)]:
             render_frame(text[:end] + CURSOR, caps.formatting, final=False)  # what a preview renders
-            assert measure.bound(text[:end]) >= measure(text[:end]), (caps.formatting, text[:end])
+            rendered = measure(text[:end])
+            assert measure.bound(text[:end]) >= rendered, (caps.formatting, text[:end])
+            for room in (rendered - 1, rendered, 100_000):  # a room settles a check by the first bound under it
+                assert measure.bound(text[:end], room) >= rendered, (caps.formatting, room, text[:end])
+                assert measure.fits(text[:end], room) is (rendered <= room), (caps.formatting, room, text[:end])
 
 
 @pytest.mark.timeout(120)

@@ -19,6 +19,7 @@ import agentstream_delivery.formatting as formatting
 from agentstream.contracts import RunStatus
 from agentstream_delivery.formatting import tree
 from agentstream_delivery.formatting.incremental import MEMO
+from agentstream_delivery.formatting.streaming import FENCES
 from agentstream_delivery.platform_ops import Op
 from agentstream_delivery.stream_inputs import Finish, StreamInput, TextDelta
 from agentstream_delivery.stream_machine import transition
@@ -42,6 +43,7 @@ CACHES = (
     formatting._pair_parts,
     formatting._part_facts,
     formatting._kept_sizes,
+    formatting._kept_size,
     tree.parse,
     tree.tokens,
     tree.inline_tokens,
@@ -50,6 +52,7 @@ CACHES = (
 
 def forget_everything() -> None:
     MEMO.clear()
+    FENCES.clear()
     for cache in CACHES:
         cache.cache_clear()
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from agentstream.config import TextFormat
 from agentstream_delivery.formatting import render_frame
-from agentstream_delivery.formatting.streaming import close_dangling
+from agentstream_delivery.formatting.streaming import FenceMemo, close_dangling
+from agentstream_delivery.splitting import open_fence
 
 
 @pytest.mark.parametrize(
@@ -41,3 +44,29 @@ def test_a_preview_ending_in_an_opening_fence_shows_its_cursor(fmt: TextFormat) 
     # Else it renders like the final text, and the final's edit is refused as "not modified".
     preview = render_frame("Done\n\n```sh ▉", fmt, final=False)
     assert "▉" in preview and preview != render_frame("Done\n\n```sh", fmt, final=True)
+
+
+# Fence lines and what is almost one: indented four, a second fence on the fence's own line, a lone backtick run.
+FENCY = ["```", "```py", "~~~", "~~~~\n", "``` ```", "   ```js x", "    ```", "x```", "`", "``", "```\n"]
+WORDS = ["a", " ", "\n", "\n\n", "text "]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(st.sampled_from(FENCY + WORDS), min_size=1, max_size=120).map("".join),
+    st.lists(st.integers(0, 2000), min_size=1, max_size=12),
+    st.sampled_from([1, 4, 16, 64]),
+    st.text(st.sampled_from("`~ \nab"), max_size=40),
+)
+@example("``` ```\n" + "a\n" * 40 + "``` ```\nb", [200, 300], 1, "")  # the rest of a closing fence's line
+def test_the_fence_state_carried_on_from_earlier_frames_is_open_fences_of_the_whole(
+    text: str, ends: list[int], head: int, other: str
+) -> None:
+    # A frame's open fence is carried on from the state after the complete lines an earlier frame had; the
+    # texts come growing, shrinking, and rewritten after their first characters.
+    memo = FenceMemo(head=head)
+    for i, end in enumerate(ends):
+        frame = text[: end % (len(text) + 1)]
+        if i % 3 == 2:
+            frame = frame[: len(frame) // 2] + other
+        assert memo.open_fence(frame) == open_fence(frame), frame

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -197,22 +198,28 @@ class RenderedMeasure:
     def fits(self, text: str, room: int) -> bool:
         """`self(text) <= room`, from a bound when it settles it (`bound`: a web page's 100,000 characters hold a
         long answer's any rendering), else from a render."""
-        return self.bound(text) <= room or self(text) <= room
+        return self.bound(text, room) <= room or self(text) <= room
 
-    def bound(self, text: str) -> int:
+    def bound(self, text: str, room: int | None = None) -> int:
         """At most `GROWTH` of the text; of a growing text, the exact length of the blocks it keeps (`MEMO.kept`,
         in the markup and as plain text) plus `GROWTH` of the rest, the open block. Where the plain text of the
-        kept blocks is not kept (the web's, `KEEPS_PLAIN`), the plain fallback is bounded by the whole text's."""
+        kept blocks is not kept (the web's, `KEEPS_PLAIN`), the plain fallback is bounded by the whole text's,
+        and the whole text's own growth is tried first: under `room`, it settles a check without the kept
+        blocks' lengths (a web page's frames, until an answer is thousands of characters long)."""
         kept = MEMO.kept(text, self.fmt)
         if kept is not None and proportional(text[kept.start :]):
-            sizes = _kept_sizes(kept.markup, kept.plain, self.fmt, self.unit)
-            if sizes is not None:
-                return max(sizes) + len(SEPARATOR) + self._growth(text[kept.start :])
             if kept.plain is None and proportional(text):
+                whole = self._growth(text)
+                if room is not None and whole <= room:
+                    return whole
                 markup = _kept_size(kept.markup, self.fmt, self.unit)
                 if markup is not None:
                     plain_text = RenderedMeasure(self.unit, TextFormat.PLAIN)._growth(text)
-                    return max(markup + len(SEPARATOR) + self._growth(text[kept.start :]), plain_text)
+                    return min(whole, max(markup + len(SEPARATOR) + self._growth(text[kept.start :]), plain_text))
+                return whole
+            sizes = _kept_sizes(kept.markup, kept.plain, self.fmt, self.unit)
+            if sizes is not None:
+                return max(sizes) + len(SEPARATOR) + self._growth(text[kept.start :])
         return self._growth(text) if proportional(text) else self(text)
 
     def span(self, text: str, room: int) -> tuple[int, int]:
@@ -308,13 +315,38 @@ def _kept_sizes(
     return None if shown is None or plain_text is None else (shown, plain_text)
 
 
-@lru_cache(maxsize=256)
-def _kept_size(parts: tuple[str, ...], fmt: TextFormat, unit: Measure) -> int | None:
-    """`_kept_sizes` of one side."""
-    facts = [_part_facts(part, fmt, unit) for part in parts]
-    if not any(shows for _, shows in facts):
-        return None
-    return sum(size + len(SEPARATOR) for size, _ in facts)
+class _KeptSize:
+    """`_kept_sizes` of one side. A growing text keeps more blocks at each frame: the sum is carried on from the
+    last one of the same blocks (by their first one; a prefix is compared by its blocks' identity first, so in
+    about one step per block), not summed again over every kept block. Which sums are remembered never
+    changes a result, only its cost."""
+
+    def __init__(self, max_texts: int = 512) -> None:
+        self.max_texts = max_texts
+        self._sums: OrderedDict[tuple[TextFormat, Measure, str], tuple[tuple[str, ...], int, bool]] = OrderedDict()
+
+    def cache_clear(self) -> None:
+        self._sums.clear()
+
+    def __call__(self, parts: tuple[str, ...], fmt: TextFormat, unit: Measure) -> int | None:
+        if not parts:
+            return None
+        key = (fmt, unit, parts[0])
+        known = self._sums.get(key)
+        done, total, shows = known if known is not None else ((), 0, False)
+        if len(done) > len(parts) or parts[: len(done)] != done:
+            done, total, shows = (), 0, False
+        for part in parts[len(done) :]:
+            size, visible = _part_facts(part, fmt, unit)
+            total, shows = total + size + len(SEPARATOR), shows or visible
+        self._sums[key] = (parts, total, shows)
+        self._sums.move_to_end(key)
+        while len(self._sums) > self.max_texts:
+            self._sums.popitem(last=False)
+        return total if shows else None
+
+
+_kept_size = _KeptSize()
 
 
 def measurer(unit: Measure, fmt: TextFormat) -> Measure:

@@ -66,7 +66,6 @@ HEAD = 64  # characters of a text that find its chain: a stream's text keeps its
 MAX_TEXTS = 512  # distinct beginnings remembered (streams open at once, times their markups); ~24 MiB at most for
 # texts of a chat message's size (the text, its blocks in the markup and as plain text)
 CHAINS_PER_HEAD = 2  # texts that begin alike (the same canned opening) each keep their own chain
-_WHOLE_ONLY = ("]:", "\r", "\0")
 
 
 @dataclass(frozen=True)
@@ -114,25 +113,25 @@ class BlockMemo:
         """Every top-level block of `text` as `blocks` writes it, in order (the same as `blocks(text)`'s).
 
         With a `companion`, the blocks this text closes are also kept as plain text (for `kept` and `pair`)."""
-        if self._whole(text, fmt):
+        located = self._locate(text, fmt)
+        if located is None:
             return [block.text for block in blocks(text)]
-        rendered, _ = self._render(text, fmt, blocks, companion, with_plain=False)
+        rendered, _ = self._render(text, fmt, located, blocks, companion, with_plain=False)
         return rendered
 
     def pair(self, text: str, fmt: TextFormat, blocks: BlockRenderer, companion: Companion) -> Pair | None:
         """`parts(text, ...)` and the same blocks as plain text, from one parse of what is not kept; None for a
         text rendered whole, or when the plain blocks are not known."""
-        if self._whole(text, fmt):
+        located = self._locate(text, fmt)
+        if located is None:
             return None
-        rendered, plain = self._render(text, fmt, blocks, companion, with_plain=True)
+        rendered, plain = self._render(text, fmt, located, blocks, companion, with_plain=True)
         return None if plain is None else Pair(rendered, plain)
 
     def kept(self, text: str, fmt: TextFormat) -> Kept | None:
         """Where the blocks `text` keeps end, and those blocks in the markup and as plain text (None where the chain
         does not keep them as plain text), without rendering anything (None: nothing kept)."""
-        if self._whole(text, fmt):
-            return None
-        found, at = self._find(self._chains.get((fmt, text[: self.head]), ()), text)
+        found, at = self._locate(text, fmt) or (None, -1)
         if found is None or at < 0:
             return None
         mark = found.marks[at]
@@ -143,9 +142,7 @@ class BlockMemo:
         """The prefixes of `text` that end where a blank line closed the blocks before it (`Mark.witness` at its
         `start`), ascending, as (length, blocks before it), with the blocks in the markup and as plain text:
         each such prefix renders to exactly those blocks, so its length needs no rendering."""
-        if self._whole(text, fmt):
-            return None
-        found, at = self._find(self._chains.get((fmt, text[: self.head]), ()), text)
+        found, at = self._locate(text, fmt) or (None, -1)
         if found is None or at < 0:
             return None
         plain = found.plain if found.plain is not None or fmt is not TextFormat.PLAIN else found.parts
@@ -155,15 +152,18 @@ class BlockMemo:
         count = found.marks[at].count
         return Prefixes(ends, found.parts[:count], plain[:count])
 
-    def _whole(self, text: str, fmt: TextFormat) -> bool:
-        """Whether `text` is rendered whole: shorter than `HEAD`, or with what the rule does not cover. A chain is
-        only made of a text with none of that, so only what follows the blocks it keeps is looked at (every frame
-        and length check asks, and a scan of a long text for a NUL costs as much as the rest of a check)."""
+    def _locate(self, text: str, fmt: TextFormat) -> tuple[Chain | None, int] | None:
+        """The chain `text` keeps most of and the index of its last mark `text` keeps (-1: none), or None when
+        `text` is rendered whole: shorter than `HEAD`, or with what the rule does not cover. A chain is only made
+        of a text with none of that, so only what follows the blocks it keeps is looked at, in place (every frame
+        and length check asks, and a copy or scan of a long text costs as much as the rest of a check)."""
         if len(text) < self.head:
-            return True
+            return None
         found, at = self._find(self._chains.get((fmt, text[: self.head]), ()), text)
-        start = found.marks[at].start if found is not None and at >= 0 else 0
-        return any(s in text[max(0, start - 1) :] for s in _WHOLE_ONLY)
+        start = max(0, found.marks[at].start - 1) if found is not None and at >= 0 else 0
+        if text.find("]:", start) != -1 or text.find("\r", start) != -1 or text.find("\0", start) != -1:
+            return None  # a link reference definition, or what markdown-it rewrites before splitting lines
+        return found, at
 
     @staticmethod
     def _find(chains: tuple[Chain, ...], text: str) -> tuple[Chain | None, int]:
@@ -176,11 +176,18 @@ class BlockMemo:
         return found, at
 
     def _render(
-        self, text: str, fmt: TextFormat, blocks: BlockRenderer, companion: Companion | None, *, with_plain: bool
+        self,
+        text: str,
+        fmt: TextFormat,
+        located: tuple[Chain | None, int],
+        blocks: BlockRenderer,
+        companion: Companion | None,
+        *,
+        with_plain: bool,
     ) -> tuple[list[str], list[str] | None]:
         key = (fmt, text[: self.head])
         chains = self._chains.get(key, ())
-        found, at = self._find(chains, text)
+        found, at = located
         start, count = (found.marks[at].start, found.marks[at].count) if found is not None and at >= 0 else (0, 0)
         kept = found.parts[:count] if found is not None else ()
         kept_plain: tuple[str, ...] | None = ()

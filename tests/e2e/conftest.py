@@ -26,7 +26,9 @@ def inbound(text: str = "calculate 6*7", chat: str | None = None, platform: str 
 async def poll_json(url: str, ready, timeout: float = 30.0):
     """GET `url` until `ready(json)` is truthy; returns the json."""
     last = None
-    async with httpx.AsyncClient(timeout=5, headers=ADMIN_HEADERS) as http, asyncio.timeout(timeout):
+    # One slow answer (a loaded machine, the whole stack in this event loop) is waited for: only the
+    # overall `timeout` bounds the wait.
+    async with httpx.AsyncClient(timeout=timeout, headers=ADMIN_HEADERS) as http, asyncio.timeout(timeout):
         while True:
             resp = await http.get(url)
             if resp.status_code == 200:

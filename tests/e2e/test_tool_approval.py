@@ -27,7 +27,9 @@ def message(chat: str, text: str, user: str = "u-1") -> InboundMessage:
 
 async def chat_shows(delivery_url: str, chat: str, fragment: str, timeout: float = 30) -> list[str]:
     """The chat's texts once one of them contains `fragment`."""
-    async with httpx.AsyncClient(timeout=5, headers=ADMIN_HEADERS) as http, asyncio.timeout(timeout):
+    # One slow answer (a loaded machine, the whole stack in this event loop) is waited for: only the
+    # overall `timeout` bounds the wait.
+    async with httpx.AsyncClient(timeout=timeout, headers=ADMIN_HEADERS) as http, asyncio.timeout(timeout):
         while True:
             resp = await http.get(f"{delivery_url}/v1/memory/chats/{chat}")
             texts = [m["text"] for m in resp.json()["messages"]] if resp.status_code == 200 else []

@@ -230,7 +230,13 @@ async def test_hooks_redact_observe_bill_and_never_slow_the_stream(
     hooks_mod = sys.modules[hook_module]
     events, finished = run_events()
     async with ServiceHost([svc], "127.0.0.1", {svc.name: free_port()}), producer_for(settings) as publish:
-        await publish(events, pause=0.01)
+        # Half the answer first, shown in both chats before the rest is sent: streamed in previews
+        # whatever the load (read in one poll, the whole answer went out as one final frame).
+        half = len(events) - (len(events) - 4) // 2
+        await publish(events[:half], pause=0.01)
+        for chat in (CHAT, MIRROR):
+            await svc.memory.wait_for(chat, lambda ms: len(ms) >= 1, timeout=30)
+        await publish(events[half:], pause=0.01)
         await publish([finished])
         await svc.memory.wait_for_final(CHAT, 1, timeout=30)
         await svc.memory.wait_for_final(MIRROR, 1, timeout=30)

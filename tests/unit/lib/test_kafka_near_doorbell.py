@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from agentstream.kafka import near_doorbell
 from agentstream.kafka.idle import Doorbell
 from agentstream.kafka.near_doorbell import NearDoorbell, doorbell_dir, notify_near, on_loopback, private_dir
 
@@ -159,3 +160,22 @@ async def test_another_process_notice_wakes_a_reader_here(root: Path) -> None:
 
 def test_a_broker_elsewhere_is_not_notified() -> None:
     assert notify_near("10.1.2.3:9092", "inbound") == 0
+
+
+async def test_a_directory_removed_before_the_bind_is_made_again(
+    directory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process, the broker's last, removed the directory between its check and the bind."""
+    checks: list[bool] = []
+    real = near_doorbell.private_dir
+
+    def removed_at_first(path: Path) -> bool:
+        checks.append(True)
+        return len(checks) == 1 or real(path)  # the first check saw it, then it was gone
+
+    monkeypatch.setattr(near_doorbell, "private_dir", removed_at_first)
+    near = NearDoorbell(directory, Doorbell())
+    try:
+        assert near.start() and near.path.exists() and len(checks) == 2
+    finally:
+        near.stop()

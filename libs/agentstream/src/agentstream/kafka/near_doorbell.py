@@ -40,6 +40,7 @@ from agentstream.observability import get_logger
 NOTICE_GAP_S = 0.02
 MAX_NOTICE_BYTES = 512  # a topic name is at most 249 characters
 SUFFIX = ".sock"
+BIND_ATTEMPTS = 3
 
 log = get_logger("agentstream.kafka")
 
@@ -148,17 +149,28 @@ class NearDoorbell:
         directory is not private or the socket cannot be bound."""
         if self._sock is not None:
             return True
-        if not private_dir(self.directory):
-            log.warning("near doorbell off: its directory is not private to this user", directory=str(self.directory))
-            return False
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         try:
             sock.setblocking(False)
-            sock.bind(str(self.path))
+            for attempt in range(BIND_ATTEMPTS):
+                if not private_dir(self.directory):
+                    sock.close()
+                    log.warning(
+                        "near doorbell off: its directory is not private to this user", directory=str(self.directory)
+                    )
+                    return False
+                try:
+                    sock.bind(str(self.path))
+                    break
+                except FileNotFoundError:  # the last process of the broker removed the directory meanwhile
+                    if attempt == BIND_ATTEMPTS - 1:
+                        raise
             loop = asyncio.get_running_loop()
             loop.add_reader(sock.fileno(), self._read)
         except OSError as err:  # a path longer than a socket's (108 bytes), a full disk
             sock.close()
+            with contextlib.suppress(OSError):
+                self.path.unlink()
             log.warning("near doorbell off: socket not bound", error=type(err).__name__)
             return False
         self._sock, self._loop = sock, loop

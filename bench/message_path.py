@@ -49,6 +49,7 @@ from agentstream.contracts import Arrival, InboundMessage, RunEventAdapter, User
 from agentstream.db import upgrade
 from agentstream.kafka import EmbeddedBroker, create_topics
 from agentstream.kafka.flavor import tuning
+from agentstream.kafka.near_doorbell import notify_near
 from agentstream_testing.fake_platforms import FakeTelegram
 
 if __package__ in (None, ""):  # run as a file (`python bench/x.py`): make `bench` importable
@@ -231,7 +232,9 @@ class Stack:
             )  # fmt: skip
             value, key = message.model_dump_json().encode(), message.conversation_key.encode()
             marks = watch.by_inbound[ident] = Marks(produced=time.time())
-            await producer.send(inbound, value, key=key)
+            delivered = await producer.send(inbound, value, key=key)
+            if self.embedded:  # as `agentstream send` does: ingress wakes at the ack (kafka/near_doorbell.py)
+                delivered.add_done_callback(lambda _: notify_near(self.bootstrap, inbound))
             async with asyncio.timeout(60):
                 await marks.finished.wait()
             done.append(marks)

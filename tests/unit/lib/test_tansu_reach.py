@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.consumer.group_coordinator import GroupCoordinator
+from aiokafka.errors import KafkaError
 from faststream.kafka import KafkaBroker
 
 from agentstream.kafka.tansu_reach import FetchPosition, fetch_positions, on_append, poll_when, skip_repeated_commits
@@ -47,6 +48,23 @@ async def test_on_append_reports_the_topic_of_every_record_the_producer_queues()
     await accumulator.add_batch(batch, TopicPartition("b", 1), timeout=1)
     assert seen == ["a", "b"]
     assert accumulator._batches  # and aiokafka queued them
+
+
+async def test_on_append_reports_a_record_acknowledged_once_the_broker_acked_it() -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=UNREACHABLE)
+    queued: list[str] = []
+    acked: list[str] = []
+    on_append(producer, queued.append, acked.append)
+    accumulator = producer._message_accumulator
+    delivered = await accumulator.add_message(TopicPartition("a", 0), b"k", b"v", timeout=1)
+    failed = await accumulator.add_message(TopicPartition("b", 0), b"k", b"v", timeout=1)
+    await asyncio.sleep(0)
+    assert queued == ["a", "b"] and acked == []  # queued, not on the broker yet
+    accumulator._batches[TopicPartition("a", 0)][0].done(base_offset=0)
+    accumulator._batches[TopicPartition("b", 0)][0].failure(exception=KafkaError())
+    await asyncio.gather(delivered, failed, return_exceptions=True)
+    await asyncio.sleep(0)
+    assert acked == ["a"]  # a record the broker refused wakes nobody
 
 
 async def test_repeated_commits_are_skipped_only_while_nothing_moved() -> None:

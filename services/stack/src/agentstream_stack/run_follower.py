@@ -22,6 +22,7 @@ from agentstream.contracts import DeltaKind, InboundMessage, NoticeLevel, Resume
 from agentstream.contracts import events as ev
 from agentstream.kafka import Topics
 from agentstream.kafka.flavor import resolve_flavor, tuning
+from agentstream.kafka.near_doorbell import notify_near
 from agentstream.kafka.security import client_security
 
 
@@ -80,9 +81,17 @@ class RunFollower:
         await self._producer.send_and_wait(
             self.topics.inbound, message.model_dump_json().encode(), key=message.conversation_key.encode()
         )
+        self._notify_near(self.topics.inbound)
 
     async def resume(self, command: ResumeRun) -> None:
         await self._producer.send_and_wait(self.topics.runs, command.to_json(), key=command.conversation_key.encode())
+        self._notify_near(self.topics.runs)
+
+    def _notify_near(self, topic: str) -> None:
+        """On the embedded broker, the paused consumer of `topic` wakes now rather than at the end
+        watcher's next reading (kafka/near_doorbell.py)."""
+        if tuning(self.kafka).idle is not None:
+            notify_near(self.kafka.bootstrap_servers, topic)
 
     async def _events(self, key: str) -> AsyncIterator[ev.RunEvent]:
         """Every event of conversation `key` produced from now on."""

@@ -11,9 +11,11 @@ Tansu (the embedded broker) and Apache Kafka answer the same protocol but not th
 - **Idle consumers.** Kafka: nothing to do (a parked fetch costs nothing). Tansu: a 10 ms wait
   is 100 fetches a second per consumer, records or not; a subscriber's consumer is paused after
   0.25 s without records and wakes at once when this process writes to its topics, or when
-  another process does within 10 ms while a conversation is under way (10 s after a message's
-  topic moved), within 0.1 s after that (`agentstream.kafka.idle`, `agentstream.kafka.end_watch`;
-  a service composes them as one part, `agentstream.kafka.tansu_idle`, built on Tansu only).
+  another process on this machine does (its notice once the broker acknowledged the record, a
+  broker on loopback only: `agentstream.kafka.near_doorbell`), else within 10 ms while a
+  conversation is under way (10 s after a message's topic moved), within 0.1 s after that
+  (`agentstream.kafka.idle`, `agentstream.kafka.end_watch`; a service composes them as one part,
+  `agentstream.kafka.tansu_idle`, built on Tansu only).
 - **End offsets.** Kafka's ListOffsets answers the log end. Tansu's answers the last record
   batch's base offset + 1, inside that batch: a reader "up to the end" keeps the whole batch
   it fetched rather than cutting at the listed offset (`within_end`).

@@ -3,7 +3,8 @@ public API of aiokafka and FastStream. Nothing here is used on Apache Kafka, whe
 is gated (kafka/flavor.py); each reach is checked against the real classes by
 `tests/unit/lib/test_tansu_reach.py`. Pinned versions: see uv.lock.
 
-- `on_append`: every record the producer queues rings the process's doorbell;
+- `on_append`: every record the producer queues rings the process's doorbell (and, acknowledged,
+  the other processes' on this machine: kafka/near_doorbell.py);
 - `poll_when`: a paused subscriber's consume loop waits instead of polling;
 - `skip_repeated_commits`: an idle auto-committer sends nothing rather than the same offsets;
 - `fetch_positions`: where a consumer stands, read without a request (is it idle?).
@@ -11,6 +12,8 @@ is gated (kafka/flavor.py); each reach is checked against the real classes by
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,25 +21,39 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 
-def on_append(producer: AIOKafkaProducer, appended: Callable[[str], None]) -> None:
+def on_append(
+    producer: AIOKafkaProducer, appended: Callable[[str], None], acked: Callable[[str], None] | None = None
+) -> None:
     """Call `appended(topic)` whenever a record or batch is queued by `producer` (every path: FastStream's
-    publish, `send`, `send_batch`). Hooked on the accumulator, which `refuse_sends` leaves alone."""
+    publish, `send`, `send_batch`), and `acked(topic)` once the broker acknowledged it. Hooked on the
+    accumulator, which `refuse_sends` leaves alone; hooking again replaces the previous hooks."""
     accumulator = producer._message_accumulator
-    if getattr(accumulator, "_agentstream_on_append", None) is appended:
+    hooks = (appended, acked)
+    if getattr(accumulator, "_agentstream_on_append", None) == hooks:
         return
     add_message, add_batch = type(accumulator).add_message, type(accumulator).add_batch
 
+    def on_ack(topic: str, delivered: asyncio.Future[Any]) -> None:
+        if acked is not None and not delivered.cancelled() and delivered.exception() is None:
+            acked(topic)
+
     async def message(tp: Any, *args: Any, **kwargs: Any) -> Any:
         appended(tp.topic)
-        return await add_message(accumulator, tp, *args, **kwargs)
+        delivered = await add_message(accumulator, tp, *args, **kwargs)
+        if acked is not None:
+            delivered.add_done_callback(functools.partial(on_ack, tp.topic))
+        return delivered
 
     async def batch(builder: Any, tp: Any, *args: Any, **kwargs: Any) -> Any:
         appended(tp.topic)
-        return await add_batch(accumulator, builder, tp, *args, **kwargs)
+        delivered = await add_batch(accumulator, builder, tp, *args, **kwargs)
+        if acked is not None:
+            delivered.add_done_callback(functools.partial(on_ack, tp.topic))
+        return delivered
 
     accumulator.add_message = message
     accumulator.add_batch = batch
-    accumulator._agentstream_on_append = appended
+    accumulator._agentstream_on_append = hooks
 
 
 @dataclass(frozen=True)

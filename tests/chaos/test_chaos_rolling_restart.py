@@ -120,7 +120,25 @@ async def test_rolling_restart_of_agent_runner_under_traffic_cuts_nothing(kafka_
             for p in (*old, *new):
                 p.stop()
         figures = table(run_events(records), starts, fake.requests)
+    print_endings_not_single(records)  # shown when the report below fails: which endings, from where
     report("rolling restart of agent-runner (2 replicas, 20 conversations)", figures)
+
+
+def print_endings_not_single(records: list[RawRecord]) -> None:
+    """Every ending of a run that has other than one, as read: partition, offset, seq, epoch, status,
+    reason, error (a second ending's origin, the runner's own or a lost-run ending, is in these)."""
+    endings: dict[str, list[str]] = {}
+    for r in records:
+        if r.value and b'"run.finished"' in r.value:
+            e = RunEventAdapter.validate_json(r.value)
+            if isinstance(e, RunFinished) and e.run_id == e.root_run_id:
+                endings.setdefault(e.root_run_id, []).append(
+                    f"p{r.partition}@{r.offset} seq={e.seq} epoch={e.epoch} {e.status}/{e.reason} "
+                    f"error={e.error!r} ts={e.ts.isoformat()}"
+                )
+    for run_id, seen in endings.items():
+        if len(seen) != 1:
+            print(f"\n{run_id}: " + " | ".join(seen))
 
 
 def report(title: str, figures: dict[str, int]) -> None:

@@ -335,18 +335,8 @@ async def _run(args: argparse.Namespace) -> IngressResult:
         baseline = await measure_baseline(bootstrap, args.messages, embedded=embedded)
         db_url = args.database_url or os.environ.get("AGENTSTREAM__DATABASE__URL")
         where = "in this process" if args.in_process else "in its own process"
-        if db_url:
-            print(f"measuring ingress ({where}) ...", file=sys.stderr)
-            return await measure_ingress(
-                bootstrap,
-                db_url,
-                args.messages,
-                embedded=embedded,
-                baseline=baseline,
-                in_process=args.in_process,
-                broker_pid=broker_pid,
-            )
-        async with temporary_pg_database(os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)) as url:
+
+        async def measure(url: str) -> IngressResult:
             print(f"measuring ingress ({where}) ...", file=sys.stderr)
             return await measure_ingress(
                 bootstrap,
@@ -357,6 +347,11 @@ async def _run(args: argparse.Namespace) -> IngressResult:
                 in_process=args.in_process,
                 broker_pid=broker_pid,
             )
+
+        if db_url:
+            return await measure(db_url)
+        async with temporary_pg_database(os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)) as url:
+            return await measure(url)
 
 
 async def _run_http(args: argparse.Namespace) -> HttpResult:

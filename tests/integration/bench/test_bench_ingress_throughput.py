@@ -29,44 +29,32 @@ BASELINE = BaselineResult(
 )
 
 
-def test_table_reports_ratio_and_target():
-    result = IngressResult(
+def _result(**measured: float | None) -> IngressResult:
+    """10 records at half the raw rate, on PostgreSQL, with `measured` CPU figures."""
+    return IngressResult(
         messages=10,
         runs_received=10,
         seconds=0.02,
         msgs_per_s=500.0,
         baseline_msgs_per_s=1000.0,
         database="postgresql+psycopg",
+        **measured,  # type: ignore[arg-type]
     )
+
+
+def test_table_reports_ratio_and_target():
+    result = _result()
     assert result.ratio == 0.5
     table = format_table(result)
     assert "50% of raw (ok)" in table and "1,000 msg/s" in table
     assert "ingress CPU" not in table  # unknown when ingress shared the driver's process
-    measured = IngressResult(
-        messages=10,
-        runs_received=10,
-        seconds=0.02,
-        msgs_per_s=500.0,
-        baseline_msgs_per_s=1000.0,
-        database="postgresql+psycopg",
-        ingress_cpu_s=0.001,
-    )
+    measured = _result(ingress_cpu_s=0.001)
     assert measured.cpu_us_per_msg == 100.0 and "100 us per record" in format_table(measured)
 
 
 def test_table_reports_the_other_processes_cpu_per_record():
-    result = IngressResult(
-        messages=10,
-        runs_received=10,
-        seconds=0.02,
-        msgs_per_s=500.0,
-        baseline_msgs_per_s=1000.0,
-        database="postgresql+psycopg",
-        ingress_cpu_s=0.001,
-        broker_cpu_s=0.0002,
-        database_cpu_s=None,  # not measured: left out of the row
-        driver_cpu_s=0.0004,
-    )
+    # database_cpu_s None: not measured, left out of the row
+    result = _result(ingress_cpu_s=0.001, broker_cpu_s=0.0002, database_cpu_s=None, driver_cpu_s=0.0004)
     assert "other CPU    broker 20, driver 40 us per record" in format_table(result)
     in_process = IngressResult(10, 10, 0.02, 500.0, 1000.0, "postgresql+psycopg", driver_cpu_s=0.0015)
     assert "driver with ingress 150 us per record" in format_table(in_process)

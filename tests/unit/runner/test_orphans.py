@@ -8,7 +8,7 @@ from typing import Any
 from agentstream import contracts as ev
 from agentstream.contracts import ReplyTarget, StepType, utcnow
 from agentstream_runner.app import runs_to_run
-from agentstream_runner.orphans import lost_ending, open_runs, orphaned, resumes_begun, taken
+from agentstream_runner.orphans import lost_ending, open_runs, orphaned, quiet_left, resumes_begun, still_silent, taken
 
 KEY = "web:c1"
 TARGET = ReplyTarget(platform="web", chat_id="c1")
@@ -149,3 +149,30 @@ def test_a_resume_read_again_whose_resume_ended_had_not_begun_here() -> None:
     # Resumed and ended again (the watchdog): nothing is open; the checkpoint is past that ending.
     events = [started("r1"), lost("r1", 2), started("r1", 3), delta("r1", 4, "y"), lost("r1", 5)]
     assert resumes_begun(events, {"r1"}) == {}
+
+
+def test_an_open_run_remembers_when_it_was_last_written_to_but_not_by_tool_heartbeats() -> None:
+    t0 = utcnow()
+    first = started("r1").model_copy(update={"ts": t0})
+    later = delta("r1", 2, "a").model_copy(update={"ts": t0 + timedelta(seconds=3)})
+    beat = ev.ToolHeartbeat(**base("r1", 2), call_id="c1", tool="calculator", ts=t0 + timedelta(seconds=9))
+    [run] = open_runs([first, later, beat])
+    assert (run.started_at, run.last_at) == (t0, t0 + timedelta(seconds=3))
+
+
+def test_a_run_is_judged_once_quiet_for_two_heartbeats() -> None:
+    t0 = utcnow()
+    [run] = open_runs([started("r1").model_copy(update={"ts": t0})])
+    assert quiet_left(run, t0 + timedelta(seconds=1), heartbeat_s=5) == 9
+    assert quiet_left(run, t0 + timedelta(seconds=10), heartbeat_s=5) == 0
+    assert quiet_left(run, t0 + timedelta(seconds=60), heartbeat_s=5) == 0
+
+
+def test_only_runs_that_wrote_nothing_since_and_are_still_open_are_silent() -> None:
+    before = open_runs([started("quiet"), started("writing"), started("ended")])
+    after = open_runs(
+        [started("quiet"), started("writing"), delta("writing", 2, "x"), started("ended"), finished("ended", 2)]
+    )
+    assert [run.root_run_id for run in still_silent(before, after)] == ["quiet"]
+    # a run gone from the later read (persistence committed past its ending) is not silent either
+    assert still_silent(before, []) == []

@@ -28,6 +28,7 @@ from agentstream.contracts import (
     ResumeRun,
     StartRun,
     ToolCallResult,
+    utcnow,
 )
 from agentstream.contracts.tool_catalog import ToolCatalogEntryAdapter
 from agentstream.kafka.commit_policies import AtMostOnce
@@ -41,7 +42,16 @@ from agentstream_runner.conversations.registry import Conversations
 from agentstream_runner.handover import ResultsReader
 from agentstream_runner.launcher import RunLauncher
 from agentstream_runner.orphan_scan import read_committed_to_end, read_events
-from agentstream_runner.orphans import lost_ending, orphaned, resumes_begun, taken
+from agentstream_runner.orphans import (
+    OpenRun,
+    lost_ending,
+    open_runs,
+    orphaned,
+    quiet_left,
+    resumes_begun,
+    still_silent,
+    taken,
+)
 from agentstream_runner.ports import ToolWaiters
 from agentstream_runner.tool_catalog import ToolCatalog
 
@@ -300,11 +310,34 @@ class AgentRunnerService:
                     orphans = orphaned(events, [*(resumes - begun.keys()), *running])
                     for run_id, ended_at in begun.items():
                         self.launcher.taken_runs.resume_began(run_id, ended_at)
-                for run in orphans:
-                    await self.runtime.publish(EVENTS, lost_ending(run))
+            now, heartbeat_s = utcnow(), self.settings.runner.heartbeat_s
+            lately = [run for run in orphans if quiet_left(run, now, heartbeat_s) > 0]
+            await self._end_orphans([run for run in orphans if quiet_left(run, now, heartbeat_s) == 0], partitions)
+            if lately:
+                await self._end_orphans(await self._still_silent(lately, partitions, client_id), partitions)
         except Exception as err:  # the watchdog still ends them, later
             self.log.warning("orphaned runs not looked for", partitions=sorted(partitions), error=repr(err))
-            return
+
+    async def _still_silent(self, lately: list[OpenRun], partitions: set[int], client_id: str) -> list[OpenRun]:
+        """Open runs written to lately may still have a runner (orphans.py): read again once they have
+        been quiet long enough; those that wrote meanwhile, or ended, are left alone."""
+        wait = max(quiet_left(run, utcnow(), self.settings.runner.heartbeat_s) for run in lately)
+        self.log.info(
+            "open runs written to lately: judged after a quiet time",
+            runs=[r.root_run_id for r in lately],
+            wait_s=round(wait, 1),
+        )
+        await asyncio.sleep(wait)
+        async with asyncio.timeout(ORPHAN_SCAN_S):
+            events = await read_events(self.settings.kafka, self.topics.events, partitions, client_id)
+        silent = still_silent(lately, open_runs(events))
+        if alive := sorted({r.root_run_id for r in lately} - {r.root_run_id for r in silent}):
+            self.log.warning("open runs of these partitions still run elsewhere: not ended", runs=alive)
+        return silent
+
+    async def _end_orphans(self, orphans: list[OpenRun], partitions: set[int]) -> None:
+        for run in orphans:
+            await self.runtime.publish(EVENTS, lost_ending(run))
         self.orphans_ended.inc(len(orphans))
         if orphans:
             self.log.warning(

@@ -13,6 +13,14 @@ taken up (`taken`): the run is orphaned like any other and continues from its ch
 scratch. A ResumeRun read again whose resume had begun (`resumes_begun`: the run is open again after
 its ending) is no reason to leave that resume open: it is ended too, and the ResumeRun continues the
 run only from a checkpoint past it — docs/decisions.md § Orphaned runs.
+
+"Nobody runs it" is checked, not assumed, for a run written to lately: a broker may complete a
+rebalance before a member has let go of its partitions (the embedded Tansu answers a JoinGroup within
+half the session timeout, whoever has not rejoined yet), and a run still going on elsewhere would be
+ended `runner_lost` while it streams its answer. A live run writes at least every `runner.heartbeat_s`;
+a run whose newest event is younger than `QUIET_HEARTBEATS` of them is judged only once that much
+quiet has passed (`quiet_left`), and is orphaned only if it wrote nothing meanwhile (`still_silent`).
+A dead runner's runs are found by the group after its session timeout (10 s), by then that quiet.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import ValidationError
 
@@ -29,6 +37,8 @@ from agentstream.contracts import RunFinished, StepType, Usage, utcnow
 from agentstream.contracts.steps import LlmStepOutput
 
 LOST_ERROR = "the agent runner running it stopped (its conversations were assigned to another)"
+# Heartbeats a run may miss before it is taken for one nobody runs (a loaded process writes late).
+QUIET_HEARTBEATS = 2
 
 
 @dataclass
@@ -38,6 +48,7 @@ class OpenRun:
     root_run_id: str
     conversation_key: str
     started_at: datetime
+    last_at: datetime  # its newest event's `ts`
     max_seq: int = -1
     epoch: int = 0
     usage: Usage = field(default_factory=Usage)
@@ -69,7 +80,7 @@ def open_runs(events: Iterable[ev.RunEvent]) -> list[OpenRun]:
         if run is None:
             if isinstance(event, ev.Notice | ev.ToolHeartbeat):
                 continue  # not the runner running it: a refusal, or a tool call outliving its run
-            run = runs[root] = OpenRun(root, event.conversation_key, event.ts)
+            run = runs[root] = OpenRun(root, event.conversation_key, event.ts, event.ts)
         _apply(run, event)
     return [run for root, run in runs.items() if root not in replays]
 
@@ -105,7 +116,26 @@ def orphaned(events: Iterable[ev.RunEvent], still_to_run: Iterable[str]) -> list
     return [run for run in open_runs(events) if run.root_run_id not in again]
 
 
+def quiet_left(run: OpenRun, now: datetime, heartbeat_s: float) -> float:
+    """Seconds until `run` has been quiet for `QUIET_HEARTBEATS` heartbeats (0: it has)."""
+    quiet = timedelta(seconds=QUIET_HEARTBEATS * heartbeat_s)
+    return max(0.0, (run.last_at + quiet - now).total_seconds())
+
+
+def still_silent(before: Iterable[OpenRun], after: Iterable[OpenRun]) -> list[OpenRun]:
+    """Of the runs open in a first read (`before`), those a later read (`after`) shows open and with no
+    event since: ended meanwhile or still writing, a run has a runner."""
+    now_open = {run.root_run_id: run for run in after}
+    return [
+        now_open[run.root_run_id]
+        for run in before
+        if run.root_run_id in now_open and now_open[run.root_run_id].max_seq == run.max_seq
+    ]
+
+
 def _apply(run: OpenRun, event: ev.RunEvent) -> None:
+    if not isinstance(event, ev.ToolHeartbeat):  # the executor's: a call outliving its runner writes them
+        run.last_at = max(run.last_at, event.ts)
     run.max_seq = max(run.max_seq, event.seq)
     run.epoch = max(run.epoch, event.epoch)
     match event:

@@ -8,7 +8,16 @@ from typing import Any
 from agentstream import contracts as ev
 from agentstream.contracts import ReplyTarget, StepType, utcnow
 from agentstream_runner.app import runs_to_run
-from agentstream_runner.orphans import lost_ending, open_runs, orphaned, quiet_left, resumes_begun, still_silent, taken
+from agentstream_runner.orphans import (
+    lost_ending,
+    open_runs,
+    orphaned,
+    quiet_left,
+    resumes_begun,
+    runs_kept,
+    still_silent,
+    taken,
+)
 
 KEY = "web:c1"
 TARGET = ReplyTarget(platform="web", chat_id="c1")
@@ -176,3 +185,12 @@ def test_only_runs_that_wrote_nothing_since_and_are_still_open_are_silent() -> N
     assert [run.root_run_id for run in still_silent(before, after)] == ["quiet"]
     # a run gone from the later read (persistence committed past its ending) is not silent either
     assert still_silent(before, []) == []
+
+
+def test_a_run_started_here_is_kept_even_when_its_start_is_read_again_and_found_taken() -> None:
+    # "held" runs here (its run.started published again on a restarted broker's new cluster, and
+    # ingress sent its StartRun again); "waiting" was read again and waits on the scan, not started;
+    # "resumed" had its resume begun elsewhere; "plain" just runs here.
+    active = {"held", "waiting", "resumed", "plain"}
+    kept = runs_kept(active, started_here={"held", "plain"}, taken_again={"held", "waiting"}, resumes_ended={"resumed"})
+    assert kept == {"held", "plain"}

@@ -49,6 +49,7 @@ from agentstream_runner.orphans import (
     orphaned,
     quiet_left,
     resumes_begun,
+    runs_kept,
     still_silent,
     taken,
 )
@@ -305,8 +306,9 @@ class AgentRunnerService:
                     # runs: after a restarted embedded broker the consumers join the new cluster while
                     # the runs of the old one go on here.
                     found.update(starts & taken(events))
-                    begun = resumes_begun(events, resumes - {s.root_run_id for s in self.conversations.started_runs()})
-                    running = self.conversations.active_runs() - found - begun.keys()
+                    started_here = {s.root_run_id for s in self.conversations.started_runs()}
+                    begun = resumes_begun(events, resumes - started_here)
+                    running = runs_kept(self.conversations.active_runs(), started_here, found, begun)
                     orphans = orphaned(events, [*(resumes - begun.keys()), *running])
                     for run_id, ended_at in begun.items():
                         self.launcher.taken_runs.resume_began(run_id, ended_at)

@@ -133,6 +133,18 @@ def still_silent(before: Iterable[OpenRun], after: Iterable[OpenRun]) -> list[Op
     ]
 
 
+def runs_kept(
+    active: set[str], started_here: set[str], taken_again: set[str], resumes_ended: Iterable[str]
+) -> set[str]:
+    """The runs this runner runs itself, which its scan must not end: every active run but one whose
+    StartRun was read again and found taken (`taken`) before it started here (it waits on the scan,
+    and will start nothing), or whose ResumeRun read again found its resume begun (`resumes_begun`:
+    that resume is ended). A run started here stays, even when its StartRun comes again: after a
+    restarted embedded broker ingress sends the start of every run not yet ended again, and this
+    runner published the run's `run.started` again on the new cluster, so the scan finds it taken."""
+    return active - (taken_again - started_here) - set(resumes_ended)
+
+
 def _apply(run: OpenRun, event: ev.RunEvent) -> None:
     if not isinstance(event, ev.ToolHeartbeat):  # the executor's: a call outliving its runner writes them
         run.last_at = max(run.last_at, event.ts)

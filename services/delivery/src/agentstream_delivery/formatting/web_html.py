@@ -38,7 +38,7 @@ def _link_open(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: 
     return str(self.renderToken([shown], 0, options, env))  # inline: nothing around it is looked at
 
 
-class _WebMarkdown(MarkdownIt):
+class _WebMarkdown(tree.LinkMemoMarkdown):
     def validateLink(self, url: str) -> bool:  # noqa: N802 (markdown-it's name)
         return openable(url.strip())  # relative and script links stay text
 

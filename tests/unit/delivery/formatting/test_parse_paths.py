@@ -8,17 +8,24 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 from markdown_it.common import normalize_url
 
+from agentstream.config import TextFormat
+from agentstream_delivery.formatting import STYLES
 from agentstream_delivery.formatting.tree import (
     PLAIN_URL,
+    Writer,
     inline_tokens,
+    join_blocks,
+    nest,
     normalized_link,
     parsed_inline_tokens,
     parser,
     parser_without_references,
 )
-from agentstream_delivery.formatting.web_html import web_parser_without_references
+from agentstream_delivery.formatting.web_html import html_blocks, render_html, web_parser_without_references
+from tests.unit.delivery.formatting.test_incremental import markdown
 
 # Every character an inline rule starts at, beside words, spaces, line ends and characters beyond ASCII.
 INLINE_ALPHABET = "ab Z09 .,;?()'\"/\n\t\u00a0é😀👍🏽" + "!#$%&*+-:<=>@[\\]^_`{|}~"
@@ -56,3 +63,23 @@ def test_a_plain_link_target_is_one_markdown_it_writes_back_as_it_is(url: str) -
 def test_a_link_target_is_normalized_as_markdown_it_normalizes_it(url: str) -> None:
     normalized_link.cache_clear()
     assert normalized_link(url) == normalize_url.normalizeLink(url) == normalized_link(url)
+
+
+STOCK = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(["strikethrough", "table"])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(markdown)
+@example("# Step 1\n\nThe **fastest** way is _usually_ `sort -u` (see [the manual](https://man7.org/sort.1)).\n")
+@example("**x** [a](https://x.org)\n\n# **x** [a](https://x.org)\n")  # one run inside two sets of wraps
+def test_every_markup_is_written_as_from_markdown_its_own_parse(text: str) -> None:
+    """The inline runs cached by their text (their tokens, tree and writing per style and wraps) and the link
+    targets normalized once write what a stock markdown-it parse walked afresh writes, each time."""
+    stock = nest(STOCK.parse(text))
+    for fmt, style in STYLES.items():
+        expected = join_blocks([Writer(style()).block(node) for node in stock])
+        for _ in range(2):  # the second from what the first cached
+            assert Writer(style()).render(text) == expected, (fmt, text)
+    whole = render_html(text)  # the page's parser with references: no cached runs
+    for _ in range(2):
+        assert "".join(b.text for b in html_blocks(text)).rstrip("\n") == whole, (TextFormat.HTML, text)

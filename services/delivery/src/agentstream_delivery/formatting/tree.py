@@ -60,7 +60,7 @@ class Run(list[Token]):
     def __init__(self, tokens: list[Token]) -> None:
         super().__init__(tokens)
         self.nodes: list[Node] | None = None
-        self.written: dict[tuple[type[Style], tuple[str, ...]], str] = {}
+        self.written: dict[tuple[type, tuple[str, ...]], str] = {}  # by (writer's style or renderer, open wraps)
 
 
 @lru_cache(maxsize=2048)

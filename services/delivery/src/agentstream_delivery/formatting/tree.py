@@ -69,7 +69,7 @@ def inline_tokens(md: MarkdownIt, content: str) -> Run:
 
     A run with none of the characters an inline rule starts at (`md.inline.terminator_re`: every rule but the
     text rule's needs one, and the text rule stops only at one) is one text token, as markdown-it makes it,
-    without running the rules (half a frame's runs: a heading's words, a list item's; `parsed_inline_tokens`
+    without running the rules (a third of a stream's runs: a heading's words, a list item's; `parsed_inline_tokens`
     is the rules' answer, and a property test compares both)."""
     if md.inline.terminator_re.search(content) is None:
         return Run([Token("text", "", 0, content=content)] if content else [])

@@ -349,8 +349,10 @@ class _KeptSize:
 _kept_size = _KeptSize()
 
 
+@lru_cache(maxsize=32)
 def measurer(unit: Measure, fmt: TextFormat) -> Measure:
-    """How splitting measures Markdown for a platform whose texts are `fmt` and counted in `unit`."""
+    """How splitting measures Markdown for a platform whose texts are `fmt` and counted in `unit` (one per pair:
+    every length check asks for it)."""
     return unit if fmt is TextFormat.MARKDOWN else RenderedMeasure(unit, fmt)
 
 

@@ -262,7 +262,8 @@ def _closed(tail: str, rendered: list[Block], offset: int, count: int) -> list[M
         end = block.end
         if block.ended_by_blank and end is not None and blank(end):
             at = offset + starts[end + 1]  # the blank line's end: what follows parses on its own
-            marks.setdefault(count + j + 1, Mark(start=at, witness=at, count=count + j + 1))
+            if count + j + 1 not in marks:
+                marks[count + j + 1] = Mark(start=at, witness=at, count=count + j + 1)
         first = block.first
         if j == 0:
             continue
@@ -270,7 +271,8 @@ def _closed(tail: str, rendered: list[Block], offset: int, count: int) -> list[M
             break  # where it begins is not known, or its first line is still being written
         if blank(first - 1):  # else no blank line before it: the previous block could still take this line
             start = offset + starts[first]
-            marks.setdefault(count + j, Mark(start=start, witness=offset + starts[first + 1], count=count + j))
+            if count + j not in marks:
+                marks[count + j] = Mark(start=start, witness=offset + starts[first + 1], count=count + j)
     return sorted(marks.values(), key=lambda m: m.count)
 
 

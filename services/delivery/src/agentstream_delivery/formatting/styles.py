@@ -14,8 +14,9 @@ import re
 from agentstream_delivery.formatting.tree import RULE, Style, readable_url
 
 LINK_SCHEMES = ("http://", "https://", "mailto:", "tg://")
-_DISCORD_SPECIAL = re.compile(r"([\\*_~`|<>\[\]()])")
-_DISCORD_LINE_START = re.compile(r"^([#>+-])")
+_DISCORD_SPECIAL = "\\*_~`|<>[]()"  # backslashed wherever they are
+_DISCORD_BACKSLASHED = str.maketrans({ch: "\\" + ch for ch in _DISCORD_SPECIAL})
+_DISCORD_BLOCK_STARTS = ("#", ">", "+", "-")  # backslashed at the text's start
 _DISCORD_ESCAPED = re.compile(r"[\\*_~`|<>\[\]()]|^[#>+-]")  # what either of the two above would escape
 _BARE_URL = re.compile(r"(https?://[^\s<>\\`]+)")
 _TELEGRAM_TAGS = {"strong": "b", "em": "i", "s": "s"}
@@ -111,10 +112,13 @@ class DiscordMarkdownStyle(Style):
         if _DISCORD_ESCAPED.search(s) is None:  # most runs of words: nothing to escape, no URL to look for
             return s
         # Discord links bare URLs itself: a backslash in one would break it, so they stay as written.
-        parts = _BARE_URL.split(s)
-        out = "".join(p if i % 2 else _DISCORD_SPECIAL.sub(r"\\\1", p) for i, p in enumerate(parts))
+        if "http" not in s:  # no bare URL (`_BARE_URL` starts with it)
+            out = s.translate(_DISCORD_BACKSLASHED)
+        else:
+            parts = _BARE_URL.split(s)
+            out = "".join(p if i % 2 else p.translate(_DISCORD_BACKSLASHED) for i, p in enumerate(parts))
         # A fragment may start a line: a leading `#`, `-`, `+` or `>` would start a block there.
-        return _DISCORD_LINE_START.sub(r"\\\1", out)
+        return "\\" + out if out[:1] in _DISCORD_BLOCK_STARTS else out
 
     def wrap(self, kind: str, inner: str) -> str:
         mark = _DISCORD_MARKS[kind]

@@ -14,12 +14,14 @@ from functools import lru_cache
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
 
 from agentstream_delivery.formatting import tree
 from agentstream_delivery.formatting.incremental import Block
 from agentstream_delivery.formatting.styles import openable
-from agentstream_delivery.formatting.tree import cached_inline
+from agentstream_delivery.formatting.tree import Run, cached_inline
 
 
 def _image_as_link(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
@@ -38,13 +40,30 @@ def _link_open(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: 
     return str(self.renderToken([shown], 0, options, env))  # inline: nothing around it is looked at
 
 
-class _WebMarkdown(MarkdownIt):
+class _WebRenderer(RendererHTML):
+    """markdown-it's HTML renderer; an inline run whose tokens depend on its text alone (`tree.Run`) is written
+    once (a stream's frames render the block being written again). Every web parser has the same rules."""
+
+    def renderInline(self, tokens: Sequence[Token], options: OptionsDict, env: EnvType) -> str:  # noqa: N802
+        if not isinstance(tokens, Run):
+            return super().renderInline(tokens, options, env)
+        written = tokens.written.get(_WEB_KEY)
+        if written is None:
+            written = tokens.written[_WEB_KEY] = super().renderInline(tokens, options, env)
+        return written
+
+
+_WEB_KEY = (_WebRenderer, ())
+
+
+class _WebMarkdown(tree.LinkMemoMarkdown):
     def validateLink(self, url: str) -> bool:  # noqa: N802 (markdown-it's name)
         return openable(url.strip())  # relative and script links stay text
 
 
 def _web_markdown() -> MarkdownIt:
-    md = _WebMarkdown("commonmark", {"html": False, "breaks": True}).enable(["strikethrough", "table"])
+    md = _WebMarkdown("commonmark", {"html": False, "breaks": True}, renderer_cls=_WebRenderer)
+    md.enable(["strikethrough", "table"])
     md.add_render_rule("image", _image_as_link)
     md.add_render_rule("link_open", _link_open)
     return md

@@ -1,0 +1,85 @@
+"""The parse's short cuts give markdown-it's own answer (docs/delivery.md, "Formatting cost").
+
+Each one skips work markdown-it would do for a text it can tell in advance how markdown-it
+reads; each is compared here with what markdown-it does, on generated text.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+from markdown_it.common import normalize_url
+
+from agentstream.config import TextFormat
+from agentstream_delivery.formatting import STYLES
+from agentstream_delivery.formatting.tree import (
+    PLAIN_URL,
+    Writer,
+    inline_tokens,
+    join_blocks,
+    nest,
+    normalized_link,
+    parsed_inline_tokens,
+    parser,
+    parser_without_references,
+)
+from agentstream_delivery.formatting.web_html import html_blocks, render_html, web_parser_without_references
+from tests.unit.delivery.formatting.test_incremental import markdown
+
+# Every character an inline rule starts at, beside words, spaces, line ends and characters beyond ASCII.
+INLINE_ALPHABET = "ab Z09 .,;?()'\"/\n\t\u00a0é😀👍🏽" + "!#$%&*+-:<=>@[\\]^_`{|}~"
+
+
+def as_dicts(md_tokens: list[object]) -> list[dict[str, object]]:
+    return [t.as_dict() for t in md_tokens]  # type: ignore[attr-defined]
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.text(alphabet=INLINE_ALPHABET, max_size=40) | st.text(max_size=20))
+@example("")
+@example("Step 1")
+@example("handles 👍🏽 and 🇩🇪")
+@example("two  \nlines")  # a line end is a rule's: never the short cut
+def test_an_inline_run_is_tokenized_as_markdown_it_tokenizes_it(content: str) -> None:
+    for md in (parser_without_references(), parser(), web_parser_without_references()):
+        inline_tokens.cache_clear()
+        assert as_dicts(inline_tokens(md, content)) == as_dicts(parsed_inline_tokens(md, content)), content
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.from_regex(PLAIN_URL, fullmatch=True))
+@example("https://man7.org/sort.1")
+@example("http://EXAMPLE.com/a/b?x=1&y=2#frag")
+def test_a_plain_link_target_is_one_markdown_it_writes_back_as_it_is(url: str) -> None:
+    assert normalize_url.normalizeLink(url) == url
+
+
+@settings(max_examples=800, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.text(alphabet="htps:/.%xn-é😀AZaz09?#&=[]()@ ", max_size=30) | st.from_regex(PLAIN_URL, fullmatch=True))
+@example("https://xn--d1acufc.xn--p1ai/%D0%B0")
+@example("https://пример.рф/путь")
+@example("https://x:0:1")
+def test_a_link_target_is_normalized_as_markdown_it_normalizes_it(url: str) -> None:
+    normalized_link.cache_clear()
+    assert normalized_link(url) == normalize_url.normalizeLink(url) == normalized_link(url)
+
+
+STOCK = MarkdownIt("commonmark", {"html": False, "breaks": True}).enable(["strikethrough", "table"])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(markdown)
+@example("# Step 1\n\nThe **fastest** way is _usually_ `sort -u` (see [the manual](https://man7.org/sort.1)).\n")
+@example("**x** [a](https://x.org)\n\n# **x** [a](https://x.org)\n")  # one run inside two sets of wraps
+def test_every_markup_is_written_as_from_markdown_its_own_parse(text: str) -> None:
+    """The inline runs cached by their text (their tokens, tree and writing per style and wraps) and the link
+    targets normalized once write what a stock markdown-it parse walked afresh writes, each time."""
+    stock = nest(STOCK.parse(text))
+    for fmt, style in STYLES.items():
+        expected = join_blocks([Writer(style()).block(node) for node in stock])
+        for _ in range(2):  # the second from what the first cached
+            assert Writer(style()).render(text) == expected, (fmt, text)
+    whole = render_html(text)  # the page's parser with references: no cached runs
+    for _ in range(2):
+        assert "".join(b.text for b in html_blocks(text)).rstrip("\n") == whole, (TextFormat.HTML, text)

@@ -197,7 +197,10 @@ class RenderedMeasure:
 
     def fits(self, text: str, room: int) -> bool:
         """`self(text) <= room`, from a bound when it settles it (`bound`: a web page's 100,000 characters hold a
-        long answer's any rendering), else from a render."""
+        long answer's any rendering), else from a render. The whole text's own growth is tried first where it can
+        settle the check (the growth factor times its characters fits `room`): it needs no look for kept blocks."""
+        if GROWTH[self.fmt][0] * len(text) <= room and proportional(text) and self._growth(text) <= room:
+            return True
         return self.bound(text, room) <= room or self(text) <= room
 
     def bound(self, text: str, room: int | None = None) -> int:

@@ -63,6 +63,15 @@ class Run(list[Token]):
         self.written: dict[tuple[type, tuple[str, ...]], str] = {}  # by (writer's style or renderer, open wraps)
 
 
+_WRITTEN_KEYS: dict[tuple[type, tuple[str, ...]], tuple[type, tuple[str, ...]]] = {}
+
+
+def written_key(writer: type, wraps: tuple[str, ...]) -> tuple[type, tuple[str, ...]]:
+    """The one key object of `Run.written` for a style (or renderer) inside a set of open wraps: every cached run
+    shares it, instead of keeping a tuple of its own for the garbage collector to walk (docs/delivery.md)."""
+    return _WRITTEN_KEYS.setdefault((writer, wraps), (writer, wraps))
+
+
 @lru_cache(maxsize=2048)
 def inline_tokens(md: MarkdownIt, content: str) -> Run:
     """The inline tokens of `content` as markdown-it's `inline` and `text_join` rules leave them (read only).
@@ -285,7 +294,7 @@ class Writer:
     def inline(self, node: Node) -> str:
         match node.type:
             case "inline" if node.run is not None:
-                key = (type(self.style), tuple(self._open))
+                key = written_key(type(self.style), tuple(self._open))
                 written = node.run.written.get(key)
                 if written is None:
                     written = node.run.written[key] = self.inlines(node)

@@ -21,7 +21,7 @@ from markdown_it.utils import EnvType, OptionsDict
 from agentstream_delivery.formatting import tree
 from agentstream_delivery.formatting.incremental import Block
 from agentstream_delivery.formatting.styles import openable
-from agentstream_delivery.formatting.tree import Run, cached_inline
+from agentstream_delivery.formatting.tree import Run, cached_inline, written_key
 
 
 def _image_as_link(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
@@ -68,7 +68,7 @@ class _WebRenderer(RendererHTML):
         return written
 
 
-_WEB_KEY = (_WebRenderer, ())
+_WEB_KEY = written_key(_WebRenderer, ())
 
 
 class _WebMarkdown(tree.LinkMemoMarkdown):

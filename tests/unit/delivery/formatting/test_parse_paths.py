@@ -19,6 +19,7 @@ from agentstream.config import TextFormat
 from agentstream_delivery.formatting import STYLES
 from agentstream_delivery.formatting.tree import (
     PLAIN_URL,
+    InlineRuns,
     Writer,
     inline_tokens,
     join_blocks,
@@ -125,3 +126,15 @@ def test_the_pages_link_tag_is_what_markdown_it_writes_for_a_copy_of_the_token(t
     markdown-it's `renderToken` writes of a copy with the page's attributes added."""
     assert _web_markdown().render(text) == COPYING.render(text), text
     assert render_html(text) == COPYING.render(text).rstrip("\n"), text
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(st.sampled_from(["a", "**a**", "`x`", "[a](https://x.org)", "", "b *c*"]), max_size=12), st.integers(1, 3)
+)
+def test_remembered_runs_are_the_parsers_own_whatever_was_forgotten(contents: list[str], max_runs: int) -> None:
+    runs = InlineRuns(max_runs)
+    for content in contents:
+        for md in (parser_without_references(), web_parser_without_references()):
+            expected = as_dicts(parsed_inline_tokens(md, content))
+            assert as_dicts(runs(md, content)) == expected == as_dicts(runs(md, content)), content

@@ -72,8 +72,7 @@ def written_key(writer: type, wraps: tuple[str, ...]) -> tuple[type, tuple[str, 
     return _WRITTEN_KEYS.setdefault((writer, wraps), (writer, wraps))
 
 
-@lru_cache(maxsize=2048)
-def inline_tokens(md: MarkdownIt, content: str) -> Run:
+def run_of(md: MarkdownIt, content: str) -> Run:
     """The inline tokens of `content` as markdown-it's `inline` and `text_join` rules leave them (read only).
 
     A run with none of the characters an inline rule starts at (`md.inline.terminator_re`: every rule but the
@@ -83,6 +82,33 @@ def inline_tokens(md: MarkdownIt, content: str) -> Run:
     if md.inline.terminator_re.search(content) is None:
         return Run([Token("text", "", 0, content=content)] if content else [])
     return Run(parsed_inline_tokens(md, content))
+
+
+class InlineRuns:
+    """`run_of`, remembered per parser for the last `max_runs` runs (first in, first out), by their text alone: in
+    a plain dict, not an `lru_cache`, whose key tuple and entry per run were two more objects for the garbage
+    collector to walk for as long as the run is kept. Which runs are remembered never changes a result."""
+
+    def __init__(self, max_runs: int = 2048) -> None:
+        self.max_runs = max_runs
+        self._runs: dict[MarkdownIt, dict[str, Run]] = {}
+
+    def cache_clear(self) -> None:
+        self._runs.clear()
+
+    def __call__(self, md: MarkdownIt, content: str) -> Run:
+        known = self._runs.get(md)
+        if known is None:
+            known = self._runs[md] = {}
+        run = known.get(content)
+        if run is None:
+            run = known[content] = run_of(md, content)
+            if len(known) > self.max_runs:
+                del known[next(iter(known))]
+        return run
+
+
+inline_tokens = InlineRuns()
 
 
 def parsed_inline_tokens(md: MarkdownIt, content: str) -> list[Token]:

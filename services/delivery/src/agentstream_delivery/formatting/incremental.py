@@ -71,7 +71,7 @@ CHAINS_PER_HEAD = 2  # texts that begin alike (the same canned opening) each kee
 class Mark(NamedTuple):
     """A closed boundary: the blocks before `start` never change while the text keeps `source[:witness]`.
 
-    A tuple of ints: made for every boundary a frame's tail closes, and left alone by the garbage collector."""
+    A named tuple: made for every boundary a frame's tail closes, cheaper to make than a frozen dataclass."""
 
     start: int  # where the next top-level block begins
     witness: int  # the end of that block's first line (its newline included)

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from agentstream.config import TextFormat
 from agentstream_delivery.formatting import (
     STYLES,
+    _PartFacts,
+    part_facts,
     render,
     render_kept,
     render_pair_kept,
@@ -25,9 +27,10 @@ from agentstream_delivery.formatting import (
 )
 from agentstream_delivery.formatting.incremental import BlockMemo
 from agentstream_delivery.formatting.streaming import close_dangling
-from agentstream_delivery.formatting.tree import Writer
+from agentstream_delivery.formatting.tree import Writer, inline_tokens, parser_without_references
 from agentstream_delivery.formatting.web_html import html_blocks
 from agentstream_delivery.render import CURSOR
+from agentstream_delivery.splitting import MEASURES
 from tests.unit.delivery.formatting.test_frames import PIECES
 
 MARKUPS = [f for f in TextFormat if f is not TextFormat.MARKDOWN]
@@ -142,3 +145,29 @@ def test_whether_a_rendering_shows_anything_is_told_without_unescaping_it(text: 
     for fmt in MARKUPS:
         for out in (Writer(STYLES[fmt]()).render(text) if fmt in STYLES else render_whole(text, fmt), " \n", ""):
             assert shows_something(out, fmt) == bool(shown_text(out, fmt).strip()), (fmt, out)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["", "a", "<b>x</b>", "&amp;", "😀", " \n", "<i></i>"]), st.sampled_from(MARKUPS)),
+        max_size=30,
+    ),
+    st.integers(1, 4),
+)
+def test_the_facts_of_measured_blocks_are_what_measuring_them_says_whatever_was_forgotten(
+    queries: list[tuple[str, TextFormat]], max_parts: int
+) -> None:
+    facts = _PartFacts(max_parts)
+    for part, fmt in queries:
+        for unit in MEASURES.values():
+            assert facts(part, fmt, unit) == part_facts(part, fmt, unit) == facts(part, fmt, unit), (part, fmt)
+
+
+def test_every_cached_run_shares_the_key_of_its_writing_per_style_and_wraps() -> None:
+    # A key per run was a tuple more for the garbage collector to walk for as long as the run is cached.
+    Writer(STYLES[TextFormat.SLACK_MRKDWN]()).render("**a `x`** and *b*\n\n**c `y`** and *d*\n")
+    runs = [inline_tokens(parser_without_references(), f"**{w} `{c}`** and *{e}*") for w, c, e in ("axb", "cyd")]
+    keys = [list(run.written) for run in runs]
+    assert keys[0] and len(keys[0]) == len(keys[1])
+    assert all(a is b for a, b in zip(keys[0], keys[1], strict=True))

@@ -6,15 +6,20 @@ reads; each is compared here with what markdown-it does, on generated text.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.common import normalize_url
+from markdown_it.token import Token
 
 from agentstream.config import TextFormat
 from agentstream_delivery.formatting import STYLES
 from agentstream_delivery.formatting.tree import (
     PLAIN_URL,
+    InlineRuns,
     Writer,
     inline_tokens,
     join_blocks,
@@ -24,7 +29,15 @@ from agentstream_delivery.formatting.tree import (
     parser,
     parser_without_references,
 )
-from agentstream_delivery.formatting.web_html import html_blocks, render_html, web_parser_without_references
+from agentstream_delivery.formatting.web_html import (
+    _image_as_link,
+    _web_markdown,
+    _WebMarkdown,
+    _WebRenderer,
+    html_blocks,
+    render_html,
+    web_parser_without_references,
+)
 from tests.unit.delivery.formatting.test_incremental import markdown
 
 # Every character an inline rule starts at, beside words, spaces, line ends and characters beyond ASCII.
@@ -83,3 +96,45 @@ def test_every_markup_is_written_as_from_markdown_its_own_parse(text: str) -> No
     whole = render_html(text)  # the page's parser with references: no cached runs
     for _ in range(2):
         assert "".join(b.text for b in html_blocks(text)).rstrip("\n") == whole, (TextFormat.HTML, text)
+
+
+def _link_open_of_a_copy(self: Any, tokens: Sequence[Token], idx: int, options: Any, env: Any) -> str:
+    """The page's link tag as markdown-it writes a copy of the token with the page's attributes added."""
+    token = tokens[idx]
+    shown = token.copy(attrs={**token.attrs, "rel": "noopener noreferrer", "target": "_blank"})
+    return str(self.renderToken([shown], 0, options, env))
+
+
+COPYING = _WebMarkdown("commonmark", {"html": False, "breaks": True}, renderer_cls=_WebRenderer)
+COPYING.enable(["strikethrough", "table"])
+COPYING.add_render_rule("image", _image_as_link)
+COPYING.add_render_rule("link_open", _link_open_of_a_copy)
+LINK = st.builds(
+    "[{}]({}{})".format,
+    st.text(alphabet="ab *_`&<>\"'", max_size=8),
+    st.sampled_from(["https://", "http://", "mailto:", "tg://", "ftp://", "javascript:", ""]),
+    st.text(alphabet="ab.&<>\"'%/?=#()é😀 ", max_size=16),
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(LINK | markdown, min_size=1, max_size=4).map(" ".join))
+@example('[a "b" & <c>](https://x.org/?q="1"&r=<2>)')
+@example('see <https://x.org/a&b> and [x](https://x.org "a title")')
+def test_the_pages_link_tag_is_what_markdown_it_writes_for_a_copy_of_the_token(text: str) -> None:
+    """The page's link tag is written without copying the token (`web_html._link_open`): byte for byte what
+    markdown-it's `renderToken` writes of a copy with the page's attributes added."""
+    assert _web_markdown().render(text) == COPYING.render(text), text
+    assert render_html(text) == COPYING.render(text).rstrip("\n"), text
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.lists(st.sampled_from(["a", "**a**", "`x`", "[a](https://x.org)", "", "b *c*"]), max_size=12), st.integers(1, 3)
+)
+def test_remembered_runs_are_the_parsers_own_whatever_was_forgotten(contents: list[str], max_runs: int) -> None:
+    runs = InlineRuns(max_runs)
+    for content in contents:
+        for md in (parser_without_references(), web_parser_without_references()):
+            expected = as_dicts(parsed_inline_tokens(md, content))
+            assert as_dicts(runs(md, content)) == expected == as_dicts(runs(md, content)), content

@@ -197,7 +197,10 @@ class RenderedMeasure:
 
     def fits(self, text: str, room: int) -> bool:
         """`self(text) <= room`, from a bound when it settles it (`bound`: a web page's 100,000 characters hold a
-        long answer's any rendering), else from a render."""
+        long answer's any rendering), else from a render. The whole text's own growth is tried first where it can
+        settle the check (the growth factor times its characters fits `room`): it needs no look for kept blocks."""
+        if GROWTH[self.fmt][0] * len(text) <= room and proportional(text) and self._growth(text) <= room:
+            return True
         return self.bound(text, room) <= room or self(text) <= room
 
     def bound(self, text: str, room: int | None = None) -> int:
@@ -274,10 +277,38 @@ def _joined_size(parts: Sequence[str], fmt: TextFormat, unit: Measure) -> int | 
     return _prefix_sizes(parts, fmt, unit)[-1]
 
 
-@lru_cache(maxsize=4096)
-def _part_facts(part: str, fmt: TextFormat, unit: Measure) -> tuple[int, bool]:
+def part_facts(part: str, fmt: TextFormat, unit: Measure) -> tuple[int, bool]:
     """A rendered block's size as shown, and whether it shows anything."""
     return unit(shown_text(part, fmt)), shows_something(part, fmt)
+
+
+class _PartFacts:
+    """`part_facts`, remembered per markup and unit for the last `max_parts` blocks measured (first in, first out):
+    a growing text's closed blocks are measured once. Kept in plain dicts of strings and pairs of ints, which the
+    garbage collector stops walking, not in an `lru_cache` (two objects to walk per block for as long as it is
+    kept: the collector's full passes, paid for every object kept, cost a chat's stream more than the memo saves).
+    Which facts are remembered never changes a result, only its cost."""
+
+    def __init__(self, max_parts: int = 4096) -> None:
+        self.max_parts = max_parts
+        self._facts: dict[tuple[TextFormat, Measure], dict[str, tuple[int, bool]]] = {}
+
+    def cache_clear(self) -> None:
+        self._facts.clear()
+
+    def __call__(self, part: str, fmt: TextFormat, unit: Measure) -> tuple[int, bool]:
+        known = self._facts.get((fmt, unit))
+        if known is None:
+            known = self._facts[fmt, unit] = {}
+        facts = known.get(part)
+        if facts is None:
+            facts = known[part] = part_facts(part, fmt, unit)
+            if len(known) > self.max_parts:
+                del known[next(iter(known))]
+        return facts
+
+
+_part_facts = _PartFacts()
 
 
 def _prefix_sizes(parts: Sequence[str], fmt: TextFormat, unit: Measure) -> list[int | None]:

@@ -11,7 +11,7 @@ Lists, quotes, rules and tables are laid out here, the same on every platform.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import mdurl
@@ -63,8 +63,16 @@ class Run(list[Token]):
         self.written: dict[tuple[type, tuple[str, ...]], str] = {}  # by (writer's style or renderer, open wraps)
 
 
-@lru_cache(maxsize=2048)
-def inline_tokens(md: MarkdownIt, content: str) -> Run:
+_WRITTEN_KEYS: dict[tuple[type, tuple[str, ...]], tuple[type, tuple[str, ...]]] = {}
+
+
+def written_key(writer: type, wraps: tuple[str, ...]) -> tuple[type, tuple[str, ...]]:
+    """The one key object of `Run.written` for a style (or renderer) inside a set of open wraps: every cached run
+    shares it, instead of keeping a tuple of its own for the garbage collector to walk (docs/delivery.md)."""
+    return _WRITTEN_KEYS.setdefault((writer, wraps), (writer, wraps))
+
+
+def run_of(md: MarkdownIt, content: str) -> Run:
     """The inline tokens of `content` as markdown-it's `inline` and `text_join` rules leave them (read only).
 
     A run with none of the characters an inline rule starts at (`md.inline.terminator_re`: every rule but the
@@ -74,6 +82,33 @@ def inline_tokens(md: MarkdownIt, content: str) -> Run:
     if md.inline.terminator_re.search(content) is None:
         return Run([Token("text", "", 0, content=content)] if content else [])
     return Run(parsed_inline_tokens(md, content))
+
+
+class InlineRuns:
+    """`run_of`, remembered per parser for the last `max_runs` runs (first in, first out), by their text alone: in
+    a plain dict, not an `lru_cache`, whose key tuple and entry per run were two more objects for the garbage
+    collector to walk for as long as the run is kept. Which runs are remembered never changes a result."""
+
+    def __init__(self, max_runs: int = 2048) -> None:
+        self.max_runs = max_runs
+        self._runs: dict[MarkdownIt, dict[str, Run]] = {}
+
+    def cache_clear(self) -> None:
+        self._runs.clear()
+
+    def __call__(self, md: MarkdownIt, content: str) -> Run:
+        known = self._runs.get(md)
+        if known is None:
+            known = self._runs[md] = {}
+        run = known.get(content)
+        if run is None:
+            run = known[content] = run_of(md, content)
+            if len(known) > self.max_runs:
+                del known[next(iter(known))]
+        return run
+
+
+inline_tokens = InlineRuns()
 
 
 def parsed_inline_tokens(md: MarkdownIt, content: str) -> list[Token]:
@@ -121,7 +156,7 @@ class Node:
 
     __slots__ = ("attrs", "children", "content", "hidden", "info", "map", "run", "tag", "type")
 
-    def __init__(self, token: Token, type_: str, content: str) -> None:
+    def __init__(self, token: Token, type_: str, content: str, children: Sequence[Node] = ()) -> None:
         self.run: Run | None = None  # an inline run's cached tokens (`Run`), which its children are the tree of
         self.type = type_
         self.tag = token.tag
@@ -130,7 +165,9 @@ class Node:
         self.info = token.info
         self.content = content
         self.hidden = token.hidden
-        self.children: list[Node] = []
+        # Read only once nested. A leaf (most inline nodes) shares the empty tuple: a list each was a quarter of the
+        # objects a chat's stream keeps in its caches, all of them for the garbage collector to walk.
+        self.children: Sequence[Node] = children
 
 
 def nest(tokens: list[Token]) -> list[Node]:
@@ -139,9 +176,10 @@ def nest(tokens: list[Token]) -> list[Node]:
     stack = [top]
     for token in tokens:
         if token.nesting == 1:
-            node = Node(token, token.type.removesuffix("_open"), token.content)
+            inner: list[Node] = []
+            node = Node(token, token.type.removesuffix("_open"), token.content, inner)
             stack[-1].append(node)
-            stack.append(node.children)
+            stack.append(inner)
         elif token.nesting == -1:
             if len(stack) > 1:
                 stack.pop()
@@ -282,7 +320,7 @@ class Writer:
     def inline(self, node: Node) -> str:
         match node.type:
             case "inline" if node.run is not None:
-                key = (type(self.style), tuple(self._open))
+                key = written_key(type(self.style), tuple(self._open))
                 written = node.run.written.get(key)
                 if written is None:
                     written = node.run.written[key] = self.inlines(node)

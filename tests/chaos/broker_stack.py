@@ -30,6 +30,7 @@ class Stack:
         self.workdir = workdir
         self.ports = {name: free_port() for name in services}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.sizes_at_stop: dict[str, int] = {}
 
     def log(self, name: str) -> Path:
         return self.workdir / f"{name}.log"
@@ -89,6 +90,7 @@ class Stack:
         30 s (then killed). A service's stop is bounded at 10 s by its own timeouts: 30 s is only
         how long the test waits for that, generous for a loaded machine."""
         t0 = time.monotonic()
+        self.sizes_at_stop = self.log_sizes()
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.terminate()
@@ -100,6 +102,14 @@ class Stack:
         for proc in self.procs.values():
             stop(proc, timeout=1)
         return codes
+
+    def stop_logs(self, codes: dict[str, int | None]) -> str:
+        """What each service that did not stop by itself logged after its SIGTERM: why it hung."""
+        return "\n".join(
+            f"--- {name} after SIGTERM:\n" + self.log(name).read_bytes()[self.sizes_at_stop[name] :].decode()[-6000:]
+            for name, code in codes.items()
+            if code is None
+        )
 
 
 async def post(http: httpx.AsyncClient, ingress_url: str, chat: str, message_id: str | None = None) -> httpx.Response:

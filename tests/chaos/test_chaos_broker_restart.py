@@ -243,7 +243,7 @@ async def test_broker_killed_and_restarted_mid_traffic(tmp_path):
         broker.stop()
         held.release.set()
         await held.stop()
-    assert None not in stopped.values(), stopped  # each service stopped by itself on SIGTERM
+    assert None not in stopped.values(), (stopped, stack.stop_logs(stopped))  # each stopped by itself on SIGTERM
 
 
 async def test_sigterm_while_broker_down_exits_by_itself(tmp_path):

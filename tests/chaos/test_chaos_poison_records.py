@@ -176,4 +176,4 @@ async def test_poison_records_dead_lettered_while_ingress_is_killed(kafka_bootst
         assert len(exact) == len(chats), texts
     finally:
         stopped = stack.terminate()
-    assert None not in stopped.values(), stopped  # each service stopped by itself on SIGTERM
+    assert None not in stopped.values(), (stopped, stack.stop_logs(stopped))  # each stopped by itself on SIGTERM

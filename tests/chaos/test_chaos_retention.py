@@ -230,4 +230,4 @@ async def test_purges_killed_midway_keep_live_rows_and_dedupe(kafka_bootstrap, t
     finally:
         stopped = stack.terminate()
         db.dispose()
-    assert None not in stopped.values(), stopped  # each service stopped by itself on SIGTERM
+    assert None not in stopped.values(), (stopped, stack.stop_logs(stopped))  # each stopped by itself on SIGTERM

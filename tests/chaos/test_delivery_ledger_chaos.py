@@ -46,9 +46,13 @@ async def test_send_waiting_behind_429_survives_kill9(kafka_bootstrap, topic_pre
 
 async def test_late_landing_edit_never_outlives_the_final_across_kill9(kafka_bootstrap, topic_prefix, tmp_path):
     hold = TELEGRAM["timeout_s"] + 2.0  # the first preview edit lands 2 s after the client gave up, after the final
+    # The kill must fall inside the window, after the late edit landed: 8 s of margin for the test to see
+    # it land and kill. With 1.5 s (a 3.5 s window), at load ~9 the first process re-applied before its
+    # kill -9, the line it logged was lost with its buffer, and the restarted one had nothing to repair.
+    window = hold - TELEGRAM["timeout_s"] + 8.0
     async with (
         FakeTelegram() as tg,
-        DeliveryRig(kafka_bootstrap, topic_prefix, tmp_path, tg, late_landing_s=3.5) as rig,
+        DeliveryRig(kafka_bootstrap, topic_prefix, tmp_path, tg, late_landing_s=window) as rig,
     ):
         chats = [f"-{200 + i}" for i in range(CHATS)]
         for chat in chats:

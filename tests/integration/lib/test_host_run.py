@@ -59,6 +59,34 @@ def test_a_thread_that_never_ends_does_not_hold_the_process() -> None:
     assert "threads did not end" in out, out
 
 
+def test_a_library_thread_that_never_ends_does_not_hold_the_process() -> None:
+    """An aiosqlite connection's worker is a thread of its own (not the executor's), ended only when
+    its engine is disposed: a stop abandoned at its backstop never got there, and the interpreter's
+    exit joined the thread forever (the broker-restart chaos test's runner, still running 30 s after
+    its SIGTERM)."""
+    proc = _run(
+        """
+        release = threading.Event()
+        threading.Thread(target=release.wait, name="sqlite-connection").start()
+        await asyncio.sleep(0.1)
+        """
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 7, out
+    assert "threads did not end" in out and "sqlite-connection" in out, out
+
+
+def test_a_library_thread_that_ends_soon_is_waited_for() -> None:
+    proc = _run(
+        """
+        threading.Thread(target=time.sleep, args=(0.3,), name="closing-connection").start()
+        """
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and proc.stdout.strip() == "result 7", out
+    assert "did not end" not in out, out
+
+
 def test_a_clean_end_is_quick_and_says_nothing() -> None:
     proc = _run(
         """

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
+from structlog.testing import capture_logs
+
 from agentstream.contracts import (
     FinishReason,
     MessageDelta,
@@ -101,3 +103,28 @@ async def test_a_run_still_written_to_elsewhere_is_not_ended_and_quiet_ones_are(
     assert [(e.status, e.reason) for e in found[DEAD_LONG_AGO]] == [(RunStatus.FAILED, FinishReason.RUNNER_LOST)]
     assert [(e.status, e.reason) for e in found[DEAD_JUST_NOW]] == [(RunStatus.FAILED, FinishReason.RUNNER_LOST)]
     assert [(e.status, e.seq) for e in found[ALIVE]] == [(RunStatus.COMPLETED, last_seq)]  # its own ending only
+
+
+async def test_a_stop_does_not_wait_out_the_quiet_time_and_ends_nothing(settings_factory, topics_created):
+    """A runner asked to stop while its scan waits for a run to be quiet leaves that run to the next
+    owner at once: the wait (two heartbeats, here two minutes) held its consumer's stop, and with it the
+    process's, past its bound (the broker-restart chaos test's runner, still running 30 s after SIGTERM)."""
+    settings = settings_factory(runner={"heartbeat_s": 60.0})
+    runner = runner_bootstrap(settings)
+    bootstrap, events = settings.kafka.bootstrap_servers, runner.topics.events
+    run = started(ALIVE)
+    await produce_raw(bootstrap, events, run.to_json(), key=run.conversation_key.encode())
+    with capture_logs() as logs:
+        async with ServiceHost([runner], "127.0.0.1", {runner.name: free_port()}):
+            for _ in range(600):  # the scan found the run open and waits for it to be quiet
+                if any(line["event"].startswith("open runs written to lately") for line in logs):
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError(f"no quiet wait began: {logs}")
+    said = [line["event"] for line in logs if line["log_level"] in ("info", "warning")]
+    assert "stopping: open runs written to lately left to the next owner" in said, said
+    assert "services did not stop in time; abandoning them" not in said, said
+    assert "broker did not stop in time; abandoning it" not in said, said  # its consumer held by the wait
+    records = await read_until(bootstrap, events, lambda rs: len(rs) >= 1, timeout=30)
+    assert ALIVE not in endings(records)

@@ -8,8 +8,10 @@ import time
 import pytest
 import uvicorn
 from fastapi import FastAPI
+from structlog.testing import capture_logs
 
-from agentstream.host import TICK_S, _QuietServer
+from agentstream.config import Settings
+from agentstream.host import TICK_S, ServiceHost, _QuietServer
 from agentstream.kafka import free_port
 from agentstream.lifecycle import serve_until_started
 
@@ -50,3 +52,47 @@ async def test_an_exit_wakes_the_idle_server_at_once(monkeypatch: pytest.MonkeyP
     # Woken by the exit: with an hour between ticks, waiting for the next one would time out here.
     await asyncio.wait_for(task, 30)
     assert ticks in ([0], [0, 10])  # the first tick, then (unless the exit came first) the one it woke
+
+
+class StubbornStop:
+    """A service whose stop swallows its cancellation and waits on (aiokafka's consumer stop can)."""
+
+    name = "stubborn"
+
+    def __init__(self) -> None:
+        self.http = FastAPI()
+        self.settings = Settings()
+        self.released = asyncio.Event()
+        self.cancels = 0
+
+    async def start(self) -> None:
+        pass
+
+    async def drain(self, grace_s: float) -> None:
+        pass
+
+    async def stop(self) -> None:
+        while not self.released.is_set():
+            try:
+                await self.released.wait()
+            except asyncio.CancelledError:
+                self.cancels += 1
+
+
+async def test_a_stop_that_swallows_its_cancellation_is_abandoned_at_the_backstop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A timeout around the stops cancelled them and then waited for them: a stop that swallows the
+    cancellation held the host, and the SIGTERM-ed process, past its bound."""
+    monkeypatch.setattr("agentstream.host.STOP_BACKSTOP_S", 0.3)
+    svc = StubbornStop()
+    host = ServiceHost([svc], "127.0.0.1", {svc.name: free_port()})  # type: ignore[list-item]
+    await host.start()
+    with capture_logs() as logs:
+        await asyncio.wait_for(host.stop(), 10)
+    assert [(line["event"], line.get("services")) for line in logs if line["log_level"] == "warning"] == [
+        ("services did not stop in time; abandoning them", ["stubborn"])
+    ]
+    (stuck,) = [t for t in asyncio.all_tasks() if t.get_name() == "stop-stubborn"]  # left running, not awaited
+    svc.released.set()
+    await stuck

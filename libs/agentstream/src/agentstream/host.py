@@ -101,14 +101,22 @@ class ServiceHost(StartStop):
         for svc, result in zip(self._started, drained, strict=True):
             if isinstance(result, BaseException):  # the stop goes on: what runs is cut, as without a drain
                 get_logger("agentstream.host").error("drain failed", service=svc.name, error=repr(result))
-        try:
-            # Each stop bounds its own steps; this is the backstop for a step that does not.
-            async with asyncio.timeout(STOP_BACKSTOP_S):
-                await asyncio.gather(*(s.stop() for s in reversed(self._started)), return_exceptions=True)
-        except TimeoutError:
+        # Each stop bounds its own steps; this is the backstop for a step that does not. Not a timeout
+        # around them: a step that swallows its cancellation (aiokafka's consumer stop can) would hold
+        # that too. A stop still running is left; the process's end bounds it (`run_until_stopped`).
+        stops = [asyncio.create_task(s.stop(), name=f"stop-{s.name}") for s in reversed(self._started)]
+        _, stuck = await asyncio.wait(stops, timeout=STOP_BACKSTOP_S)
+        if stuck:
             get_logger("agentstream.host").warning(
-                "services did not stop in time; abandoning them", timeout_s=STOP_BACKSTOP_S
+                "services did not stop in time; abandoning them",
+                services=sorted(t.get_name().removeprefix("stop-") for t in stuck),
+                timeout_s=STOP_BACKSTOP_S,
             )
+        for task in stops:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                get_logger("agentstream.host").error(
+                    "stop failed", service=task.get_name().removeprefix("stop-"), error=repr(task.exception())
+                )
         self._started = []
         for server, _ in self._servers:
             server.should_exit = True
@@ -129,8 +137,8 @@ def run_until_stopped(main: Coroutine[Any, Any, T]) -> T:
     the tasks still running and waits for them without limit, and then for the default executor's
     threads: an aiokafka consumer left stopping against a lost cluster does not always give way to a
     cancellation, and held a SIGTERM-ed runner forever. Here each gets LEFTOVER_S; a task still
-    running is named in the log and left; a thread still busy ends the process without it (the
-    interpreter's exit would join it), with the exit code `main` ended with."""
+    running is named in the log and left; a thread still busy (the executor's, or any other the
+    interpreter's exit would join) ends the process without it, with the exit code `main` ended with."""
     loop = asyncio.new_event_loop()
     executor = ThreadPoolExecutor(thread_name_prefix="asyncio")  # ours: its shutdown can be bounded
     loop.set_default_executor(executor)
@@ -194,13 +202,25 @@ async def _end_leftovers(loop: asyncio.AbstractEventLoop, executor: ThreadPoolEx
 
     threading.Thread(target=shut, daemon=True).start()
     for _ in range(int(LEFTOVER_S / 0.05)):
-        if ended.is_set():
+        if ended.is_set() and not _stray_threads():
             return True
         await asyncio.sleep(0.05)
-    if ended.is_set():
+    if ended.is_set() and not (stray := _stray_threads()):
         return True
-    log.warning("threads did not end; exiting without them", timeout_s=LEFTOVER_S)
+    log.warning(
+        "threads did not end; exiting without them",
+        threads=sorted(t.name for t in stray) if ended.is_set() else ["default executor"],
+        timeout_s=LEFTOVER_S,
+    )
     return False
+
+
+def _stray_threads() -> list[threading.Thread]:
+    """Threads the interpreter's exit would join, other than this one: a library's own worker (an
+    aiosqlite connection's thread, alive until its engine is disposed — a step an abandoned stop never
+    reached) would hold the process forever."""
+    here = threading.current_thread()
+    return [t for t in threading.enumerate() if t.is_alive() and not t.daemon and t is not here]
 
 
 def _where(task: asyncio.Task[Any]) -> str:

@@ -13,6 +13,7 @@ left on `runs` for the next owner), the runs it has finish within `shutdown.grac
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Annotated, assert_never
 
@@ -129,6 +130,7 @@ class AgentRunnerService:
         self.tool_catalog = tool_catalog
         runtime.readiness.add("connectors", self._connectors_ready)
         self.decode_command = Contract(RUNNER_RECORD, RUNNER_RECORD_NAME)
+        self._stopping = asyncio.Event()  # set by a drain: a scan's quiet wait ends with it
         self.orphans_ended = runtime.counter(
             "agentstream_runner_orphaned_runs_ended_total",
             "Runs found started and unfinished in newly assigned partitions, ended runner_lost at once",
@@ -182,6 +184,7 @@ class AgentRunnerService:
         await self.runtime.start(self.on_start, on_new_cluster=self.on_new_cluster, background=self.background_topics)
 
     async def drain(self, grace_s: float) -> None:
+        self._stopping.set()
         await self.runtime.drain(grace_s, self.on_drain)
 
     async def on_start(self) -> None:
@@ -329,7 +332,13 @@ class AgentRunnerService:
             runs=[r.root_run_id for r in lately],
             wait_s=round(wait, 1),
         )
-        await asyncio.sleep(wait)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), wait)
+        if self._stopping.is_set():  # the partitions' next owner judges them: a stop does not wait on it
+            self.log.info(
+                "stopping: open runs written to lately left to the next owner", runs=[r.root_run_id for r in lately]
+            )
+            return []
         async with asyncio.timeout(ORPHAN_SCAN_S):
             events = await read_events(self.settings.kafka, self.topics.events, partitions, client_id)
         silent = still_silent(lately, open_runs(events))

@@ -26,14 +26,19 @@ CHATS = 5
 
 
 async def test_send_waiting_behind_429_survives_kill9(kafka_bootstrap, topic_prefix, tmp_path):
-    async with FakeTelegram() as tg, DeliveryRig(kafka_bootstrap, topic_prefix, tmp_path, tg) as rig:
+    # No call here is meant to time out: at load ~9 the fake's answer (in this process) once came after
+    # the rig's 0.5 s and the call was rightly "unknown" — not what this test is about.
+    async with (
+        FakeTelegram() as tg,
+        DeliveryRig(kafka_bootstrap, topic_prefix, tmp_path, tg, timeout_s=10.0) as rig,
+    ):
         chats = [f"-{100 + i}" for i in range(CHATS)]
         for chat in chats:
             tg.throttle(chat, retry_after=4)
         await asyncio.gather(*(rig.run(f"r{i}", chat, answer(i)) for i, chat in enumerate(chats)))
         await rig.until(lambda: all(tg.calls_to(c) for c in chats), 20, "a 429 for every chat")
-        await asyncio.sleep(0.3)  # each row is written back to `pending` after its 429
-        assert rig.ledger_states() == ["pending"] * CHATS  # killed while every answer waits for its slot
+        # Each row is written back to `pending` after its 429; killed while every answer waits for its slot.
+        await rig.until(lambda: rig.ledger_states() == ["pending"] * CHATS, 3, "every row pending")
         await rig.kill9_and_restart()
         await rig.until(lambda: all(tg.texts(c) == [answer(i)] for i, c in enumerate(chats)), 30, "every final")
         await asyncio.sleep(0.5)

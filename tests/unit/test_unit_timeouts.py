@@ -7,8 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from tests.unit.conftest import UNIT_TEST_TIMEOUT_S
+from tests.unit.conftest import PROPERTY_TEST_TIMEOUT_S, UNIT_TEST_TIMEOUT_S
 
 PROBE = Path(__file__).with_name("hang_probe.py")
 REPO = Path(__file__).parents[2]
@@ -39,3 +41,9 @@ def test_a_unit_test_without_its_own_marker_gets_the_short_timeout(request: pyte
 @pytest.mark.timeout(42)
 def test_a_unit_test_own_marker_wins_over_the_short_timeout(request: pytest.FixtureRequest) -> None:
     assert request.node.get_closest_marker("timeout").args == (42,)
+
+
+@given(st.integers())
+def test_a_property_test_gets_the_property_timeout(request: pytest.FixtureRequest, n: int) -> None:
+    marker = request.node.get_closest_marker("timeout")
+    assert marker is not None and marker.args == (PROPERTY_TEST_TIMEOUT_S,)

@@ -84,18 +84,27 @@ def _in_inline_code(text: str, pos: int) -> bool:
 
 def _fit(text: str, room: int, measure: Measure) -> int:
     """The longest prefix length whose measure is at most `room`."""
+    lo, hi = _fit_range(text, room, measure)
+    return _bisect(text, room, measure, lo, hi)
+
+
+def _fit_range(text: str, room: int, measure: Measure) -> tuple[int, int]:
+    """Where `_fit`'s answer lies: exactly for a measure by characters, else a range to bisect."""
     if measure is len:
-        return min(len(text), room)
+        return (fit := min(len(text), room)), fit
     if measure is utf16_len:
         total = 0
         for i, ch in enumerate(text):
             total += measure(ch)
             if total > room:
-                return i
-        return len(text)
+                return i, i
+        return len(text), len(text)
     # A rendered measure knows where the answer lies from the blocks a growing text keeps (`RenderedMeasure.span`).
     span: Callable[[str, int], tuple[int, int]] | None = getattr(measure, "span", None)
-    lo, hi = span(text, room) if span is not None else (0, len(text))
+    return span(text, room) if span is not None else (0, len(text))
+
+
+def _bisect(text: str, room: int, measure: Measure, lo: int, hi: int) -> int:
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if measure(text[:mid]) <= room:
@@ -142,21 +151,42 @@ def whole_character_start(text: str, pos: int) -> int:
     return at if at > 0 or pos == 0 else pos
 
 
-def _cut_point(text: str, hard: int, in_fence: Callable[[int], bool]) -> int:
+def _separator_cut(text: str, hard: int, in_fence: Callable[[int], bool]) -> tuple[int, str] | None:
+    """The cut at a separator for a hard limit `hard`: where, and after which separator; None if there is none."""
     floor = hard // 2
-    candidates: list[int] = []
     for sep in ("\n\n", "\n", " "):
         pos = text.rfind(sep, floor, hard)
         while pos != -1:
             at = pos + len(sep)
             # Inside a code block only whole lines may be cut; elsewhere never inside a code span.
             if not _in_inline_code(text, at) and (sep != " " or not in_fence(at)):
-                candidates.append(at)
-                break
+                return at, sep
             pos = text.rfind(sep, floor, pos)
-        if candidates:
-            return candidates[0]
-    return whole_character_start(text, hard)
+    return None
+
+
+def _cut_point(text: str, hard: int, in_fence: Callable[[int], bool]) -> int:
+    found = _separator_cut(text, hard, in_fence)
+    return found[0] if found is not None else whole_character_start(text, hard)
+
+
+def _settled_cut_point(text: str, lo: int, hi: int, in_fence: Callable[[int], bool]) -> int | None:
+    """`_cut_point(text, hard)` for every `hard` in `[lo, hi]` when it is one and the same, else None.
+
+    It is when a blank line ends at or before `lo` and in the second half of `hi` is a cut point at `lo`, and no
+    other blank line ends in `(it, hi]`: the paragraph separator is tried first, from the end of the window, and
+    the one found is then the last in every window up to `hi`, and inside every one down to `lo`. (A split's search
+    then needs no bisection between the closed prefixes around the answer: each probe is a parse of the block
+    being cut.)"""
+    if lo < 2:  # a hard limit of 1 is cut there, whatever the separators
+        return None
+    found = _separator_cut(text, lo, in_fence)
+    if found is None or found[1] != "\n\n":
+        return None
+    at = found[0]
+    if at - 2 < hi // 2 or text.find("\n\n", at - 1, hi) != -1:
+        return None
+    return at
 
 
 def cut(text: str, safe: int, measure: Measure) -> Cut | None:
@@ -164,9 +194,21 @@ def cut(text: str, safe: int, measure: Measure) -> Cut | None:
     if fits(text, safe, measure):
         return None
     room = safe - FENCE_CLOSE_ROOM
+
+    def in_fence(pos: int) -> bool:
+        return open_fence(text[:pos]) is not None
+
     while True:
-        hard = max(1, _fit(text, room, measure))
-        c = _cut_at(text, _cut_point(text, hard, lambda pos: open_fence(text[:pos]) is not None))
+        lo, hi = _fit_range(text, room, measure)
+        # Where the hard limit lies is often narrow enough to give the cut point already (the same for any hard
+        # limit in the range, none of them 1): no bisection then, whose every probe parses the block being cut.
+        settled = _settled_cut_point(text, lo, hi, in_fence) if lo < hi else None
+        if settled is not None:
+            hard, at = hi, settled
+        else:
+            hard = max(1, _bisect(text, room, measure, lo, hi))
+            at = _cut_point(text, hard, in_fence)
+        c = _cut_at(text, at)
         if hard == 1 or fits(c.head, safe, measure):
             return c
         room = room * 9 // 10

@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 
 from agentstream_delivery.splitting import (
     _cut_point,
-    _fit,
     _settled_cut_point,
     cut,
     open_fence,
@@ -308,14 +307,31 @@ class SpanningMeasure:
         return self.lo, self.hi
 
 
+def longest_fitting(text: str, room: int) -> int:
+    return max(n for n in range(len(text) + 1) if escaped_len(text[:n]) <= room)
+
+
 def test_a_cut_whose_point_is_settled_by_its_range_measures_no_prefix_inside_it() -> None:
     text = "para one & more\n\n" * 6 + "a last paragraph & then some words to cut"
     room = 100 - 4  # `cut(text, 100, ...)`: the room less the fence closer's
-    exact = _fit(text, room, escaped_len)
-    start = text.rfind("\n\n", 0, exact) + 2  # the closed prefixes around the answer
-    end = text.find("\n\n", exact)
+    hard = longest_fitting(text, room)
+    start = text.rfind("\n\n", 0, hard) + 2  # the closed prefixes around the answer
+    end = text.find("\n\n", hard)
     end = len(text) if end == -1 else end + 1
     measure = SpanningMeasure(start, end)
     c = cut(text, 100, measure)
     assert c is not None and c == cut(text, 100, escaped_len)
     assert measure.probes == 2  # the whole text, then the head: no prefix inside the range
+
+
+def test_a_bisection_stops_where_the_range_left_settles_the_cut_point() -> None:
+    # The range holds a paragraph break (a list's end, which closes no prefix): a probe or two put the answer
+    # on one side of it, and the rest of the range then cuts at the same place.
+    text = "intro & words\n\n- item & one\n- item two\n\n" + "a paragraph & then words " * 4
+    room = 70 - 4
+    measure = SpanningMeasure(0, len(text))
+    c = cut(text, 70, measure)
+    assert c is not None and c == cut(text, 70, escaped_len)
+    hard = longest_fitting(text, room)
+    assert c.consumed == text.rfind("\n\n", 0, hard) + 2
+    assert measure.probes == 5  # the whole text, three probes (a bisection of the whole range: seven), the head

@@ -82,14 +82,9 @@ def _in_inline_code(text: str, pos: int) -> bool:
     return line.count("`") % 2 == 1
 
 
-def _fit(text: str, room: int, measure: Measure) -> int:
-    """The longest prefix length whose measure is at most `room`."""
-    lo, hi = _fit_range(text, room, measure)
-    return _bisect(text, room, measure, lo, hi)
-
-
 def _fit_range(text: str, room: int, measure: Measure) -> tuple[int, int]:
-    """Where `_fit`'s answer lies: exactly for a measure by characters, else a range to bisect."""
+    """Where the longest prefix whose measure is at most `room` ends: exactly for a measure by characters, else a
+    range to bisect."""
     if measure is len:
         return (fit := min(len(text), room)), fit
     if measure is utf16_len:
@@ -102,16 +97,6 @@ def _fit_range(text: str, room: int, measure: Measure) -> tuple[int, int]:
     # A rendered measure knows where the answer lies from the blocks a growing text keeps (`RenderedMeasure.span`).
     span: Callable[[str, int], tuple[int, int]] | None = getattr(measure, "span", None)
     return span(text, room) if span is not None else (0, len(text))
-
-
-def _bisect(text: str, room: int, measure: Measure, lo: int, hi: int) -> int:
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if measure(text[:mid]) <= room:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
 
 
 def _extends(ch: str) -> bool:
@@ -199,19 +184,34 @@ def cut(text: str, safe: int, measure: Measure) -> Cut | None:
         return open_fence(text[:pos]) is not None
 
     while True:
-        lo, hi = _fit_range(text, room, measure)
-        # Where the hard limit lies is often narrow enough to give the cut point already (the same for any hard
-        # limit in the range, none of them 1): no bisection then, whose every probe parses the block being cut.
-        settled = _settled_cut_point(text, lo, hi, in_fence) if lo < hi else None
-        if settled is not None:
-            hard, at = hi, settled
-        else:
-            hard = max(1, _bisect(text, room, measure, lo, hi))
-            at = _cut_point(text, hard, in_fence)
+        hard, at = _hard_limit_and_cut_point(text, room, measure, in_fence)
         c = _cut_at(text, at)
         if hard == 1 or fits(c.head, safe, measure):
             return c
         room = room * 9 // 10
+
+
+def _hard_limit_and_cut_point(
+    text: str, room: int, measure: Measure, in_fence: Callable[[int], bool]
+) -> tuple[int, int]:
+    """The hard limit (the longest prefix that fits `room`, at least 1) and the cut point it gives.
+
+    The limit is bisected for in the range `_fit_range` gives, and the search stops as soon as the range left
+    gives the cut point whichever limit in it is the answer (`_settled_cut_point`): the same cut as the whole
+    bisection's, whose every probe of a rendered measure parses the block being cut. The limit returned is then
+    the range's end (never 1)."""
+    lo, hi = _fit_range(text, room, measure)
+    while lo < hi:
+        settled = _settled_cut_point(text, lo, hi, in_fence)
+        if settled is not None:
+            return hi, settled
+        mid = (lo + hi + 1) // 2
+        if measure(text[:mid]) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    hard = max(1, lo)
+    return hard, _cut_point(text, hard, in_fence)
 
 
 def _cut_at(text: str, at: int) -> Cut:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
@@ -111,7 +112,8 @@ block_texts = st.lists(
 ).map("".join)
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@pytest.mark.timeout(60)  # a few seconds alone; the machine's other suites slow it
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
 @given(block_texts)
 @example("foo\n---\n")  # a setext heading: not for the plain blocks' parser
 @example("> foo\n> ===\n")

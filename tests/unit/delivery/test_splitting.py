@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentstream_delivery.splitting import (
+    _cut_point,
+    _settled_cut_point,
     cut,
     open_fence,
     safe_limit,
@@ -261,3 +265,73 @@ def test_a_lone_regional_indicator_does_not_pull_the_next_character_into_it():
 def test_a_cluster_that_reaches_the_start_of_the_text_is_cut_where_asked():
     assert whole_character_start("e\u0301\u0301\u0301", 3) == 3
     assert whole_character_start("\u0301a", 0) == 0
+
+
+# Pieces that make paragraph, line and word separators, code spans and fences in every arrangement.
+SPLIT_PIECES = ["\n\n", "\n", " ", "word", "`", "```", "```py\n", "x"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(SPLIT_PIECES), max_size=40).map("".join),
+    st.integers(0, 200),
+    st.integers(0, 200),
+)
+def test_a_cut_point_said_settled_for_a_range_of_hard_limits_is_the_cut_point_of_each(
+    text: str, lo: int, width: int
+) -> None:
+    # A split takes the cut point without bisecting where it is the same for every hard limit its range holds.
+    lo = min(lo, len(text))
+    hi = min(len(text), lo + width)
+
+    def in_fence(pos: int) -> bool:
+        return open_fence(text[:pos]) is not None
+
+    settled = _settled_cut_point(text, lo, hi, in_fence)
+    if settled is not None:
+        assert all(_cut_point(text, hard, in_fence) == settled for hard in range(lo, hi + 1)), (lo, hi)
+
+
+class SpanningMeasure:
+    """`escaped_len` with a range to bisect given, as a rendered measure gives one from the blocks it keeps."""
+
+    def __init__(self, lo: int, hi: int) -> None:
+        self.lo, self.hi = lo, hi
+        self.probes = 0
+
+    def __call__(self, text: str) -> int:
+        self.probes += 1
+        return escaped_len(text)
+
+    def span(self, text: str, room: int) -> tuple[int, int]:
+        return self.lo, self.hi
+
+
+def longest_fitting(text: str, room: int) -> int:
+    return max(n for n in range(len(text) + 1) if escaped_len(text[:n]) <= room)
+
+
+def test_a_cut_whose_point_is_settled_by_its_range_measures_no_prefix_inside_it() -> None:
+    text = "para one & more\n\n" * 6 + "a last paragraph & then some words to cut"
+    room = 100 - 4  # `cut(text, 100, ...)`: the room less the fence closer's
+    hard = longest_fitting(text, room)
+    start = text.rfind("\n\n", 0, hard) + 2  # the closed prefixes around the answer
+    end = text.find("\n\n", hard)
+    end = len(text) if end == -1 else end + 1
+    measure = SpanningMeasure(start, end)
+    c = cut(text, 100, measure)
+    assert c is not None and c == cut(text, 100, escaped_len)
+    assert measure.probes == 2  # the whole text, then the head: no prefix inside the range
+
+
+def test_a_bisection_stops_where_the_range_left_settles_the_cut_point() -> None:
+    # The range holds a paragraph break (a list's end, which closes no prefix): a probe or two put the answer
+    # on one side of it, and the rest of the range then cuts at the same place.
+    text = "intro & words\n\n- item & one\n- item two\n\n" + "a paragraph & then words " * 4
+    room = 70 - 4
+    measure = SpanningMeasure(0, len(text))
+    c = cut(text, 70, measure)
+    assert c is not None and c == cut(text, 70, escaped_len)
+    hard = longest_fitting(text, room)
+    assert c.consumed == text.rfind("\n\n", 0, hard) + 2
+    assert measure.probes == 5  # the whole text, three probes (a bisection of the whole range: seven), the head

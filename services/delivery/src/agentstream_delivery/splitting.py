@@ -82,27 +82,21 @@ def _in_inline_code(text: str, pos: int) -> bool:
     return line.count("`") % 2 == 1
 
 
-def _fit(text: str, room: int, measure: Measure) -> int:
-    """The longest prefix length whose measure is at most `room`."""
+def _fit_range(text: str, room: int, measure: Measure) -> tuple[int, int]:
+    """Where the longest prefix whose measure is at most `room` ends: exactly for a measure by characters, else a
+    range to bisect."""
     if measure is len:
-        return min(len(text), room)
+        return (fit := min(len(text), room)), fit
     if measure is utf16_len:
         total = 0
         for i, ch in enumerate(text):
             total += measure(ch)
             if total > room:
-                return i
-        return len(text)
+                return i, i
+        return len(text), len(text)
     # A rendered measure knows where the answer lies from the blocks a growing text keeps (`RenderedMeasure.span`).
     span: Callable[[str, int], tuple[int, int]] | None = getattr(measure, "span", None)
-    lo, hi = span(text, room) if span is not None else (0, len(text))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if measure(text[:mid]) <= room:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    return span(text, room) if span is not None else (0, len(text))
 
 
 def _extends(ch: str) -> bool:
@@ -142,21 +136,42 @@ def whole_character_start(text: str, pos: int) -> int:
     return at if at > 0 or pos == 0 else pos
 
 
-def _cut_point(text: str, hard: int, in_fence: Callable[[int], bool]) -> int:
+def _separator_cut(text: str, hard: int, in_fence: Callable[[int], bool]) -> tuple[int, str] | None:
+    """The cut at a separator for a hard limit `hard`: where, and after which separator; None if there is none."""
     floor = hard // 2
-    candidates: list[int] = []
     for sep in ("\n\n", "\n", " "):
         pos = text.rfind(sep, floor, hard)
         while pos != -1:
             at = pos + len(sep)
             # Inside a code block only whole lines may be cut; elsewhere never inside a code span.
             if not _in_inline_code(text, at) and (sep != " " or not in_fence(at)):
-                candidates.append(at)
-                break
+                return at, sep
             pos = text.rfind(sep, floor, pos)
-        if candidates:
-            return candidates[0]
-    return whole_character_start(text, hard)
+    return None
+
+
+def _cut_point(text: str, hard: int, in_fence: Callable[[int], bool]) -> int:
+    found = _separator_cut(text, hard, in_fence)
+    return found[0] if found is not None else whole_character_start(text, hard)
+
+
+def _settled_cut_point(text: str, lo: int, hi: int, in_fence: Callable[[int], bool]) -> int | None:
+    """`_cut_point(text, hard)` for every `hard` in `[lo, hi]` when it is one and the same, else None.
+
+    It is when a blank line ends at or before `lo` and in the second half of `hi` is a cut point at `lo`, and no
+    other blank line ends in `(it, hi]`: the paragraph separator is tried first, from the end of the window, and
+    the one found is then the last in every window up to `hi`, and inside every one down to `lo`. (A split's search
+    then needs no bisection between the closed prefixes around the answer: each probe is a parse of the block
+    being cut.)"""
+    if lo < 2:  # a hard limit of 1 is cut there, whatever the separators
+        return None
+    found = _separator_cut(text, lo, in_fence)
+    if found is None or found[1] != "\n\n":
+        return None
+    at = found[0]
+    if at - 2 < hi // 2 or text.find("\n\n", at - 1, hi) != -1:
+        return None
+    return at
 
 
 def cut(text: str, safe: int, measure: Measure) -> Cut | None:
@@ -164,12 +179,39 @@ def cut(text: str, safe: int, measure: Measure) -> Cut | None:
     if fits(text, safe, measure):
         return None
     room = safe - FENCE_CLOSE_ROOM
+
+    def in_fence(pos: int) -> bool:
+        return open_fence(text[:pos]) is not None
+
     while True:
-        hard = max(1, _fit(text, room, measure))
-        c = _cut_at(text, _cut_point(text, hard, lambda pos: open_fence(text[:pos]) is not None))
+        hard, at = _hard_limit_and_cut_point(text, room, measure, in_fence)
+        c = _cut_at(text, at)
         if hard == 1 or fits(c.head, safe, measure):
             return c
         room = room * 9 // 10
+
+
+def _hard_limit_and_cut_point(
+    text: str, room: int, measure: Measure, in_fence: Callable[[int], bool]
+) -> tuple[int, int]:
+    """The hard limit (the longest prefix that fits `room`, at least 1) and the cut point it gives.
+
+    The limit is bisected for in the range `_fit_range` gives, and the search stops as soon as the range left
+    gives the cut point whichever limit in it is the answer (`_settled_cut_point`): the same cut as the whole
+    bisection's, whose every probe of a rendered measure parses the block being cut. The limit returned is then
+    the range's end (never 1)."""
+    lo, hi = _fit_range(text, room, measure)
+    while lo < hi:
+        settled = _settled_cut_point(text, lo, hi, in_fence)
+        if settled is not None:
+            return hi, settled
+        mid = (lo + hi + 1) // 2
+        if measure(text[:mid]) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    hard = max(1, lo)
+    return hard, _cut_point(text, hard, in_fence)
 
 
 def _cut_at(text: str, at: int) -> Cut:

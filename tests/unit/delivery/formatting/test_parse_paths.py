@@ -9,16 +9,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from markdown_it.common import normalize_url
+from markdown_it.rules_core import StateCore, text_join
 from markdown_it.token import Token
 
 from agentstream.config import TextFormat
 from agentstream_delivery.formatting import STYLES
 from agentstream_delivery.formatting.tree import (
     PLAIN_URL,
+    SETEXT_UNDERLINE,
     InlineRuns,
     Writer,
     inline_tokens,
@@ -27,7 +30,9 @@ from agentstream_delivery.formatting.tree import (
     normalized_link,
     parsed_inline_tokens,
     parser,
+    parser_for_plain_blocks,
     parser_without_references,
+    tokens,
 )
 from agentstream_delivery.formatting.web_html import (
     _image_as_link,
@@ -54,10 +59,82 @@ def as_dicts(md_tokens: list[object]) -> list[dict[str, object]]:
 @example("Step 1")
 @example("handles 👍🏽 and 🇩🇪")
 @example("two  \nlines")  # a line end is a rule's: never the short cut
+@example("a\\*b* &amp; c")  # an escape and an entity: `text_join` has text_special tokens to join
+@example("![a \\* b](x) &copy;")  # and inside an image's alt
 def test_an_inline_run_is_tokenized_as_markdown_it_tokenizes_it(content: str) -> None:
     for md in (parser_without_references(), parser(), web_parser_without_references()):
         inline_tokens.cache_clear()
-        assert as_dicts(inline_tokens(md, content)) == as_dicts(parsed_inline_tokens(md, content)), content
+        expected = as_dicts(markdown_its_inline_tokens(md, content))
+        assert as_dicts(inline_tokens(md, content)) == as_dicts(parsed_inline_tokens(md, content)) == expected, content
+
+
+def markdown_its_inline_tokens(md: MarkdownIt, content: str) -> list[Token]:
+    """An inline run's tokens as markdown-it's `inline` and `text_join` core rules leave them, every rule run."""
+    children: list[Token] = []
+    md.inline.parse(content, md, {}, children)
+    holder = Token("inline", "", 0, content=content, children=children)
+    text_join(StateCore(content, md, {}, [holder]))
+    return holder.children or []
+
+
+# Lines of every block construct, and lines a setext heading or a table could be made of, alone or after a quote mark.
+BLOCK_LINES = [
+    "para words",
+    "*emph* and `code`",
+    "",
+    "---",
+    "===",
+    "  --  ",
+    "- ---",
+    "- item",
+    "  - nested",
+    "1. one",
+    "2) two",
+    "> quoted",
+    ">---",
+    "> ===",
+    "# heading",
+    "***",
+    "```",
+    "~~~py",
+    "    indented",
+    "\tcode",
+    "| a | b |",
+    "|---|---|",
+    "a | b",
+    "-- | --",
+    "[ref]: https://x.org",
+    "<div>",
+]
+block_texts = st.lists(
+    st.sampled_from(BLOCK_LINES).map(lambda line: line + "\n") | st.text(alphabet="ab-=|> \t\n*`", max_size=6),
+    max_size=24,
+).map("".join)
+
+
+@pytest.mark.timeout(60)  # a few seconds alone; the machine's other suites slow it
+@settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck))
+@given(block_texts)
+@example("foo\n---\n")  # a setext heading: not for the plain blocks' parser
+@example("> foo\n> ===\n")
+@example("- foo\n  ---\n")
+@example("foo\n- ===\n")  # a list item after a paragraph, no underline
+def test_a_text_without_tables_or_setext_underlines_parses_alike_without_their_rules(text: str) -> None:
+    # `tokens` takes the parser without the `table` and `lheading` rules only where neither can match: the tokens
+    # are then the full parser's (and the text is read the same, block by block, whichever parser it takes).
+    expected = as_dicts(parser_without_references().parse(text))
+    if "]:" not in text and "|" not in text and "\r" not in text and SETEXT_UNDERLINE.search(text) is None:
+        assert as_dicts(parser_for_plain_blocks().parse(text)) == expected, text
+    tokens.cache_clear()
+    assert as_dicts(tokens(text)) == as_dicts((parser() if "]:" in text else parser_without_references()).parse(text))
+
+
+def test_the_plain_blocks_parser_is_taken_for_text_with_no_table_or_underline_line() -> None:
+    assert SETEXT_UNDERLINE.search("a\n- ===\n- b\n") is None
+    for underlined in ("a\n---", "a\n  ===  \n", "> a\n> --\n", "> a\n>\t==\n"):
+        assert SETEXT_UNDERLINE.search(underlined) is not None, underlined
+    # They share one inline parser: a run parsed through one is remembered for the other.
+    assert parser_for_plain_blocks().inline is parser_without_references().inline
 
 
 @settings(max_examples=800, deadline=None, suppress_health_check=list(HealthCheck))

@@ -17,6 +17,7 @@ from functools import lru_cache
 import mdurl
 from markdown_it import MarkdownIt
 from markdown_it.common import normalize_url
+from markdown_it.parser_inline import ParserInline
 from markdown_it.rules_core import StateCore, text_join
 from markdown_it.token import Token
 
@@ -41,6 +42,27 @@ def parser_without_references() -> MarkdownIt:
     md = _commonmark().disable(["reference", "text_join"])
     md.core.ruler.at("inline", cached_inline)
     return md
+
+
+@lru_cache(maxsize=1)
+def parser_for_plain_blocks() -> MarkdownIt:
+    """`parser_without_references()` for a text with no `|`, no carriage return and no line a setext heading could
+    be underlined with (`SETEXT_UNDERLINE`): without the `table` and `lheading` rules, which for such a text only
+    try every line (and `lheading` every paragraph's lines again, before the paragraph rule does) to answer no.
+
+    Neither can match there: a table needs a `|` in its header line, and `lheading` a later line of the paragraph
+    that is, after the indent and quote marks, only `-` or `=` then spaces; and failing, neither changes what the
+    rules after them see (`lheading` leaves `parentType` at "paragraph", which the paragraph rule then sets and
+    keeps itself, and which only a silent `list` check reads, after its caller set it). It shares
+    `parser_without_references()`'s inline parser, so its cached runs too. (A property test compares both parses.)"""
+    md = _commonmark().disable(["reference", "text_join", "table", "lheading"])
+    md.core.ruler.at("inline", cached_inline)
+    md.inline = parser_without_references().inline
+    return md
+
+
+# A line a setext heading's underline could be: after spaces, tabs and quote marks only `-` or `=`, then blanks.
+SETEXT_UNDERLINE = re.compile(r"^[ \t>]*(?:-+|=+)[ \t]*$", re.MULTILINE)
 
 
 def cached_inline(state: StateCore) -> None:
@@ -85,21 +107,22 @@ def run_of(md: MarkdownIt, content: str) -> Run:
 
 
 class InlineRuns:
-    """`run_of`, remembered per parser for the last `max_runs` runs (first in, first out), by their text alone: in
-    a plain dict, not an `lru_cache`, whose key tuple and entry per run were two more objects for the garbage
-    collector to walk for as long as the run is kept. Which runs are remembered never changes a result."""
+    """`run_of`, remembered per inline parser for the last `max_runs` runs (first in, first out), by their text
+    alone: in a plain dict, not an `lru_cache`, whose key tuple and entry per run were two more objects for the
+    garbage collector to walk for as long as the run is kept. Which runs are remembered never changes a result.
+    (Parsers that share their inline parser, options and link handling share their runs.)"""
 
     def __init__(self, max_runs: int = 2048) -> None:
         self.max_runs = max_runs
-        self._runs: dict[MarkdownIt, dict[str, Run]] = {}
+        self._runs: dict[ParserInline, dict[str, Run]] = {}
 
     def cache_clear(self) -> None:
         self._runs.clear()
 
     def __call__(self, md: MarkdownIt, content: str) -> Run:
-        known = self._runs.get(md)
+        known = self._runs.get(md.inline)
         if known is None:
-            known = self._runs[md] = {}
+            known = self._runs[md.inline] = {}
         run = known.get(content)
         if run is None:
             run = known[content] = run_of(md, content)
@@ -112,9 +135,16 @@ inline_tokens = InlineRuns()
 
 
 def parsed_inline_tokens(md: MarkdownIt, content: str) -> list[Token]:
-    """`inline_tokens` from markdown-it's inline rules, whatever `content` holds."""
+    """`inline_tokens` from markdown-it's inline rules, whatever `content` holds.
+
+    `text_join` runs only where an escape (`\\`) or an entity (`&`) can have made a `text_special` token: without
+    one it has nothing to do (the inline parse's own last rule, `fragments_join`, has already joined adjacent text;
+    7% of a run's parse). tests/unit/delivery/formatting/test_parse_paths.py compares the tokens with markdown-it's
+    own on generated text."""
     children: list[Token] = []
     md.inline.parse(content, md, {}, children)
+    if "\\" not in content and "&" not in content:
+        return children
     holder = Token("inline", "", 0, content=content, children=children)
     text_join(StateCore(content, md, {}, [holder]))
     return holder.children or []
@@ -207,7 +237,12 @@ def parse(text: str) -> list[Node]:
 def tokens(text: str) -> list[Token]:
     """markdown-it's tokens of `text` (read only): what `parse` nests, and what the web's HTML renders when its
     parser would read the text alike (`web_html.py`)."""
-    md = parser_without_references() if "]:" not in text else parser()
+    if "]:" in text:
+        md = parser()
+    elif "|" in text or "\r" in text or SETEXT_UNDERLINE.search(text):
+        md = parser_without_references()
+    else:
+        md = parser_for_plain_blocks()
     return md.parse(text)
 
 

@@ -96,3 +96,13 @@ async def test_a_stop_that_swallows_its_cancellation_is_abandoned_at_the_backsto
     (stuck,) = [t for t in asyncio.all_tasks() if t.get_name() == "stop-stubborn"]  # left running, not awaited
     svc.released.set()
     await stuck
+
+
+async def test_a_second_stop_does_nothing() -> None:
+    """A test stops the host itself and then leaves its `async with`: the second stop has no service left."""
+    svc = StubbornStop()
+    svc.released.set()  # stops at once
+    host = ServiceHost([svc], "127.0.0.1", {svc.name: free_port()})  # type: ignore[list-item]
+    async with host:
+        await host.stop()
+    assert svc.cancels == 0

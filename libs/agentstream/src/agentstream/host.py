@@ -105,7 +105,7 @@ class ServiceHost(StartStop):
         # around them: a step that swallows its cancellation (aiokafka's consumer stop can) would hold
         # that too. A stop still running is left; the process's end bounds it (`run_until_stopped`).
         stops = [asyncio.create_task(s.stop(), name=f"stop-{s.name}") for s in reversed(self._started)]
-        _, stuck = await asyncio.wait(stops, timeout=STOP_BACKSTOP_S)
+        _, stuck = await asyncio.wait(stops, timeout=STOP_BACKSTOP_S) if stops else (set(), set())
         if stuck:
             get_logger("agentstream.host").warning(
                 "services did not stop in time; abandoning them",

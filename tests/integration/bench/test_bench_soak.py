@@ -24,6 +24,7 @@ if ROOT not in sys.path:
 from bench.soak import (  # noqa: E402
     BROKER_RSS,
     LIMITS,
+    PARTITIONS,
     Limit,
     Samples,
     SoakResult,
@@ -119,6 +120,7 @@ def test_on_kafka_the_stack_is_given_its_address_and_flavor() -> None:
     kafka = stack_config("http://model", "http://telegram", kafka_bootstrap="127.0.0.1:9092")["kafka"]
     assert kafka["bootstrap_servers"] == "127.0.0.1:9092" and kafka["flavor"] == "kafka"
     assert kafka["topic_prefix"].startswith("soak-")
+    assert kafka["partitions"] == PARTITIONS  # the soak reads every partition of `events`, however many
 
 
 def test_bootstrap_without_broker_kafka_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -155,8 +157,10 @@ def test_the_process_listening_on_a_local_port_is_found_and_no_other() -> None:
 
 def test_the_report_names_the_broker_and_says_when_its_rss_was_not_sampled(tmp_path: Path) -> None:
     samples = Samples(series={"stack RSS (MiB)": [100.0, 100.0]})
-    samples.t += [0.0, 5.0]
-    samples.finished += [1.0, 2.0]
+    for t, finished in ((0.0, 1.0), (5.0, 2.0)):
+        samples.t.append(t)
+        samples.finished.append(finished)
+        samples.add_lag({"soak.persistence": 0.0}, {"soak.persistence": 0.1})
     verdicts = [grows("stack RSS (MiB)", samples.t, samples.series["stack RSS (MiB)"], LIMITS["stack RSS (MiB)"])]
     result = SoakResult(0.1, 1, 2, 2, samples, verdicts, broker="Apache Kafka at kafka.example:9092")
     text = write_report(result, tmp_path).read_text()

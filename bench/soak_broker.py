@@ -5,7 +5,7 @@ On Apache Kafka the stack runs as `agentstream up --no-broker` with `kafka.boots
 (`agentstream_testing.kafka_jvm`, its jars from Maven, fetched at the first run), or one already
 running (`--bootstrap`). The soak samples the broker's resident memory: the embedded one's pid is in
 the stack's state file; a JVM it started is its own child; a broker already running is found by the
-process listening on its port, when that is a process of this machine this user may read.
+process listening on its port, when that is a JVM of this machine this user may read.
 """
 
 from __future__ import annotations
@@ -87,9 +87,20 @@ def kafka_description(bootstrap: str, started_here: bool) -> str:
     return f"Apache Kafka at {bootstrap}"
 
 
-def running_kafka(bootstrap: str) -> SoakBroker:
-    """An Apache Kafka already running at `bootstrap` (its process found by its port, if local)."""
-    return SoakBroker(KAFKA, bootstrap, listening_pid(bootstrap), kafka_description(bootstrap, False))
+def running_kafka(bootstrap: str, proc: Path = Path("/proc")) -> SoakBroker:
+    """An Apache Kafka already running at `bootstrap`: its process found by its port, if a JVM of
+    this machine listens there (a container's port is a proxy's, whose RSS is not the broker's)."""
+    pid = listening_pid(bootstrap, proc)
+    if pid is not None and command_name(pid, proc) != "java":
+        pid = None
+    return SoakBroker(KAFKA, bootstrap, pid, kafka_description(bootstrap, False))
+
+
+def command_name(pid: int, proc: Path = Path("/proc")) -> str | None:
+    try:
+        return (proc / str(pid) / "comm").read_text().strip()
+    except OSError:
+        return None
 
 
 @contextlib.asynccontextmanager

@@ -58,7 +58,7 @@ async def test_soak_smoke_samples_every_series_and_writes_the_report(
     samples = result.samples
     assert len(samples.t) >= 10 and samples.t == sorted(samples.t)
     # The broker's RSS is sampled wherever its process is this machine's: the embedded one's, or the
-    # JVM the session started (found by its port); not a container's.
+    # JVM the session started (found by its port); not a container's (its port is a proxy's).
     local_broker = broker_under_test.embedded or (kafka_on_jvm() and not os.environ.get(TEST_BOOTSTRAP_ENV))
     assert set(samples.series) == set(LIMITS) - (set() if local_broker else {BROKER_RSS})
     for name, ys in samples.series.items():
@@ -153,6 +153,15 @@ def test_the_process_listening_on_a_local_port_is_found_and_no_other() -> None:
         assert listening_pid(f"localhost:{port},127.0.0.1:1") == os.getpid()  # the first address
     assert listening_pid(f"127.0.0.1:{port}") is None  # closed
     assert listening_pid(f"kafka.example:{port}") is None  # not this machine
+
+
+def test_a_running_kafka_is_sampled_only_when_a_jvm_listens_on_its_port() -> None:
+    with socket.socket() as listening:  # this test's Python, as a container's port proxy would be
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        broker = running_kafka(f"127.0.0.1:{listening.getsockname()[1]}")
+    assert broker.kind == KAFKA and broker.pid is None and not broker.embedded
+    assert broker.description.startswith("Apache Kafka at 127.0.0.1:")
 
 
 def test_the_report_names_the_broker_and_says_when_its_rss_was_not_sampled(tmp_path: Path) -> None:

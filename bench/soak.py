@@ -3,8 +3,11 @@
     uv run python -m bench.soak                   # 100 conversations for 10 minutes
     uv run python -m bench.soak --minutes 30 --conversations 200 --interval 4
     uv run python -m bench.soak --pg              # the services on PostgreSQL ($AGENTSTREAM_TEST_PG)
+    uv run python -m bench.soak --broker kafka    # on a 1-node Apache Kafka (JVM) instead of the embedded Tansu
+    uv run python -m bench.soak --broker kafka --bootstrap 127.0.0.1:9092   # on an Apache Kafka already running
 
-`agentstream up` runs in its own process (broker, SQLite, all five services) with the lean model
+`agentstream up` runs in its own process (broker, SQLite, all five services; on Apache Kafka
+`up --no-broker` given its address, `bench.soak_broker`) with the lean model
 (`bench.lean_model`) as its only connector and a fake Telegram Bot API as the chats' platform.
 Every conversation sends a message every `--interval` seconds (open loop: the load does not wait
 for the stack), each answered by a `--tokens`-token stream. Every `--sample` seconds the soak
@@ -51,9 +54,14 @@ from bench.ingress_throughput import PG_ADMIN_DEFAULT, PG_ADMIN_ENV, temporary_p
 from bench.report import Curve, Series, plot  # noqa: E402
 from bench.run_overhead import REPO_ROOT, FakeModelProcess  # noqa: E402
 from bench.service_process import rss_bytes, terminate  # noqa: E402
+from bench.soak_broker import EMBEDDED, KAFKA, SoakBroker, soak_broker  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TOKEN_ENV, METRICS_ENV = "SOAK_TELEGRAM_TOKEN", "SOAK_METRICS_TOKEN"
+# The stack's topics' partitions (`kafka.partitions`' default, written out): the soak reads every
+# partition of `events`, and a fresh client's metadata cannot be asked for it (on Apache Kafka 4 the
+# topics the consumer bootstrapped with are not in it, and `topics()` does not update it).
+PARTITIONS = 4
 LAG, BUFFERS, STREAMS, AGE = (
     "agentstream_consumer_lag",
     "agentstream_persistence_open_buffers",
@@ -73,11 +81,13 @@ class Limit:
 
 
 # What each sampled series may drift by over the second half without failing the soak.
+BROKER_RSS = "broker RSS (MiB)"
 LIMITS = {
     "stack RSS (MiB)": Limit(0.05, 8.0),
     # The embedded broker's storage is memory: it holds every record until retention (days), so its
-    # RSS grows with the traffic by design. Shown, not judged.
-    "broker RSS (MiB)": Limit(0.10, 16.0, judged=False),
+    # RSS grows with the traffic by design. Kafka's JVM grows its heap up to its maximum before its
+    # collector holds it there, longer than a short soak's warm-up. Shown, not judged.
+    BROKER_RSS: Limit(0.10, 16.0, judged=False),
     "consumer lag (records)": Limit(0.5, 200.0),
     "persistence open buffers": Limit(0.5, 20.0),
     "delivery open streams": Limit(0.5, 20.0),
@@ -149,6 +159,7 @@ class SoakResult:
     samples: Samples
     verdicts: list[Verdict]
     database: str = "sqlite"
+    broker: str = "embedded Tansu"
 
     @property
     def failed(self) -> list[str]:
@@ -190,11 +201,17 @@ def age_by_group(values: dict[tuple[tuple[str, str], ...], float]) -> dict[str, 
     return groups
 
 
-def stack_config(model_url: str, telegram_url: str, database_url: str | None = None) -> dict[str, Any]:
-    """`database_url`: the five services' database (default: `agentstream up`'s one SQLite file)."""
+def stack_config(
+    model_url: str, telegram_url: str, database_url: str | None = None, kafka_bootstrap: str | None = None
+) -> dict[str, Any]:
+    """`database_url`: the five services' database (default: `agentstream up`'s one SQLite file).
+    `kafka_bootstrap`: an Apache Kafka for `up --no-broker` (default: `up`'s embedded Tansu)."""
+    kafka: dict[str, Any] = {"topic_prefix": f"soak-{uuid.uuid4().hex[:6]}.", "partitions": PARTITIONS}
+    if kafka_bootstrap:
+        kafka |= {"bootstrap_servers": kafka_bootstrap, "flavor": KAFKA}
     return ({"database": {"url": database_url}} if database_url else {}) | {
         "log_level": "WARNING",
-        "kafka": {"topic_prefix": f"soak-{uuid.uuid4().hex[:6]}."},
+        "kafka": kafka,
         "default_connector": "lean",
         "connectors": [{"id": "lean", "type": "openai", "base_url": model_url, "model": "soak"}],
         "platforms": {"telegram": {"api_url": telegram_url, "token_env": TOKEN_ENV}},
@@ -207,15 +224,17 @@ def stack_config(model_url: str, telegram_url: str, database_url: str | None = N
 
 @contextlib.asynccontextmanager
 async def stack_process(
-    config: dict[str, Any], env: dict[str, str], ready_s: float = 120.0
+    config: dict[str, Any], env: dict[str, str], ready_s: float = 120.0, start_broker: bool = True
 ) -> AsyncIterator[tuple[int, dict[str, Any]]]:
-    """`agentstream up` in a fresh directory; yields (its pid, its state file: kafka, services, broker pid)."""
+    """`agentstream up` in a fresh directory (`--no-broker` unless `start_broker`); yields (its pid,
+    its state file: kafka, services, the embedded broker's pid)."""
     workdir = Path(tempfile.mkdtemp(prefix="agentstream-soak-"))
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     state = workdir / ".agentstream" / "stack.json"
     with (workdir / "stack.log").open("wb") as log:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "agentstream_stack", "up", "--config", "config.yaml", "--no-chat",
+            *([] if start_broker else ["--no-broker"]),
             cwd=workdir, env=env, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL,
         )  # fmt: skip
     try:
@@ -243,9 +262,7 @@ class Traffic:
     async def __aenter__(self) -> Traffic:
         await self._producer.start()
         await self._consumer.start()
-        events = f"{self.prefix}events"
-        await self._consumer.topics()  # the cluster's metadata: how many partitions `events` has
-        self._consumer.assign([TopicPartition(events, p) for p in self._consumer.partitions_for_topic(events) or {0}])
+        self._consumer.assign([TopicPartition(f"{self.prefix}events", p) for p in range(PARTITIONS)])
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -273,9 +290,10 @@ class Traffic:
 
 
 async def sample_once(
-    http: httpx.AsyncClient, urls: list[str], pids: tuple[int, int], token: str
+    http: httpx.AsyncClient, urls: list[str], pids: tuple[int, int | None], token: str
 ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-    """(the sampled series, the consumer lag by group, the committed offset age by group)."""
+    """(the sampled series, the consumer lag by group, the committed offset age by group); `pids`:
+    the stack's and the broker's (None: not on this machine, its RSS left out)."""
 
     async def scrape(url: str) -> str:
         for attempt in range(3):  # a busy service may drop one request; three misses in a row end the soak
@@ -292,14 +310,16 @@ async def sample_once(
     texts = await asyncio.gather(*(scrape(u) for u in urls))
     values = metric_values(texts)
     sums = {name: sum(by_labels.values()) for name, by_labels in values.items()}
+    stack_pid, broker_pid = pids
+    figures = {
+        "stack RSS (MiB)": rss_bytes(stack_pid) / 2**20,
+        BROKER_RSS: rss_bytes(broker_pid) / 2**20 if broker_pid is not None else None,
+        "consumer lag (records)": sums[LAG],
+        "persistence open buffers": sums[BUFFERS],
+        "delivery open streams": sums[STREAMS],
+    }
     return (
-        {
-            "stack RSS (MiB)": rss_bytes(pids[0]) / 2**20,
-            "broker RSS (MiB)": rss_bytes(pids[1]) / 2**20,
-            "consumer lag (records)": sums[LAG],
-            "persistence open buffers": sums[BUFFERS],
-            "delivery open streams": sums[STREAMS],
-        },
+        {name: value for name, value in figures.items() if value is not None},
         lag_by_group(values[LAG]),
         age_by_group(values[AGE]),
     )
@@ -308,25 +328,30 @@ async def sample_once(
 async def soak(
     minutes: float = 10.0, conversations: int = 100, interval: float = 6.0, tokens: int = 20,
     token_rate: float = 50.0, sample_s: float = 5.0, database_url: str | None = None,
+    broker: SoakBroker = SoakBroker(EMBEDDED),
 ) -> SoakResult:  # fmt: skip
+    """`broker`: the embedded Tansu `agentstream up` starts (default), or an Apache Kafka (`soak_broker`)."""
     metrics_token = uuid.uuid4().hex
     async with FakeTelegram(per_chat_interval=1.0) as tg, FakeModelProcess(token_delay_s=1 / token_rate) as model:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTSTREAM__")}
         env |= {TOKEN_ENV: tg.token, METRICS_ENV: metrics_token, "PYTHONPATH": str(REPO_ROOT)}
-        async with stack_process(stack_config(model.base_url, tg.url, database_url), env) as (pid, state):
+        config = stack_config(model.base_url, tg.url, database_url, broker.bootstrap)
+        async with stack_process(config, env, start_broker=broker.embedded) as (pid, state):
             urls = [u.replace("://0.0.0.0:", "://127.0.0.1:") for u in state["services"].values()]
+            broker_pid = state["broker_pid"] if broker.embedded else broker.pid
             async with Traffic(state["kafka"], state["topic_prefix"], conversations, interval, tokens) as traffic:
                 start = time.monotonic()
                 until = start + minutes * 60
                 tasks = [asyncio.create_task(traffic.conversation(i, until)) for i in range(conversations)]
                 tasks.append(asyncio.create_task(traffic.count_finished()))
-                samples = Samples()
+                sampled = [name for name in LIMITS if name != BROKER_RSS or broker_pid is not None]
+                samples = Samples(series={name: [] for name in sampled})
                 try:
                     # No keep-alive: a pooled connection the server closes between samples fails the next one.
                     limits = httpx.Limits(max_keepalive_connections=0)
                     async with httpx.AsyncClient(timeout=10, limits=limits) as http:
                         while (now := time.monotonic()) < until + sample_s / 2:
-                            figures, lag, age = await sample_once(http, urls, (pid, state["broker_pid"]), metrics_token)
+                            figures, lag, age = await sample_once(http, urls, (pid, broker_pid), metrics_token)
                             samples.t.append(now - start)
                             samples.finished.append(traffic.finished)
                             samples.add_lag(lag, age)
@@ -339,7 +364,9 @@ async def soak(
                     await asyncio.gather(*tasks, return_exceptions=True)
     verdicts = [grows(name, samples.t, ys, LIMITS[name]) for name, ys in samples.series.items()]
     database = (database_url or "sqlite").split("://", 1)[0].split("+", 1)[0]
-    return SoakResult(minutes, conversations, traffic.sent, traffic.finished, samples, verdicts, database)
+    return SoakResult(
+        minutes, conversations, traffic.sent, traffic.finished, samples, verdicts, database, broker.description
+    )
 
 
 def _verdict(v: Verdict) -> str:
@@ -355,7 +382,7 @@ def write_report(result: SoakResult, directory: Path) -> Path:
     plot(
         Curve(
             "soak.png",
-            f"Soak: {result.conversations} conversations, {result.minutes:g} min",
+            f"Soak: {result.conversations} conversations, {result.minutes:g} min, {result.broker}",
             "minutes",
             [(name, [Series(name, minutes, ys)]) for name, ys in s.series.items()]
             + [
@@ -377,13 +404,14 @@ def write_report(result: SoakResult, directory: Path) -> Path:
     lines = [
         f"# Soak — {datetime.datetime.now():%Y-%m-%d %H:%M}",
         "",
-        f"{result.conversations} conversations for {result.minutes:g} min ({result.database}): "
+        f"{result.conversations} conversations for {result.minutes:g} min on {result.broker} ({result.database}): "
         f"{result.sent} messages sent, "
         f"{result.finished} runs finished, {len(s.t)} samples. Consumer lag by group at the last sample: "
         + (", ".join(f"{g} {ys[-1]:,.0f}" for g, ys in sorted(s.lag.items())) or "none exported")
         + ". Committed offset age by group at the last sample (s), and its highest: "
         + (", ".join(f"{g} {ys[-1]:,.1f} (max {max(ys):,.1f})" for g, ys in sorted(s.age.items())) or "none exported")
-        + ".",
+        + "."
+        + ("" if BROKER_RSS in s.series else " Broker RSS not sampled: its process is not one of this machine's."),
         "",
         "| series | first | last | mean, second half | slope per minute | growth over second half | allowed | verdict |",
         "|---|---|---|---|---|---|---|---|",
@@ -413,22 +441,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=6.0, help="seconds between one conversation's messages")
     parser.add_argument("--tokens", type=int, default=20, help="tokens per answer")
     parser.add_argument("--sample", type=float, default=5.0, help="seconds between samples")
-    parser.add_argument("--out", type=Path, help="report directory (default bench/results/<date>-soak)")
+    parser.add_argument("--out", type=Path, help="report directory (default bench/results/<date>-soak[-kafka])")
     parser.add_argument(
         "--pg", action="store_true", help=f"the services on a throw-away PostgreSQL database (${PG_ADMIN_ENV})"
     )
+    parser.add_argument(
+        "--broker",
+        choices=[EMBEDDED, KAFKA],
+        default=EMBEDDED,
+        help="`agentstream up`'s embedded Tansu (default), or Apache Kafka: a 1-node cluster on the JVM "
+        "started here (`up --no-broker` given its address)",
+    )
+    parser.add_argument("--bootstrap", metavar="HOST:PORT", help="with --broker kafka: an Apache Kafka already running")
     args = parser.parse_args(argv)
+    if args.bootstrap and args.broker != KAFKA:
+        parser.error("--bootstrap names an Apache Kafka: give --broker kafka with it")
 
     async def run() -> SoakResult:
-        if not args.pg:
-            return await soak(args.minutes, args.conversations, args.interval, args.tokens, sample_s=args.sample)
-        async with temporary_pg_database(os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)) as url:
+        async with contextlib.AsyncExitStack() as started:
+            broker = await started.enter_async_context(soak_broker(args.broker, args.bootstrap))
+            database_url = None
+            if args.pg:
+                admin_url = os.environ.get(PG_ADMIN_ENV, PG_ADMIN_DEFAULT)
+                database_url = await started.enter_async_context(temporary_pg_database(admin_url))
             return await soak(
-                args.minutes, args.conversations, args.interval, args.tokens, sample_s=args.sample, database_url=url
-            )
+                args.minutes, args.conversations, args.interval, args.tokens,
+                sample_s=args.sample, database_url=database_url, broker=broker,
+            )  # fmt: skip
 
     result = asyncio.run(run())
-    path = write_report(result, args.out or RESULTS / f"{datetime.date.today():%Y-%m-%d}-soak")
+    suffix = "-soak" + ("" if args.broker == EMBEDDED else f"-{args.broker}")  # as bench.all's reports
+    path = write_report(result, args.out or RESULTS / f"{datetime.date.today():%Y-%m-%d}{suffix}")
     print(path.read_text())
     return 1 if result.failed else 0
 

@@ -29,6 +29,7 @@ import contextlib
 import datetime
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -247,6 +248,8 @@ async def stack_process(
         yield process.pid, json.loads(state.read_text())
     finally:
         await terminate(process, 30)
+        # Its database and broker state are the run's only (a failed start's log tail is in the error).
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 class Traffic:

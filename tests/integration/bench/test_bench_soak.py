@@ -50,9 +50,18 @@ def broker_under_test(request: pytest.FixtureRequest) -> SoakBroker:
 @pytest.mark.integration
 @pytest.mark.timeout(240)  # `agentstream up` (broker, five services) starts in a child process first
 async def test_soak_smoke_samples_every_series_and_writes_the_report(
-    tmp_path: Path, broker_under_test: SoakBroker
+    tmp_path: Path, broker_under_test: SoakBroker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    made: list[Path] = []
+
+    def mkdtemp(prefix: str) -> str:
+        made.append(tmp_path / f"{prefix}stack")
+        made[-1].mkdir()
+        return str(made[-1])
+
+    monkeypatch.setattr("bench.soak.tempfile.mkdtemp", mkdtemp)
     result = await soak(minutes=0.3, conversations=10, interval=2.0, tokens=5, sample_s=1.0, broker=broker_under_test)
+    assert made and not made[0].exists()  # the stack's directory is removed with the stack (it was left in /tmp)
 
     assert result.sent >= 10 and result.finished > 0
     samples = result.samples

@@ -101,8 +101,12 @@ async def test_run_is_streamed_once_per_segment(settings_factory: Callable[..., 
         reply_target=TARGET,
     )
     async with ServiceHost([svc], "127.0.0.1", {svc.name: free_port()}) as host:
-        # paced like a model streams, so intermediate frames really are edited in place
-        await publish(settings, [b"not json", orphan.to_json(), *(e.to_json() for e in run_events())], pause=0.01)
+        # The answer's end is held back until its preview is shown, so it really is edited in place: paced
+        # only by time (0.01 s an event), a delivery behind at load ~9 read the answer whole and sent it once.
+        *streamed, completed, finished_event = run_events()
+        await publish(settings, [b"not json", orphan.to_json(), *(e.to_json() for e in streamed)], pause=0.01)
+        await svc.memory.wait_for(CHAT, lambda ms: len(ms) == 2 and not ms[1].final, timeout=30)
+        await publish(settings, [completed.to_json(), finished_event.to_json()])
         msgs = await svc.memory.wait_for_final(CHAT, count=2, timeout=30)
         await publish(settings, [notice.to_json()])
         msgs = await svc.memory.wait_for_final(CHAT, count=3, timeout=30)

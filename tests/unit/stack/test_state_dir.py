@@ -75,3 +75,31 @@ def test_a_port_something_listens_on_is_named_and_free_ones_are_not():
             free = spare.getsockname()[1]
         assert busy_port("127.0.0.1", [free, taken]) == taken
         assert busy_port("127.0.0.1", [free]) is None
+
+
+def test_the_state_file_is_read_whole_while_it_is_written(tmp_path):
+    """`up` writes stack.json while `send`, `doctor` or a test may read it: written in place, a reader
+    found it empty (e2e `test_cli_finds_up`, load ~9)."""
+    import threading
+
+    from agentstream_stack.embedded import _write_state, read_state
+
+    state_file = tmp_path / ".agentstream" / "stack.json"
+    state = {"services": {f"service-{i}": f"http://127.0.0.1:{8000 + i}" for i in range(200)}}
+    _write_state(state_file, state)
+    done = threading.Event()
+
+    def writer() -> None:
+        for n in range(300):
+            _write_state(state_file, {**state, "n": n})
+        done.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    reads = 0
+    while not done.is_set():
+        assert read_state(state_file) is not None
+        reads += 1
+    thread.join()
+    assert reads > 0 and read_state(state_file) == {**state, "n": 299}
+    assert [p.name for p in state_file.parent.iterdir()] == ["stack.json"]  # no temporary file left

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -160,9 +161,12 @@ def _web_to_this_stack(settings: Settings, ingress_port: int, persistence_port: 
 
 
 def _write_state(state_file: Path, state: dict[str, Any]) -> None:
-    """Where `agentstream send` finds the running stack of this directory."""
+    """Where `agentstream send` finds the running stack of this directory. Written whole or not at all
+    (a temporary file renamed over it): a command reading it meanwhile read an empty file (e2e, load ~9)."""
     private_dir(state_file.parent)
-    state_file.write_text(json.dumps(state, indent=2))
+    partial = state_file.with_name(f".{state_file.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(state, indent=2))
+    os.replace(partial, state_file)
 
 
 def free_ports() -> dict[str, int]:

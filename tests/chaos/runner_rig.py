@@ -27,15 +27,27 @@ from agentstream.kafka import create_topics, free_port
 from agentstream_delivery.app import DeliveryService
 from agentstream_delivery.bootstrap import bootstrap as bootstrap_delivery
 from agentstream_delivery.formatting import render
+from agentstream_delivery.render import CURSOR
 from agentstream_persistence.bootstrap import bootstrap as bootstrap_persistence
 from agentstream_testing.fake_openai import FakeOpenAI
-from agentstream_testing.fake_platforms import FakeTelegram
+from agentstream_testing.fake_platforms import FakeMessage, FakeTelegram
 from agentstream_testing.fixtures import make_test_settings
 from agentstream_testing.kafka import RawRecord, produce_raw
 from agentstream_tools.bootstrap import bootstrap as bootstrap_tool_executor
 from tests.chaos.processes import ServiceProcess, service_env
 
 SLOW_TEXT = " ".join(f"word{i}" for i in range(40))  # at 0.25 s a token: a kill lands mid-answer
+# For a kill that waits for the chat's preview first: 20 s of answer. At 0.25 s a token (10 s), a delivery
+# behind at load ~9 showed its first edit only as the run completed, and the kill came after the end.
+SLOW_TOKEN_S = 0.5
+
+
+def previewing(messages: list[FakeMessage], index: int) -> bool:
+    """Message `index` of the chat is an answer's preview, edited at least once and not yet final:
+    the run is mid-answer."""
+    return len(messages) == index + 1 and messages[index].edits >= 1 and messages[index].text.endswith(CURSOR)
+
+
 TELEGRAM = {"chat_interval": "0.1", "edit_interval": "0.3", "buffer_threshold": "20", "drafts": "false"}
 TOKEN_ENV = "CHAOS_TG_TOKEN"
 # A heartbeat and a coalescing short enough for a 2 s watchdog and a kill between two deltas.

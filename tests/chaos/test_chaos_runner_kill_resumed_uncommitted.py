@@ -31,12 +31,14 @@ from agentstream_testing.fake_platforms import FakeTelegram
 from agentstream_testing.kafka import read_to_end, read_until
 from tests.chaos.runner_rig import (
     SLOW_TEXT,
+    SLOW_TOKEN_S,
     WITH_DELIVERY,
     RunnerRig,
     committed_offsets,
     committed_past,
     endings,
     partial_of,
+    previewing,
     seqs_of,
     shown,
     until,
@@ -54,8 +56,8 @@ async def test_a_resume_read_again_after_the_kill_continues_after_what_the_kille
 ):
     async with FakeOpenAI() as fake, FakeTelegram() as tg:
         fake.add_turn(tool_calls=[("calculator", {"expression": "6*7"})])  # completes under the first runner
-        fake.add_turn(text=SLOW_TEXT, token_delay_s=0.25)  # the first runner is killed in here
-        fake.add_turn(text=SLOW_TEXT, token_delay_s=0.25)  # the resume on the second: killed in here too
+        fake.add_turn(text=SLOW_TEXT, token_delay_s=SLOW_TOKEN_S)  # the first runner is killed in here
+        fake.add_turn(text=SLOW_TEXT, token_delay_s=SLOW_TOKEN_S)  # the resume on the second: killed in here too
         fake.add_turn(text=ANSWER)  # what the third runner's resume gets
         # The watchdog (30 s) is too slow to matter: the runners' orphan scans end the killed attempts.
         resume = {"auto": True, "stale_after_s": 30.0, "watchdog_interval_s": 0.5, "max_attempts": 2}
@@ -77,7 +79,7 @@ async def test_a_resume_read_again_after_the_kill_continues_after_what_the_kille
             await rig.start(first)
             sent = await rig.send(start, queued=True)
             # The tool's status line, then the answer's preview, edited at least once: mid-answer.
-            await until(lambda: len(tg.messages(CHAT)) == 2 and tg.messages(CHAT)[1].edits >= 1, 60, "a preview")
+            await until(lambda: previewing(tg.messages(CHAT), 1), 60, "a preview")
             await committed_past(rig.bootstrap, group, TopicPartition(sent.topic, sent.partition), sent.offset)
             first.kill9()
             tool_line = tg.texts(CHAT)[0]
@@ -85,9 +87,7 @@ async def test_a_resume_read_again_after_the_kill_continues_after_what_the_kille
             # The second runner ends the run (its orphan scan), reads the ResumeRun and resumes it:
             # the resumed answer streams into a message of its own, edited at least once.
             await second.start()
-            await until(
-                lambda: len(tg.messages(CHAT)) == 3 and tg.messages(CHAT)[2].edits >= 1, 60, "the resume's preview"
-            )
+            await until(lambda: previewing(tg.messages(CHAT), 2), 60, "the resume's preview")
             second.kill9()
             resumes = [
                 r for r in await read_to_end(rig.bootstrap, rig.runs_topic) if b'"run.resume"' in (r.value or b"")

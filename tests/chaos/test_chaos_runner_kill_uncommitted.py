@@ -33,11 +33,13 @@ from agentstream_testing.fake_platforms import FakeTelegram
 from agentstream_testing.kafka import read_to_end, read_until
 from tests.chaos.runner_rig import (
     SLOW_TEXT,
+    SLOW_TOKEN_S,
     WITH_DELIVERY,
     RunnerRig,
     committed_offsets,
     endings,
     partial_of,
+    previewing,
     seqs_of,
     shown,
     until,
@@ -61,7 +63,7 @@ async def test_a_start_read_again_after_the_kill_continues_the_run_instead_of_st
 ):
     async with FakeOpenAI() as fake, FakeTelegram() as tg:
         fake.add_turn(tool_calls=[("calculator", {"expression": "6*7"})])  # completes before the kill
-        fake.add_turn(text=SLOW_TEXT, token_delay_s=0.25)  # the kill lands in here
+        fake.add_turn(text=SLOW_TEXT, token_delay_s=SLOW_TOKEN_S)  # the kill lands in here
         fake.add_turn(text=ANSWER)  # what the continued run gets
         # At once: the watchdog (30 s) is too slow to matter, the restarted runner's orphan scan ends
         # the run. After the watchdog: the run has ended `runner_lost` and been stored when it comes back.
@@ -83,7 +85,7 @@ async def test_a_start_read_again_after_the_kill_continues_the_run_instead_of_st
             await rig.start(first)
             await rig.send(start, queued=True)  # with the run.queued ingress writes beside the StartRun
             # The tool's status line, then the answer's preview, edited at least once: mid-answer.
-            await until(lambda: len(tg.messages(CHAT)) == 2 and tg.messages(CHAT)[1].edits >= 1, 60, "a preview")
+            await until(lambda: previewing(tg.messages(CHAT), 1), 60, "a preview")
             first.kill9()
             tool_line = tg.texts(CHAT)[0]
             group = consumer_group(rig.settings.kafka, "agent-runner")

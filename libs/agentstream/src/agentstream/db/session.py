@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import fcntl
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -122,6 +123,11 @@ def alembic_config(url: str) -> Config:
     return cfg
 
 
+# SQLite: the services that already started may hold the write lock for seconds on a loaded
+# machine while the next one migrates (each in turn): wait for it, as long as a service's start
+# may take, instead of failing the start on the driver's 5 s default.
+SQLITE_LOCK_WAIT_S = 60.0
+
 # Alembic's command API keeps module-level state (the `op`/`context` proxies): two
 # services upgrading at once in one process (the embedded stack) would corrupt it.
 _upgrade_lock = threading.Lock()
@@ -147,9 +153,26 @@ def _sqlite_migration_lock(url: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _sqlite_in_wal(url: str) -> None:
+    """A SQLite file switched to WAL (it stays so) before anything migrates it.
+
+    Each service's connections ask for WAL too (`sqlite_pragmas`), but the switch needs the file to
+    itself: asked while other processes read and write it, it can fail again and again, and the file
+    stays in rollback mode, where a writer waiting to commit shuts out every reader. Five processes
+    on one file then held each other over a minute (a service's start failed). Here the switch
+    happens under the migration lock, by the first process, when no other can have the file busy.
+    """
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
+        return
+    with contextlib.closing(sqlite3.connect(u.database, timeout=SQLITE_LOCK_WAIT_S)) as conn:
+        conn.execute("PRAGMA journal_mode=WAL")
+
+
 def upgrade_sync(url: str, revision: str = "heads") -> None:
     _ensure_sqlite_dir(url)
     with _upgrade_lock, _sqlite_migration_lock(url):
+        _sqlite_in_wal(url)
         command.upgrade(alembic_config(url), revision)
 
 

@@ -4,10 +4,10 @@ from alembic import context
 from sqlalchemy import create_engine, pool
 
 from agentstream.db.models import Base
+from agentstream.db.session import SQLITE_LOCK_WAIT_S
 
 config = context.config
 MIGRATION_LOCK_ID = 0x61676E74  # "agnt"
-SQLITE_LOCK_WAIT_S = 60.0
 target_metadata = Base.metadata
 
 
@@ -24,9 +24,7 @@ def run_migrations_offline() -> None:
 
 def run_migrations_online() -> None:
     url = config.get_main_option("sqlalchemy.url") or ""
-    # SQLite: the services that already started may hold the write lock for seconds on a loaded
-    # machine while the next one migrates (each in turn, see session.py): wait for it, as long as
-    # a service's start may take, instead of failing the start on the driver's 5 s default.
+    # SQLite: wait for the write lock as long as a service's start may take (see session.py).
     connect_args = {"timeout": SQLITE_LOCK_WAIT_S} if url.startswith("sqlite") else {}
     engine = create_engine(url, poolclass=pool.NullPool, connect_args=connect_args)
     with engine.connect() as connection:

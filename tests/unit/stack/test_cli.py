@@ -43,6 +43,27 @@ def test_help_lists_every_command_and_imports_nothing_heavy() -> None:
     assert "agentstream_stack.stack_cli" not in probe["modules"]  # no command module either
 
 
+# What `agentstream send` imports: a Kafka client's parts, none of a service's.
+SEND_PROBE = """
+import json, sys
+import agentstream_stack.send_cli
+print(json.dumps(sorted(sys.modules)))
+"""
+SERVICE_SIDE = ("sqlalchemy", "fastapi", "alembic", "uvicorn", "openai", "anthropic", "starlette")
+
+
+@pytest.mark.timeout(60)  # a fresh interpreter on a busy machine
+def test_send_imports_a_kafka_client_and_no_service() -> None:
+    done = subprocess.run([sys.executable, "-c", SEND_PROBE], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    modules = json.loads(done.stdout.rstrip().rpartition("\n")[2])
+    loaded = {m.split(".")[0] for m in modules}
+    assert "aiokafka" in loaded
+    assert not loaded & set(SERVICE_SIDE), loaded & set(SERVICE_SIDE)
+    assert not {"agentstream.kafka.broker", "agentstream.kafka.embedded", "agentstream.observability"} & set(modules)
+    assert not any(m.startswith(("agentstream_runner", "agentstream_delivery", "agentstream_ingress")) for m in modules)
+
+
 def test_version_prints_the_installed_version() -> None:
     for flag in ("--version", "-V"):
         result = CliRunner().invoke(app, [flag])

@@ -31,7 +31,7 @@ COMMANDS: tuple[LazyCommand, ...] = (
     ),
     LazyCommand(
         "send",
-        "agentstream_stack.stack_cli:send",
+        "agentstream_stack.send_cli:send",
         "Send one message and print the streamed reply.",
     ),
     LazyCommand(

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, NoReturn
 
 import httpx
 import typer
-from rich.markup import escape
 
 from agentstream.config import SERVICES, ConfigError, Settings
-from agentstream.contracts import InboundMessage, RunEvent, RunFinished, RunStatus, User
+from agentstream.contracts import InboundMessage, RunFinished, RunStatus, User
 from agentstream.host import ServiceHost, install_stop_signals, run_until_stopped
 from agentstream.kafka import create_topics
 from agentstream.kafka.flavor import resolve_flavor
@@ -25,7 +22,6 @@ from agentstream.observability import configure_logging
 from agentstream_stack.cli_errors import ExitCode, command_line
 from agentstream_stack.cli_support import (
     ConfigOpt,
-    client_settings,
     config_path,
     err,
     exit_on_config_error,
@@ -34,7 +30,8 @@ from agentstream_stack.cli_support import (
     out,
 )
 from agentstream_stack.embedded import embedded_stack, free_ports
-from agentstream_stack.run_follower import RunFollower, RunRecorder, StreamPrinter
+from agentstream_stack.run_follower import StreamPrinter
+from agentstream_stack.send_cli import send_and_print
 from agentstream_stack.services import build_service
 from agentstream_stack.state_dir import STATE_DIR, StateDirBusy, busy_port, locked, private_dir
 from agentstream_tools.sandbox.isolation import SandboxUnavailable
@@ -172,55 +169,6 @@ def serve(
     run_until_stopped(main())
 
 
-async def _send(
-    settings: Settings, message: InboundMessage, timeout: float, printer: Callable[[RunEvent], None], *, say: bool
-) -> RunFinished | None:
-    async with RunFollower(await resolve_flavor(settings.kafka)) as follower:
-        await follower.send(message)
-        if say:  # the first event can take seconds (the runner, the model): say it was sent
-            err.print(f"[dim]sent to {escape(message.conversation_key)}, waiting for the answer…[/]", highlight=False)
-        async with asyncio.timeout(timeout):
-            async for event in follower.follow(message):
-                printer(event)
-                if isinstance(event, RunFinished):
-                    return event
-    return None
-
-
-def send(
-    text: Annotated[str, typer.Argument(help="The message text.")],
-    chat: Annotated[str, typer.Option(help="Chat id.")] = "cli",
-    platform: Annotated[str, typer.Option(help="Platform of the message.")] = "console",
-    user: Annotated[str, typer.Option(help="User id.")] = "cli-user",
-    assistant: Annotated[str | None, typer.Option(help="Assistant id.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for the answer.")] = 120.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document when the run ends instead.")] = False,
-    config: ConfigOpt = None,
-) -> None:
-    """Send one message and print the streamed reply.
-
-    Produces one InboundMessage on `inbound` and prints the run's events as they arrive
-    (with --json: the run's outcome, answer, tool results and notices, once it ended).
-    """
-    settings = client_settings(config)
-    msg = InboundMessage(
-        id=str(uuid.uuid4()), platform=platform, chat_id=chat, user=User(id=user), text=text, assistant_id=assistant
-    )
-    recorder = RunRecorder()
-    try:
-        finished = asyncio.run(
-            _send(settings, msg, timeout, recorder if as_json else StreamPrinter(out), say=not as_json)
-        )
-    except TimeoutError:
-        err.print(f"[red]no answer within {timeout:.0f} s[/]")
-        raise typer.Exit(ExitCode.FAILED) from None
-    if as_json:
-        document = recorder.document(message_id=msg.id, conversation_key=msg.conversation_key)
-        typer.echo(json.dumps(document, ensure_ascii=False, indent=2))
-    if finished is None or finished.status is not RunStatus.COMPLETED:
-        raise typer.Exit(ExitCode.FAILED)
-
-
 def demo(config: ConfigOpt = None) -> None:
     """Run a scripted conversation on a throwaway embedded stack.
 
@@ -244,7 +192,7 @@ def demo(config: ConfigOpt = None) -> None:
                 )
                 out.print(f"[bold cyan]you>[/] {msg.text}")
                 out.print("[bold green]assistant>[/] ", end="")
-                finished = await _send(stack.settings, msg, 60, StreamPrinter(out), say=False)
+                finished = await send_and_print(stack.settings, msg, 60, StreamPrinter(out), say=False)
                 if finished is None:
                     return None
                 assert stack.new_admin_key is not None  # the demo's database is new

@@ -32,18 +32,18 @@ import asyncio
 from collections.abc import Collection
 from dataclasses import dataclass
 
+import structlog
 from aiokafka.client import AIOKafkaClient
 from aiokafka.protocol.admin import ApiVersionRequest
 
 from agentstream.config import KafkaFlavor, KafkaSettings
 from agentstream.kafka.idle import IdlePacing
 from agentstream.kafka.security import client_security
-from agentstream.observability import get_logger
 
 OFFSET_FOR_LEADER_EPOCH = 23  # the API key whose absence marks Tansu
 DETECT_TIMEOUT_S = 10.0
 
-log = get_logger("agentstream.kafka")
+log = structlog.get_logger("agentstream.kafka")  # not observability's: it imports the HTTP side
 
 
 @dataclass(frozen=True)

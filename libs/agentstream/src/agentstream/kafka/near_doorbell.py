@@ -34,15 +34,16 @@ from collections import Counter
 from collections.abc import Callable, Collection
 from pathlib import Path
 
+import structlog
+
 from agentstream.kafka.idle import DOORBELL, Doorbell
-from agentstream.observability import get_logger
 
 NOTICE_GAP_S = 0.02
 MAX_NOTICE_BYTES = 512  # a topic name is at most 249 characters
 SUFFIX = ".sock"
 BIND_ATTEMPTS = 3
 
-log = get_logger("agentstream.kafka")
+log = structlog.get_logger("agentstream.kafka")  # not observability's: it imports the HTTP side
 
 
 def on_loopback(bootstrap_servers: str) -> bool:

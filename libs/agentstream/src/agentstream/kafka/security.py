@@ -13,18 +13,14 @@ from __future__ import annotations
 import os
 import ssl
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiokafka.helpers import create_ssl_context
-from faststream.security import BaseSecurity, SASLPlaintext, SASLScram256, SASLScram512
 
 from agentstream.config import ConfigError, KafkaSettings, SaslMechanism, SecurityProtocol
 
-_SASL_SECURITY: dict[SaslMechanism, type[SASLPlaintext | SASLScram256 | SASLScram512]] = {
-    SaslMechanism.PLAIN: SASLPlaintext,
-    SaslMechanism.SCRAM_SHA_256: SASLScram256,
-    SaslMechanism.SCRAM_SHA_512: SASLScram512,
-}
+if TYPE_CHECKING:
+    from faststream.security import BaseSecurity
 
 
 def client_security(kafka: KafkaSettings) -> dict[str, Any]:
@@ -49,13 +45,20 @@ def client_security(kafka: KafkaSettings) -> dict[str, Any]:
 
 def broker_security(kafka: KafkaSettings) -> BaseSecurity | None:
     """The FastStream `security=` object carrying exactly `client_security(kafka)`."""
+    # Imported here: FastStream is the services' (a plain client, `agentstream send`, needs none of it).
+    from faststream.security import BaseSecurity, SASLPlaintext, SASLScram256, SASLScram512
+
     kwargs = client_security(kafka)
     if not kwargs:
         return None
     context = kwargs.get("ssl_context")
     if "sasl_mechanism" not in kwargs:
         return BaseSecurity(ssl_context=context)
-    security_class = _SASL_SECURITY[SaslMechanism(kwargs["sasl_mechanism"])]
+    security_class = {
+        SaslMechanism.PLAIN: SASLPlaintext,
+        SaslMechanism.SCRAM_SHA_256: SASLScram256,
+        SaslMechanism.SCRAM_SHA_512: SASLScram512,
+    }[SaslMechanism(kwargs["sasl_mechanism"])]
     return security_class(
         kwargs["sasl_plain_username"],
         kwargs["sasl_plain_password"],

@@ -19,6 +19,7 @@ from markdown_it.token import Token
 
 from agentstream.config import TextFormat
 from agentstream_delivery.formatting import STYLES
+from agentstream_delivery.formatting.simple_inline import simple_run_tokens
 from agentstream_delivery.formatting.tree import (
     PLAIN_URL,
     SETEXT_UNDERLINE,
@@ -215,3 +216,89 @@ def test_remembered_runs_are_the_parsers_own_whatever_was_forgotten(contents: li
         for md in (parser_without_references(), web_parser_without_references()):
             expected = as_dicts(parsed_inline_tokens(md, content))
             assert as_dicts(runs(md, content)) == expected == as_dicts(runs(md, content)), content
+
+
+# Pieces of the constructs the one-scan path takes (and of those it leaves to markdown-it), joined at random: marker
+# runs beside words, spaces and punctuation of both kinds (flanking), code spans, links and what only looks like one.
+SIMPLE_PIECES = st.sampled_from(
+    [
+        "a",
+        "b2",
+        "é",
+        " ",
+        "  ",
+        "\u00a0",
+        ".",
+        ",",
+        "(",
+        ")",
+        "!",
+        "—",
+        "。",
+        "👍🏽",
+        ":",
+        "-",
+        "]",
+        "[",
+        "*",
+        "**",
+        "***",
+        "_",
+        "__",
+        "~",
+        "~~",
+        "~~~",
+        "`",
+        "``",
+        "` `",
+        "`x`",
+        "``a`b``",
+        "[a](https://x.org)",
+        "[the manual](https://man7.org/sort.1)",
+        "[](https://x.org)",
+        "[a b](x*y_z~)",
+        "[a](javascript:x)",
+        "[a] (x)",
+        "[a]",
+        "[*a*](x)",
+        "[a](x y)",
+        "[a](<x>)",
+        "[a](x(y))",
+        "[é](https://é.org/ü)",
+        "\\*",
+        "&amp;",
+        "<b>",
+        "\n",
+        "![a](x)",
+    ]
+)
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(SIMPLE_PIECES, max_size=14).map("".join) | st.text(alphabet=INLINE_ALPHABET, max_size=30))
+@example("The **fastest** way 3 is _usually_ `sort -u` (see [the manual](https://man7.org/sort.3)).")
+@example("keeps ~~duplicates~~ *once* (1)")
+@example("**a** b")  # `**`'s outer marker: an empty text token where no text joins it
+@example("a **b**")
+@example("**a *b* c** _d_")
+@example("*a **b* c**")  # crossed: markdown-it's
+@example("snake_case and a_b_c")  # `_` within a word neither opens nor closes
+@example("a*b*c")  # `*` within a word both opens and closes: markdown-it's
+def test_a_simple_run_is_tokenized_in_one_scan_as_markdown_it_tokenizes_it(content: str) -> None:
+    for md in (parser_without_references(), web_parser_without_references()):
+        simple = simple_run_tokens(md, content)
+        if simple is not None:
+            assert as_dicts(simple) == as_dicts(markdown_its_inline_tokens(md, content)), content
+
+
+def test_the_one_scan_takes_the_runs_answers_are_mostly_made_of() -> None:
+    """Not a test of output (the one above is): that the path is taken where it is meant to be, and not elsewhere."""
+    md = parser_without_references()
+    for taken in (
+        "The **fastest** way is _usually_ `sort -u` (see [the manual](https://man7.org/sort)).",
+        "a ~~b~~ *c*",
+    ):
+        assert simple_run_tokens(md, taken) is not None, taken
+    for declined in ("a\nb", "a \\* b", "&amp;", "<https://x.org>", "![a](x)", "***a***", "a*b*c", "*a **b* c**"):
+        assert simple_run_tokens(md, declined) is None, declined
+    assert simple_run_tokens(parser(), "**a**") is not None  # the same rules: references are a block matter

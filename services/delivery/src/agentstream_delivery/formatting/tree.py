@@ -22,6 +22,7 @@ from markdown_it.rules_core import StateCore, text_join
 from markdown_it.token import Token
 
 from agentstream_delivery.formatting.incremental import Block
+from agentstream_delivery.formatting.simple_inline import simple_run_tokens
 
 BULLETS = ("•", "◦", "▪")
 RULE = "———"
@@ -100,10 +101,12 @@ def run_of(md: MarkdownIt, content: str) -> Run:
     A run with none of the characters an inline rule starts at (`md.inline.terminator_re`: every rule but the
     text rule's needs one, and the text rule stops only at one) is one text token, as markdown-it makes it,
     without running the rules (a third of a stream's runs: a heading's words, a list item's; `parsed_inline_tokens`
-    is the rules' answer, and a property test compares both)."""
+    is the rules' answer, and a property test compares both). A run made of the simple constructs only (emphasis
+    that pairs in order, code spans, plain links: most of the rest) is tokenized by one scan (`simple_inline.py`)."""
     if md.inline.terminator_re.search(content) is None:
         return Run([Token("text", "", 0, content=content)] if content else [])
-    return Run(parsed_inline_tokens(md, content))
+    simple = simple_run_tokens(md, content)
+    return Run(simple if simple is not None else parsed_inline_tokens(md, content))
 
 
 class InlineRuns:

@@ -147,8 +147,8 @@ def _link(md: MarkdownIt, src: str, start: int) -> tuple[_Link, int] | int | Non
     label = src[start + 1 : close]
     if _LABEL_MARKUP.search(label) is not None:
         return None
-    if not src.startswith("(", close + 1):
-        return start  # `[label]` alone is a reference, and there are none
+    if not src.startswith("(", close + 1) or src.find(")", close + 2) == -1:
+        return start  # `[label]` alone is a reference, and there are none; an inline link ends in a `)`
     target = _TARGET.match(src, close + 1)
     if target is None:
         return None
@@ -166,11 +166,8 @@ def _marker(src: str, start: int, end: int) -> _Marker | str | None:
         return src[start:end]  # strikethrough needs two
     if length > 2:
         return None
-    last = src[start - 1] if start > 0 else " "
-    after = src[end] if end < len(src) else " "
-    last_punct = isMdAsciiPunct(ord(last)) or isPunctChar(last)
-    after_punct = isMdAsciiPunct(ord(after)) or isPunctChar(after)
-    last_space, after_space = isWhiteSpace(ord(last)), isWhiteSpace(ord(after))
+    last_space, last_punct = _kind(src[start - 1] if start > 0 else " ")
+    after_space, after_punct = _kind(src[end] if end < len(src) else " ")
     left = not (after_space or (after_punct and not (last_space or last_punct)))
     right = not (last_space or (last_punct and not (after_space or after_punct)))
     within_words = char != "_"
@@ -183,52 +180,59 @@ def _marker(src: str, start: int, end: int) -> _Marker | str | None:
     return _Marker(char, length, opens, closes)
 
 
+def _kind_of(char: str) -> tuple[bool, bool]:
+    """(whitespace, punctuation) as `scanDelims` tells them."""
+    return isWhiteSpace(ord(char)), isMdAsciiPunct(ord(char)) or isPunctChar(char)
+
+
+_ASCII_KINDS = {chr(code): _kind_of(chr(code)) for code in range(128)}
+
+
+def _kind(char: str) -> tuple[bool, bool]:
+    kind = _ASCII_KINDS.get(char)
+    return kind if kind is not None else _kind_of(char)
+
+
 def _tokens(items: list[str | _Marker | _Link | Token]) -> list[Token]:
     """The tokens markdown-it's passes leave (`balance_pairs`, the markers' `postProcess`, `fragments_join`): paired
     markers become tags, and consecutive text is one token, at the nesting level it sits in. `**`'s outer marker is
     left as an empty text token, which stays one where no other text joins it."""
     tokens: list[Token] = []
-    text: list[str] = []
-    has_text = False  # the text so far is at least one token (an empty marker is one)
+    text = ""
+    has_text = False  # the text since the last tag is at least one token (an empty marker is one)
     level = 0
-
-    def flush() -> None:
-        nonlocal has_text
-        joined = "".join(text)
-        if joined or has_text:
-            tokens.append(Token("text", "", 0, level=level, content=joined))
-        text.clear()
-        has_text = False
-
     for item in items:
         if isinstance(item, str):
-            text.append(item)
-        elif isinstance(item, Token):
-            flush()
+            text += item
+            continue
+        if isinstance(item, _Marker) and not item.paired:
+            text += item.char * item.length
+            continue
+        if isinstance(item, _Marker) and item.opens and item.length == 2 and item.char != "~":
+            has_text = True  # `**`: its outer marker
+        if text or has_text:
+            tokens.append(Token("text", "", 0, {}, None, level, None, text))
+            text, has_text = "", False
+        if isinstance(item, Token):
             item.level = level
             tokens.append(item)
         elif isinstance(item, _Link):
-            flush()
-            tokens.append(Token("link_open", "a", 1, attrs={"href": item.href}, level=level))
+            tokens.append(Token("link_open", "a", 1, {"href": item.href}, None, level))
             if item.label:
-                tokens.append(Token("text", "", 0, level=level + 1, content=item.label))
-            tokens.append(Token("link_close", "a", -1, level=level))
-        elif not item.paired:
-            text.append(item.char * item.length)
+                tokens.append(Token("text", "", 0, {}, None, level + 1, None, item.label))
+            tokens.append(Token("link_close", "a", -1, {}, None, level))
         else:
             tag = _TAGS[item.char, item.length]
             markup = item.char * item.length
             if item.opens:
-                has_text = has_text or tag == "strong"
-                flush()
-                tokens.append(Token(tag + "_open", tag, 1, level=level, markup=markup))
+                tokens.append(Token(tag + "_open", tag, 1, {}, None, level, None, "", markup))
                 level += 1
             else:
-                flush()
                 level -= 1
-                tokens.append(Token(tag + "_close", tag, -1, level=level, markup=markup))
-                has_text = tag == "strong"
-    flush()
+                tokens.append(Token(tag + "_close", tag, -1, {}, None, level, None, "", markup))
+                has_text = tag == "strong"  # `**`: its outer marker
+    if text or has_text:
+        tokens.append(Token("text", "", 0, {}, None, level, None, text))
     return tokens
 
 

@@ -19,6 +19,7 @@ from markdown_it.token import Token
 
 from agentstream.config import TextFormat
 from agentstream_delivery.formatting import STYLES
+from agentstream_delivery.formatting.simple_blocks import simple_block_tokens
 from agentstream_delivery.formatting.simple_inline import simple_run_tokens
 from agentstream_delivery.formatting.tree import (
     PLAIN_URL,
@@ -302,3 +303,46 @@ def test_the_one_scan_takes_the_runs_answers_are_mostly_made_of() -> None:
     for declined in ("a\nb", "a \\* b", "&amp;", "<https://x.org>", "![a](x)", "***a***", "a*b*c", "*a **b* c**"):
         assert simple_run_tokens(md, declined) is None, declined
     assert simple_run_tokens(parser(), "**a**") is not None  # the same rules: references are a block matter
+
+
+# Lines of the shapes the one-pass block reader takes (and of those it leaves to markdown-it): paragraphs, headings,
+# fences, bullet items, and lines markdown-it reads as something else (quotes, rules, ordered items, indents).
+SIMPLE_BLOCK_LINES = st.sampled_from(
+    ["para words", "*emph* and `code`", "", "", "- item", "- *b* c", "* star", "+ plus", "-  two", "- ", "-", "# h"]
+    + ["## h2 ", "# h #", "#", "####### x", "```", "```sh", "``` a`b", "~~~", "~~~~ py", "````", " ```", "   ```"]
+    + ["    ```", " one space", "  two", "    four", "1. one", "2) two", "1.5 x", "> q", "***", "---", "- - -"]
+    + ["_ _ _", "**bold** x", "__x__", "text #", "\u00a0nbsp", "é x", "- \u00a0x", "#\u00a0x", "<div>", "x  ", "   "]
+)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.tuples(st.lists(SIMPLE_BLOCK_LINES, max_size=10).map("\n".join), st.sampled_from(["", "\n", " ▉", "\n ▉"])).map(
+        "".join
+    )
+)
+@example(
+    "## Step 1\n\nThe **fastest** way is `sort -u`.\n\n- keeps *once*\n- handles 👍🏽\n\n```sh\nsort -u\n```\n\n ▉"
+)
+@example("- a\n\n")  # the last item takes the blank line in
+@example("- a\n* b\n\n+ c")  # another marker: another list
+@example("text\n- item\n```\ncode")  # a bullet item and a fence interrupt a paragraph; the fence runs to the end
+@example("- a\n\n- b")  # a loose list: markdown-it's
+@example("- a\nlazy")  # the item's lazy line: markdown-it's
+def test_a_simple_text_is_read_in_one_pass_as_markdown_it_reads_it(text: str) -> None:
+    md = parser_for_plain_blocks()
+    if "|" in text or SETEXT_UNDERLINE.search(text):
+        return  # the parser stood for is not this text's (`tree.tokens`)
+    simple = simple_block_tokens(md, text, inline_tokens)
+    if simple is not None:
+        assert as_dicts(simple) == as_dicts(md.parse(text)), text
+
+
+def test_the_one_pass_takes_the_texts_answers_are_mostly_made_of() -> None:
+    """Not a test of output (the one above is): that the pass is taken where it is meant to be, and not elsewhere."""
+    md = parser_for_plain_blocks()
+    for taken in ("## Step\n\nwords *a*\n\n- x\n- y\n\n```sh\nls\n```\n", "text\n- item\n", "a\n\n ▉"):
+        assert simple_block_tokens(md, taken, inline_tokens) is not None, taken
+    for declined in ("> q", "1. a", "- a\n  - b", "- a\n\n- b", "a\n\n\nb", "a\tb", "    code", "***", "# h #"):
+        assert simple_block_tokens(md, declined, inline_tokens) is None, declined
+    assert simple_block_tokens(parser_without_references(), "a", inline_tokens) is None  # another parser's rules

@@ -22,6 +22,7 @@ from markdown_it.rules_core import StateCore, text_join
 from markdown_it.token import Token
 
 from agentstream_delivery.formatting.incremental import Block
+from agentstream_delivery.formatting.simple_blocks import simple_block_tokens
 from agentstream_delivery.formatting.simple_inline import simple_run_tokens
 
 BULLETS = ("•", "◦", "▪")
@@ -246,6 +247,9 @@ def tokens(text: str) -> list[Token]:
         md = parser_without_references()
     else:
         md = parser_for_plain_blocks()
+        simple = simple_block_tokens(md, text, inline_tokens)
+        if simple is not None:
+            return simple
     return md.parse(text)
 
 

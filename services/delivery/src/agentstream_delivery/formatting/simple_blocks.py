@@ -36,7 +36,8 @@ _FENCE = re.compile(r"(`{3,}|~{3,})(.*)$")
 _ITEM = re.compile(r"([-+*]) ([^ ].*)$")
 _BLOCK_START = re.compile(r" {0,3}(?:#{1,6}(?: |$)|`{3}|~{3}|>|[-+*](?: |$)|[0-9]{1,9}[.)](?: |$))")
 _BREAK = re.compile(r" {0,3}(?:(?:\* *){3,}|(?:- *){3,}|(?:_ *){3,})$")
-_DECLINED = re.compile(r"[\t\r\0]|\n\n\n|(?:^|\n) +(?:\n|$)")  # tabs, CR, NUL; two blank lines; spaces only
+_SPACES_ONLY = re.compile(r"(?:^|\n) +(?:\n|$)")  # a line of spaces: blank to markdown-it, or dropped at the end
+_MAY_START_BLOCK = frozenset(" #>-+*_`~0123456789")  # a line starting otherwise starts no block
 # The block rules (in order) of the parser stood for, and its core rules.
 _BLOCK_RULES = ["code", "fence", "blockquote", "hr", "list", "heading", "paragraph"]
 _CORE_RULES = ["normalize", "block", "inline"]
@@ -47,7 +48,9 @@ def simple_block_tokens(
 ) -> list[Token] | None:
     """`md.parse(text)`'s tokens, each inline token's children from `inline` (markdown-it's `inline` core rule as
     `tree.cached_inline` makes it), or None where the text is not of the simple shapes."""
-    if _DECLINED.search(text) is not None or not _stands_for(md):
+    if "\t" in text or "\r" in text or "\0" in text or "\n\n\n" in text or not _stands_for(md):
+        return None  # tabs (indent widths), what `normalize` rewrites, two blank lines in a row (what they end)
+    if (text.startswith(" ") or "\n " in text) and _SPACES_ONLY.search(text) is not None:
         return None
     lines = text.split("\n")
     if text.endswith("\n"):
@@ -64,14 +67,15 @@ def simple_block_tokens(
             elif previous != "list+blank":
                 previous = "blank"
             continue
-        fence = _FENCE.match(line)
+        first = line[0]
+        fence = _FENCE.match(line) if first in "`~" else None
         if fence is not None:
             if fence.group(1)[0] == "`" and "`" in fence.group(2):
                 return None  # not a fence: a code span markdown-it reads
             at = _fence(lines, at, fence, text, out)
             previous = "fence"
             continue
-        heading = _HEADING.match(line)
+        heading = _HEADING.match(line) if first == "#" else None
         if heading is not None:
             if heading.group(2).endswith("#") or heading.group(2) == "":
                 return None
@@ -79,7 +83,7 @@ def simple_block_tokens(
             at += 1
             previous = "heading"
             continue
-        item = _ITEM.match(line)
+        item = _ITEM.match(line) if first in "-+*" else None
         if item is not None:
             if previous == "list+blank" and out[-1].markup == item.group(1):
                 return None  # the same list goes on after a blank line: a loose list
@@ -100,6 +104,8 @@ def simple_block_tokens(
 
 def _plain(line: str) -> bool:
     """Whether `line` starts a paragraph or goes on with one: it starts no block of any kind."""
+    if line[:1] not in _MAY_START_BLOCK:
+        return True
     return _BLOCK_START.match(line) is None and _BREAK.match(line) is None
 
 
@@ -111,7 +117,7 @@ def _paragraph(
     end = at + 1
     while end < len(lines) and lines[end] != "":
         line = lines[end]
-        if _FENCE.match(line) or _HEADING.match(line) or _ITEM.match(line):
+        if line[0] in _MAY_START_BLOCK and (_FENCE.match(line) or _HEADING.match(line) or _ITEM.match(line)):
             break
         if line.startswith(" ") or not _plain(line):
             return -1  # an indented line (a heading may be indented), or a block this pass does not read

@@ -1,7 +1,8 @@
 """One Markdown parse, walked into a platform's markup by a `Style`.
 
 The model's Markdown is parsed once by markdown-it-py (CommonMark, raw HTML off, plus
-strikethrough and tables); `Writer` walks the syntax tree and asks its `Style` how each
+strikethrough and tables; the shapes most answers are made of are read to the same tokens
+by one pass, `simple_blocks.py` and `simple_inline.py`); `Writer` walks the syntax tree and asks its `Style` how each
 construct is written. Every construct a style opens it also closes, so any text, a cut
 off prefix of a stream included, renders to complete markup: a fence still open is a
 code block that runs to the end, an emphasis never closed stays literal text.
@@ -240,7 +241,8 @@ def parse(text: str) -> list[Node]:
 @lru_cache(maxsize=8)
 def tokens(text: str) -> list[Token]:
     """markdown-it's tokens of `text` (read only): what `parse` nests, and what the web's HTML renders when its
-    parser would read the text alike (`web_html.py`)."""
+    parser would read the text alike (`web_html.py`). A text of the shapes `simple_blocks.py` reads (paragraphs,
+    headings, fences, tight one-line bullet lists) gets the same tokens from one pass over its lines."""
     if "]:" in text:
         md = parser()
     elif "|" in text or "\r" in text or SETEXT_UNDERLINE.search(text):

@@ -57,7 +57,9 @@ def simple_block_tokens(
         lines.pop()  # a last line break ends the last line; it starts none
     out: list[Token] = []
     at = 0
-    previous = ""  # the kind of block before: "", "paragraph", "heading", "fence", "list"
+    # What came before: "" (nothing), "blank", "paragraph", "heading", "fence", "list" or "list+blank" (a list whose
+    # last item took the blank line after it in: the same marker again would make the list loose)
+    previous = ""
     while at < len(lines):
         line = lines[at]
         if line == "":

@@ -2,10 +2,11 @@
 
 The model's Markdown is parsed once by markdown-it-py (CommonMark, raw HTML off, plus
 strikethrough and tables; the shapes most answers are made of are read to the same tokens
-by one pass, `simple_blocks.py` and `simple_inline.py`); `Writer` walks the syntax tree and asks its `Style` how each
-construct is written. Every construct a style opens it also closes, so any text, a cut
-off prefix of a stream included, renders to complete markup: a fence still open is a
-code block that runs to the end, an emphasis never closed stays literal text.
+by one pass, `simple_blocks.py` and `simple_inline.py`); `Writer` walks the syntax tree and
+asks its `Style` how each construct is written. Every construct a style opens it also
+closes, so any text, a cut off prefix of a stream included, renders to complete markup: a
+fence still open is a code block that runs to the end, an emphasis never closed stays
+literal text.
 Lists, quotes, rules and tables are laid out here, the same on every platform.
 """
 

@@ -312,7 +312,8 @@ SIMPLE_BLOCK_LINES = st.sampled_from(
     + ["## h2 ", "# h #", "#", "####### x", "```", "```sh", "``` a`b", "~~~", "~~~~ py", "````", " ```", "   ```"]
     + ["    ```", " one space", "  two", "    four", "1. one", "2) two", "1.5 x", "> q", "***", "---", "- - -"]
     + ["_ _ _", "**bold** x", "__x__", "text #", "\u00a0nbsp", "é x", "- \u00a0x", "#\u00a0x", "<div>", "x  ", "   "]
-)
+    + ["- --", "* **", "+ a", "* a"]
+) | st.text(alphabet="ab -*+_#`~>1.)\u00a0", max_size=6)  # and short lines of the characters blocks start with
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
@@ -329,6 +330,8 @@ SIMPLE_BLOCK_LINES = st.sampled_from(
 @example("text\n- item\n```\ncode")  # a bullet item and a fence interrupt a paragraph; the fence runs to the end
 @example("- a\n\n- b")  # a loose list: markdown-it's
 @example("- a\nlazy")  # the item's lazy line: markdown-it's
+@example("- --")  # a thematic break, not an item: found by the test of the plain blocks' parser
+@example("* **\n- a\n- --")
 def test_a_simple_text_is_read_in_one_pass_as_markdown_it_reads_it(text: str) -> None:
     md = parser_for_plain_blocks()
     if "|" in text or SETEXT_UNDERLINE.search(text):
@@ -343,6 +346,6 @@ def test_the_one_pass_takes_the_texts_answers_are_mostly_made_of() -> None:
     md = parser_for_plain_blocks()
     for taken in ("## Step\n\nwords *a*\n\n- x\n- y\n\n```sh\nls\n```\n", "text\n- item\n", "a\n\n ▉"):
         assert simple_block_tokens(md, taken, inline_tokens) is not None, taken
-    for declined in ("> q", "1. a", "- a\n  - b", "- a\n\n- b", "a\n\n\nb", "a\tb", "    code", "***", "# h #"):
+    for declined in ("> q", "1. a", "- a\n  - b", "- a\n\n- b", "a\n\n\nb", "a\tb", "    code", "***", "# h #", "- --"):
         assert simple_block_tokens(md, declined, inline_tokens) is None, declined
     assert simple_block_tokens(parser_without_references(), "a", inline_tokens) is None  # another parser's rules

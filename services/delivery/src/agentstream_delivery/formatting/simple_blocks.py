@@ -85,7 +85,7 @@ def simple_block_tokens(
             at += 1
             previous = "heading"
             continue
-        item = _ITEM.match(line) if first in "-+*" else None
+        item = _item(line) if first in "-+*" else None
         if item is not None:
             if previous == "list+blank" and out[-1].markup == item.group(1):
                 return None  # the same list goes on after a blank line: a loose list
@@ -104,6 +104,13 @@ def simple_block_tokens(
     return out
 
 
+def _item(line: str) -> re.Match[str] | None:
+    """A bullet item's line; not one of three markers or more and spaces only (`- --`, `* **`): markdown-it's
+    thematic break rule is tried before its list rule."""
+    item = _ITEM.match(line)
+    return item if item is not None and _BREAK.match(line) is None else None
+
+
 def _plain(line: str) -> bool:
     """Whether `line` starts a paragraph or goes on with one: it starts no block of any kind."""
     if line[:1] not in _MAY_START_BLOCK:
@@ -120,7 +127,7 @@ def _paragraph(
     while end < len(lines) and lines[end] != "":
         line = lines[end]
         if line[0] in _MAY_START_BLOCK and (_FENCE.match(line) or _HEADING.match(line) or _ITEM.match(line)):
-            break
+            break  # (a thematic break that looks like an item interrupts too; it is then declined)
         if line.startswith(" ") or not _plain(line):
             return -1  # an indented line (a heading may be indented), or a block this pass does not read
         end += 1
@@ -166,14 +173,14 @@ def _list(
     items: list[tuple[int, str]] = []
     end = at
     while end < len(lines):
-        item = _ITEM.match(lines[end])
+        item = _item(lines[end])
         if item is None or item.group(1) != marker:
             break
         if not _plain(item.group(2)):
             return None
         items.append((end, item.group(2)))
         end += 1
-    if end < len(lines) and lines[end] != "" and _ITEM.match(lines[end]) is None:
+    if end < len(lines) and lines[end] != "" and _item(lines[end]) is None:
         return None  # a lazy line of the last item, or a block that interrupts it
     last = end + 1 if end < len(lines) and lines[end] == "" else end
     out.append(Token("bullet_list_open", "ul", 1, {}, [at, last], 0, None, "", marker, block=True))

@@ -31,7 +31,7 @@ from agentstream_delivery.adapters.web import WebAdapter
 from agentstream_delivery.formatting import render, render_frame, render_whole
 from agentstream_delivery.formatting.incremental import MEMO
 from agentstream_delivery.formatting.streaming import FENCES
-from agentstream_delivery.formatting.tree import inline_tokens, normalized_link, parse, readable_url
+from agentstream_delivery.formatting.tree import inline_tokens, normalized_link, parse, readable_url, tokens
 from agentstream_delivery.stream_inputs import Finish, TextDelta
 from agentstream_delivery.stream_machine import transition
 from agentstream_delivery.stream_model import StreamModel
@@ -66,7 +66,7 @@ def answer(chars: int, salt: str = "") -> str:
 
 def cold_caches() -> None:
     """Nothing a round rendered helps the next one."""
-    for cache in (render, render_frame, parse, inline_tokens, readable_url, normalized_link):
+    for cache in (render, render_frame, parse, tokens, inline_tokens, readable_url, normalized_link):
         cache.cache_clear()
     MEMO.clear()
     FENCES.clear()

@@ -19,6 +19,8 @@ from markdown_it.token import Token
 
 from agentstream.config import TextFormat
 from agentstream_delivery.formatting import STYLES
+from agentstream_delivery.formatting.simple_blocks import simple_block_tokens
+from agentstream_delivery.formatting.simple_inline import simple_run_tokens
 from agentstream_delivery.formatting.tree import (
     PLAIN_URL,
     SETEXT_UNDERLINE,
@@ -215,3 +217,135 @@ def test_remembered_runs_are_the_parsers_own_whatever_was_forgotten(contents: li
         for md in (parser_without_references(), web_parser_without_references()):
             expected = as_dicts(parsed_inline_tokens(md, content))
             assert as_dicts(runs(md, content)) == expected == as_dicts(runs(md, content)), content
+
+
+# Pieces of the constructs the one-scan path takes (and of those it leaves to markdown-it), joined at random: marker
+# runs beside words, spaces and punctuation of both kinds (flanking), code spans, links and what only looks like one.
+SIMPLE_PIECES = st.sampled_from(
+    [
+        "a",
+        "b2",
+        "é",
+        " ",
+        "  ",
+        "\u00a0",
+        ".",
+        ",",
+        "(",
+        ")",
+        "!",
+        "—",
+        "。",
+        "👍🏽",
+        ":",
+        "-",
+        "]",
+        "[",
+        "*",
+        "**",
+        "***",
+        "_",
+        "__",
+        "~",
+        "~~",
+        "~~~",
+        "`",
+        "``",
+        "` `",
+        "`x`",
+        "``a`b``",
+        "[a](https://x.org)",
+        "[the manual](https://man7.org/sort.1)",
+        "[](https://x.org)",
+        "[a b](x*y_z~)",
+        "[a](javascript:x)",
+        "[a] (x)",
+        "[a]",
+        "[*a*](x)",
+        "[a](x y)",
+        "[a](<x>)",
+        "[a](x(y))",
+        "[é](https://é.org/ü)",
+        "\\*",
+        "&amp;",
+        "<b>",
+        "\n",
+        "![a](x)",
+    ]
+)
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(SIMPLE_PIECES, max_size=14).map("".join) | st.text(alphabet=INLINE_ALPHABET, max_size=30))
+@example("The **fastest** way 3 is _usually_ `sort -u` (see [the manual](https://man7.org/sort.3)).")
+@example("keeps ~~duplicates~~ *once* (1)")
+@example("**a** b")  # `**`'s outer marker: an empty text token where no text joins it
+@example("a **b**")
+@example("**a *b* c** _d_")
+@example("*a **b* c**")  # crossed: markdown-it's
+@example("snake_case and a_b_c")  # `_` within a word neither opens nor closes
+@example("a*b*c")  # `*` within a word both opens and closes: markdown-it's
+def test_a_simple_run_is_tokenized_in_one_scan_as_markdown_it_tokenizes_it(content: str) -> None:
+    for md in (parser_without_references(), web_parser_without_references()):
+        simple = simple_run_tokens(md, content)
+        if simple is not None:
+            assert as_dicts(simple) == as_dicts(markdown_its_inline_tokens(md, content)), content
+
+
+def test_the_one_scan_takes_the_runs_answers_are_mostly_made_of() -> None:
+    """Not a test of output (the one above is): that the path is taken where it is meant to be, and not elsewhere."""
+    md = parser_without_references()
+    for taken in (
+        "The **fastest** way is _usually_ `sort -u` (see [the manual](https://man7.org/sort)).",
+        "a ~~b~~ *c*",
+    ):
+        assert simple_run_tokens(md, taken) is not None, taken
+    for declined in ("a\nb", "a \\* b", "&amp;", "<https://x.org>", "![a](x)", "***a***", "a*b*c", "*a **b* c**"):
+        assert simple_run_tokens(md, declined) is None, declined
+    assert simple_run_tokens(parser(), "**a**") is not None  # the same rules: references are a block matter
+
+
+# Lines of the shapes the one-pass block reader takes (and of those it leaves to markdown-it): paragraphs, headings,
+# fences, bullet items, and lines markdown-it reads as something else (quotes, rules, ordered items, indents).
+SIMPLE_BLOCK_LINES = st.sampled_from(
+    ["para words", "*emph* and `code`", "", "", "- item", "- *b* c", "* star", "+ plus", "-  two", "- ", "-", "# h"]
+    + ["## h2 ", "# h #", "#", "####### x", "```", "```sh", "``` a`b", "~~~", "~~~~ py", "````", " ```", "   ```"]
+    + ["    ```", " one space", "  two", "    four", "1. one", "2) two", "1.5 x", "> q", "***", "---", "- - -"]
+    + ["_ _ _", "**bold** x", "__x__", "text #", "\u00a0nbsp", "é x", "- \u00a0x", "#\u00a0x", "<div>", "x  ", "   "]
+    + ["- --", "* **", "+ a", "* a"]
+) | st.text(alphabet="ab -*+_#`~>1.)\u00a0", max_size=6)  # and short lines of the characters blocks start with
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(
+    st.tuples(st.lists(SIMPLE_BLOCK_LINES, max_size=10).map("\n".join), st.sampled_from(["", "\n", " ▉", "\n ▉"])).map(
+        "".join
+    )
+)
+@example(
+    "## Step 1\n\nThe **fastest** way is `sort -u`.\n\n- keeps *once*\n- handles 👍🏽\n\n```sh\nsort -u\n```\n\n ▉"
+)
+@example("- a\n\n")  # the last item takes the blank line in
+@example("- a\n* b\n\n+ c")  # another marker: another list
+@example("text\n- item\n```\ncode")  # a bullet item and a fence interrupt a paragraph; the fence runs to the end
+@example("- a\n\n- b")  # a loose list: markdown-it's
+@example("- a\nlazy")  # the item's lazy line: markdown-it's
+@example("- --")  # a thematic break, not an item: found by the test of the plain blocks' parser
+@example("* **\n- a\n- --")
+def test_a_simple_text_is_read_in_one_pass_as_markdown_it_reads_it(text: str) -> None:
+    md = parser_for_plain_blocks()
+    if "|" in text or SETEXT_UNDERLINE.search(text):
+        return  # the parser stood for is not this text's (`tree.tokens`)
+    simple = simple_block_tokens(md, text, inline_tokens)
+    if simple is not None:
+        assert as_dicts(simple) == as_dicts(md.parse(text)), text
+
+
+def test_the_one_pass_takes_the_texts_answers_are_mostly_made_of() -> None:
+    """Not a test of output (the one above is): that the pass is taken where it is meant to be, and not elsewhere."""
+    md = parser_for_plain_blocks()
+    for taken in ("## Step\n\nwords *a*\n\n- x\n- y\n\n```sh\nls\n```\n", "text\n- item\n", "a\n\n ▉"):
+        assert simple_block_tokens(md, taken, inline_tokens) is not None, taken
+    for declined in ("> q", "1. a", "- a\n  - b", "- a\n\n- b", "a\n\n\nb", "a\tb", "    code", "***", "# h #", "- --"):
+        assert simple_block_tokens(md, declined, inline_tokens) is None, declined
+    assert simple_block_tokens(parser_without_references(), "a", inline_tokens) is None  # another parser's rules

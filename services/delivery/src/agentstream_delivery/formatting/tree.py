@@ -1,10 +1,12 @@
 """One Markdown parse, walked into a platform's markup by a `Style`.
 
 The model's Markdown is parsed once by markdown-it-py (CommonMark, raw HTML off, plus
-strikethrough and tables); `Writer` walks the syntax tree and asks its `Style` how each
-construct is written. Every construct a style opens it also closes, so any text, a cut
-off prefix of a stream included, renders to complete markup: a fence still open is a
-code block that runs to the end, an emphasis never closed stays literal text.
+strikethrough and tables; the shapes most answers are made of are read to the same tokens
+by one pass, `simple_blocks.py` and `simple_inline.py`); `Writer` walks the syntax tree and
+asks its `Style` how each construct is written. Every construct a style opens it also
+closes, so any text, a cut off prefix of a stream included, renders to complete markup: a
+fence still open is a code block that runs to the end, an emphasis never closed stays
+literal text.
 Lists, quotes, rules and tables are laid out here, the same on every platform.
 """
 
@@ -22,6 +24,8 @@ from markdown_it.rules_core import StateCore, text_join
 from markdown_it.token import Token
 
 from agentstream_delivery.formatting.incremental import Block
+from agentstream_delivery.formatting.simple_blocks import simple_block_tokens
+from agentstream_delivery.formatting.simple_inline import simple_run_tokens
 
 BULLETS = ("•", "◦", "▪")
 RULE = "———"
@@ -100,10 +104,12 @@ def run_of(md: MarkdownIt, content: str) -> Run:
     A run with none of the characters an inline rule starts at (`md.inline.terminator_re`: every rule but the
     text rule's needs one, and the text rule stops only at one) is one text token, as markdown-it makes it,
     without running the rules (a third of a stream's runs: a heading's words, a list item's; `parsed_inline_tokens`
-    is the rules' answer, and a property test compares both)."""
+    is the rules' answer, and a property test compares both). A run made of the simple constructs only (emphasis
+    that pairs in order, code spans, plain links: most of the rest) is tokenized by one scan (`simple_inline.py`)."""
     if md.inline.terminator_re.search(content) is None:
         return Run([Token("text", "", 0, content=content)] if content else [])
-    return Run(parsed_inline_tokens(md, content))
+    simple = simple_run_tokens(md, content)
+    return Run(simple if simple is not None else parsed_inline_tokens(md, content))
 
 
 class InlineRuns:
@@ -236,13 +242,17 @@ def parse(text: str) -> list[Node]:
 @lru_cache(maxsize=8)
 def tokens(text: str) -> list[Token]:
     """markdown-it's tokens of `text` (read only): what `parse` nests, and what the web's HTML renders when its
-    parser would read the text alike (`web_html.py`)."""
+    parser would read the text alike (`web_html.py`). A text of the shapes `simple_blocks.py` reads (paragraphs,
+    headings, fences, tight one-line bullet lists) gets the same tokens from one pass over its lines."""
     if "]:" in text:
         md = parser()
     elif "|" in text or "\r" in text or SETEXT_UNDERLINE.search(text):
         md = parser_without_references()
     else:
         md = parser_for_plain_blocks()
+        simple = simple_block_tokens(md, text, inline_tokens)
+        if simple is not None:
+            return simple
     return md.parse(text)
 
 

@@ -158,24 +158,31 @@ class Pipeline:
         if is_self_echo(msg, self.settings.authz):
             return DropDecision(DropReason.SELF_ECHO)
         routed = route(msg, self.settings)  # (computed before authz: the profile has allow/deny lists)
-        refusal = await self.authorize(msg, routed)
-        if refusal is not None:
-            return refusal
+        verdict = self.verdict(msg, routed)
+        if verdict is not Verdict.ALLOWED:  # an allowed sender (most) awaits nothing here
+            refusal = await self.refusal(msg, verdict)
+            if refusal is not None:
+                return refusal
         if not self.limiter.allow(msg.platform, msg.user.id):
             rate_limited = self.settings.ingress.texts_for(msg.platform).rate_limited
             return NoticeDecision(NoticeReason.RATE_LIMITED, rate_limited, target_of(msg), NoticeLevel.WARNING)
-        hooked = await self.run_hooks(self.receive_hooks, msg)
-        if not isinstance(hooked, InboundMessage):
-            return hooked
-        msg = hooked
+        if self.receive_hooks:
+            hooked = await self.run_hooks(self.receive_hooks, msg)
+            if not isinstance(hooked, InboundMessage):
+                return hooked
+            msg = hooked
         command = commands.parse_command(msg.text)
         if command is not None:
             return await self.command(command, msg, routed, batch, cause)
         return build_start(msg, routed, batch.roles.get(msg.conversation_key), self.settings, cause=cause)
 
-    async def authorize(self, msg: InboundMessage, routed: Routed) -> NoticeDecision | None:
+    def verdict(self, msg: InboundMessage, routed: Routed) -> Verdict:
         bypassed = routed.bypassed.authz if routed.bypassed is not None else None
-        verdict = authorize(msg, self.settings.authz.rule_for(msg.platform), routed.profile.authz, bypassed)
+        return authorize(msg, self.settings.authz.rule_for(msg.platform), routed.profile.authz, bypassed)
+
+    async def refusal(self, msg: InboundMessage, verdict: Verdict) -> NoticeDecision | None:
+        """None if `msg` may start a run after all (a paired sender), else the notice refusing it
+        (or asking to pair)."""
         if verdict is Verdict.ALLOWED:
             return None
         texts = self.settings.ingress.texts_for(msg.platform)

@@ -94,12 +94,13 @@ class Pipeline:
         `positions`: where each record is in `inbound` (the runs' ids derive from it)."""
         parsed = [parse(raw, self.settings.ingress.max_text_chars) for raw in raws]
         messages = [p for p in parsed if isinstance(p, InboundMessage)]
+        idents = [m.dedupe_key for m in messages]
         if self._behind >= MAX_REMEMBERS_BEHIND:  # a slow database: wait rather than queue writes
             await self.settle()
         # Two independent queries on two connections: one wait. Both finish before a failure
         # is raised, so the caller knows which sightings were claimed (see `first_sightings`).
         fresh, roles = await asyncio.gather(
-            self.ports.first_sightings([m.dedupe_key for m in messages]),  # dedupe
+            self.ports.first_sightings(idents),  # dedupe
             self.ports.role_overrides({m.conversation_key for m in messages}),
             return_exceptions=True,
         )
@@ -109,11 +110,12 @@ class Pipeline:
         assert isinstance(fresh, set) and isinstance(roles, dict)
         batch = Batch(roles=roles)
         decisions: list[Decision] = []
+        ident_of = iter(idents)  # each message's, in order
         for item, position in zip(parsed, positions or [None] * len(parsed), strict=True):
             if isinstance(item, DeadLetterDecision):
                 decisions.append(item)
                 continue
-            ident = item.dedupe_key
+            ident = next(ident_of)
             if ident not in fresh:  # seen before, or earlier in this batch
                 decisions.append(DropDecision(DropReason.DUPLICATE))
                 continue
@@ -174,7 +176,8 @@ class Pipeline:
         command = commands.parse_command(msg.text)
         if command is not None:
             return await self.command(command, msg, routed, batch, cause)
-        return build_start(msg, routed, batch.roles.get(msg.conversation_key), self.settings, cause=cause)
+        role = batch.roles.get(msg.conversation_key) if batch.roles else None  # (no /model override: no key)
+        return build_start(msg, routed, role, self.settings, cause=cause)
 
     def verdict(self, msg: InboundMessage, routed: Routed) -> Verdict:
         bypassed = routed.bypassed.authz if routed.bypassed is not None else None

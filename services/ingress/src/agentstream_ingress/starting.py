@@ -64,6 +64,9 @@ _ROLE_HASHES = {
 }
 
 
+RUN_ID_ROLES = (IdRole.RUN, IdRole.START_RECORD, IdRole.QUEUED_RECORD)  # in `RunIds` order
+
+
 class RunIds(NamedTuple):
     """The ids of one started run and of the two records announcing it."""
 
@@ -96,12 +99,11 @@ class Cause:
     def derived_ids(self) -> RunIds:
         """The run's three ids (`derived_id` of each role), the cause joined once."""
         name = self._name()
-        ids = []
-        for role in (IdRole.RUN, IdRole.START_RECORD, IdRole.QUEUED_RECORD):
-            hashed = _ROLE_HASHES[role].copy()
-            hashed.update(name)
-            ids.append(_uuid5_of(hashed))
-        return RunIds(*ids)
+        run, start, queued = (_ROLE_HASHES[role].copy() for role in RUN_ID_ROLES)
+        run.update(name)
+        start.update(name)
+        queued.update(name)
+        return RunIds(_uuid5_of(run), _uuid5_of(start), _uuid5_of(queued))
 
 
 def notice_id(position: Position, timestamp: int) -> str:
@@ -109,6 +111,9 @@ def notice_id(position: Position, timestamp: int) -> str:
     `timestamp` (the record's Kafka time, ms): a re-read writes the same notice, which
     delivery's ledger shows once; a recreated topic's record at an old offset is another."""
     return uuid5_text("\x1f".join(("notice", *(str(n) for n in (*position, timestamp)))))
+
+
+NO_OPTIONS = RunOptions()  # frozen: the options of every run nothing asks anything of, shared
 
 
 def run_options(routed: Routed, role_override: str | None, double_texting: DoubleTexting | None = None) -> RunOptions:
@@ -123,7 +128,7 @@ def run_options(routed: Routed, role_override: str | None, double_texting: Doubl
         given["double_texting"] = policy
     if profile.delivery:
         given["delivery"] = dict(profile.delivery)
-    return RunOptions.model_validate(given)
+    return RunOptions.model_validate(given) if given else NO_OPTIONS
 
 
 def build_start(

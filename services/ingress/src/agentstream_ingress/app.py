@@ -192,7 +192,9 @@ class IngressService:
         ports = self.ports
         try:
             decisions = await self.pipeline.decide_batch(
-                [c.record for c in batch], [position_of(c.source) for c in batch]
+                [c.record for c in batch],
+                [position_of(c.source) for c in batch],
+                [Arrival(produced_at=c.source.timestamp / 1000, ingress_read_at=read_at) for c in batch],
             )
         except Exception as err:  # the database away: not a record's fault, so the batch is read again
             ports.release_sightings(ports.take_claims())
@@ -207,13 +209,13 @@ class IngressService:
                 for consumed, decision in zip(batch, decisions, strict=True):
                     record = consumed.source
                     if not tracing.enabled:  # no span: a context manager less per record
-                        self.add_output(output, record, decision, read_at)
+                        self.add_output(output, record, decision)
                         continue
                     # Each message its own trace (the batch's span is only linked): a run's trace
                     # starts here, and the records written for it carry it on.
                     with tracing.consuming(record, "inbound decide") as span:
                         span.set_attribute("agentstream.decision", type(decision).__name__)
-                        self.add_output(output, record, decision, read_at)
+                        self.add_output(output, record, decision)
             finally:
                 self.count_batch()
             acks = await output.send(producer_of(self.broker))
@@ -234,21 +236,21 @@ class IngressService:
         await self.pipeline.settle()  # before the database closes
         await self.runtime.stop(self.on_stop)
 
-    def add_output(self, output: BatchOutput, record: ConsumerRecord, decision: Decision, read_at: float) -> None:
+    def add_output(self, output: BatchOutput, record: ConsumerRecord, decision: Decision) -> None:
         """What `decision` publishes, added to the batch's output. `carry_out` runs inside the
         record's log context only when it writes a log line (a dead letter; a start at debug):
         binding and resetting the context was ~4 µs of a record's few dozen."""
         if isinstance(decision, DeadLetterDecision) or (self._debug and isinstance(decision, StartDecision)):
             with self.runtime.log_context(**log_fields(record, decision)):
-                key, outgoing = self.carry_out(record, decision, read_at)
+                key, outgoing = self.carry_out(record, decision)
         else:
-            key, outgoing = self.carry_out(record, decision, read_at)
+            key, outgoing = self.carry_out(record, decision)
         for out in outgoing:
             output.add(self._topic_names[out.topic], out.record, key)
 
-    def carry_out(self, record: ConsumerRecord, decision: Decision, read_at: float) -> tuple[str, Outgoing]:
-        """The records one decision publishes, and the key they go under; `read_at`: when the
-        record was read (epoch seconds)."""
+    def carry_out(self, record: ConsumerRecord, decision: Decision) -> tuple[str, Outgoing]:
+        """The records one decision publishes, and the key they go under (a started run carries
+        its `Arrival` from the pipeline: `on_inbound` hands it each record's)."""
         match decision:
             case DeadLetterDecision(error=error, notify=target):
                 key = record.key.decode("utf-8", "replace") if isinstance(record.key, bytes) else ""
@@ -279,8 +281,6 @@ class IngressService:
                 # level costs a few microseconds, ingress's CPU per record is a few dozen).
                 if self._debug:
                     self.log.debug("run accepted", assistant_id=start.assistant_id)
-                arrival = Arrival(produced_at=record.timestamp / 1000, ingress_read_at=read_at)
-                start = start.model_copy(update={"arrival": arrival})
                 return start.conversation_key, [addressed(EVENTS, queued), addressed(RUNS, start)]
             case _:
                 assert_never(decision)

@@ -16,7 +16,7 @@ from typing import Protocol
 import structlog
 
 from agentstream.config import Settings
-from agentstream.contracts import InboundMessage, NoticeLevel
+from agentstream.contracts import Arrival, InboundMessage, NoticeLevel
 from agentstream.contracts.inbound import DedupeKey
 from agentstream_ingress import commands
 from agentstream_ingress.authz import Verdict, authorize, is_direct_chat, is_self_echo
@@ -86,12 +86,16 @@ class Pipeline:
         return decision
 
     async def decide_batch(
-        self, raws: Sequence[bytes], positions: Sequence[Position | None] | None = None
+        self,
+        raws: Sequence[bytes],
+        positions: Sequence[Position | None] | None = None,
+        arrivals: Sequence[Arrival | None] | None = None,
     ) -> list[Decision]:
         """One decision per record, in order. The database is asked once per batch for
         dedupe and the `/model` overrides, and told once about the runs started: in the
         background, in batch order, finished before a command reads them (or `settle` returns).
-        `positions`: where each record is in `inbound` (the runs' ids derive from it)."""
+        `positions`: where each record is in `inbound` (the runs' ids derive from it); `arrivals`:
+        when each was produced and read (stamped on the runs it starts)."""
         parsed = [parse(raw, self.settings.ingress.max_text_chars) for raw in raws]
         messages = [p for p in parsed if isinstance(p, InboundMessage)]
         idents = [m.dedupe_key for m in messages]
@@ -111,7 +115,8 @@ class Pipeline:
         batch = Batch(roles=roles)
         decisions: list[Decision] = []
         ident_of = iter(idents)  # each message's, in order
-        for item, position in zip(parsed, positions or [None] * len(parsed), strict=True):
+        nones = [None] * len(parsed)
+        for item, position, arrival in zip(parsed, positions or nones, arrivals or nones, strict=True):
             if isinstance(item, DeadLetterDecision):
                 decisions.append(item)
                 continue
@@ -120,7 +125,7 @@ class Pipeline:
                 decisions.append(DropDecision(DropReason.DUPLICATE))
                 continue
             fresh.discard(ident)
-            decision = await self._decide(item, batch, Cause(ident, position))
+            decision = await self._decide(item, batch, Cause(ident, position, arrival))
             if isinstance(decision, StartDecision):  # what /retry repeats and /status reports
                 batch.started.append((decision.message, decision.start.run_id))
             decisions.append(decision)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, NamedTuple
 
 from agentstream.config import Settings
-from agentstream.contracts import DoubleTexting, InboundMessage, RunOptions, RunQueued, StartRun
+from agentstream.contracts import Arrival, DoubleTexting, InboundMessage, RunOptions, RunQueued, StartRun
 from agentstream.contracts.inbound import DedupeKey
 from agentstream_ingress.decisions import StartDecision, target_of
 from agentstream_ingress.routing import Routed
@@ -83,6 +83,9 @@ class Cause:
 
     key: DedupeKey  # (source, platform, message id)
     position: Position | None = None  # None: not read from Kafka (tests, `Pipeline.decide`)
+    # When the record was produced and read, stamped on the run (not part of its ids): built with
+    # the StartRun, not copied onto it afterwards (records are frozen: a copy per run).
+    arrival: Arrival | None = field(default=None, compare=False)
 
     def _name(self) -> bytes:
         # The unit separator cannot occur in the parts (ids refuse control characters), so
@@ -156,6 +159,7 @@ def build_start(
         reply_target=target_of(msg),
         metadata={**msg.metadata, "profile": routed.name},
         options=run_options(routed, role_override, double_texting),
+        arrival=cause.arrival,
     )
     return StartDecision(message=msg, start=start, queued=queued_for(start, ids.queued_record))
 

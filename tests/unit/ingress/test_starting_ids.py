@@ -37,3 +37,20 @@ def test_notice_id_is_uuid5_of_place_and_time() -> None:
     assert notice_id((1, 5), 1_700_000_000_000) == str(
         uuid.uuid5(RUN_ID_NAMESPACE, "notice\x1f1\x1f5\x1f1700000000000")
     )
+
+
+@pytest.mark.parametrize(
+    "cause",
+    [
+        Cause(("kafka", "telegram", "m-7"), (2, 99)),
+        Cause(("webhook:slack", "slack", "é☃ 𝄞")),
+        Cause(("acme/kafka", "web", "x" * 300), (0, 0)),
+    ],
+)
+def test_a_runs_ids_at_once_are_each_roles_derived_id(cause: Cause) -> None:
+    ids = cause.derived_ids()
+    assert (ids.run, ids.start_record, ids.queued_record) == tuple(
+        cause.derived_id(role) for role in (IdRole.RUN, IdRole.START_RECORD, IdRole.QUEUED_RECORD)
+    )
+    parts = (*cause.key, *(str(n) for n in cause.position or ()))
+    assert ids.run == str(uuid.uuid5(RUN_ID_NAMESPACE, "\x1f".join(("run", *parts))))

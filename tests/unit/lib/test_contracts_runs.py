@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from agentstream.contracts import ChatMessage, DoubleTexting, ReplyTarget, RunCommandAdapter, RunOptions, StartRun
 
 
@@ -43,6 +45,16 @@ def test_the_wire_keeps_exactly_the_given_keys_unknown_ones_included():
     assert start.options.model_extra == {"temperature": 0.2, "skip.history": True}
     assert json.loads(start.to_json())["options"] == given
     assert json.loads(start_with({}).to_json())["options"] == {}
+
+
+@pytest.mark.parametrize("given", [{}, {"temperature": 0.2}, {"connector": None}, {"skip": None, "top_p": 1}])
+def test_options_serialize_to_the_given_keys_whichever_they_are(given: dict[str, object]) -> None:
+    """Nothing given serializes to `{}` without the model's own serializer (a shortcut): an extra
+    key alone, or a typed one given as null, is still given."""
+    options = RunOptions.model_validate(given)
+    assert options.model_dump() == given
+    assert json.loads(options.model_dump_json()) == given
+    assert json.loads(start_with(given).to_json())["options"] == given
 
 
 def test_a_malformed_known_key_is_ignored_not_refused():

@@ -16,7 +16,7 @@ from typing import Protocol
 import structlog
 
 from agentstream.config import Settings
-from agentstream.contracts import InboundMessage, NoticeLevel
+from agentstream.contracts import Arrival, InboundMessage, NoticeLevel
 from agentstream.contracts.inbound import DedupeKey
 from agentstream_ingress import commands
 from agentstream_ingress.authz import Verdict, authorize, is_direct_chat, is_self_echo
@@ -86,20 +86,25 @@ class Pipeline:
         return decision
 
     async def decide_batch(
-        self, raws: Sequence[bytes], positions: Sequence[Position | None] | None = None
+        self,
+        raws: Sequence[bytes],
+        positions: Sequence[Position | None] | None = None,
+        arrivals: Sequence[Arrival | None] | None = None,
     ) -> list[Decision]:
         """One decision per record, in order. The database is asked once per batch for
         dedupe and the `/model` overrides, and told once about the runs started: in the
         background, in batch order, finished before a command reads them (or `settle` returns).
-        `positions`: where each record is in `inbound` (the runs' ids derive from it)."""
+        `positions`: where each record is in `inbound` (the runs' ids derive from it); `arrivals`:
+        when each was produced and read (stamped on the runs it starts)."""
         parsed = [parse(raw, self.settings.ingress.max_text_chars) for raw in raws]
         messages = [p for p in parsed if isinstance(p, InboundMessage)]
+        idents = [m.dedupe_key for m in messages]
         if self._behind >= MAX_REMEMBERS_BEHIND:  # a slow database: wait rather than queue writes
             await self.settle()
         # Two independent queries on two connections: one wait. Both finish before a failure
         # is raised, so the caller knows which sightings were claimed (see `first_sightings`).
         fresh, roles = await asyncio.gather(
-            self.ports.first_sightings([m.dedupe_key for m in messages]),  # dedupe
+            self.ports.first_sightings(idents),  # dedupe
             self.ports.role_overrides({m.conversation_key for m in messages}),
             return_exceptions=True,
         )
@@ -109,16 +114,18 @@ class Pipeline:
         assert isinstance(fresh, set) and isinstance(roles, dict)
         batch = Batch(roles=roles)
         decisions: list[Decision] = []
-        for item, position in zip(parsed, positions or [None] * len(parsed), strict=True):
+        ident_of = iter(idents)  # each message's, in order
+        nones = [None] * len(parsed)
+        for item, position, arrival in zip(parsed, positions or nones, arrivals or nones, strict=True):
             if isinstance(item, DeadLetterDecision):
                 decisions.append(item)
                 continue
-            ident = item.dedupe_key
+            ident = next(ident_of)
             if ident not in fresh:  # seen before, or earlier in this batch
                 decisions.append(DropDecision(DropReason.DUPLICATE))
                 continue
             fresh.discard(ident)
-            decision = await self._decide(item, batch, Cause(ident, position))
+            decision = await self._decide(item, batch, Cause(ident, position, arrival))
             if isinstance(decision, StartDecision):  # what /retry repeats and /status reports
                 batch.started.append((decision.message, decision.start.run_id))
             decisions.append(decision)
@@ -158,24 +165,32 @@ class Pipeline:
         if is_self_echo(msg, self.settings.authz):
             return DropDecision(DropReason.SELF_ECHO)
         routed = route(msg, self.settings)  # (computed before authz: the profile has allow/deny lists)
-        refusal = await self.authorize(msg, routed)
-        if refusal is not None:
-            return refusal
+        verdict = self.verdict(msg, routed)
+        if verdict is not Verdict.ALLOWED:  # an allowed sender (most) awaits nothing here
+            refusal = await self.refusal(msg, verdict)
+            if refusal is not None:
+                return refusal
         if not self.limiter.allow(msg.platform, msg.user.id):
             rate_limited = self.settings.ingress.texts_for(msg.platform).rate_limited
             return NoticeDecision(NoticeReason.RATE_LIMITED, rate_limited, target_of(msg), NoticeLevel.WARNING)
-        hooked = await self.run_hooks(self.receive_hooks, msg)
-        if not isinstance(hooked, InboundMessage):
-            return hooked
-        msg = hooked
+        if self.receive_hooks:
+            hooked = await self.run_hooks(self.receive_hooks, msg)
+            if not isinstance(hooked, InboundMessage):
+                return hooked
+            msg = hooked
         command = commands.parse_command(msg.text)
         if command is not None:
             return await self.command(command, msg, routed, batch, cause)
-        return build_start(msg, routed, batch.roles.get(msg.conversation_key), self.settings, cause=cause)
+        role = batch.roles.get(msg.conversation_key) if batch.roles else None  # (no /model override: no key)
+        return build_start(msg, routed, role, self.settings, cause=cause)
 
-    async def authorize(self, msg: InboundMessage, routed: Routed) -> NoticeDecision | None:
+    def verdict(self, msg: InboundMessage, routed: Routed) -> Verdict:
         bypassed = routed.bypassed.authz if routed.bypassed is not None else None
-        verdict = authorize(msg, self.settings.authz.rule_for(msg.platform), routed.profile.authz, bypassed)
+        return authorize(msg, self.settings.authz.rule_for(msg.platform), routed.profile.authz, bypassed)
+
+    async def refusal(self, msg: InboundMessage, verdict: Verdict) -> NoticeDecision | None:
+        """None if `msg` may start a run after all (a paired sender), else the notice refusing it
+        (or asking to pair)."""
         if verdict is Verdict.ALLOWED:
             return None
         texts = self.settings.ingress.texts_for(msg.platform)

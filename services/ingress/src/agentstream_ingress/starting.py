@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
-from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from agentstream.config import Settings
-from agentstream.contracts import DoubleTexting, InboundMessage, RunOptions, RunQueued, StartRun
+from agentstream.contracts import Arrival, DoubleTexting, InboundMessage, RunOptions, RunQueued, StartRun
 from agentstream.contracts.inbound import DedupeKey
 from agentstream_ingress.decisions import StartDecision, target_of
 from agentstream_ingress.routing import Routed
@@ -30,15 +29,21 @@ RUN_ID_NAMESPACE = uuid.UUID("5b0c3c1e-7f3d-4c55-9a51-0d2a8e6f4b17")
 
 _NAMESPACE_BYTES = RUN_ID_NAMESPACE.bytes
 
+# The variant digit of an RFC 4122 UUID (10xx in binary), by the hex digit it replaces.
+_VARIANT = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
+
+
+def _uuid5_of(hashed: hashlib._Hash) -> str:
+    """The version-5 UUID text of a SHA-1 of the namespace and a name: the first 16 bytes of the
+    digest, version and variant set, in 8-4-4-4-12 hex (`str(uuid.UUID(...))`)."""
+    h = hashed.hexdigest()
+    return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}"
+
 
 def uuid5_text(name: str) -> str:
     """`str(uuid.uuid5(RUN_ID_NAMESPACE, name))`, without the UUID object: three per started run
     were a tenth of ingress's CPU per record."""
-    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name.encode("utf-8"), usedforsecurity=False).digest()[:16])
-    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
-    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = digest.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return _uuid5_of(hashlib.sha1(_NAMESPACE_BYTES + name.encode("utf-8"), usedforsecurity=False))
 
 
 Position = tuple[int, int]  # (partition, offset) of a record in `inbound`
@@ -52,6 +57,24 @@ class IdRole(StrEnum):
     QUEUED_RECORD = "queued"
 
 
+# The SHA-1 of the namespace and each role's prefix, copied per id: the three ids of a run share
+# all but their role, so the cause is joined and encoded once (`Cause.derived_ids`).
+_ROLE_HASHES = {
+    role: hashlib.sha1(_NAMESPACE_BYTES + f"{role.value}\x1f".encode(), usedforsecurity=False) for role in IdRole
+}
+
+
+RUN_ID_ROLES = (IdRole.RUN, IdRole.START_RECORD, IdRole.QUEUED_RECORD)  # in `RunIds` order
+
+
+class RunIds(NamedTuple):
+    """The ids of one started run and of the two records announcing it."""
+
+    run: str
+    start_record: str
+    queued_record: str
+
+
 @dataclass(frozen=True)
 class Cause:
     """The inbound record a run answers. Its place in `inbound` is part of it: a message id
@@ -60,17 +83,30 @@ class Cause:
 
     key: DedupeKey  # (source, platform, message id)
     position: Position | None = None  # None: not read from Kafka (tests, `Pipeline.decide`)
+    # When the record was produced and read, stamped on the run (not part of its ids): built with
+    # the StartRun, not copied onto it afterwards (records are frozen: a copy per run).
+    arrival: Arrival | None = field(default=None, compare=False)
 
-    @cached_property
-    def _name(self) -> str:
+    def _name(self) -> bytes:
         # The unit separator cannot occur in the parts (ids refuse control characters), so
         # two different causes never join to the same name.
         where = (str(n) for n in self.position) if self.position is not None else ()
-        return "\x1f".join((*self.key, *where))
+        return "\x1f".join((*self.key, *where)).encode("utf-8")
 
     def derived_id(self, role: IdRole) -> str:
-        """A UUID (version 5) of `role` and the cause (three per run: the joined cause is kept)."""
-        return uuid5_text(f"{role.value}\x1f{self._name}")
+        """A UUID (version 5) of `role` and the cause: `uuid5_text(f"{role}\\x1f{cause}")`."""
+        hashed = _ROLE_HASHES[role].copy()
+        hashed.update(self._name())
+        return _uuid5_of(hashed)
+
+    def derived_ids(self) -> RunIds:
+        """The run's three ids (`derived_id` of each role), the cause joined once."""
+        name = self._name()
+        run, start, queued = (_ROLE_HASHES[role].copy() for role in RUN_ID_ROLES)
+        run.update(name)
+        start.update(name)
+        queued.update(name)
+        return RunIds(_uuid5_of(run), _uuid5_of(start), _uuid5_of(queued))
 
 
 def notice_id(position: Position, timestamp: int) -> str:
@@ -78,6 +114,9 @@ def notice_id(position: Position, timestamp: int) -> str:
     `timestamp` (the record's Kafka time, ms): a re-read writes the same notice, which
     delivery's ledger shows once; a recreated topic's record at an old offset is another."""
     return uuid5_text("\x1f".join(("notice", *(str(n) for n in (*position, timestamp)))))
+
+
+NO_OPTIONS = RunOptions()  # frozen: the options of every run nothing asks anything of, shared
 
 
 def run_options(routed: Routed, role_override: str | None, double_texting: DoubleTexting | None = None) -> RunOptions:
@@ -92,7 +131,7 @@ def run_options(routed: Routed, role_override: str | None, double_texting: Doubl
         given["double_texting"] = policy
     if profile.delivery:
         given["delivery"] = dict(profile.delivery)
-    return RunOptions.model_validate(given)
+    return RunOptions.model_validate(given) if given else NO_OPTIONS
 
 
 def build_start(
@@ -106,11 +145,12 @@ def build_start(
     """The run answering `msg`; its ids derive from `cause`, the inbound record it answers
     (`msg`'s own unless the run repeats an older message, as `/retry` does)."""
     cause = cause or Cause(msg.dedupe_key)
+    ids = cause.derived_ids()
     assistant = msg.assistant_id or routed.profile.assistant or settings.default_assistant
     start = StartRun(
-        id=cause.derived_id(IdRole.START_RECORD),
+        id=ids.start_record,
         ts=datetime.now(UTC),
-        run_id=cause.derived_id(IdRole.RUN),
+        run_id=ids.run,
         conversation_key=msg.conversation_key,
         assistant_id=assistant,
         user=msg.user,
@@ -119,8 +159,9 @@ def build_start(
         reply_target=target_of(msg),
         metadata={**msg.metadata, "profile": routed.name},
         options=run_options(routed, role_override, double_texting),
+        arrival=cause.arrival,
     )
-    return StartDecision(message=msg, start=start, queued=queued_for(start, cause.derived_id(IdRole.QUEUED_RECORD)))
+    return StartDecision(message=msg, start=start, queued=queued_for(start, ids.queued_record))
 
 
 def queued_for(start: StartRun, record_id: str) -> RunQueued:

@@ -79,8 +79,11 @@ class RunOptions(BaseModel):
 
     @model_serializer(mode="wrap")
     def _given_keys_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        given = self.model_fields_set  # the extra keys given are in it too
+        if not given:  # most runs' options: nothing to serialize (a fifth of a StartRun's serializing)
+            return {}
         dumped: dict[str, Any] = handler(self)
-        return {k: v for k, v in dumped.items() if k in self.model_fields_set}
+        return {k: v for k, v in dumped.items() if k in given}
 
     def as_dict(self) -> dict[str, Any]:
         """The options as given, in JSON types (what hooks and the model call see)."""

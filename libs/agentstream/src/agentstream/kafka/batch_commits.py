@@ -62,8 +62,8 @@ class BatchCommits:
         for record in records:
             firsts.setdefault(record.partition, record.offset)
             lasts[record.partition] = record.offset
-            self.points.read(record.partition, record.offset)
         for partition, offset in firsts.items():
+            self.points.read(partition, lasts[partition])  # a partition's records come in offset order
             self.points.hold(partition, offset)
             self._reread(partition, offset, lasts[partition])
         task = asyncio.create_task(
